@@ -1,0 +1,237 @@
+"""Public async API: configure a run, stream its rows, read its summary."""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+
+import engine.methods as method_registry
+from engine.cache import JudgeCache
+from engine.evidence import PageSource, PlaceholderPages
+from engine.io import iter_reports, load_tasks, tasks_from_reports
+from engine.judging import Backend
+from engine.limits import RateLimiter
+from engine.meter import Meter
+from engine.methods.base import Method
+from engine.models import InputError, Report, ScoreRow, Task
+from engine.paths import default_cache_dir
+from engine.pool import JudgePool
+from engine.pricing import PriceTable
+from engine.rundir import RunWriter
+from engine.runner import Runner
+
+T = TypeVar("T")
+
+
+class JudgeConfig(msgspec.Struct, kw_only=True):
+    """Which judge, how fast, and what may be spent. No ``url`` means the offline judge."""
+
+    url: str | None = None
+    model: str | None = None
+    transport: str = "http"  # http | sdk
+    api_key_env: str = "OPENAI_API_KEY"  # the key itself is read from the environment only
+    json_mode: bool = True  # send the verdict schema as response_format
+    timeout_s: float = 120.0
+    rpm: float = 0  # 0 = no limit
+    tpm: float = 0
+    concurrency: int = 16
+    burst_s: float = 1.0
+    cache_dir: str | None = None
+    no_cache: bool = False
+    prices: str | None = None
+    price_as: str | None = None  # price a dry run / offline run as this model
+    max_cost: float | None = None
+    max_retries: int = 5
+
+
+class RunConfig(msgspec.Struct, kw_only=True):
+    methods: list[str]
+    reports: list[str]
+    tasks: str | None = None
+    format: str = "auto"
+    agent: str | None = None
+    out: str | None = None
+    judge: JudgeConfig = msgspec.field(default_factory=JudgeConfig)
+    seed: int = 0
+    dry_run: bool = False
+    method_options: dict[str, Any] = {}
+    allow_private_fetch: bool = False
+    offline_pages: bool = False
+    fetch_concurrency: int = 32
+    max_in_flight: int = 0  # 0 = auto (4 x judge concurrency, at least 32)
+
+
+def methods() -> dict[str, type[Method]]:
+    """Every available scoring method by name."""
+    return method_registry.available()
+
+
+def make_backend(jc: JudgeConfig) -> Backend:
+    if not jc.url:
+        from judge.offline.backend import OfflineBackend
+
+        return OfflineBackend()
+    if not jc.model:
+        raise ValueError("--judge-model is required with --judge-url")
+    key = os.environ.get(jc.api_key_env) or None
+    if jc.transport == "sdk":
+        from judge.sdk import SdkBackend
+
+        return SdkBackend(jc.url, jc.model, api_key=key, timeout_s=jc.timeout_s)
+    if jc.transport != "http":
+        raise ValueError(f"unknown transport {jc.transport!r}; use http or sdk")
+    from judge.http import HttpBackend
+
+    return HttpBackend(jc.url, jc.model, api_key=key, timeout_s=jc.timeout_s,
+                       connections=max(64, jc.concurrency * 2))
+
+
+async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePool, JudgeCache | None]:
+    backend = make_backend(jc)
+    cache = None
+    if not jc.no_cache and getattr(backend, "cacheable", True):
+        cache = await JudgeCache.open(Path(jc.cache_dir or default_cache_dir()) / "judge.sqlite")
+    dry_backend = None
+    if dry_run:
+        from judge.offline.backend import OfflineBackend
+
+        dry_backend = OfflineBackend()
+    pool = JudgePool(
+        backend, cache=cache, prices=PriceTable.load(jc.prices), json_mode=jc.json_mode,
+        limiter=RateLimiter(jc.rpm, jc.tpm, jc.concurrency, burst_s=jc.burst_s),
+        max_retries=jc.max_retries, max_cost_usd=jc.max_cost, dry_run_with=dry_backend, price_model=jc.price_as,
+    )
+    return pool, cache
+
+
+class JudgeSession:
+    """A judge outside report scoring (task ranking, leakage checks): the same ``ask`` as
+    a method's context, with the same limits, cache and accounting."""
+
+    def __init__(self, pool: JudgePool) -> None:
+        self.pool = pool
+        self.meter = Meter()
+
+    async def ask(self, template: str, verdict: type[T], variables: dict[str, Any], *, sample: int = 0,
+                  label: str = "") -> T:
+        judged = await self.pool.ask(template, verdict, variables, sample=sample)
+        self.meter.add(judged)
+        return judged.value
+
+    def totals(self) -> dict[str, Any]:
+        s = self.pool.stats
+        return {"judge": self.pool.judge_label, "calls": s.calls, "cache_hits": s.cache_hits,
+                "retries": s.retries, "rate_limited_429": s.rate_limited, "input_tokens": s.input_tokens,
+                "output_tokens": s.output_tokens, "cost_usd": round(s.cost_usd, 6)}
+
+
+@contextlib.asynccontextmanager
+async def judge_session(config: JudgeConfig | None = None) -> AsyncIterator[JudgeSession]:
+    pool, cache = await open_pool(config or JudgeConfig())
+    try:
+        yield JudgeSession(pool)
+    finally:
+        await pool.backend.close()
+        if cache is not None:
+            await cache.close()
+
+
+class Run:
+    """One scoring run. ``async with Run(cfg) as run: async for row in run.rows(): ...``"""
+
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+        self.input_errors: list[InputError] = []
+        self.summary: dict[str, Any] = {}
+        self._stack = contextlib.AsyncExitStack()
+        self.runner: Runner | None = None
+        self.pages: Any = None
+
+    async def __aenter__(self) -> Run:
+        cfg = self.config
+        if not cfg.methods:
+            raise ValueError("no methods given")
+        if not cfg.reports:
+            raise ValueError("no reports file given")
+        instances = []
+        for name in cfg.methods:
+            cls = method_registry.get(name)
+            opts = {o.flag.replace("-", "_"): cfg.method_options.get(o.flag.replace("-", "_"))
+                    for o in cls.options}
+            instances.append(cls(opts))
+        if cfg.tasks:
+            self.tasks = load_tasks(cfg.tasks, self.input_errors)
+        else:
+            self.tasks = {}
+            for path in cfg.reports:
+                for tid, task in tasks_from_reports(path, fmt=cfg.format).items():
+                    self.tasks.setdefault(tid, task)
+            if not self.tasks:
+                raise ValueError("no --tasks file given and the reports carry no prompt/topic to build tasks from")
+        pool, cache = await open_pool(cfg.judge, dry_run=cfg.dry_run)
+        self._stack.push_async_callback(pool.backend.close)
+        if cache is not None:
+            self._stack.push_async_callback(cache.close)
+        self.pages = await self._open_pages(instances)
+        executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="drscore-cpu")
+        self._stack.callback(executor.shutdown, wait=False)
+        writer = None
+        if cfg.out and not cfg.dry_run:
+            writer = RunWriter(cfg.out)
+            writer.write_config(self.public_config())
+        self._writer = writer
+        self.runner = Runner(
+            tasks=self.tasks, methods=instances, pool=pool, pages=self.pages, seed=cfg.seed, writer=writer,
+            executor=executor, max_in_flight=cfg.max_in_flight or max(32, 4 * cfg.judge.concurrency))
+        return self
+
+    async def _open_pages(self, instances: list[Method]) -> PageSource | None:
+        if not any(m.needs_pages for m in instances):
+            return None
+        if self.config.dry_run:
+            return PlaceholderPages()
+        from fetch.pool import FetchPool
+
+        pool = FetchPool(Path(self.config.judge.cache_dir or default_cache_dir()),
+                         offline=self.config.offline_pages, allow_private=self.config.allow_private_fetch,
+                         concurrency=self.config.fetch_concurrency)
+        return await self._stack.enter_async_context(pool)
+
+    def public_config(self) -> dict[str, Any]:
+        """The run's configuration as written to config.json (never a secret)."""
+        cfg = msgspec.to_builtins(self.config)
+        cfg["judge"]["api_key_present"] = bool(os.environ.get(self.config.judge.api_key_env))
+        cfg["drscore_version"] = "0.1.0"
+        return cfg
+
+    def _reports(self) -> Iterator[Report]:
+        cfg = self.config
+        return itertools.chain.from_iterable(
+            iter_reports(p, fmt=cfg.format, agent=cfg.agent, tasks=self.tasks, errors=self.input_errors)
+            for p in cfg.reports)
+
+    async def rows(self) -> AsyncIterator[ScoreRow]:
+        """Score everything; yields each row as soon as it is done."""
+        assert self.runner is not None, "use 'async with Run(config) as run'"
+        async for row in self.runner.run(self._reports()):
+            yield row
+        self.summary = self.runner.summary(self.input_errors, dry_run=self.config.dry_run)
+        if self.pages is not None and hasattr(self.pages, "stats"):
+            self.summary["pages"] = self.pages.stats()
+        elif isinstance(self.pages, PlaceholderPages):
+            self.summary["pages"] = {"distinct_urls": len(self.pages.urls)}
+        if self._writer is not None:
+            self._writer.finish(self.summary)
+            self._writer = None
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self._writer is not None:
+            self._writer.abort()
+        await self._stack.aclose()
+

@@ -1,0 +1,37 @@
+"""The ``drscore`` command: a thin shell over :mod:`drscore.api`."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from drscore.commands import register_all
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="drscore", description="Score deep-research reports with LLM judges, under API quotas.")
+    parser.add_argument("--version", action="version", version="drscore 0.1.0")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    register_all(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted; everything already judged is in the cache — re-run to resume", file=sys.stderr)
+        return 130
+    except (ValueError, KeyError, FileNotFoundError) as e:
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+        print(f"drscore: error: {msg}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""Flags and helpers shared by sub-commands."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any, TypeVar
+
+from drscore.api import JudgeConfig, JudgeSession, judge_session
+
+T = TypeVar("T")
+
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    """Run on uvloop when available (faster event loop), else asyncio's default."""
+    try:
+        import uvloop
+
+        return uvloop.run(coro)
+    except ImportError:
+        return asyncio.run(coro)
+
+
+def add_judge_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("judge")
+    g.add_argument("--judge-url", help="OpenAI-compatible base URL (e.g. https://api.openai.com/v1); "
+                   "omit for the built-in offline judge")
+    g.add_argument("--judge-model", help="model name sent to the endpoint")
+    g.add_argument("--transport", choices=["http", "sdk"], default="http", help="aiohttp (default) or the openai SDK")
+    g.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
+                   help="environment variable holding the API key (default OPENAI_API_KEY; none needed locally)")
+    g.add_argument("--no-json-schema", action="store_true",
+                   help="do not send response_format json_schema (for endpoints without structured outputs)")
+    g.add_argument("--timeout", type=float, default=120.0, help="seconds per judge call (default 120)")
+    g.add_argument("--max-retries", type=int, default=5, help="retries on 5xx/timeouts per call (default 5)")
+    lim = p.add_argument_group("limits")
+    lim.add_argument("--rpm", type=float, default=0, help="requests per minute (0 = unlimited)")
+    lim.add_argument("--tpm", type=float, default=0, help="tokens per minute (0 = unlimited)")
+    lim.add_argument("--concurrency", type=int, default=16, help="max judge calls in flight (default 16)")
+    lim.add_argument("--burst", type=float, default=1.0, metavar="SECONDS",
+                     help="quota that may be used at once, in seconds of quota (default 1)")
+    c = p.add_argument_group("cache and cost")
+    c.add_argument("--cache", metavar="DIR", help="cache directory (default: $DRSCORE_CACHE or the user cache dir)")
+    c.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    c.add_argument("--prices", metavar="FILE", help='JSON price table {"model": {"input": $/Mtok, "output": $/Mtok}}')
+    c.add_argument("--price-as", metavar="MODEL", help="price calls as this model (e.g. for a dry run offline)")
+    c.add_argument("--max-cost", type=float, metavar="USD", help="stop scheduling new calls past this spend")
+
+
+def judge_config_from_args(args: argparse.Namespace) -> JudgeConfig:
+    return JudgeConfig(
+        url=args.judge_url, model=args.judge_model, transport=args.transport, api_key_env=args.api_key_env,
+        json_mode=not args.no_json_schema, timeout_s=args.timeout, rpm=args.rpm, tpm=args.tpm,
+        concurrency=args.concurrency, burst_s=args.burst, cache_dir=args.cache, no_cache=args.no_cache,
+        prices=args.prices, price_as=args.price_as, max_cost=args.max_cost, max_retries=args.max_retries)
+
+
+@contextlib.asynccontextmanager
+async def open_judge_session(args: argparse.Namespace) -> AsyncIterator[JudgeSession]:
+    """A judge session configured by the flags of :func:`add_judge_args`."""
+    async with judge_session(judge_config_from_args(args)) as session:
+        yield session

@@ -1,0 +1,57 @@
+"""Plain-text views of a run summary for the terminal."""
+from __future__ import annotations
+
+from typing import Any
+
+
+def _fmt(v: Any, nd: int = 3) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{nd}f}"
+    return str(v)
+
+
+def leaderboard_text(summary: dict[str, Any]) -> str:
+    """One block per method, agents sorted by mean score (best first)."""
+    rows = summary.get("per_agent_method", [])
+    lines = []
+    judge = summary.get("judge", "")
+    label = " (offline judge: a lexical baseline, not an LLM verdict)" if judge == "offline" else f" (judge: {judge})"
+    lines.append(f"Leaderboard{label}")
+    for method in sorted({r["method"] for r in rows}):
+        block = sorted((r for r in rows if r["method"] == method),
+                       key=lambda r: (r["mean"] is None, -(r["mean"] or 0.0)))
+        lines.append(f"\n  {method}")
+        lines.append(f"    {'rank':<5}{'agent':<32}{'mean':>9}{'95% CI':>20}{'n':>6}{'failed':>8}{'cost $':>10}")
+        for i, r in enumerate(block, 1):
+            ci = f"[{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]" if r.get("ci95") else "-"
+            lines.append(f"    {i:<5}{r['agent'][:31]:<32}{_fmt(r['mean']):>9}{ci:>20}{r['n']:>6}"
+                         f"{r['failed']:>8}{r['cost_usd']:>10.4f}")
+    t = summary.get("totals", {})
+    lines.append(
+        f"\n  items {t.get('items', 0)} (failed {t.get('items_failed', 0)}, inputs skipped "
+        f"{t.get('inputs_skipped', 0)}) · calls {t.get('calls', 0)} · cache hits {t.get('cache_hits', 0)} · "
+        f"retries {t.get('retries', 0)} · 429s {t.get('rate_limited_429', 0)} · tokens "
+        f"{t.get('input_tokens', 0)}+{t.get('output_tokens', 0)} · cost ${t.get('cost_usd', 0):.4f} · "
+        f"{t.get('wall_time_s', 0):.1f}s")
+    return "\n".join(lines)
+
+
+def dry_run_text(summary: dict[str, Any], price_model: str | None) -> str:
+    t = summary["totals"]
+    lines = [f"Dry run: nothing was sent, fetched or paid (priced as {price_model or summary.get('judge')})."]
+    lines.append(f"  {'method':<14}{'calls':>9}{'cached':>9}{'in tokens':>13}{'out tokens':>12}{'cost $':>11}  statuses")
+    for name, m in summary.get("per_method", {}).items():
+        statuses = ", ".join(f"{k}={v}" for k, v in sorted(m["statuses"].items()))
+        lines.append(f"  {name:<14}{m['planned']:>9}{m['cache_hits']:>9}{m['input_tokens']:>13}"
+                     f"{m['output_tokens']:>12}{m['cost_usd']:>11.4f}  {statuses}")
+    lines.append(f"  {'total':<14}{t['planned_calls']:>9}{t['cache_hits']:>9}{t['planned_input_tokens']:>13}"
+                 f"{t['planned_output_tokens']:>12}{t['planned_cost_usd']:>11.4f}")
+    items = max(1, t["items"])
+    lines.append(f"  {t['items']} report x method items; {t['planned_calls'] / items:.2f} calls per item")
+    if "pages" in summary:
+        lines.append(f"  pages that would be fetched: {summary['pages'].get('distinct_urls', '-')}")
+    if t.get("inputs_skipped"):
+        lines.append(f"  inputs skipped: {t['inputs_skipped']}")
+    return "\n".join(lines)

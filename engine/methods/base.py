@@ -1,0 +1,84 @@
+"""The contract every scoring method implements.
+
+A method module defines a subclass of :class:`Method` with a unique ``name``; the
+registry (:mod:`engine.methods`) discovers it. The runner creates one instance per run
+(``__init__`` gets the parsed options, e.g. to load a criteria file once) and calls
+:meth:`Method.score` once per report with an :class:`ItemContext`.
+"""
+from __future__ import annotations
+
+import random
+from typing import Any, Callable, ClassVar, Protocol, TypeVar
+
+import msgspec
+
+from engine.evidence import PageSource
+from engine.models import Report, Task
+
+T = TypeVar("T")
+
+
+class Option(msgspec.Struct, frozen=True):
+    """A method option exposed as ``drscore run --<flag>`` and in the Python API."""
+
+    flag: str  # e.g. "criteria" -> --criteria
+    help: str
+    default: Any = None
+    type: str = "str"  # str | int | float | bool | path
+    choices: tuple[str, ...] | None = None
+
+
+class MethodResult(msgspec.Struct, kw_only=True):
+    """What a method returns for one report; the runner adds judge, tokens, cost, latency."""
+
+    score: float | None
+    subscores: dict[str, float | None] = {}
+    judged: int = 0
+    expected: int = 0
+    status: str = "ok"  # ok | partial | failed
+    errors: list[str] = []
+    details: dict[str, Any] = {}
+
+
+class ItemContext(Protocol):
+    """Everything a method may use while scoring one report."""
+
+    task: Task
+    report: Report
+    method: str
+    options: dict[str, Any]
+    seed: int
+    pages: PageSource | None
+
+    async def ask(
+        self,
+        template: str,
+        verdict: type[T],
+        variables: dict[str, Any],
+        *,
+        sample: int = 0,
+        label: str = "",
+    ) -> T:
+        """Render ``prompts/<template>.md`` with ``variables``, ask the judge for a
+        ``verdict`` Struct (its JSON Schema is the response format) and decode it.
+        Raises :class:`engine.judging.JudgeFailed` after bounded retries."""
+
+    def rng(self, *salt: Any) -> random.Random:
+        """A generator seeded by the run seed, task, agent, method and ``salt``."""
+
+    async def offload(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run CPU-heavy ``fn(*args)`` off the event loop."""
+
+
+class Method:
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    options: ClassVar[tuple[Option, ...]] = ()
+    needs_pages: ClassVar[bool] = False
+
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        self.opts: dict[str, Any] = {o.flag.replace("-", "_"): o.default for o in self.options}
+        self.opts.update({k: v for k, v in (options or {}).items() if v is not None})
+
+    async def score(self, ctx: ItemContext) -> MethodResult:  # pragma: no cover - abstract
+        raise NotImplementedError

@@ -1,0 +1,80 @@
+"""Records that flow through a run: tasks, reports, score rows."""
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class Task(msgspec.Struct, kw_only=True):
+    """A research task. ``fields`` carries optional per-method inputs (reference report,
+    criteria, rubric bundle, ...) keyed by name."""
+
+    task_id: str
+    prompt: str
+    language: str | None = None
+    topic: str | None = None
+    reference: str | None = None
+    fields: dict[str, Any] = {}
+
+
+class Report(msgspec.Struct, kw_only=True):
+    """One agent's report for one task. ``origin`` is ``file:line`` for error messages."""
+
+    task_id: str
+    agent: str
+    report: str
+    usage: dict[str, Any] | None = None
+    origin: str = ""
+
+
+class ScoreRow(msgspec.Struct, kw_only=True, omit_defaults=False):
+    """One line of ``scores.jsonl``: one report scored by one method."""
+
+    task_id: str
+    agent: str
+    method: str
+    score: float | None
+    subscores: dict[str, float | None] = {}
+    judged: int = 0
+    expected: int = 0
+    coverage: float | None = None
+    status: str = "ok"  # ok | partial | failed
+    errors: list[str] = []
+    judge: str = ""
+    calls: int = 0
+    cache_hits: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    details: dict[str, Any] = {}
+
+
+class VerdictRecord(msgspec.Struct, kw_only=True):
+    """One line of ``verdicts.jsonl``: one judge call (or cache hit) as it arrived."""
+
+    task_id: str
+    agent: str
+    method: str
+    template: str
+    key: str
+    cached: bool
+    status: str  # ok | failed
+    verdict: Any = None
+    error: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    label: str = ""
+
+
+class InputError(msgspec.Struct):
+    """A rejected input record, reported with its file and line."""
+
+    origin: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.origin}: {self.message}"

@@ -1,0 +1,1 @@
+"""Fetching cited web pages: pool, SSRF guard, extraction, page store and snapshots."""

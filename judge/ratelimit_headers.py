@@ -1,0 +1,46 @@
+"""Reading what an OpenAI-compatible server says about its quota."""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from engine.judging import RateLimitInfo
+
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+
+
+def parse_duration(value: str | None) -> float | None:
+    """``"6m0s"`` -> 360.0, ``"250ms"`` -> 0.25, ``"1.5"`` -> 1.5 (seconds)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    total, matched = 0.0, False
+    for num, unit in _PART.findall(value):
+        matched = True
+        total += float(num) * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[unit]
+    return total if matched else None
+
+
+def _float(value: str | None) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def parse_rate_limit_headers(headers: Mapping[str, str]) -> RateLimitInfo:
+    """``retry-after-ms`` wins over ``Retry-After`` (seconds, or an HTTP date we ignore)."""
+    h = {k.lower(): v for k, v in headers.items()}
+    retry = _float(h.get("retry-after-ms"))
+    retry_s = retry / 1000.0 if retry is not None else _float(h.get("retry-after"))
+    return RateLimitInfo(
+        retry_after_s=retry_s,
+        remaining_requests=_float(h.get("x-ratelimit-remaining-requests")),
+        remaining_tokens=_float(h.get("x-ratelimit-remaining-tokens")),
+        reset_requests_s=parse_duration(h.get("x-ratelimit-reset-requests")),
+        reset_tokens_s=parse_duration(h.get("x-ratelimit-reset-tokens")),
+    )

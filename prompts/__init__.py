@@ -1,0 +1,107 @@
+"""Prompt templates, one file per judge step, in the project's own words.
+
+File format (``prompts/<name>.md``)::
+
+    ---
+    max_tokens: 800              # output cap sent to the judge
+    expected_output_tokens: 250  # used for dry-run cost estimates
+    temperature: 0.0
+    ---
+    ## system
+    ...
+    ## user
+    ... ${variable} ...
+
+Variables use ``string.Template`` syntax (``${name}``) so JSON braces and dollar signs
+inside reports need no escaping. A template's hash is part of every cache key, so
+editing one file re-asks only the calls made with it.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+import string
+from importlib import resources
+from typing import Any
+
+import msgspec
+
+_SECTION = re.compile(r"^## (system|user|assistant)\s*$", re.MULTILINE)
+
+
+class Template(msgspec.Struct, frozen=True):
+    name: str
+    hash: str
+    sections: tuple[tuple[str, str], ...]
+    max_tokens: int = 1024
+    expected_output_tokens: int = 300
+    temperature: float = 0.0
+
+    @property
+    def variables(self) -> set[str]:
+        names: set[str] = set()
+        for _, text in self.sections:
+            for m in string.Template.pattern.finditer(text):
+                name = m.group("named") or m.group("braced")
+                if name:
+                    names.add(name)
+        return names
+
+    def render(self, variables: dict[str, Any]) -> list[tuple[str, str]]:
+        """Return ``(role, content)`` pairs; a missing variable is a KeyError naming it."""
+        missing = self.variables - variables.keys()
+        if missing:
+            raise KeyError(f"prompt {self.name!r} needs variables {sorted(missing)}")
+        return [
+            (role, string.Template(text).safe_substitute({k: _text(v) for k, v in variables.items()}))
+            for role, text in self.sections
+        ]
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else str(value)
+
+
+def parse(name: str, raw: str) -> Template:
+    """Parse template text (front matter + ``## role`` sections)."""
+    meta: dict[str, Any] = {}
+    body = raw
+    if raw.startswith("---\n"):
+        end = raw.index("\n---\n", 4)
+        for line in raw[4:end].splitlines():
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            key, _, value = line.partition(":")
+            meta[key.strip()] = float(value) if "." in value else int(value)
+        body = raw[end + 5 :]
+    parts = _SECTION.split(body)
+    sections = tuple(
+        (parts[i], parts[i + 1].strip("\n")) for i in range(1, len(parts) - 1, 2)
+    )
+    if not sections:
+        raise ValueError(f"prompt {name!r} has no '## system' / '## user' sections")
+    return Template(
+        name=name,
+        hash=hashlib.sha256(raw.encode("utf-8")).hexdigest()[:16],
+        sections=sections,
+        max_tokens=int(meta.get("max_tokens", 1024)),
+        expected_output_tokens=int(meta.get("expected_output_tokens", 300)),
+        temperature=float(meta.get("temperature", 0.0)),
+    )
+
+
+@functools.cache
+def load(name: str) -> Template:
+    """Load ``prompts/<name>.md`` from the installed package."""
+    path = resources.files(__name__).joinpath(f"{name}.md")
+    if not path.is_file():
+        raise KeyError(f"no prompt template named {name!r}")
+    return parse(name, path.read_text(encoding="utf-8"))
+
+
+def names() -> list[str]:
+    return sorted(
+        p.name[:-3] for p in resources.files(__name__).iterdir() if p.name.endswith(".md")
+    )

@@ -1,0 +1,17 @@
+# Sourced by scripts/*: create .venv with the running python3 (>= 3.11) if missing, then install.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+py="${PYTHON:-python3}"
+if ! "$py" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)'; then
+  echo "drscore needs Python >= 3.11 (found: $("$py" --version 2>&1))" >&2; exit 1
+fi
+if [ ! -x .venv/bin/python ]; then
+  "$py" -m venv .venv
+fi
+stamp=".venv/.installed-$1"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  if [ "$1" = dev ]; then .venv/bin/python -m pip install --quiet -e '.[dev]'; else .venv/bin/python -m pip install --quiet -e .; fi
+  touch "$stamp"
+fi
