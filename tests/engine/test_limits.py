@@ -1,0 +1,126 @@
+"""Client-side limits: bucket arithmetic by hand, AIMD concurrency, and behaviour against
+the mock judge's real 429 + Retry-After answers."""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Annotated
+
+import aiohttp
+import msgspec
+import pytest
+
+from engine.judging import RateLimitInfo
+from engine.limits import AdaptiveConcurrency, RateLimiter, TokenBucket
+from engine.pool import JudgePool
+from engine.pricing import PriceTable
+from judge.http import HttpBackend
+from judge.mock_server import MockConfig, start
+from judge.ratelimit_headers import parse_duration, parse_rate_limit_headers
+
+
+def test_token_bucket_reservations_by_hand():
+    b = TokenBucket(per_minute=60, burst_s=2.0)  # 1 token/s, capacity 2
+    assert b.capacity == 2
+    assert b.reserve(1, now=b._t) == 0.0  # level 1
+    assert b.reserve(1, now=b._t) == 0.0  # level 0
+    assert b.reserve(1, now=b._t) == pytest.approx(1.0)  # level -1: wait 1 s
+    t = b._t + 1.5  # refill 1.5 -> level 0.5
+    assert b.reserve(1, now=t) == pytest.approx(0.5)  # level -0.5
+    b.adjust(-2, now=t)  # refund 2 (usage was lower than reserved) -> level 1.5
+    assert b.level == pytest.approx(1.5)
+    b.clamp(0.25, now=t)
+    assert b.level == pytest.approx(0.25)
+
+
+async def test_aimd_cuts_once_per_episode_and_recovers():
+    c = AdaptiveConcurrency(maximum=8, cooldown_s=0.05)
+    c.on_rate_limited()
+    c.on_rate_limited()  # same episode: no second cut
+    assert c.limit == 4 and c.cuts == 1
+    c.on_success()  # still cooling down: no growth
+    assert c.limit == 4
+    await asyncio.sleep(0.06)
+    for _ in range(40):
+        c.on_success()
+    assert c.limit == 8  # additive increase back to the maximum, never beyond
+
+
+def test_rate_limit_headers_are_parsed():
+    info = parse_rate_limit_headers({"Retry-After": "2", "retry-after-ms": "1250",
+                                     "x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "6m0s"})
+    assert info.retry_after_s == 1.25  # the millisecond header wins
+    assert info.remaining_tokens == 0 and info.reset_tokens_s == 360
+    assert parse_duration("1m30.5s") == 90.5 and parse_duration("250ms") == 0.25
+    assert parse_rate_limit_headers({"Retry-After": "3"}).retry_after_s == 3
+
+
+async def test_429_pauses_everyone_for_retry_after():
+    lim = RateLimiter(concurrency=4)
+    p = await lim.acquire(10)
+    delay = await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.2))
+    assert delay == 0.2 and lim.rate_limited == 1 and lim.concurrency.limit == 2
+    t0 = time.monotonic()
+    p2 = await lim.acquire(10)
+    assert time.monotonic() - t0 >= 0.18  # nobody goes before the server's delay
+    await p2.done()
+
+
+class V(msgspec.Struct, forbid_unknown_fields=True):
+    score: Annotated[int, msgspec.Meta(ge=0, le=4)]
+
+
+@pytest.fixture
+def tiny_prompt(monkeypatch):
+    import prompts
+
+    tpl = prompts.parse("t", "---\nmax_tokens: 20\nexpected_output_tokens: 5\n---\n## user\nItem ${i}")
+    monkeypatch.setattr(prompts, "load", lambda name: tpl)
+
+
+async def _ask_all(url: str, limiter: RateLimiter, n: int) -> JudgePool:
+    pool = JudgePool(HttpBackend(url, "mock"), cache=None, limiter=limiter, prices=PriceTable())
+    try:
+        results = await asyncio.gather(*(pool.ask("t", V, {"i": i}) for i in range(n)))
+    finally:
+        await pool.backend.close()
+    assert len(results) == n and all(isinstance(r.value, V) for r in results)
+    return pool
+
+
+async def test_quota_exceeded_server_side_is_honoured_and_nothing_is_lost(tiny_prompt):
+    # The server allows 120 rpm (capacity 2); the client does not know and starts at 8 in flight.
+    runner, port = await start(MockConfig(rpm=120, burst=1.0))
+    try:
+        lim = RateLimiter(concurrency=8, cooldown_s=0.3)
+        pool = await _ask_all(f"http://127.0.0.1:{port}/v1", lim, 8)
+        async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{port}/stats") as r:
+            stats = await r.json()
+    finally:
+        await runner.cleanup()
+    assert stats["ok"] == 8 and stats["duplicate_ok"] == 0  # every item answered exactly once
+    assert stats["rate_limited"] >= 1 and pool.stats.rate_limited == stats["rate_limited"]
+    assert lim.concurrency.cuts >= 1 and pool.stats.failures == 0
+
+
+async def test_client_limits_matching_the_server_avoid_429s(tiny_prompt):
+    runner, port = await start(MockConfig(rpm=600, burst=1.0))  # 10/s, capacity 10
+    try:
+        lim = RateLimiter(rpm=600, concurrency=16)
+        await _ask_all(f"http://127.0.0.1:{port}/v1", lim, 30)
+        async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{port}/stats") as r:
+            stats = await r.json()
+    finally:
+        await runner.cleanup()
+    assert stats["ok"] == 30
+    assert stats["rate_limited"] <= 1  # pacing, not 429s, keeps us under the quota
+
+
+async def test_usage_correction_learns_the_servers_token_count():
+    lim = RateLimiter(tpm=60_000, concurrency=4)
+    for _ in range(20):
+        p = await lim.acquire(100)
+        await p.done(actual_tokens=50, raw_estimate=100)  # the server counts half of our estimate
+    # EMA with weight 0.2 from 1.0 towards 0.5: 0.5 + 0.5 * 0.8**20 = 0.50576
+    assert lim.correction == pytest.approx(0.5 + 0.5 * 0.8**20)
+    assert lim.estimate(100) == 51 and lim.estimate(1000) == 506

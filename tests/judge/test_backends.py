@@ -1,0 +1,117 @@
+"""HTTP and SDK transports against the mock judge: structured outputs, the embedded-schema
+fallback, error classification, re-ask on malformed answers, and no key leaks."""
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+import pytest
+
+from engine.judging import ChatRequest, FatalError, JudgeFailed, Message
+from engine.limits import RateLimiter
+from engine.pool import JudgePool
+from engine.pricing import PriceTable
+from engine.verdicts import schema_of
+from judge.http import HttpBackend
+from judge.mock_server import MockConfig, start
+from judge.sdk import SdkBackend
+from judge.wire import request_body
+
+
+class Verdict(msgspec.Struct, forbid_unknown_fields=True):
+    score: Annotated[int, msgspec.Meta(ge=0, le=4)]
+    label: Literal["SUPPORTS", "OMITS", "CONTRADICTS"]
+    reason: str
+
+
+def _request(json_mode=True, sample=0):
+    return ChatRequest(messages=(Message("system", "Judge."), Message("user", "Rate this.")), template="t",
+                       template_hash="h", schema_name="Verdict", schema=schema_of(Verdict), max_tokens=50,
+                       json_mode=json_mode, sample=sample)
+
+
+def test_request_body_sends_schema_or_embeds_it():
+    body = request_body(_request(), "m")
+    assert body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["schema"]["required"] == ["score", "label", "reason"]
+    assert "seed" not in body
+    plain = request_body(_request(json_mode=False, sample=2), "m")
+    assert "response_format" not in plain and plain["seed"] == 2
+    assert "<json-schema>" in plain["messages"][0]["content"]
+
+
+@pytest.fixture
+async def mock():
+    servers = []
+
+    async def make(**cfg):
+        runner, port = await start(MockConfig(**cfg))
+        servers.append(runner)
+        return f"http://127.0.0.1:{port}/v1"
+
+    yield make
+    for r in servers:
+        await r.cleanup()
+
+
+@pytest.mark.parametrize("json_mode", [True, False])
+@pytest.mark.parametrize("backend_cls", [HttpBackend, SdkBackend])
+async def test_transports_decode_schema_valid_answers(mock, backend_cls, json_mode):
+    url = await mock()
+    backend = backend_cls(url, "mock", api_key="sk-test-secret-value")
+    try:
+        resp, info = await backend.complete(_request(json_mode=json_mode))
+    finally:
+        await backend.close()
+    v = msgspec.json.decode(resp.text, type=Verdict)  # valid in both modes
+    assert 0 <= v.score <= 4 and not resp.usage_estimated and resp.input_tokens > 0
+    assert info is not None
+
+
+async def test_bad_request_is_fatal_and_never_shows_the_key(mock):
+    url = await mock()
+    backend = HttpBackend(url.replace("/v1", "/nope"), "mock", api_key="sk-test-secret-value")
+    try:
+        with pytest.raises(FatalError) as err:
+            await backend.complete(_request())
+    finally:
+        await backend.close()
+    assert "sk-test-secret-value" not in str(err.value)
+
+
+async def test_malformed_answers_are_reasked_and_server_errors_retried(mock, monkeypatch):
+    import prompts
+
+    monkeypatch.setattr(prompts, "load", lambda name: prompts.parse(
+        "t", "---\nmax_tokens: 60\nexpected_output_tokens: 20\n---\n## user\nCase ${i}"))
+    url = await mock(malformed_rate=0.3, error_rate=0.2, seed=3)
+    pool = JudgePool(HttpBackend(url, "mock"), cache=None, limiter=RateLimiter(concurrency=8),
+                     prices=PriceTable(), backoff_base_s=0.001, max_reasks=4, max_retries=8)
+    ok = failed = 0
+    try:
+        for i in range(40):
+            try:
+                await pool.ask("t", Verdict, {"i": i})
+                ok += 1
+            except JudgeFailed:
+                failed += 1
+    finally:
+        await pool.backend.close()
+    assert ok + failed == 40 and ok >= 36  # bounded retries recover almost everything
+    assert pool.stats.reasks > 0 and pool.stats.retries > 0
+
+
+async def test_connection_refused_is_transient_then_failed_with_reason(monkeypatch):
+    import prompts
+
+    monkeypatch.setattr(prompts, "load", lambda name: prompts.parse("t", "## user\nx ${i}"))
+    pool = JudgePool(HttpBackend("http://127.0.0.1:9/v1", "m"), cache=None, limiter=RateLimiter(),
+                     prices=PriceTable(), backoff_base_s=0.001, max_retries=2)
+    try:
+        with pytest.raises(JudgeFailed) as err:
+            await pool.ask("t", Verdict, {"i": 1})
+    finally:
+        await pool.backend.close()
+    assert err.value.reason == "transient" and pool.stats.retries == 2
+
+
