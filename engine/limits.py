@@ -1,13 +1,12 @@
 """Client-side quota: requests/min, tokens/min and adaptive concurrency.
 
-Each call *reserves* its share of both buckets when it asks to go and sleeps until the
-reservation is covered (virtual scheduling), so callers are served in arrival order with
-no polling and no thundering herd. Buckets may go into debt; debt is paid by waiting.
+Callers queue in arrival order; the head of the queue waits until both buckets cover
+its request (woken early when quota is refunded), takes its share and goes. No polling,
+no thundering herd, and no caller is scheduled on an estimate made long before it runs.
 
-Token cost is estimated before the call (prompt estimate x a learned correction factor
-+ expected output) and corrected from the usage the API returns: the difference is
-charged or refunded to the bucket and the factor is updated (EMA), so later estimates
-match the server's own counting.
+Token cost is estimated before the call (by :class:`engine.tokens.TokenEstimator`,
+which learns the server's counting) and corrected from the usage the API returns: the
+difference is charged or refunded to the bucket.
 
 On 429 every caller pauses until the server's ``Retry-After`` (or reset header), the
 local buckets are drained to what the server says remains, and the concurrency limit is
@@ -17,8 +16,10 @@ in inspect_ai). Concurrency then grows back by one per successful call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from typing import Any
+from collections import deque
+from typing import Any, Callable
 
 from engine.judging import RateLimitInfo
 
@@ -36,11 +37,16 @@ class TokenBucket:
         self.level = min(self.capacity, self.level + (now - self._t) * self.rate)
         self._t = now
 
-    def reserve(self, amount: float, now: float) -> float:
-        """Debit ``amount`` and return how long to wait until the debit is covered."""
+    def wait_time(self, amount: float, now: float) -> float:
+        """Seconds until ``amount`` is covered (a request larger than the capacity waits
+        for a full bucket and then drives it into debt, so it is never refused forever)."""
+        self._refill(now)
+        need = min(amount, self.capacity)
+        return 0.0 if self.level >= need else (need - self.level) / self.rate
+
+    def take(self, amount: float, now: float) -> None:
         self._refill(now)
         self.level -= amount
-        return 0.0 if self.level >= 0 else -self.level / self.rate
 
     def adjust(self, delta: float, now: float) -> None:
         """Charge (delta > 0) or refund (delta < 0) after the fact."""
@@ -106,19 +112,21 @@ class Permit:
         self.estimate = estimate
         self._released = False
 
-    async def done(self, actual_tokens: int | None = None, raw_estimate: int | None = None) -> None:
+    async def done(self, actual_tokens: int | None = None) -> None:
         if self._released:
             return
         self._released = True
-        await self._limiter._finish(self, actual_tokens, raw_estimate)
+        await self._limiter._finish(self, actual_tokens)
 
 
 class RateLimiter:
     """RPM + TPM + concurrency. ``rpm``/``tpm`` of 0 mean unlimited.
 
-    ``safety`` (< 1) runs slightly under the quota: requests leave here at an exact pace
-    but reach the server with jitter, and a server that sees two of them closer together
-    than the pace would refuse one.
+    Callers queue in arrival order; only the head of the queue waits on the buckets, and
+    it estimates its tokens when it reaches the head (with everything learned so far), so
+    no caller is scheduled on a stale estimate. Refunds and quota changes wake the head
+    early. ``safety`` (< 1) runs slightly under the quota: requests leave here at an exact
+    pace but reach the server with jitter.
     """
 
     def __init__(self, rpm: float = 0, tpm: float = 0, concurrency: int = 16, *,
@@ -126,58 +134,55 @@ class RateLimiter:
         self.requests = TokenBucket(rpm * safety, burst_s) if rpm else None
         self.tokens = TokenBucket(tpm * safety, burst_s, minimum_capacity=0.0) if tpm else None
         self.concurrency = AdaptiveConcurrency(concurrency, cooldown_s)
-        self.correction = 1.0  # server tokens / our estimate, learned from usage
         self._paused_until = 0.0
-        self.waiting = 0  # callers sleeping for quota (shown as "waiting for rate limit")
+        self._queue: deque[asyncio.Future[None]] = deque()
+        self._changed = asyncio.Event()
+        self.waiting = 0  # callers queued for quota (shown as "waiting for rate limit")
         self.rate_limited = 0
 
-    def estimate(self, raw_tokens: int) -> int:
-        return max(1, round(raw_tokens * self.correction))
-
-    async def acquire(self, raw_tokens: int) -> Permit:
-        """Wait for a concurrency slot and for quota covering ``raw_tokens`` (our estimate)."""
+    async def acquire(self, estimate: int | Callable[[], int]) -> Permit:
+        """Wait for a concurrency slot and for quota covering ``estimate`` tokens (a number,
+        or a function evaluated when this caller reaches the head of the queue)."""
         await self.concurrency.acquire()
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.append(turn)
+        self.waiting += 1
         try:
-            estimate = self.estimate(raw_tokens)
+            if self._queue[0] is not turn:
+                await turn  # the previous head hands over when it is admitted
             while True:
                 now = time.monotonic()
-                if self._paused_until > now:
-                    await self._sleep(self._paused_until - now)
-                    continue
-                wait = max(
-                    self.requests.reserve(1, now) if self.requests else 0.0,
-                    self.tokens.reserve(estimate, now) if self.tokens else 0.0,
-                )
-                if wait > 0:
-                    await self._sleep(wait)
-                if self._paused_until > time.monotonic():
-                    # A 429 arrived while we slept: give the reservation back and queue again.
-                    now = time.monotonic()
-                    if self.requests:
-                        self.requests.adjust(-1, now)
-                    if self.tokens:
-                        self.tokens.adjust(-estimate, now)
-                    continue
-                return Permit(self, estimate)
+                tokens = estimate() if callable(estimate) else estimate
+                wait = self._paused_until - now
+                if wait <= 0:
+                    wait = max(self.requests.wait_time(1, now) if self.requests else 0.0,
+                               self.tokens.wait_time(tokens, now) if self.tokens else 0.0)
+                    if wait <= 0:
+                        if self.requests:
+                            self.requests.take(1, now)
+                        if self.tokens:
+                            self.tokens.take(tokens, now)
+                        return Permit(self, tokens)
+                self._changed.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), timeout=wait)
         except BaseException:
             await self.concurrency.release()
             raise
-
-    async def _sleep(self, seconds: float) -> None:
-        self.waiting += 1
-        try:
-            await asyncio.sleep(seconds)
         finally:
             self.waiting -= 1
+            if self._queue and self._queue[0] is turn:
+                self._queue.popleft()
+                if self._queue and not self._queue[0].done():
+                    self._queue[0].set_result(None)
+            else:
+                with contextlib.suppress(ValueError):
+                    self._queue.remove(turn)
 
-    async def _finish(self, permit: Permit, actual: int | None, raw_estimate: int | None) -> None:
-        now = time.monotonic()
+    async def _finish(self, permit: Permit, actual: int | None) -> None:
         if actual is not None and self.tokens is not None:
-            self.tokens.adjust(actual - permit.estimate, now)
-        if actual is not None and raw_estimate:
-            # EMA with a clamp: one odd response must not swing the pacing wildly.
-            ratio = min(4.0, max(0.25, actual / raw_estimate))
-            self.correction = 0.8 * self.correction + 0.2 * ratio
+            self.tokens.adjust(actual - permit.estimate, time.monotonic())
+            self._changed.set()  # a refund may let the head go now
         self.concurrency.on_success()
         await self.concurrency.release()
 
@@ -200,6 +205,7 @@ class RateLimiter:
         if delay is None:
             delay = 1.0
         self._paused_until = max(self._paused_until, now + delay)
+        self._changed.set()  # the head re-reads the pause
         self.concurrency.on_rate_limited()
         await self.concurrency.release()
         return delay
@@ -216,6 +222,5 @@ class RateLimiter:
             "concurrency_limit": int(self.concurrency.limit),
             "in_flight": self.concurrency.in_use,
             "waiting_for_quota": self.waiting,
-            "token_correction": round(self.correction, 3),
             "concurrency_cuts": self.concurrency.cuts,
         }

@@ -23,7 +23,7 @@ from engine.judging import (
 )
 from engine.limits import RateLimiter
 from engine.pricing import PriceTable
-from engine.tokens import estimate_messages
+from engine.tokens import TokenEstimator, estimate_messages, message_features
 from engine.verdicts import VerdictDecodeError, decode_verdict, schema_of
 
 T = TypeVar("T")
@@ -95,9 +95,11 @@ class JudgePool:
         self.dry = dry_run_with  # when set: plan calls, answer with this backend, spend nothing
         self.price_model = price_model or backend.model
         self.stats = PoolStats()
+        self.tokens = TokenEstimator()
         self._identity = {"backend": backend.name, **backend.identity()}
         self._inflight: dict[str, asyncio.Future[str]] = {}
         self._reserved_cost = 0.0
+        self._planned: set[str] = set()
         self.budget_exhausted = False
 
     @property
@@ -157,10 +159,14 @@ class JudgePool:
             del self._inflight[key]
 
     async def _plan(self, req: ChatRequest, verdict: type[T], key: str) -> Judged[T]:
+        resp, _ = await self.dry.complete(req)
+        if key in self._planned:  # the real run would share or cache this call: plan it once
+            self.stats.shared += 1
+            return Judged(decode_verdict(resp.text, verdict), resp.text, key, "shared")
+        self._planned.add(key)
         tpl = prompts.load(req.template)
         tin, tout = estimate_messages(list(req.messages)), tpl.expected_output_tokens
         cost = self.prices.cost(self.price_model, tin, tout)
-        resp, _ = await self.dry.complete(req)
         s = self.stats
         s.planned_calls += 1
         s.planned_input_tokens += tin
@@ -177,8 +183,11 @@ class JudgePool:
 
     async def _call(self, req: ChatRequest, verdict: type[T], key: str, components: dict[str, Any]) -> Judged[T]:
         tpl = prompts.load(req.template)
-        raw_estimate = estimate_messages(list(req.messages)) + tpl.expected_output_tokens
-        est_cost = self.prices.cost(self.price_model, raw_estimate, 0)
+        features = message_features(req.messages)
+        def estimate() -> int:  # evaluated when the call reaches the head of the quota queue
+            return self.tokens.estimate(features, req.template, tpl.expected_output_tokens)
+
+        est_cost = self.prices.cost(self.price_model, estimate(), 0)
         attempts = rate_limited = reasks = 0
         current = req
         t0 = time.monotonic()
@@ -186,7 +195,7 @@ class JudgePool:
         cost = 0.0
         while True:
             self._check_budget(est_cost)
-            permit = await self.limiter.acquire(raw_estimate)
+            permit = await self.limiter.acquire(estimate)
             self._reserved_cost += est_cost
             try:
                 resp, _info = await self.backend.complete(current)
@@ -221,8 +230,12 @@ class JudgePool:
                 await self.limiter.release_failed(permit)
                 raise
             self._reserved_cost -= est_cost
-            actual = None if resp.usage_estimated else resp.input_tokens + resp.output_tokens
-            await permit.done(actual, raw_estimate)
+            if resp.usage_estimated:
+                await permit.done(None)
+            else:
+                await permit.done(resp.input_tokens + resp.output_tokens)
+                if current is req:  # re-asks carry extra messages: not the features we measured
+                    self.tokens.observe(features, req.template, resp.input_tokens, resp.output_tokens)
             call_cost = self.prices.cost(self.price_model, resp.input_tokens, resp.output_tokens)
             tin += resp.input_tokens
             tout += resp.output_tokens

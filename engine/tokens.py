@@ -1,30 +1,94 @@
-"""Token estimates used before a call; corrected later from the API's reported usage.
+"""Token estimates used before a call, corrected from the usage the API returns.
 
-No tokenizer download is possible offline, so we estimate from UTF-8 bytes: about four
-bytes a token for English and roughly one token per CJK character (three bytes).
+No tokenizer download is possible offline, so we estimate from characters: about four
+ASCII characters a token and about one token per wide (mostly CJK) character. Real
+tokenizers differ from this by script, so :class:`TokenEstimator` learns the server's
+own counting from every response: a ridge regression of reported prompt tokens on the
+two character classes (so a mixed Chinese/English workload is estimated right for
+each request, not on average), and a running mean of completion tokens per template.
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+
+import numpy as np
+
+
+def split_estimate(text: str) -> tuple[float, float]:
+    """(ASCII-part tokens, wide-part tokens) by the fixed character rule."""
+    if not text:
+        return 0.0, 0.0
+    if text.isascii():
+        return len(text) / 4, 0.0
+    # Counting extra UTF-8 bytes avoids a Python-level loop over long reports;
+    # most wide characters (CJK) take three bytes, i.e. two extra.
+    n_wide = (len(text.encode("utf-8")) - len(text)) / 2
+    return max(0.0, len(text) - n_wide) / 4, n_wide
 
 
 def estimate_tokens(text: str) -> int:
     """Rough token count of ``text`` (never zero for non-empty text)."""
     if not text:
         return 0
-    if text.isascii():
-        return max(1, math.ceil(len(text) / 4))
-    # Wide chars (mostly 3-byte CJK) cost about one token each; counting the extra
-    # UTF-8 bytes avoids a Python-level loop over long reports.
-    n_wide = (len(text.encode("utf-8")) - len(text)) // 2
-    n_ascii = max(0, len(text) - n_wide)
-    return max(1, math.ceil(n_ascii / 4 + n_wide))
+    a, w = split_estimate(text)
+    return max(1, math.ceil(a + w))
 
 
-def estimate_messages(messages: list[dict[str, str]] | list, per_message: int = 4) -> int:
-    """Estimate prompt tokens of chat messages (content plus a small per-message overhead)."""
-    total = 0
+def message_features(messages: Iterable, per_message: int = 4) -> tuple[float, float]:
+    """Summed (ASCII, wide) estimates of chat messages, overhead counted as ASCII."""
+    a_total, w_total, n = 2.0, 0.0, 0
     for m in messages:
         content = m["content"] if isinstance(m, dict) else m.content
-        total += estimate_tokens(content) + per_message
-    return total + 2
+        a, w = split_estimate(content)
+        a_total += a + per_message
+        w_total += w
+        n += 1
+    return a_total, w_total
+
+
+def estimate_messages(messages: Iterable, per_message: int = 4) -> int:
+    """Estimate prompt tokens of chat messages (content plus a small per-message overhead)."""
+    a, w = message_features(messages, per_message)
+    return max(1, math.ceil(a + w))
+
+
+class TokenEstimator:
+    """Learns the server's token counting from usage.
+
+    Prompt tokens ~ wa * ascii + ww * wide, fitted by exponentially weighted ridge
+    regression towards the prior (1, 1); completion tokens per template by an EMA
+    starting at the template's declared expectation.
+    """
+
+    def __init__(self, decay: float = 0.97, prior_strength: float = 1e-2) -> None:
+        self.decay = decay
+        self.prior_strength = prior_strength
+        self._xtx = np.zeros((2, 2))
+        self._xty = np.zeros(2)
+        self.weights = np.ones(2)
+        self._out: dict[str, float] = {}
+        self.observations = 0
+
+    def prompt(self, features: tuple[float, float]) -> float:
+        return float(self.weights @ np.asarray(features))
+
+    def completion(self, template: str, expected: int) -> float:
+        return self._out.get(template, float(expected))
+
+    def estimate(self, features: tuple[float, float], template: str, expected_output: int) -> int:
+        return max(1, math.ceil(self.prompt(features) + self.completion(template, expected_output)))
+
+    def observe(self, features: tuple[float, float], template: str, prompt_tokens: int,
+                completion_tokens: int) -> None:
+        x = np.asarray(features)
+        self._xtx = self.decay * self._xtx + np.outer(x, x)
+        self._xty = self.decay * self._xty + x * prompt_tokens
+        # Ridge towards the prior: directions the data has not seen (e.g. no wide text
+        # yet) stay at weight 1 instead of being guessed.
+        lam = self.prior_strength * max(1.0, float(np.trace(self._xtx)) / 2)
+        w = np.linalg.solve(self._xtx + lam * np.eye(2), self._xty + lam * np.ones(2))
+        self.weights = np.clip(w, 0.02, 8.0)
+        prev = self._out.get(template)
+        self._out[template] = completion_tokens if prev is None else 0.8 * prev + 0.2 * completion_tokens
+        self.observations += 1

@@ -19,18 +19,41 @@ from judge.mock_server import MockConfig, start
 from judge.ratelimit_headers import parse_duration, parse_rate_limit_headers
 
 
-def test_token_bucket_reservations_by_hand():
+def test_token_bucket_arithmetic_by_hand():
     b = TokenBucket(per_minute=60, burst_s=2.0)  # 1 token/s, capacity 2
-    assert b.capacity == 2
-    assert b.reserve(1, now=b._t) == 0.0  # level 1
-    assert b.reserve(1, now=b._t) == 0.0  # level 0
-    assert b.reserve(1, now=b._t) == pytest.approx(1.0)  # level -1: wait 1 s
-    t = b._t + 1.5  # refill 1.5 -> level 0.5
-    assert b.reserve(1, now=t) == pytest.approx(0.5)  # level -0.5
-    b.adjust(-2, now=t)  # refund 2 (usage was lower than reserved) -> level 1.5
+    t = b._t
+    assert b.capacity == 2 and b.wait_time(2, t) == 0.0
+    b.take(2, t)  # level 0
+    assert b.wait_time(1, t) == pytest.approx(1.0)
+    assert b.wait_time(1, t + 0.25) == pytest.approx(0.75)  # refilled 0.25
+    b.take(1, t + 0.5)  # level 0.5 - 1 = -0.5 (debt)
+    assert b.wait_time(1, t + 0.5) == pytest.approx(1.5)
+    b.adjust(-2, t + 0.5)  # refund 2 (usage lower than estimated) -> 1.5
     assert b.level == pytest.approx(1.5)
-    b.clamp(0.25, now=t)
+    assert b.wait_time(5, t + 0.5) == pytest.approx(0.5)  # larger than capacity: waits for a full bucket
+    b.clamp(0.25, t + 0.5)
     assert b.level == pytest.approx(0.25)
+
+
+async def test_queue_is_fifo_and_estimates_are_taken_at_the_head():
+    lim = RateLimiter(tpm=6000, concurrency=8, burst_s=1.0, safety=1.0)  # 100 tokens/s, capacity 100
+    order, seen = [], []
+    current = {"estimate": 100}
+
+    async def caller(i):
+        def est():
+            seen.append((i, current["estimate"]))
+            return current["estimate"]
+        p = await lim.acquire(est)
+        order.append(i)
+        current["estimate"] = 10  # what was learned from the first answer
+        await p.done()
+
+    await asyncio.gather(*(caller(i) for i in range(4)))
+    assert order == [0, 1, 2, 3]
+    # caller 0 took the full bucket; the others were estimated only when they reached the
+    # head, after the estimate had dropped, so they pay 10 tokens each, not 100.
+    assert [e for i, e in seen if i == 0][0] == 100 and all(e == 10 for i, e in seen if i > 0)
 
 
 async def test_aimd_cuts_once_per_episode_and_recovers():
@@ -114,13 +137,3 @@ async def test_client_limits_matching_the_server_avoid_429s(tiny_prompt):
         await runner.cleanup()
     assert stats["ok"] == 30
     assert stats["rate_limited"] <= 1  # pacing, not 429s, keeps us under the quota
-
-
-async def test_usage_correction_learns_the_servers_token_count():
-    lim = RateLimiter(tpm=60_000, concurrency=4)
-    for _ in range(20):
-        p = await lim.acquire(100)
-        await p.done(actual_tokens=50, raw_estimate=100)  # the server counts half of our estimate
-    # EMA with weight 0.2 from 1.0 towards 0.5: 0.5 + 0.5 * 0.8**20 = 0.50576
-    assert lim.correction == pytest.approx(0.5 + 0.5 * 0.8**20)
-    assert lim.estimate(100) == 51 and lim.estimate(1000) == 506

@@ -189,6 +189,9 @@ async def test_dry_run_plans_misses_and_counts_hits_without_calling(tmp_path, te
     assert dry.stats.planned_output_tokens == 10  # expected_output_tokens of the template
     assert dry.stats.planned_cost_usd == pytest.approx(
         (dry.stats.planned_input_tokens * 1.0 + 10 * 2.0) / 1e6)
+    # the same step asked again (e.g. a task-level step from a second agent) is planned once
+    assert (await dry.ask("alpha", Verdict, {"text": "new"})).source == "shared"
+    assert dry.stats.planned_calls == 1
 
 
 async def test_cache_export_import_round_trip(tmp_path, templates):
