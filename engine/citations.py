@@ -1,0 +1,679 @@
+"""Statements and the URLs they cite, parsed from a markdown report.
+
+Pure functions, no I/O. The parser understands the citation styles deep-research agents
+actually emit:
+
+* numbered markers ``[3]``, ``[3][7]``, ``[3, 7]``, ranges ``[3-5]``, footnotes ``[^3]``
+  and full-width ``【3】``, resolved through a reference list in the common shapes
+  (``[3] url - title``, ``[3]: url``, ``3. [title](url)``, ``[3],url``, ``[^3]: ...``);
+* inline links ``[text](url)`` (the link text stays in the statement; a link whose text
+  is itself a marker, ``[[3]](url)``, counts as that marker);
+* autolinks ``<url>`` and bare URLs.
+
+Each sentence (English ``.!?`` and Chinese ``。！？`` endings) becomes a statement; a
+statement citing *k* distinct URLs yields *k* pairs. Markers written after a sentence's
+full stop (``... growth. [3]``) belong to that sentence. Markers that resolve to nothing
+and reference entries nobody cites are reported in :class:`CitationParse`, never dropped
+silently. See ``docs/citations.md`` for the exact rules.
+"""
+from __future__ import annotations
+
+import bisect
+import re
+from typing import Iterator
+
+import msgspec
+
+__all__ = [
+    "CitationPair",
+    "CitationParse",
+    "parse_citations",
+    "cited_urls",
+    "strip_citations",
+    "split_sentences",
+]
+
+
+class CitationPair(msgspec.Struct, frozen=True):
+    """One statement and one URL it cites.
+
+    ``marker`` is the citation as normalised from the text (``"[3]"``, ``"[^note]"``),
+    empty for inline links and bare URLs; ``kind`` says which syntax produced the pair:
+    ``numbered``, ``footnote``, ``inline``, ``bare`` (or ``llm`` for pairs produced by a
+    judge-based extractor rather than this parser).
+    """
+
+    statement: str
+    url: str
+    marker: str = ""
+    kind: str = "numbered"
+
+
+class CitationParse(msgspec.Struct):
+    """Everything :func:`parse_citations` found in one report.
+
+    ``references`` maps a reference label (``"3"``, or a footnote label without ``^``)
+    to its URL. ``unresolved_markers`` are labels cited in the text that no reference
+    entry defines (unique, in order of first use); ``uncited_references`` are labels
+    defined but never cited (in list order). ``unlinked_references`` are entries that
+    exist but carry no URL (a marker pointing to one yields no pair and is not
+    "unresolved"). ``unlabeled_reference_urls`` are URLs listed in a reference section
+    without a label, so no marker can point at them. ``parseable`` is False when the
+    report plainly cites something (markers or URLs are present) yet no statement-URL
+    pair could be built: callers fall back to an LLM extractor for such reports.
+    """
+
+    pairs: list[CitationPair]
+    references: dict[str, str]
+    unresolved_markers: list[str]
+    uncited_references: list[str]
+    parseable: bool
+    unlinked_references: list[str] = []
+    unlabeled_reference_urls: list[str] = []
+    marker_count: int = 0
+    unresolved_count: int = 0
+
+
+# --------------------------------------------------------------------------- patterns
+
+# Characters that end a bare URL: whitespace, brackets that delimit markdown, quotes and
+# CJK punctuation (Chinese text often runs straight into a URL without a space).
+_URL_BODY = r"""[^\s<>\[\]"'`|（）【】「」『』《》，。；！？、：]+"""
+_URL_RE = re.compile(r"https?://" + _URL_BODY, re.IGNORECASE)
+_URL_TRAILING = ".,;:!?*_~'\""
+
+# Inline link; the target may contain one level of balanced parentheses (Wikipedia).
+_LINK_TARGET = r"<?(https?://(?:[^\s()<>]|\([^\s()<>]*\))+)>?(?:\s+(?:\"[^\"]*\"|'[^']*'))?\s*"
+_CITE_RE = re.compile(
+    r"(?P<code>`+)[^`\n]*?(?P=code)"
+    r"|(?P<image>!\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(" + _LINK_TARGET + r"\))"
+    r"|\[(?P<ltext>(?:[^\[\]]|\[[^\[\]]*\])*)\]\(" + _LINK_TARGET.replace("(https", "(?P<lurl>https", 1) + r"\)"
+    r"|<(?P<auto>https?://[^\s<>]+)>"
+    r"|(?P<bare>https?://" + _URL_BODY + r")"
+    r"|\[\^(?P<foot>[^\]\s]{1,40})\]"
+    r"|(?:\[|【)(?P<num>\d{1,3}(?:\s*(?:[,，、;；]|[-–—~])\s*\d{1,3})*)(?:\]|】)",
+    re.IGNORECASE,
+)
+_MARKER_TEXT = re.compile(r"^\s*\[?\^?(\d{1,3}(?:\s*[,，、;；\-–—~]\s*\d{1,3})*)\]?\s*$")
+_NUM_PART = re.compile(r"\d{1,3}(?:\s*[-–—~]\s*\d{1,3})?")
+_MAX_RANGE = 50  # [3-50] is a plausible range; [41-23] or [1-900] is not
+
+# Reference section headings (whole line), in English and Chinese, optionally numbered
+# ("## 7. 参考资料") or bold ("**Sources:**").
+_REF_HEADING = re.compile(
+    r"^\s*(?P<hashes>#{1,6})?\s*(?:\*\*|__)?\s*"
+    r"(?:(?:\d+(?:\.\d+)*|[一二三四五六七八九十]+|[IVXivx]+)\s*[.、)]?\s+)?"
+    r"(?:references?|sources?|citations?|bibliography|works\s+cited|reference\s+list|"
+    r"sources\s+cited|cited\s+sources|source\s+list|footnotes|further\s+reading|"
+    r"references\s+and\s+sources|sources\s+and\s+references|"
+    r"参考文献|参考资料|参考来源|参考链接|引用来源|引用文献|资料来源|信息来源|数据来源|来源|引用|注释|文献)"
+    r"\s*(?:\*\*|__)?\s*[:：]?\s*(?:\*\*|__)?\s*$",
+    re.IGNORECASE,
+)
+_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s")
+_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+_BULLET = re.compile(r"^\s*(?:[-*+•]\s+)?")
+# An entry that is unambiguous anywhere in a document: "[3] <url>", "[3]: url",
+# "[3],url", "[^3]: anything".
+_ENTRY_ANYWHERE = re.compile(
+    r"^\s*(?:[-*+•]\s+)?(?:\[(?P<num>\d{1,3})\]\s*[:：,，.\-–]?\s*(?=<?https?://)"
+    r"|\[(?P<num2>\d{1,3})\]\s*[:：]\s*"
+    r"|\[\^(?P<foot>[^\]\s]{1,40})\]\s*[:：]\s*)",
+    re.IGNORECASE,
+)
+# Inside a reference section labels may also be "3." / "3)" / "[3]" followed by a title.
+_ENTRY_IN_SECTION = re.compile(
+    r"^\s*(?:[-*+•]\s+)?(?:\[(?P<num>\d{1,3})\](?!\()\s*[:：,，.\-–]?\s*"
+    r"|\[\^(?P<foot>[^\]\s]{1,40})\]\s*[:：]?\s*"
+    r"|(?P<num2>\d{1,3})\s*[.)、:：]\s*)",
+)
+
+# Sentence boundaries: CJK terminators always end a sentence; ASCII ones only before
+# whitespace (so "3.5", "e.g.the" and URLs are not split).
+_BOUNDARY = re.compile(r"(?:[。！？]+|[!?]+|\.+)[”’\"'」』）)\]]*")
+_ABBREVIATIONS = frozenset(
+    """mr mrs ms dr prof sr jr st vs etc e.g eg i.e ie al fig figs no nos vol vols pp p
+    inc ltd co corp dept est approx ca cf u.s u.k u.n e.u jan feb mar apr jun jul aug sep
+    sept oct nov dec mt ft op ed eds rev gen gov sen rep ph.d""".split()
+)
+_INITIALS = re.compile(r"^(?:[a-z]\.)*[a-z]$")  # "J. Smith", "A.M. Best", "U.S.A."
+_WS = re.compile(r"\s+")
+_EMPHASIS = re.compile(r"(\*\*|__|~~|(?<!\w)[*_](?=\S)|(?<=\S)[*_](?!\w))")
+_HTML_TAG = re.compile(r"</?[A-Za-z][^<>]{0,200}>")
+_LIST_ITEM = re.compile(r"^(?:>\s?)+(?:[-*+•]\s+|\d{1,3}[.)、](?:\s+|(?=[^\d\s])))?|^(?:[-*+•]\s+|\d{1,3}[.)、](?:\s+|(?=[^\d\s])))")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
+_LEADING_JUNK = re.compile(r"^[\s\-–—:：,，;；.。、]+")
+_BLANKISH = re.compile(r"^[\s\W_]*$")
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_WORD = re.compile(r"[A-Za-z0-9]+")
+_SHORT_CLAIM = 8  # below this weight a citing sentence is not a claim on its own
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _clean_url(url: str) -> str:
+    """Drop punctuation that ends a sentence rather than the URL, and unbalanced ')'."""
+    url = url.strip().strip("<>")
+    while url:
+        if url[-1] in _URL_TRAILING:
+            url = url[:-1]
+        elif url[-1] == ")" and url.count("(") < url.count(")"):
+            url = url[:-1]
+        else:
+            break
+    return url
+
+
+def _labels(num_group: str) -> list[str]:
+    """``"3, 7"`` -> ["3", "7"]; ``"3-5"`` -> ["3", "4", "5"]; implausible ranges stay
+    as one label (``"41-23"``) so they are reported as unresolved, not invented."""
+    out: list[str] = []
+    for part in _NUM_PART.findall(num_group):
+        bounds = re.split(r"\s*[-–—~]\s*", part)
+        if len(bounds) == 2:
+            lo, hi = int(bounds[0]), int(bounds[1])
+            if lo <= hi and hi - lo <= _MAX_RANGE:
+                out.extend(str(i) for i in range(lo, hi + 1))
+            else:
+                out.append(f"{lo}-{hi}")
+        else:
+            out.append(str(int(bounds[0])))
+    return out
+
+
+def _first_url(text: str) -> str | None:
+    m = _URL_RE.search(text)
+    return _clean_url(m.group(0)) if m else None
+
+
+def _heading_level(line: str) -> int | None:
+    m = _HEADING.match(line)
+    return len(m.group(1)) if m else None
+
+
+class _Layout(msgspec.Struct):
+    """Which lines are body text, plus what the reference lists define."""
+
+    body: list[tuple[int, str]]  # (line number, line) of body lines, code fences removed
+    references: dict[str, str]
+    unlinked: list[str]  # labels defined without a URL, in order
+    order: list[str]  # labels in definition order (linked and unlinked)
+    unlabeled: list[str]  # URLs listed in a reference section without a label
+    skipped: set[int]  # line numbers that belong to reference sections or entries
+
+
+def _layout(text: str) -> _Layout:
+    """Split ``text`` into body lines and reference definitions (one pass over lines)."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    body: list[tuple[int, str]] = []
+    refs: dict[str, str] = {}
+    unlinked: list[str] = []
+    order: list[str] = []
+    unlabeled: list[str] = []
+    skipped: set[int] = set()
+    in_fence = False
+    section_level: int | None = None  # None: not in a section; 0: plain-line heading
+    in_section = False
+    pending_label: str | None = None  # entry seen without URL; next URL line completes it
+
+    def define(label: str, url: str | None) -> None:
+        nonlocal pending_label
+        if label in unlinked and url:
+            # A later list that gives URLs beats an earlier URL-less bibliography (some
+            # reports print a readable list first, then the "[n] url" list).
+            unlinked.remove(label)
+            refs[label] = url
+            pending_label = None
+            return
+        if label in refs or label in unlinked:
+            pending_label = None
+            return  # otherwise the first definition wins
+        order.append(label)
+        if url:
+            refs[label] = url
+            pending_label = None
+        else:
+            unlinked.append(label)
+            pending_label = label
+
+    for i, line in enumerate(lines):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+            if not in_section:
+                body.append((i, line))
+            else:
+                skipped.add(i)
+            continue
+        if in_fence:
+            (skipped.add(i) if in_section else body.append((i, line)))
+            continue
+        level = _heading_level(line)
+        if _REF_HEADING.match(line):
+            in_section = True
+            section_level = level or 0
+            pending_label = None
+            skipped.add(i)
+            continue
+        if in_section and level is not None and (section_level == 0 or level <= section_level):
+            in_section = False
+            section_level = None
+        if in_section:
+            skipped.add(i)
+            if not line.strip():
+                continue
+            m = _ENTRY_IN_SECTION.match(line)
+            if m:
+                label = m.group("num") or m.group("num2") or m.group("foot")
+                define(str(int(label)) if label.isdigit() else label, _first_url(line[m.end():]))
+                continue
+            url = _first_url(line)
+            if url:
+                if pending_label is not None:
+                    refs[pending_label] = url
+                    unlinked.remove(pending_label)
+                    pending_label = None
+                elif url not in unlabeled:
+                    unlabeled.append(url)
+            continue
+        m = _ENTRY_ANYWHERE.match(line)
+        if m:
+            label = m.group("num") or m.group("num2") or m.group("foot")
+            define(str(int(label)) if label.isdigit() else label, _first_url(line[m.end():]))
+            skipped.add(i)
+            continue
+        if pending_label is not None and line[:1] in (" ", "\t") and (url := _first_url(line)):
+            # Indented continuation of a footnote definition that gave no URL yet.
+            refs[pending_label] = url
+            unlinked.remove(pending_label)
+            pending_label = None
+            skipped.add(i)
+            continue
+        if line.strip():
+            pending_label = None
+        body.append((i, line))
+    return _Layout(body=body, references=refs, unlinked=unlinked, order=order,
+                   unlabeled=unlabeled, skipped=skipped)
+
+
+def _units(body: list[tuple[int, str]]) -> Iterator[tuple[str, bool]]:
+    """Yield ``(unit_text, is_heading)``: paragraphs (wrapped lines joined), list items,
+    table rows and headings; fenced code is skipped."""
+    para: list[str] = []
+    in_fence = False
+    for _, line in body:
+        if (fence := _FENCE.match(line)):
+            in_fence = not in_fence
+            if para:
+                yield " ".join(para), False
+                para = []
+            tail = line[fence.end():].strip()
+            if not in_fence and tail:
+                yield tail, False  # "``` [21]": a citation written on the closing fence
+            continue
+        if in_fence:
+            continue
+        stripped = line.strip()
+        if not stripped:
+            if para:
+                yield " ".join(para), False
+                para = []
+            continue
+        if _HEADING.match(line):
+            if para:
+                yield " ".join(para), False
+                para = []
+            yield stripped.lstrip("#").strip(), True
+            continue
+        if stripped.startswith("|"):
+            if para:
+                yield " ".join(para), False
+                para = []
+            if not _TABLE_RULE.match(stripped):
+                yield stripped.strip("|").replace("|", " | "), False
+            continue
+        if _LIST_ITEM.match(stripped):
+            if para:
+                yield " ".join(para), False
+            para = [_LIST_ITEM.sub("", stripped, count=1)]
+            continue
+        para.append(stripped)
+    if para:
+        yield " ".join(para), False
+
+
+def _boundaries(clean: str) -> list[int]:
+    """Start offsets of the sentences of ``clean`` (always begins with 0)."""
+    starts = [0]
+    n = len(clean)
+    for m in _BOUNDARY.finditer(clean):
+        end = m.end()
+        first = clean[m.start()]
+        if first not in "。！？":
+            # ASCII terminator: needs whitespace (or the end) after it.
+            if end < n and not clean[end].isspace():
+                continue
+            if first == ".":
+                token_start = clean.rfind(" ", 0, m.start()) + 1
+                token = clean[token_start:m.start()].lower().lstrip("(\"'*_")
+                if token in _ABBREVIATIONS or _INITIALS.match(token):
+                    continue
+            j = end
+            while j < n and clean[j].isspace():
+                j += 1
+            if j < n and clean[j].islower():
+                continue  # "e.g. the", "approx. three"
+        while end < n and clean[end].isspace():
+            end += 1
+        if end < n and end != starts[-1]:
+            starts.append(end)
+    return starts
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split plain text into sentences (English and Chinese terminators)."""
+    starts = _boundaries(text)
+    bounds = starts[1:] + [len(text)]
+    return [s for a, b in zip(starts, bounds) if (s := text[a:b].strip())]
+
+
+def _statement_text(raw: str) -> str:
+    text = _HTML_TAG.sub("", raw)
+    text = _EMPHASIS.sub("", text)
+    text = _WS.sub(" ", text).strip()
+    text = _LEADING_JUNK.sub("", text)
+    # Space left where a marker was removed before punctuation: "growth [3]." -> "growth."
+    return re.sub(r"\s+([.,;:!?。，；：！？）)])", r"\1", text)
+
+
+class _Cite(msgspec.Struct):
+    pos: int  # offset in the unit's clean text
+    kind: str
+    labels: list[str]  # numbered / footnote labels
+    url: str = ""  # inline / bare
+
+
+def _scan_unit(unit: str) -> tuple[str, list[_Cite]]:
+    """Remove citation syntax from one unit; return clean text and citation positions."""
+    if "[" not in unit and "【" not in unit and "://" not in unit:
+        return unit, []  # fast path: most paragraphs of a long report cite nothing
+    pieces: list[str] = []
+    cites: list[_Cite] = []
+    last = 0
+    length = 0
+    for m in _CITE_RE.finditer(unit):
+        pieces.append(unit[last:m.start()])
+        length += m.start() - last
+        last = m.end()
+        kind = m.lastgroup
+        if m.group("code") is not None:
+            pieces.append(m.group(0))
+            length += len(m.group(0))
+        elif m.group("image") is not None:
+            pass
+        elif m.group("lurl") is not None:
+            text = m.group("ltext")
+            url = _clean_url(m.group("lurl"))
+            mk = _MARKER_TEXT.match(text)
+            if mk:  # "[[3]](url)": a numbered marker that carries its own URL
+                cites.append(_Cite(pos=length, kind="inline_marker", labels=_labels(mk.group(1)), url=url))
+            else:
+                cites.append(_Cite(pos=length, kind="inline", labels=[], url=url))
+                pieces.append(text)
+                length += len(text)
+        elif m.group("auto") is not None:
+            cites.append(_Cite(pos=length, kind="bare", labels=[], url=_clean_url(m.group("auto"))))
+        elif m.group("bare") is not None:
+            raw = m.group("bare")
+            url = _clean_url(raw)
+            cites.append(_Cite(pos=length, kind="bare", labels=[], url=url))
+            tail = raw[len(url):]  # punctuation that belonged to the sentence
+            pieces.append(tail)
+            length += len(tail)
+        elif m.group("foot") is not None:
+            cites.append(_Cite(pos=length, kind="footnote", labels=[m.group("foot")]))
+        elif m.group("num") is not None:
+            cites.append(_Cite(pos=length, kind="numbered", labels=_labels(m.group("num"))))
+        else:  # pragma: no cover - every alternative is handled above
+            raise AssertionError(kind)
+    pieces.append(unit[last:])
+    return "".join(pieces), cites
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def _weight(text: str) -> int:
+    """Rough amount of content: CJK characters plus two per Latin word or number."""
+    return len(_CJK.findall(text)) + 2 * len(_WORD.findall(text))
+
+
+def _join(parts: list[str]) -> str:
+    """Join sentences; no space after a CJK sentence (Chinese runs sentences together)."""
+    out = ""
+    for p in parts:
+        if not p:
+            continue
+        out = p if not out else out + ("" if _CJK.match(out[-1]) or out[-1] in "。！？”」』）" else " ") + p
+    return out
+
+
+def _last_sentence(clean: str) -> str:
+    starts = _boundaries(clean)
+    for a in reversed(starts):
+        text = _statement_text(clean[a:])
+        if text and not _BLANKISH.match(text):
+            return text
+        clean = clean[:a]
+    return ""
+
+
+def parse_citations(text: str, *, scope: str = "sentence") -> CitationParse:
+    """Parse a markdown report into statement-URL pairs (see the module docstring).
+
+    ``scope`` sets how much text a citation covers: ``"sentence"`` (default) is the
+    sentence holding the marker, extended by the sentence before it when the citing
+    sentence alone is too short to be a claim (``'"..." Chen said.'``); ``"span"`` is
+    every sentence since the previous citation in the same paragraph.
+    """
+    if scope not in ("sentence", "span"):
+        raise ValueError(f"scope must be 'sentence' or 'span', not {scope!r}")
+    layout = _layout(text)
+    refs = layout.references
+    statements: list[str] = []
+    cites_of: list[list[_Cite]] = []
+    prev_clean = ""  # clean text of the previous unit without citations
+    prev_last: int | None = None  # index of the previous unit's last statement, if cited
+
+    for unit, _is_heading in _units(layout.body):
+        clean, cites = _scan_unit(unit)
+        if not cites:
+            prev_clean, prev_last = clean, None
+            continue
+        starts = _boundaries(clean)
+        ends = starts[1:] + [len(clean)]
+        raw = [clean[a:b] for a, b in zip(starts, ends)]
+        # Cleaning every sentence is the parser's hot spot; only cited ones (and the
+        # ones they absorb) are needed.
+        texts: dict[int, str] = {}
+
+        def sentence(k: int) -> str:
+            if k not in texts:
+                texts[k] = _statement_text(raw[k])
+            return texts[k]
+
+        unit_cites: list[list[_Cite]] = [[] for _ in raw]
+        orphans: list[_Cite] = []
+        for c in cites:
+            i = max(0, bisect.bisect_right(starts, c.pos) - 1)
+            if c.kind in ("numbered", "footnote", "inline_marker"):
+                # A marker with only blank text before it in its sentence closes the
+                # previous sentence ("... growth. [3] Next ...").
+                while i > 0 and _BLANKISH.match(clean[starts[i]:c.pos]):
+                    i -= 1
+            if _BLANKISH.match(raw[i]):
+                orphans.append(c)
+            else:
+                unit_cites[i].append(c)
+        if orphans:
+            # Marker-only unit (e.g. "[3]" alone on a line after a table or a code
+            # block): it cites the last sentence before it.
+            if prev_last is not None:
+                cites_of[prev_last].extend(orphans)
+            else:
+                # An empty statement still counts its markers below (no pair is made).
+                statements.append(_last_sentence(prev_clean))
+                cites_of.append(orphans)
+        # Widen statements: previous uncited sentences join the citing one.
+        last_idx = None
+        for i, cs in enumerate(unit_cites):
+            if not cs:
+                continue
+            j = i
+            while j > 0 and not unit_cites[j - 1] and not _BLANKISH.match(raw[j - 1]) and (
+                scope == "span" or (j == i and _weight(sentence(i)) < _SHORT_CLAIM)
+            ):
+                j -= 1
+            statements.append(_join([sentence(k) for k in range(j, i + 1)]))
+            cites_of.append(cs)
+            last_idx = len(statements) - 1
+        prev_clean = clean
+        # A later marker-only unit cites this unit's last sentence: reuse its statement
+        # when that sentence holds citations, else _last_sentence(prev_clean) builds it.
+        prev_last = last_idx if unit_cites[-1] else None
+
+    pairs: list[CitationPair] = []
+    seen_pairs: set[tuple[str, str]] = set()
+    cited_labels: set[str] = set()
+    unresolved: list[str] = []
+    marker_count = 0
+    unresolved_count = 0
+    for statement, cites in zip(statements, cites_of):
+        if not cites or not statement:
+            if cites:  # nowhere to attach: keep the bookkeeping honest
+                for c in cites:
+                    marker_count += len(c.labels)
+                    cited_labels.update(c.labels)
+            continue
+        for c in cites:
+            if c.kind in ("inline", "bare"):
+                items = [(c.url, "", c.kind)]
+            else:
+                items = []
+                for label in c.labels:
+                    marker_count += 1
+                    cited_labels.add(label)
+                    marker = f"[^{label}]" if c.kind == "footnote" else f"[{label}]"
+                    kind = "footnote" if c.kind == "footnote" else "numbered"
+                    if c.kind == "inline_marker":
+                        items.append((c.url, marker, "inline"))
+                    elif label in refs:
+                        items.append((refs[label], marker, kind))
+                    elif label in layout.unlinked:
+                        continue
+                    else:
+                        unresolved_count += 1
+                        if label not in unresolved:
+                            unresolved.append(label)
+            for url, marker, kind in items:
+                if not url or (statement, url) in seen_pairs:
+                    continue
+                seen_pairs.add((statement, url))
+                pairs.append(CitationPair(statement=statement, url=url, marker=marker, kind=kind))
+
+    uncited = [label for label in layout.order if label in refs and label not in cited_labels]
+    cites_something = marker_count > 0 or bool(refs) or bool(layout.unlabeled) or bool(
+        _URL_RE.search(text)
+    )
+    return CitationParse(
+        pairs=pairs,
+        references=dict(refs),
+        unresolved_markers=unresolved,
+        uncited_references=uncited,
+        parseable=bool(pairs) or not cites_something,
+        unlinked_references=list(layout.unlinked),
+        unlabeled_reference_urls=list(layout.unlabeled),
+        marker_count=marker_count,
+        unresolved_count=unresolved_count,
+    )
+
+
+def cited_urls(text: str | CitationParse) -> list[str]:
+    """Unique URLs a report cites: in order of first citation in the text, then the
+    reference-list URLs nobody cited (list order), then unlabeled reference URLs.
+    Accepts the report text or an existing :class:`CitationParse`."""
+    parse = text if isinstance(text, CitationParse) else parse_citations(text)
+    out: dict[str, None] = {}
+    for p in parse.pairs:
+        out.setdefault(p.url)
+    for label in parse.uncited_references:
+        out.setdefault(parse.references[label])
+    for url in parse.references.values():
+        out.setdefault(url)
+    for url in parse.unlabeled_reference_urls:
+        out.setdefault(url)
+    return list(out)
+
+
+_PUNCT_AFTER = set(".,;:!?。，；：！？）)]」』")
+
+
+_GAP = "\x00"  # stands where citation syntax was removed, until spacing is fixed
+_GAP_BEFORE_PUNCT = re.compile(r"[ \t]*\x00[\x00 \t]*(?=[.,;:!?。，；：！？）)\]」』、]|$)")
+_GAP_RUN = re.compile(r"([ \t]*)\x00[\x00 \t]*")
+
+
+def _close_gap(m: re.Match[str]) -> str:
+    """One space where the removed citation had space around it, none after CJK or at
+    the start of the line ("growth [3] next" -> "growth next", "增长[3]的" -> "增长的")."""
+    start = m.start()
+    if start == 0 or not m.group(0).strip(_GAP):
+        return ""
+    prev = m.string[start - 1]
+    if _CJK.match(prev) or prev in "。！？，；：、（【「『":
+        return ""
+    return " "
+
+
+def _strip_line(line: str) -> str:
+    out: list[str] = []
+    last = 0
+    for m in _CITE_RE.finditer(line):
+        out.append(line[last:m.start()])
+        last = m.end()
+        if m.group("code") is not None:
+            out.append(m.group(0))
+        elif m.group("lurl") is not None and not _MARKER_TEXT.match(m.group("ltext")):
+            out.append(m.group("ltext"))
+        elif m.group("bare") is not None:
+            raw = m.group("bare")
+            out.extend((_GAP, raw[len(_clean_url(raw)):]))
+        else:
+            out.append(_GAP)
+    if not out:
+        return line
+    out.append(line[last:])
+    result = _GAP_BEFORE_PUNCT.sub("", "".join(out))
+    return _GAP_RUN.sub(_close_gap, result)
+
+
+def strip_citations(text: str) -> str:
+    """The report without citation syntax: markers removed, links replaced by their
+    text, bare URLs and reference sections/entries removed, code left untouched."""
+    layout = _layout(text)
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    out: list[str] = []
+    in_fence = False
+    for i, line in enumerate(lines):
+        if i in layout.skipped:
+            continue
+        if (fence := _FENCE.match(line)):
+            in_fence = not in_fence
+            tail = line[fence.end():]
+            # A closing fence carries no info string, so text after it is prose.
+            out.append(line if in_fence or not tail.strip() else fence.group(0) + _strip_line(tail).rstrip())
+            continue
+        out.append(line if in_fence else _strip_line(line))
+    result = "\n".join(out)
+    result = re.sub(r"\n[ \t]*(?:\n[ \t]*){2,}", "\n\n", result)
+    return result.strip() + ("\n" if result.strip() else "")
