@@ -2,8 +2,9 @@
 
 The cache is also the run checkpoint: a response is committed before the verdict is
 handed to the method, so after ``kill -9`` the same command re-asks nothing that was
-committed. Writes are group-committed: concurrent ``put`` calls share one transaction,
-so durability does not cap throughput. Several processes may share one file (WAL plus
+committed. Writes are group-committed (concurrent ``put`` calls share one transaction)
+and reads are grouped too (concurrent ``get`` calls share one ``IN (...)`` query), so
+neither durability nor the hop to SQLite's thread caps throughput. Several processes may share one file (WAL plus
 a busy timeout).
 """
 from __future__ import annotations
@@ -46,6 +47,9 @@ class JudgeCache:
         self._pending: list[tuple[tuple, asyncio.Future[None]]] = []
         self._wakeup = asyncio.Event()
         self._writer = asyncio.create_task(self._write_loop(), name="cache-writer")
+        self._lookups: dict[str, list[asyncio.Future[bytes | None]]] = {}
+        self._read_wakeup = asyncio.Event()
+        self._reader = asyncio.create_task(self._read_loop(), name="cache-reader")
         self._closed = False
         self.reads = 0
         self.hits = 0
@@ -66,12 +70,36 @@ class JudgeCache:
 
     async def get(self, key: str) -> bytes | None:
         self.reads += 1
-        async with self._db.execute("SELECT response FROM responses WHERE key=?", (key,)) as cur:
-            row = await cur.fetchone()
-        if row is None:
-            return None
-        self.hits += 1
-        return row[0]
+        fut: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
+        self._lookups.setdefault(key, []).append(fut)
+        self._read_wakeup.set()
+        value = await fut
+        if value is not None:
+            self.hits += 1
+        return value
+
+    async def _read_loop(self) -> None:
+        while True:
+            await self._read_wakeup.wait()
+            self._read_wakeup.clear()
+            if self._closed and not self._lookups:
+                return
+            while self._lookups:
+                keys = list(self._lookups)[:500]  # stay under SQLite's bound-parameter limit
+                waiters = {k: self._lookups.pop(k) for k in keys}
+                try:
+                    rows = await self._db.execute_fetchall(
+                        f"SELECT key, response FROM responses WHERE key IN ({','.join('?' * len(keys))})", keys)
+                    found = dict(rows)
+                    for k, futs in waiters.items():
+                        for fut in futs:
+                            if not fut.done():
+                                fut.set_result(found.get(k))
+                except Exception as e:
+                    for futs in waiters.values():
+                        for fut in futs:
+                            if not fut.done():
+                                fut.set_exception(e)
 
     async def put(self, key: str, response: bytes, components: dict[str, Any]) -> None:
         """Store a response; returns once it is committed (group commit)."""
@@ -115,7 +143,9 @@ class JudgeCache:
             return
         self._closed = True
         self._wakeup.set()
+        self._read_wakeup.set()
         await self._writer
+        await self._reader
         await self._db.close()
 
     # -- maintenance (drscore cache ...) ------------------------------------------------

@@ -12,8 +12,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-import numpy as np
-
 
 def split_estimate(text: str) -> tuple[float, float]:
     """(ASCII-part tokens, wide-part tokens) by the fixed character rule."""
@@ -64,14 +62,14 @@ class TokenEstimator:
     def __init__(self, decay: float = 0.97, prior_strength: float = 1e-2) -> None:
         self.decay = decay
         self.prior_strength = prior_strength
-        self._xtx = np.zeros((2, 2))
-        self._xty = np.zeros(2)
-        self.weights = np.ones(2)
+        # Sufficient statistics of the weighted least squares: X'X (symmetric) and X'y.
+        self._saa = self._sab = self._sbb = self._say = self._sby = 0.0
+        self.weights = (1.0, 1.0)
         self._out: dict[str, float] = {}
         self.observations = 0
 
     def prompt(self, features: tuple[float, float]) -> float:
-        return float(self.weights @ np.asarray(features))
+        return self.weights[0] * features[0] + self.weights[1] * features[1]
 
     def completion(self, template: str, expected: int) -> float:
         return self._out.get(template, float(expected))
@@ -81,14 +79,21 @@ class TokenEstimator:
 
     def observe(self, features: tuple[float, float], template: str, prompt_tokens: int,
                 completion_tokens: int) -> None:
-        x = np.asarray(features)
-        self._xtx = self.decay * self._xtx + np.outer(x, x)
-        self._xty = self.decay * self._xty + x * prompt_tokens
-        # Ridge towards the prior: directions the data has not seen (e.g. no wide text
-        # yet) stay at weight 1 instead of being guessed.
-        lam = self.prior_strength * max(1.0, float(np.trace(self._xtx)) / 2)
-        w = np.linalg.solve(self._xtx + lam * np.eye(2), self._xty + lam * np.ones(2))
-        self.weights = np.clip(w, 0.02, 8.0)
+        a, b, d = features[0], features[1], self.decay
+        self._saa = d * self._saa + a * a
+        self._sab = d * self._sab + a * b
+        self._sbb = d * self._sbb + b * b
+        self._say = d * self._say + a * prompt_tokens
+        self._sby = d * self._sby + b * prompt_tokens
+        # Ridge towards the prior (1, 1): directions the data has not seen (e.g. no wide
+        # text yet) stay at weight 1 instead of being guessed. 2x2 solve in closed form
+        # (a numpy call per response costs more than the whole solve).
+        lam = self.prior_strength * max(1.0, (self._saa + self._sbb) / 2)
+        m11, m12, m22 = self._saa + lam, self._sab, self._sbb + lam
+        r1, r2 = self._say + lam, self._sby + lam
+        det = m11 * m22 - m12 * m12
+        w1, w2 = (r1 * m22 - m12 * r2) / det, (m11 * r2 - m12 * r1) / det
+        self.weights = (min(8.0, max(0.02, w1)), min(8.0, max(0.02, w2)))
         prev = self._out.get(template)
         self._out[template] = completion_tokens if prev is None else 0.8 * prev + 0.2 * completion_tokens
         self.observations += 1

@@ -11,7 +11,13 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=".venv/.installed-$1"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/python -m pip install --quiet --upgrade pip
-  if [ "$1" = dev ]; then .venv/bin/python -m pip install --quiet -e '.[dev]'; else .venv/bin/python -m pip install --quiet -e .; fi
+  echo "installing drscore into .venv (log: .venv/install.log) ..." >&2
+  target=.; [ "$1" = dev ] && target='.[dev]'
+  if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e "$target"; } \
+      > .venv/install.log 2>&1; then
+    tail -n 40 .venv/install.log >&2
+    echo "install failed; full log in .venv/install.log" >&2
+    exit 1
+  fi
   touch "$stamp"
 fi
