@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections import OrderedDict
 from typing import Any, Generic, TypeVar
 
 import msgspec
@@ -100,6 +101,10 @@ class JudgePool:
         self._inflight: dict[str, asyncio.Future[str]] = {}
         self._reserved_cost = 0.0
         self._planned: set[str] = set()
+        # Backends that are not cached (the offline judge) still answer a repeated request
+        # once per run, so task-level steps are counted once, as with a real judge.
+        self._memo: OrderedDict[str, str] | None = None if self.cache is not None or not \
+            hasattr(backend, "cacheable") or backend.cacheable else OrderedDict()
         self.budget_exhausted = False
 
     @property
@@ -138,6 +143,11 @@ class JudgePool:
                     return Judged(value, text, key, "cache")
                 except VerdictDecodeError:
                     pass  # schema changed under the same key cannot happen; be safe and re-ask
+        if self._memo is not None and key in self._memo:
+            self._memo.move_to_end(key)
+            self.stats.shared += 1
+            text = self._memo[key]
+            return Judged(decode_verdict(text, verdict), text, key, "shared")
         if self.dry is not None:
             return await self._plan(req, verdict, key)
         fut = self._inflight.get(key)
@@ -257,6 +267,10 @@ class JudgePool:
                 continue
             if self.cache is not None:
                 await self.cache.put(key, resp.text.encode("utf-8"), components)
+            elif self._memo is not None:
+                self._memo[key] = resp.text
+                if len(self._memo) > 20_000:
+                    self._memo.popitem(last=False)
             return Judged(value, resp.text, key, "network", tin, tout, cost, time.monotonic() - t0)
 
 

@@ -204,3 +204,12 @@ async def test_cache_export_import_round_trip(tmp_path, templates):
     stats = await other.stats()
     await other.close()
     assert stats["entries"] == 1 and stats["by_template"][0]["template"] == "alpha"
+
+
+async def test_uncached_backend_answers_a_repeated_request_once_per_run(templates):
+    backend = FakeBackend()
+    backend.cacheable = False  # like the offline judge
+    pool = JudgePool(backend, cache=None, limiter=RateLimiter(), prices=PriceTable())
+    first = await pool.ask("alpha", Verdict, {"text": "task-level step"})
+    second = await pool.ask("alpha", Verdict, {"text": "task-level step"})
+    assert (first.source, second.source) == ("network", "shared") and len(backend.requests) == 1

@@ -1,0 +1,92 @@
+"""``drscore report DIR``: leaderboard.md, leaderboard.csv and a self-contained
+report.html for a run directory (see ``docs/reports.md``)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from engine.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
+
+# matplotlib (engine.report_html -> engine.charts) is imported inside run_report: every
+# drscore invocation imports all command modules, and only this command draws.
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``report`` sub-command."""
+    p = subparsers.add_parser(
+        "report",
+        help="write leaderboard.md, leaderboard.csv and report.html for a run",
+        description="Summarise a run directory: per-method leaderboards with bootstrap "
+                    "confidence intervals over tasks (Markdown and CSV) and one HTML page "
+                    "with charts that opens offline.")
+    p.add_argument("dir", type=Path, metavar="DIR", help="run directory (drscore run --out)")
+    p.add_argument("--out", type=Path, metavar="OUTDIR",
+                   help="where to write the files (default: DIR)")
+    p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
+                   help=f"bootstrap resamples for the intervals (default {DEFAULT_RESAMPLES})")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--confidence", type=float, default=DEFAULT_CONFIDENCE,
+                   help=f"interval level (default {DEFAULT_CONFIDENCE})")
+    p.add_argument("--redundancy-task", metavar="TASK_ID",
+                   help="task of the report whose paragraph matrix to draw "
+                        "(default: the report with the most scored pairs)")
+    p.add_argument("--redundancy-agent", metavar="AGENT",
+                   help="agent of the report whose paragraph matrix to draw")
+    p.add_argument("--title", help="page title (default: the run directory)")
+    p.set_defaults(func=run_report)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    """Entry point of ``drscore report``; returns the exit code."""
+    from engine.report_html import (
+        leaderboard,
+        leaderboard_csv,
+        leaderboard_markdown,
+        pick_redundancy_row,
+        render_html,
+    )
+    from engine.rundir_read import RunDirError, read_run_dir
+
+    if args.resamples < 1:
+        return _fail("--resamples must be >= 1")
+    if not 0 < args.confidence < 1:
+        return _fail("--confidence must be between 0 and 1 (e.g. 0.95)")
+    try:
+        run = read_run_dir(args.dir)
+    except RunDirError as exc:
+        return _fail(str(exc))
+    for problem in run.problems[:20]:
+        print(f"warning: {problem} (line skipped)", file=sys.stderr)
+    if len(run.problems) > 20:
+        print(f"warning: ... and {len(run.problems) - 20} more bad lines", file=sys.stderr)
+
+    redundancy = pick_redundancy_row(run.scores, args.redundancy_task, args.redundancy_agent)
+    if redundancy is None and (args.redundancy_task or args.redundancy_agent):
+        return _fail(f"no row with paragraph pairs for task {args.redundancy_task!r}, "
+                     f"agent {args.redundancy_agent!r} in {args.dir}")
+    board = leaderboard(run.scores, resamples=args.resamples, seed=args.seed,
+                        confidence=args.confidence)
+    out = args.out or args.dir
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        files = {
+            "leaderboard.md": leaderboard_markdown(run, board, confidence=args.confidence,
+                                                   resamples=args.resamples, seed=args.seed),
+            "leaderboard.csv": leaderboard_csv(board),
+            "report.html": render_html(run, board, redundancy_row=redundancy,
+                                       confidence=args.confidence, resamples=args.resamples,
+                                       seed=args.seed, title=args.title),
+        }
+        for name, text in files.items():
+            (out / name).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        return _fail(f"cannot write to {out}: {exc.strerror or exc}")
+    for name in files:
+        print(out / name)
+    return 0
+
+
+def _fail(message: str) -> int:
+    print(f"drscore report: error: {message}", file=sys.stderr)
+    return 2
