@@ -73,7 +73,9 @@ def main() -> None:
             "share_429": round(s["rate_limited"] / max(1, s["requests"]), 4),
             "responses_429": s["rate_limited"],
             "items_failed": t["items_failed"],
+            "item_statuses": {m: v["statuses"] for m, v in cold["per_method"].items()},
             "judge_failures": t["judge_failures"],
+            "items_lost_to_quota": t["judge_failures"],  # calls that never got an answer
         },
         "c_warm": {
             "network_calls": s2["requests"] - s["requests"], "wall_s": round(warm_wall, 3),

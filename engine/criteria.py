@@ -20,6 +20,9 @@ from typing import Any
 import msgspec
 import orjson
 
+from engine.io import read_jsonl
+from engine.models import InputError
+
 # Fixed order used everywhere (prompts, outputs, tables).
 DIMENSIONS: tuple[str, ...] = ("comprehensiveness", "insight", "instruction_following", "readability")
 
@@ -257,19 +260,16 @@ def load_criteria(path: str | Path) -> dict[str, TaskCriteria]:
     if not path.is_file():
         raise CriteriaError(f"criteria file not found: {path}")
     out: dict[str, TaskCriteria] = {}
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            if not raw.strip():
-                continue
-            origin = f"{path}:{lineno}"
-            try:
-                obj = orjson.loads(raw)
-            except orjson.JSONDecodeError as e:
-                raise CriteriaError(f"{origin}: malformed JSON ({e})") from None
-            tc = parse_criteria_record(obj, origin)
-            if tc.task_id in out:
-                raise CriteriaError(f"{origin}: duplicate task id {tc.task_id!r}")
-            out[tc.task_id] = tc
+    malformed: list[InputError] = []
+    for origin, obj in read_jsonl(path, malformed):
+        if malformed:
+            break
+        tc = parse_criteria_record(obj, origin)
+        if tc.task_id in out:
+            raise CriteriaError(f"{origin}: duplicate task id {tc.task_id!r}")
+        out[tc.task_id] = tc
+    if malformed:
+        raise CriteriaError(str(malformed[0]))
     if not out:
         raise CriteriaError(f"{path}: no criteria records")
     return out

@@ -42,8 +42,16 @@ def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
                 yield lineno, raw
 
 
-def _decode(raw: bytes) -> Any:
-    return orjson.loads(raw)
+def read_jsonl(path: str | Path, errors: list[InputError]) -> Iterator[tuple[str, Any]]:
+    """``(origin, value)`` for each non-blank line, origin being ``file:line``.
+    Malformed lines are appended to ``errors`` and skipped."""
+    path = Path(path)
+    for lineno, raw in _lines(path):
+        origin = f"{path}:{lineno}"
+        try:
+            yield origin, orjson.loads(raw)
+        except orjson.JSONDecodeError as e:
+            errors.append(InputError(origin, f"malformed JSON ({e})"))
 
 
 def _as_id(value: Any) -> str | None:
@@ -61,13 +69,7 @@ def load_tasks(path: str | Path, errors: list[InputError]) -> dict[str, Task]:
     tasks: dict[str, Task] = {}
     if not path.exists():
         raise FileNotFoundError(f"tasks file not found: {path}")
-    for lineno, raw in _lines(path):
-        origin = f"{path}:{lineno}"
-        try:
-            obj = _decode(raw)
-        except orjson.JSONDecodeError as e:
-            errors.append(InputError(origin, f"malformed JSON ({e})"))
-            continue
+    for origin, obj in read_jsonl(path, errors):
         if not isinstance(obj, dict):
             errors.append(InputError(origin, "expected a JSON object"))
             continue
@@ -153,13 +155,7 @@ def iter_reports(
         raise FileNotFoundError(f"reports file not found: {path}")
     default_agent = agent or agent_from_path(path)
     seen: set[tuple[str, str]] = set()
-    for lineno, raw in _lines(path):
-        origin = f"{path}:{lineno}"
-        try:
-            obj = _decode(raw)
-        except orjson.JSONDecodeError as e:
-            errors.append(InputError(origin, f"malformed JSON ({e})"))
-            continue
+    for origin, obj in read_jsonl(path, errors):
         if not isinstance(obj, dict):
             errors.append(InputError(origin, "expected a JSON object"))
             continue
@@ -189,11 +185,7 @@ def tasks_from_reports(path: str | Path, *, fmt: str = "auto") -> dict[str, Task
     """Synthesize tasks when no task file is given: DeepResearch Bench reports carry their
     prompt, ReportEval reports their topic."""
     tasks: dict[str, Task] = {}
-    for _, raw in _lines(Path(path)):
-        try:
-            obj = _decode(raw)
-        except orjson.JSONDecodeError:
-            continue
+    for _, obj in read_jsonl(path, []):  # bad lines are reported when the reports are read
         if not isinstance(obj, dict):
             continue
         line_fmt = fmt if fmt != "auto" else detect_format(obj)

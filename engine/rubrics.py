@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 import orjson
 
+from engine.io import read_jsonl
 from engine.models import InputError
 
 # The benchmark's documented maximum for the query-specific rubrics of one bundle.
@@ -259,29 +260,20 @@ def load_bundles(path: str | Path) -> BundleSet:
     bundles: dict[str, Bundle] = {}
     errors: list[InputError] = []
     by_uid: dict[str, str] = {}
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            if not raw.strip():
-                continue
-            origin = f"{path}:{lineno}"
-            try:
-                obj = orjson.loads(raw)
-            except orjson.JSONDecodeError as e:
-                errors.append(InputError(origin, f"malformed JSON ({e})"))
-                continue
-            try:
-                bundle = parse_bundle(obj)
-            except RubricError as e:
-                err = InputError(origin, str(e))
-                errors.append(err)
-                uid = obj.get("uid") if isinstance(obj, dict) else None
-                if isinstance(uid, (str, int)) and str(uid).strip():
-                    by_uid[str(uid).strip()] = str(err)
-                continue
-            if bundle.uid in bundles:
-                errors.append(InputError(origin, f"duplicate bundle uid {bundle.uid!r}"))
-                continue
-            bundles[bundle.uid] = bundle
+    for origin, obj in read_jsonl(path, errors):
+        try:
+            bundle = parse_bundle(obj)
+        except RubricError as e:
+            err = InputError(origin, str(e))
+            errors.append(err)
+            uid = obj.get("uid") if isinstance(obj, dict) else None
+            if isinstance(uid, (str, int)) and str(uid).strip():
+                by_uid[str(uid).strip()] = str(err)
+            continue
+        if bundle.uid in bundles:
+            errors.append(InputError(origin, f"duplicate bundle uid {bundle.uid!r}"))
+            continue
+        bundles[bundle.uid] = bundle
     return BundleSet(bundles=bundles, errors=errors, errors_by_uid=by_uid)
 
 
