@@ -50,6 +50,8 @@ class RateLimitInfo(msgspec.Struct, kw_only=True):
     """What a response said about the server's quota (all optional)."""
 
     retry_after_s: float | None = None
+    limit_requests: float | None = None  # per minute, as OpenAI-style servers announce it
+    limit_tokens: float | None = None
     remaining_requests: float | None = None
     remaining_tokens: float | None = None
     reset_requests_s: float | None = None

@@ -131,9 +131,16 @@ class RateLimiter:
 
     def __init__(self, rpm: float = 0, tpm: float = 0, concurrency: int = 16, *,
                  burst_s: float = 1.0, safety: float = 0.97, cooldown_s: float = 5.0) -> None:
+        self.rpm, self.tpm, self.burst_s, self.safety = rpm, tpm, burst_s, safety
         self.requests = TokenBucket(rpm * safety, burst_s) if rpm else None
         self.tokens = TokenBucket(tpm * safety, burst_s, minimum_capacity=0.0) if tpm else None
         self.concurrency = AdaptiveConcurrency(concurrency, cooldown_s)
+        # Quota unknown: one call in flight until the first answer, whose headers usually
+        # announce the limits; then full concurrency. A first wave of N blind calls would
+        # otherwise be N-capacity 429s.
+        self._probing = not rpm and not tpm
+        if self._probing:
+            self.concurrency.limit = 1.0
         self._paused_until = 0.0
         self._queue: deque[asyncio.Future[None]] = deque()
         self._changed = asyncio.Event()
@@ -186,6 +193,35 @@ class RateLimiter:
         self.concurrency.on_success()
         await self.concurrency.release()
 
+    def observe(self, info: RateLimitInfo | None) -> None:
+        """Adopt the limits a server announces (``x-ratelimit-limit-*``) when they are
+        tighter than ours (or we have none): a run without ``--rpm``/``--tpm`` then paces
+        itself after the first answer instead of learning the quota from 429s."""
+        if self._probing:
+            self._probing = False
+            if self.concurrency.cuts == 0:
+                self.concurrency.limit = float(self.concurrency.maximum)
+                asyncio.get_running_loop().create_task(self.concurrency._notify())
+        if info is None:
+            return
+        now = time.monotonic()
+        if info.limit_requests and (not self.rpm or info.limit_requests < self.rpm):
+            self.rpm = info.limit_requests
+            old = self.requests
+            self.requests = TokenBucket(self.rpm * self.safety, self.burst_s)
+            if old is not None:
+                self.requests.clamp(old.level, now)
+            if info.remaining_requests is not None:
+                self.requests.clamp(info.remaining_requests, now)
+        if info.limit_tokens and (not self.tpm or info.limit_tokens < self.tpm):
+            self.tpm = info.limit_tokens
+            old = self.tokens
+            self.tokens = TokenBucket(self.tpm * self.safety, self.burst_s, minimum_capacity=0.0)
+            if old is not None:
+                self.tokens.clamp(old.level, now)
+            if info.remaining_tokens is not None:
+                self.tokens.clamp(info.remaining_tokens, now)
+
     async def rate_limited_release(self, permit: Permit, info: RateLimitInfo | None) -> float:
         """Record a 429 for ``permit``: pause everyone, drain buckets, cut concurrency.
         Returns the pause (seconds) the caller should respect before retrying."""
@@ -193,6 +229,7 @@ class RateLimiter:
         self.rate_limited += 1
         now = time.monotonic()
         delay = None
+        self.observe(info)
         if info is not None:
             delay = info.retry_after_s
             if delay is None:

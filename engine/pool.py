@@ -240,6 +240,7 @@ class JudgePool:
                 await self.limiter.release_failed(permit)
                 raise
             self._reserved_cost -= est_cost
+            self.limiter.observe(_info)
             if resp.usage_estimated:
                 await permit.done(None)
             else:

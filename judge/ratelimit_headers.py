@@ -39,6 +39,8 @@ def parse_rate_limit_headers(headers: Mapping[str, str]) -> RateLimitInfo:
     retry_s = retry / 1000.0 if retry is not None else _float(h.get("retry-after"))
     return RateLimitInfo(
         retry_after_s=retry_s,
+        limit_requests=_float(h.get("x-ratelimit-limit-requests")),
+        limit_tokens=_float(h.get("x-ratelimit-limit-tokens")),
         remaining_requests=_float(h.get("x-ratelimit-remaining-requests")),
         remaining_tokens=_float(h.get("x-ratelimit-remaining-tokens")),
         reset_requests_s=parse_duration(h.get("x-ratelimit-reset-requests")),

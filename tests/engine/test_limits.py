@@ -101,29 +101,34 @@ def tiny_prompt(monkeypatch):
     monkeypatch.setattr(prompts, "load", lambda name: tpl)
 
 
-async def _ask_all(url: str, limiter: RateLimiter, n: int) -> JudgePool:
+async def _ask_all(url: str, limiter: RateLimiter, n: int, tag: str = "") -> JudgePool:
     pool = JudgePool(HttpBackend(url, "mock"), cache=None, limiter=limiter, prices=PriceTable())
     try:
-        results = await asyncio.gather(*(pool.ask("t", V, {"i": i}) for i in range(n)))
+        results = await asyncio.gather(*(pool.ask("t", V, {"i": f"{tag}{i}"}) for i in range(n)))
     finally:
         await pool.backend.close()
     assert len(results) == n and all(isinstance(r.value, V) for r in results)
     return pool
 
 
-async def test_quota_exceeded_server_side_is_honoured_and_nothing_is_lost(tiny_prompt):
-    # The server allows 120 rpm (capacity 2); the client does not know and starts at 8 in flight.
+async def test_quota_shared_with_another_job_429s_are_honoured_and_nothing_is_lost(tiny_prompt):
+    # Two independent clients (two jobs on one API key) each learn the server's 120 rpm,
+    # so together they overrun it: the server answers 429 with Retry-After, and both must
+    # back off, cut concurrency and still get every item answered exactly once.
     runner, port = await start(MockConfig(rpm=120, burst=1.0))
+    url = f"http://127.0.0.1:{port}/v1"
     try:
-        lim = RateLimiter(concurrency=8, cooldown_s=0.3)
-        pool = await _ask_all(f"http://127.0.0.1:{port}/v1", lim, 8)
+        limiters = [RateLimiter(concurrency=8, cooldown_s=0.3) for _ in range(2)]
+        pools = await asyncio.gather(*(_ask_all(url, lim, 6, tag=f'job{j}-') for j, lim in enumerate(limiters)))
         async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{port}/stats") as r:
             stats = await r.json()
     finally:
         await runner.cleanup()
-    assert stats["ok"] == 8 and stats["duplicate_ok"] == 0  # every item answered exactly once
-    assert stats["rate_limited"] >= 1 and pool.stats.rate_limited == stats["rate_limited"]
-    assert lim.concurrency.cuts >= 1 and pool.stats.failures == 0
+    assert stats["ok"] == 12 and stats["duplicate_ok"] == 0  # every item answered exactly once
+    assert stats["rate_limited"] >= 1
+    assert sum(p.stats.rate_limited for p in pools) == stats["rate_limited"]
+    assert sum(lim.concurrency.cuts for lim in limiters) >= 1
+    assert all(p.stats.failures == 0 for p in pools)
 
 
 async def test_client_limits_matching_the_server_avoid_429s(tiny_prompt):
@@ -137,3 +142,26 @@ async def test_client_limits_matching_the_server_avoid_429s(tiny_prompt):
         await runner.cleanup()
     assert stats["ok"] == 30
     assert stats["rate_limited"] <= 1  # pacing, not 429s, keeps us under the quota
+
+
+async def test_limits_announced_by_the_server_are_adopted(tiny_prompt):
+    # No --rpm given: after the first answer the client paces itself by the server's
+    # x-ratelimit-limit-requests instead of discovering the quota through 429s.
+    runner, port = await start(MockConfig(rpm=240, burst=1.0))  # 4/s, capacity 4
+    try:
+        lim = RateLimiter(concurrency=8)
+        assert lim.concurrency.limit == 1  # quota unknown: probe with one call first
+        await _ask_all(f"http://127.0.0.1:{port}/v1", lim, 12)
+        async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{port}/stats") as r:
+            stats = await r.json()
+    finally:
+        await runner.cleanup()
+    assert lim.rpm == 240 and lim.requests is not None
+    assert lim.concurrency.limit == 8  # full concurrency once the limits were known
+    assert stats["ok"] == 12 and stats["rate_limited"] <= 1
+
+
+def test_configured_limits_tighter_than_the_servers_are_kept():
+    lim = RateLimiter(rpm=60, tpm=1000)
+    lim.observe(RateLimitInfo(limit_requests=600, limit_tokens=500))
+    assert lim.rpm == 60 and lim.tpm == 500  # the tighter of ours and the server's
