@@ -1,0 +1,277 @@
+"""Page store: ``<cache_dir>/pages.sqlite`` (aiosqlite, WAL, busy timeout).
+
+Two tables: ``pages`` maps a normalised URL to the outcome of its last fetch (status,
+HTTP status, final URL, fetch time, content hash, detail), and ``contents`` maps a
+content hash to the zlib-compressed extracted text, so identical pages are stored once.
+Writes are queued and committed in batches by one writer task per store (one
+transaction per batch), which keeps several processes sharing the file from fighting
+over the lock. A row is only replaced by a newer fetch (``fetched_at``), so importing
+an old snapshot never overwrites fresher pages.
+
+Expiry (TTL) is decided by the caller (:meth:`PageRecord.expired`), not by the key.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import zlib
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
+
+import aiosqlite
+import msgspec
+
+from engine.paths import default_cache_dir
+
+STORE_FILENAME = "pages.sqlite"
+SCHEMA_VERSION = 1
+_INLINE_DECOMPRESS_LIMIT = 256 * 1024  # larger blobs are decompressed off the loop
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS pages (
+    url TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    http_status INTEGER,
+    final_url TEXT,
+    fetched_at REAL NOT NULL,
+    content_hash TEXT,
+    detail TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS contents (
+    hash TEXT PRIMARY KEY,
+    size INTEGER NOT NULL,
+    text BLOB NOT NULL
+);
+"""
+_UPSERT_PAGE = """
+INSERT INTO pages (url, status, http_status, final_url, fetched_at, content_hash, detail)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT(url) DO UPDATE SET
+    status = excluded.status, http_status = excluded.http_status,
+    final_url = excluded.final_url, fetched_at = excluded.fetched_at,
+    content_hash = excluded.content_hash, detail = excluded.detail
+WHERE excluded.fetched_at >= pages.fetched_at
+"""
+_INSERT_CONTENT = "INSERT OR IGNORE INTO contents (hash, size, text) VALUES (?, ?, ?)"
+
+
+class PageRecord(msgspec.Struct, frozen=True):
+    """The stored outcome of fetching one normalised URL."""
+    url: str  # normalised
+    status: str
+    http_status: int | None
+    final_url: str | None
+    fetched_at: float
+    content_hash: str | None
+    detail: str
+
+    def expired(self, now: float, *, ttl_ok_s: float, ttl_fail_s: float) -> bool:
+        """True when the record is older than its TTL (ok pages and failures differ)."""
+        ttl = ttl_ok_s if self.status == "ok" else ttl_fail_s
+        return now - self.fetched_at > ttl
+
+
+class StoredPage(msgspec.Struct, frozen=True):
+    """A record with its text ("" when the fetch failed)."""
+    record: PageRecord
+    text: str
+
+
+def store_path(cache_dir: Path | None = None) -> Path:
+    """``<cache_dir>/pages.sqlite`` (default cache dir from ``engine.paths``)."""
+    return Path(cache_dir if cache_dir is not None else default_cache_dir()) / STORE_FILENAME
+
+
+def _compress_batch(items: list[tuple[str, str]]) -> list[tuple[str, int, bytes]]:
+    return [(h, len(t), zlib.compress(t.encode("utf-8"), 6)) for h, t in items]
+
+
+class PageStore:
+    """Async page cache. ``async with PageStore(path) as store:`` or ``open()``/``close()``.
+
+    ``put`` is synchronous and only queues; queued pages are visible to ``get`` at once
+    and reach the file within ``flush_interval_s`` (or on ``flush()``/``close()``).
+    """
+
+    def __init__(self, path: Path, *, flush_interval_s: float = 0.25, batch_size: int = 256,
+                 busy_timeout_ms: int = 30_000):
+        self.path = Path(path)
+        self.flush_interval_s = flush_interval_s
+        self.batch_size = batch_size
+        self.busy_timeout_ms = busy_timeout_ms
+        self._db: aiosqlite.Connection | None = None
+        self._pending: dict[str, StoredPage] = {}
+        self._wake = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
+        self._write_lock = asyncio.Lock()
+        self._write_error: BaseException | None = None
+        self._closing = False
+
+    async def open(self) -> PageStore:
+        """Create the file and schema if needed, and start the writer task."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = await aiosqlite.connect(self.path)
+        await self._db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+        await self._db.execute("PRAGMA journal_mode = WAL")
+        await self._db.execute("PRAGMA synchronous = NORMAL")
+        await self._db.executescript(_SCHEMA)
+        await self._db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
+                               ("schema_version", str(SCHEMA_VERSION)))
+        await self._db.commit()
+        async with self._db.execute(
+                "SELECT value FROM meta WHERE key = 'schema_version'") as cur:
+            row = await cur.fetchone()
+        if row is None or int(row[0]) != SCHEMA_VERSION:
+            await self._db.close()
+            raise RuntimeError(f"{self.path}: page store schema version {row and row[0]} "
+                               f"is not supported (expected {SCHEMA_VERSION})")
+        self._writer = asyncio.create_task(self._write_loop(), name="page-store-writer")
+        return self
+
+    async def __aenter__(self) -> PageStore:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def db(self) -> aiosqlite.Connection:
+        if self._db is None:
+            raise RuntimeError("PageStore is not open")
+        return self._db
+
+    async def get(self, url: str) -> StoredPage | None:
+        """The stored page for a normalised URL (queued writes included), or None."""
+        pending = self._pending.get(url)
+        if pending is not None:
+            return pending
+        async with self.db.execute(
+                "SELECT p.url, p.status, p.http_status, p.final_url, p.fetched_at, "
+                "p.content_hash, p.detail, c.text FROM pages p "
+                "LEFT JOIN contents c ON c.hash = p.content_hash WHERE p.url = ?",
+                (url,)) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            return None
+        record = PageRecord(*row[:7])
+        blob = row[7]
+        if record.content_hash and blob is None:
+            return None  # text lost (e.g. a partial copy of the file): treat as a miss
+        return StoredPage(record, await self._decompress(blob) if blob else "")
+
+    @staticmethod
+    async def _decompress(blob: bytes) -> str:
+        if len(blob) <= _INLINE_DECOMPRESS_LIMIT:
+            return zlib.decompress(blob).decode("utf-8")
+        return await asyncio.to_thread(lambda: zlib.decompress(blob).decode("utf-8"))
+
+    def put(self, record: PageRecord, text: str = "") -> None:
+        """Queue a page for the next batch (a newer queued fetch of the URL wins)."""
+        if self._write_error is not None:
+            raise RuntimeError(f"page store writer failed: {self._write_error}")
+        if bool(record.content_hash) != bool(text):
+            raise ValueError(f"{record.url}: a page has text exactly when it has a "
+                             f"content hash")
+        old = self._pending.get(record.url)
+        if old is None or record.fetched_at >= old.record.fetched_at:
+            self._pending[record.url] = StoredPage(record, text)
+        if len(self._pending) >= self.batch_size:
+            self._wake.set()
+
+    async def flush(self) -> None:
+        """Write every queued page now (one transaction)."""
+        async with self._write_lock:
+            if not self._pending:
+                return
+            batch, self._pending = self._pending, {}
+            try:
+                await self._write(batch.values())
+            except BaseException:
+                # keep the pages queued so a later flush can retry them
+                for url, page in batch.items():
+                    self._pending.setdefault(url, page)
+                raise
+
+    async def _write(self, pages: Iterable[StoredPage]) -> None:
+        pages = list(pages)
+        texts = {p.record.content_hash: p.text for p in pages if p.record.content_hash}
+        contents = await asyncio.to_thread(_compress_batch, list(texts.items()))
+        rows = [(r.url, r.status, r.http_status, r.final_url, r.fetched_at, r.content_hash,
+                 r.detail) for r in (p.record for p in pages)]
+        await self.db.executemany(_INSERT_CONTENT, contents)
+        await self.db.executemany(_UPSERT_PAGE, rows)
+        await self.db.commit()
+
+    async def _write_loop(self) -> None:
+        while not self._closing:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.flush_interval_s)
+            self._wake.clear()
+            try:
+                await self.flush()
+            except Exception as exc:  # surfaced to the next put()/close()
+                self._write_error = exc
+                return
+
+    async def put_many(self, pages: Iterable[StoredPage]) -> None:
+        """Write pages directly in one transaction (bulk import)."""
+        async with self._write_lock:
+            await self._write(pages)
+
+    async def iter_pages(self, *, only_ok: bool = False,
+                         chunk: int = 500) -> AsyncIterator[StoredPage]:
+        """All stored pages ordered by URL, read in chunks (bounded memory)."""
+        await self.flush()
+        last = ""
+        where = "AND p.status = 'ok' " if only_ok else ""
+        while True:
+            async with self.db.execute(
+                    "SELECT p.url, p.status, p.http_status, p.final_url, p.fetched_at, "
+                    "p.content_hash, p.detail, c.text FROM pages p "
+                    "LEFT JOIN contents c ON c.hash = p.content_hash "
+                    f"WHERE p.url > ? {where}ORDER BY p.url LIMIT ?", (last, chunk)) as cur:
+                rows = await cur.fetchall()
+            if not rows:
+                return
+            for row in rows:
+                record = PageRecord(*row[:7])
+                if record.content_hash and row[7] is None:
+                    continue  # text missing: nothing portable to export
+                yield StoredPage(record, await self._decompress(row[7]) if row[7] else "")
+            last = rows[-1][0]
+
+    async def stats(self) -> dict:
+        """Counts by status, distinct contents, stored bytes, oldest/newest fetch."""
+        await self.flush()
+        async with self.db.execute(
+                "SELECT status, COUNT(*) FROM pages GROUP BY status ORDER BY status") as cur:
+            by_status = {s: n for s, n in await cur.fetchall()}
+        async with self.db.execute(
+                "SELECT COUNT(*), COALESCE(SUM(size), 0), COALESCE(SUM(LENGTH(text)), 0) "
+                "FROM contents") as cur:
+            n_contents, text_chars, stored_bytes = await cur.fetchone()
+        async with self.db.execute("SELECT MIN(fetched_at), MAX(fetched_at) FROM pages") as cur:
+            oldest, newest = await cur.fetchone()
+        return {"path": str(self.path), "pages": sum(by_status.values()),
+                "by_status": by_status, "contents": n_contents, "text_chars": text_chars,
+                "compressed_bytes": stored_bytes, "oldest_fetched_at": oldest,
+                "newest_fetched_at": newest}
+
+    async def close(self) -> None:
+        """Flush queued pages, stop the writer and close the file."""
+        if self._db is None:
+            return
+        if self._writer is not None:
+            # let the writer finish its current batch rather than cancel it mid-transaction
+            self._closing = True
+            self._wake.set()
+            await self._writer
+            self._writer = None
+        try:
+            await self.flush()
+        finally:
+            await self._db.close()
+            self._db = None
+        if self._write_error is not None:
+            raise RuntimeError(f"page store writer failed: {self._write_error}")
