@@ -91,7 +91,7 @@ _CITE_RE = re.compile(
     r"|<(?P<auto>https?://[^\s<>]+)>"
     r"|(?P<bare>https?://" + _URL_BODY + r")"
     r"|\[\^(?P<foot>[^\]\s]{1,40})\]"
-    r"|(?:\[|【)(?P<num>\d{1,3}(?:\s*(?:[,，、;；]|[-–—~])\s*\d{1,3})*)(?:\]|】)",
+    r"|(?:\[|【)(?P<num>\d{1,3}(?:\s*(?:[,，、;；]|[-–—~])\s*\d{1,3})*)(?:†[^】\]\n]{0,40})?(?:\]|】)",
     re.IGNORECASE,
 )
 _MARKER_TEXT = re.compile(r"^\s*\[?\^?(\d{1,3}(?:\s*[,，、;；\-–—~]\s*\d{1,3})*)\]?\s*$")
@@ -101,7 +101,7 @@ _MAX_RANGE = 50  # [3-50] is a plausible range; [41-23] or [1-900] is not
 # Reference section headings (whole line), in English and Chinese, optionally numbered
 # ("## 7. 参考资料") or bold ("**Sources:**").
 _REF_HEADING = re.compile(
-    r"^\s*(?P<hashes>#{1,6})?\s*(?:\*\*|__)?\s*"
+    r"^\s*(?:#{1,6})?\s*(?:\*\*|__)?\s*"
     r"(?:(?:\d+(?:\.\d+)*|[一二三四五六七八九十]+|[IVXivx]+)\s*[.、)]?\s+)?"
     r"(?:references?|sources?|citations?|bibliography|works\s+cited|reference\s+list|"
     r"sources\s+cited|cited\s+sources|source\s+list|footnotes|further\s+reading|"
@@ -112,7 +112,6 @@ _REF_HEADING = re.compile(
 )
 _HEADING = re.compile(r"^\s{0,3}(#{1,6})\s")
 _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
-_BULLET = re.compile(r"^\s*(?:[-*+•]\s+)?")
 # An entry that is unambiguous anywhere in a document: "[3] <url>", "[3]: url",
 # "[3],url", "[^3]: anything".
 _ENTRY_ANYWHERE = re.compile(

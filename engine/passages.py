@@ -19,9 +19,8 @@ from __future__ import annotations
 import bisect
 import math
 import re
-from collections import Counter
-
 import msgspec
+import numpy as np
 
 from engine.tokens import estimate_tokens
 
@@ -62,6 +61,13 @@ class Window(msgspec.Struct, frozen=True):
     def whole(self) -> bool:
         """True when the judge sees the entire page."""
         return self.spans == ((0, self.page_chars),) or self.page_chars == 0
+
+    def note(self, relevant_to: str = "the statements") -> str:
+        """What the judge is told about the text it sees (part of the prompt)."""
+        if self.whole:
+            return "the whole text"
+        return (f"excerpts only: the {len(self.spans)} passages most relevant to {relevant_to} "
+                f"(about {self.tokens} of {self.page_tokens} tokens); [...] marks omitted text")
 
     def describe(self) -> str:
         """Short human-readable account of the window, stored with the verdict."""
@@ -166,52 +172,81 @@ def split_passages(text: str, passage_tokens: int = 160) -> list[tuple[int, int]
     return merged
 
 
-def _term_hits(text: str, spans: list[tuple[int, int]], vocabulary: set[str]) -> list[Counter[str]]:
-    """Occurrences of the query ``vocabulary`` in each passage.
+def _cjk_bigram_counts(text: str, spans: list[tuple[int, int]], bigrams: set[str]) -> dict[tuple[int, str], int]:
+    """``{(passage, bigram): count}`` for query CJK bigrams, vectorised with numpy (a
+    Python loop over every character of a long Chinese page costs milliseconds)."""
+    low = text.lower()
+    if len(low) != len(text):  # a case mapping changed lengths: offsets would drift
+        low = "".join(ch if len(ch.lower()) != 1 else ch.lower() for ch in text)
+    codes = np.frombuffer(low.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
+    if codes.size < 2:
+        return {}
+    pairs = (codes[:-1] << np.uint64(32)) | codes[1:]
+    wanted = sorted({(ord(b[0]) << 32) | ord(b[1]) for b in bigrams})
+    wanted_arr = np.array(wanted, dtype=np.uint64)
+    pos = np.nonzero(np.isin(pairs, wanted_arr))[0]
+    if not pos.size:
+        return {}
+    starts = np.array([a for a, _ in spans], dtype=np.int64)
+    ends = np.array([b for _, b in spans], dtype=np.int64)
+    k = np.searchsorted(starts, pos, side="right") - 1
+    inside = (k >= 0) & (pos + 2 <= ends[np.clip(k, 0, None)])
+    pos, k = pos[inside], k[inside]
+    which = np.searchsorted(wanted_arr, pairs[pos])
+    n = len(wanted)
+    names = [chr(code >> 32) + chr(code & 0xFFFFFFFF) for code in wanted]
+    keys, counts = np.unique(k * n + which, return_counts=True)
+    return {(key // n, names[key % n]): c for key, c in zip(keys.tolist(), counts.tolist())}
 
-    One regular-expression scan of the page finds only the query terms (words and
-    numbers as whole tokens; CJK bigrams at every position, overlapping), instead of
-    tokenising every passage in Python: this is what keeps a 1 MB page in milliseconds.
+
+def _postings(text: str, spans: list[tuple[int, int]], vocabulary: set[str]) -> dict[str, list[tuple[int, int]]]:
+    """``{term: [(passage, count), ...]}`` for the query ``vocabulary``.
+
+    Words and numbers are found per passage with the same regex as :func:`terms`
+    (C-level scans), CJK bigrams with :func:`_cjk_bigram_counts`; only query terms
+    are counted, since ranking never needs the rest of the page's vocabulary.
     """
-    hits: list[Counter[str]] = [Counter() for _ in spans]
-    if not vocabulary or not spans:
-        return hits
-    words = sorted((t for t in vocabulary if not _CJK_RUN.match(t)), key=len, reverse=True)
-    cjk = sorted((t for t in vocabulary if _CJK_RUN.match(t)), key=len, reverse=True)
-    parts = []
-    if words:
-        parts.append(r"(?<![a-z0-9])(" + "|".join(map(re.escape, words)) + r")(?![a-z0-9])")
-    if cjk:
-        parts.append(r"(?=(" + "|".join(map(re.escape, cjk)) + r"))")
-    pattern = re.compile("|".join(parts), re.IGNORECASE)
-    starts = [a for a, _ in spans]
-    for m in pattern.finditer(text):
-        term = (m.group(1) if words else None) or m.group(len(parts))
-        pos = m.start()
-        k = bisect.bisect_right(starts, pos) - 1
-        if k >= 0 and pos < spans[k][1]:
-            hits[k][term.lower()] += 1
-    return hits
+    postings: dict[str, list[tuple[int, int]]] = {}
+    if not vocabulary:
+        return postings
+    bigrams = {t for t in vocabulary if len(t) == 2 and _CJK_RUN.fullmatch(t)}
+    singles = {t for t in vocabulary if len(t) == 1 and _CJK_RUN.fullmatch(t)}
+    words = vocabulary - bigrams - singles
+    for k, (a, b) in enumerate(spans):
+        low = text[a:b].lower()
+        counts: dict[str, int] = {}
+        if words:
+            for w in _WORD.findall(low):
+                if w in words:
+                    counts[w] = counts.get(w, 0) + 1
+        if singles:  # rare: a query with an isolated CJK character
+            for run in _CJK_RUN.findall(low):
+                if len(run) == 1 and run in singles:
+                    counts[run] = counts.get(run, 0) + 1
+        for t, c in counts.items():
+            postings.setdefault(t, []).append((k, c))
+    if bigrams:
+        for (k, t), c in sorted(_cjk_bigram_counts(text, spans, bigrams).items()):
+            postings.setdefault(t, []).append((k, c))
+    return postings
 
 
-def _bm25(hits: list[Counter[str]], lengths: list[int], query: set[str]) -> list[float]:
-    """BM25 score of every passage for ``query`` (passage length measured in chars)."""
-    n = len(hits)
-    if not n or not query:
-        return [0.0] * n
+def _bm25(postings: dict[str, list[tuple[int, int]]], lengths: list[int], query: set[str]) -> dict[int, float]:
+    """BM25 score of the passages that contain a ``query`` term (length in chars)."""
+    n = len(lengths)
+    scores: dict[int, float] = {}
+    if not n:
+        return scores
     avg = (sum(lengths) / n) or 1.0
-    df = {t: sum(1 for c in hits if t in c) for t in query}
-    idf = {t: math.log(1 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items() if d}
-    scores = []
-    for counts, length in zip(hits, lengths):
-        s = 0.0
-        if counts:
-            norm = _K1 * (1 - _B + _B * length / avg)
-            for t, w in idf.items():
-                f = counts.get(t, 0)
-                if f:
-                    s += w * f * (_K1 + 1) / (f + norm)
-        scores.append(s)
+    for t in query:
+        plist = postings.get(t)
+        if not plist:
+            continue
+        d = len(plist)
+        idf = math.log(1 + (n - d + 0.5) / (d + 0.5))
+        for k, f in plist:
+            norm = _K1 * (1 - _B + _B * lengths[k] / avg)
+            scores[k] = scores.get(k, 0.0) + idf * f * (_K1 + 1) / (f + norm)
     return scores
 
 
@@ -233,12 +268,11 @@ def select_passages(
     ptokens = [estimate_tokens(text[a:b]) for a, b in spans]
     lengths = [b - a for a, b in spans]
     query_terms = [set(terms(q)) for q in qs]
-    hits = _term_hits(text, spans, set().union(*query_terms) if query_terms else set())
+    postings = _postings(text, spans, set().union(*query_terms) if query_terms else set())
     rankings: list[list[int]] = []
     for q in query_terms:
-        scores = _bm25(hits, lengths, q)
-        ranked = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))
-        rankings.append(ranked)
+        scores = _bm25(postings, lengths, q)
+        rankings.append(sorted((i for i, sc in scores.items() if sc > 0), key=lambda i: (-scores[i], i)))
 
     chosen: set[int] = set()
     used = 0
@@ -277,18 +311,16 @@ def select_passages(
         # explained in the next paragraph), nearest neighbours first.
         seeds = sorted(chosen)
         smallest = _GAP_TOKENS + min(ptokens)
-        for dist in range(1, len(spans)):
+
+        def distance(j: int) -> int:
+            k = bisect.bisect_left(seeds, j)
+            near = [abs(seeds[x] - j) for x in (k - 1, k) if 0 <= x < len(seeds)]
+            return min(near)
+
+        for j in sorted((j for j in range(len(spans)) if j not in chosen), key=lambda j: (distance(j), j)):
             if used + smallest > budget_tokens:
                 break
-            in_range = False
-            for i in seeds:
-                for j in (i - dist, i + dist):
-                    if 0 <= j < len(spans):
-                        in_range = True
-                        if j not in chosen:
-                            take(j)
-            if not in_range:
-                break
+            take(j)
     picked = sorted(chosen)
     # Join adjacent passages back into one span (keeping the original text between).
     out_spans: list[tuple[int, int]] = []

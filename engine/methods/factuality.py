@@ -1,0 +1,162 @@
+"""ReportEval factuality: claim-source support on a -1/0/1 scale (METHODS.md §3).
+
+Claims and their cited sources are the statement-URL pairs of the report (parsed, with
+the judge's extraction as fallback: the same rules and options as FACT, so a run with
+both methods pays for an extraction once). Each pair whose page has usable text gets
+one ``factuality_support`` call on a window of the page chosen for that claim
+(:func:`engine.passages.select_passages`, ``--page-budget-tokens``):
+1 fully supported, 0 partially, -1 not supported.
+
+* ``score`` = average support = mean of pair scores, in [-1, 1];
+* ``strong_support_rate`` = share of judged pairs scored 1 (also ``partial_rate``,
+  ``unsupported_rate``).
+
+Pairs whose page cannot be read (``unreachable``/``refused``) are not scored: they are
+counted and lower coverage (``judged/expected``). ``--factuality-max-pairs`` caps the pairs judged
+per report with a seeded sample (0 = all); the cap is recorded in ``details``.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any, ClassVar, Literal
+
+import msgspec
+
+from engine.citations import CitationPair
+from engine.judging import JudgeFailed
+from engine.methods.base import ItemContext, Method, MethodResult, Option
+from engine.methods.fact import (
+    PAGE_OUTCOMES, page_options, pair_options, fetch_pages, page_outcome, report_pairs, window_for,
+)
+
+
+class FactualityVerdict(msgspec.Struct, forbid_unknown_fields=True):
+    """How well one cited source backs one claim."""
+
+    reason: str
+    score: Literal[-1, 0, 1]
+
+
+class SupportTally(msgspec.Struct):
+    """Pair scores of one report, folded in as verdicts arrive."""
+
+    full: int = 0  # score 1
+    partial: int = 0  # score 0
+    none: int = 0  # score -1
+    unreachable: int = 0
+    refused: int = 0
+    failed: int = 0
+
+    def add_score(self, score: int) -> None:
+        if score == 1:
+            self.full += 1
+        elif score == 0:
+            self.partial += 1
+        elif score == -1:
+            self.none += 1
+        else:
+            raise ValueError(f"support score must be -1, 0 or 1, not {score!r}")
+
+    @property
+    def judged(self) -> int:
+        return self.full + self.partial + self.none
+
+    @property
+    def expected(self) -> int:
+        return self.judged + self.unreachable + self.refused + self.failed
+
+
+def average_support(t: SupportTally) -> float | None:
+    """Mean pair score in [-1, 1] (None without a judged pair)."""
+    return (t.full - t.none) / t.judged if t.judged else None
+
+
+def rate(count: int, t: SupportTally) -> float | None:
+    return count / t.judged if t.judged else None
+
+
+class Factuality(Method):
+    name: ClassVar[str] = "factuality"
+    description: ClassVar[str] = (
+        "ReportEval factuality: each claim-source pair scored 1/0/-1 from the cited page; "
+        "score = average support, with strong support rate")
+    needs_pages: ClassVar[bool] = True
+    options: ClassVar[tuple[Option, ...]] = (
+        *page_options(),
+        *pair_options(),
+        Option("factuality-max-pairs", "judge at most this many claim-source pairs per report, a seeded sample "
+               "(0 = all)", 0, "int"),
+    )
+
+    async def score(self, ctx: ItemContext) -> MethodResult:
+        rp = await report_pairs(ctx, scope=self.opts["statement_scope"], extractor=self.opts["citation_extractor"],
+                                chunk_tokens=int(self.opts["extract_chunk_tokens"]))
+        pairs = list(rp.pairs)
+        cap = int(self.opts["factuality_max_pairs"] or 0)
+        sampled_from = len(pairs)
+        if 0 < cap < len(pairs):
+            keep = sorted(ctx.rng("factuality-pairs").sample(range(len(pairs)), cap))
+            pairs = [pairs[i] for i in keep]
+        pages = await fetch_pages(ctx, (p.url for p in pairs))
+        budget = int(self.opts["page_budget_tokens"])
+
+        async def judge(p: CitationPair) -> tuple[CitationPair, str, int | None, str]:
+            page = pages[p.url]
+            outcome = page_outcome(page)
+            if outcome != "ok":
+                return p, outcome, None, ""
+            window = await window_for(ctx, page.text, p.statement, budget)
+            try:
+                v = await ctx.ask("factuality_support", FactualityVerdict, {
+                    "url": p.url, "page": window.text, "window": window.note("the claim"), "claim": p.statement},
+                    label=f"{p.url} | {window.describe()}")
+            except JudgeFailed as e:
+                return p, "failed", None, f"factuality_support {p.url}: {e}"
+            return p, "judged", v.score, ""
+
+        results = await asyncio.gather(*(judge(p) for p in pairs))
+        tally = SupportTally()
+        errors = list(rp.errors)
+        for _, outcome, score, err in results:
+            if outcome == "judged":
+                tally.add_score(score)  # type: ignore[arg-type]
+            else:
+                setattr(tally, outcome, getattr(tally, outcome) + 1)
+            if err:
+                errors.append(err)
+        page_counts = {o: 0 for o in PAGE_OUTCOMES}
+        for page in pages.values():
+            page_counts[page_outcome(page)] += 1
+        avg = average_support(tally)
+        if avg is None:
+            # Undefined without a judged pair: say why, so the failed row explains itself.
+            status = "failed"
+            if not pairs:
+                errors.append("no claim-source pair in the report")
+            elif not tally.failed:
+                errors.append(f"none of the {len(pages)} cited pages could be read")
+        else:
+            status = "partial" if (tally.failed or errors) else "ok"
+        details: dict[str, Any] = {
+            "extractor": rp.extractor,
+            # "supported"/"unsupported" here are scores 1 and -1; "partial" is score 0.
+            "counts": {"supported": tally.full, "partial": tally.partial, "unsupported": tally.none,
+                       "unreachable": tally.unreachable, "refused": tally.refused, "failed": tally.failed},
+            "pages": page_counts,
+            "pairs_available": sampled_from,
+            "max_pairs": cap,
+            "claims": [{"url": p.url, "claim": p.statement, "outcome": o, "score": s} for p, o, s, _ in results],
+        }
+        subscores: dict[str, float | None] = {
+            "average_support": avg,
+            "strong_support_rate": rate(tally.full, tally),
+            "partial_rate": rate(tally.partial, tally),
+            "unsupported_rate": rate(tally.none, tally),
+            "pairs": float(tally.expected),
+            "judged": float(tally.judged),
+            "unreachable": float(tally.unreachable),
+            "refused": float(tally.refused),
+            "failed": float(tally.failed),
+        }
+        return MethodResult(score=avg, subscores=subscores, judged=tally.judged, expected=tally.expected,
+                            status=status, errors=errors[:50], details=details)
