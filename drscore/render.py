@@ -38,6 +38,16 @@ def leaderboard_text(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _pair_totals(summary: dict[str, Any]) -> dict[str, int]:
+    """Total ``pairs`` subscore per method (claim-level methods report it per report)."""
+    totals: dict[str, float] = {}
+    for r in summary.get("per_agent_method", []):
+        mean = r.get("subscores", {}).get("pairs")
+        if mean is not None:
+            totals[r["method"]] = totals.get(r["method"], 0.0) + mean * r["n"]
+    return {m: round(v) for m, v in sorted(totals.items())}
+
+
 def dry_run_text(summary: dict[str, Any], price_model: str | None) -> str:
     t = summary["totals"]
     lines = [f"Dry run: nothing was sent, fetched or paid (priced as {price_model or summary.get('judge')})."]
@@ -50,6 +60,8 @@ def dry_run_text(summary: dict[str, Any], price_model: str | None) -> str:
                  f"{t['planned_output_tokens']:>12}{t['planned_cost_usd']:>11.4f}")
     items = max(1, t["items"])
     lines.append(f"  {t['items']} report x method items; {t['planned_calls'] / items:.2f} calls per item")
+    for method, pairs in _pair_totals(summary).items():
+        lines.append(f"  {method}: {pairs:,} claim/statement pairs to judge")
     if "pages" in summary:
         lines.append(f"  pages that would be fetched: {summary['pages'].get('distinct_urls', '-')}")
     if t.get("inputs_skipped"):
