@@ -18,7 +18,8 @@ import aiohttp
 import orjson
 
 from bench.machine import machine
-from drscore.api import JudgeConfig, Run, RunConfig
+from bench.timing import timed_run
+from drscore.api import JudgeConfig, RunConfig
 from judge.mock_server import MockConfig, MockServerProcess
 
 
@@ -59,14 +60,6 @@ async def _bare(url: str, n: int, concurrency: int) -> float:
     return time.monotonic() - t0
 
 
-async def _engine(cfg: RunConfig) -> tuple[float, dict]:
-    t0 = time.monotonic()
-    async with Run(cfg) as run:
-        async for _ in run.rows():
-            pass
-    return time.monotonic() - t0, run.summary
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=3000)
@@ -84,7 +77,7 @@ def main() -> None:
         cfg = RunConfig(methods=["quality"], reports=[str(reports)], tasks=str(tasks), out=str(Path(tmp) / "run"),
                         judge=JudgeConfig(url=mock.url, model="mock", concurrency=args.concurrency,
                                           cache_dir=str(Path(tmp) / "cache")))
-        engine_s, summary = runner(_engine(cfg))
+        engine_s, summary = runner(timed_run(cfg))
         calls = mock.stats()["ok"]
     bare_rate, engine_rate = args.n / bare_s, calls / engine_s
     print(orjson.dumps({

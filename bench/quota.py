@@ -14,24 +14,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import tempfile
-import time
 from pathlib import Path
 
 import orjson
 
 from bench.machine import machine
-from drscore.api import JudgeConfig, Run, RunConfig
+from bench.timing import timed_run
+from drscore.api import JudgeConfig, RunConfig
 from judge.mock_server import MockConfig, MockServerProcess
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "drb"
-
-
-async def _run(cfg: RunConfig) -> tuple[float, dict]:
-    t0 = time.monotonic()
-    async with Run(cfg) as run:
-        async for _ in run.rows():
-            pass
-    return time.monotonic() - t0, run.summary
 
 
 def main() -> None:
@@ -51,13 +43,13 @@ def main() -> None:
         judge = JudgeConfig(url=mock.url, model="mock", rpm=args.rpm, tpm=args.tpm,
                             concurrency=args.concurrency, cache_dir=str(Path(tmp) / "cache"))
         base = dict(methods=args.methods.split(","), reports=[args.reports], tasks=args.tasks, judge=judge)
-        cold_wall, cold = asyncio.run(_run(RunConfig(**base, out=str(Path(tmp) / "cold"))))
+        cold_wall, cold = asyncio.run(timed_run(RunConfig(**base, out=str(Path(tmp) / "cold"))))
         s = mock.stats()
         charged = s["prompt_tokens"] + s["completion_tokens"]
         physical = max(s["ok"] / args.rpm, charged / args.tpm) * 60 if args.tpm else s["ok"] / args.rpm * 60
         server_span = s["last_request_at"] - s["first_request_at"]
         t = cold["totals"]
-        warm_wall, warm = asyncio.run(_run(RunConfig(**base, out=str(Path(tmp) / "warm"))))
+        warm_wall, warm = asyncio.run(timed_run(RunConfig(**base, out=str(Path(tmp) / "warm"))))
         s2 = mock.stats()
     result = {
         "benchmark": "quota",

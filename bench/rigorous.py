@@ -21,7 +21,8 @@ from pathlib import Path
 import orjson
 
 from bench.machine import machine
-from drscore.api import JudgeConfig, Run, RunConfig
+from bench.timing import timed_run
+from drscore.api import JudgeConfig, RunConfig
 from engine import leakage
 from engine.rubrics import load_bundles, load_general_rubrics
 from judge.mock_server import MockConfig, MockServerProcess
@@ -65,14 +66,6 @@ def _workload(tmp: Path, n: int) -> tuple[Path, Path, Path]:
     return paths
 
 
-async def _engine(cfg: RunConfig) -> tuple[float, dict]:
-    t0 = time.monotonic()
-    async with Run(cfg) as run:
-        async for _ in run.rows():
-            pass
-    return time.monotonic() - t0, run.summary
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bundles", type=int, default=214, help="how many bundles to score (default all 214)")
@@ -106,12 +99,12 @@ def main() -> None:
                         method_options=opts,
                         judge=JudgeConfig(url=mock.url, model="mock", concurrency=args.concurrency,
                                           cache_dir=str(Path(tmp) / "cache")))
-        mock_s, mock_summary = runner(_engine(cfg))
+        mock_s, mock_summary = runner(timed_run(cfg))
         mock_calls = mock.stats()["ok"]
         offline_cfg = RunConfig(methods=["rigorous"], reports=[str(reports)], tasks=str(tasks),
                                 out=str(Path(tmp) / "run_offline"), method_options=opts,
                                 judge=JudgeConfig(no_cache=True))
-        offline_s, offline_summary = runner(_engine(offline_cfg))
+        offline_s, offline_summary = runner(timed_run(offline_cfg))
 
     print(orjson.dumps({
         "benchmark": "rigorous",

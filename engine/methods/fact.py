@@ -472,6 +472,10 @@ class Fact(Method):
         if extraction_failed or (tally.expected and not tally.judged):
             status, score = "failed", None
         else:
+            if results and not pages["ok"]:
+                # The published convention scores these pairs as unsupported (0); say why.
+                errors.append(f"none of the {len(results)} cited pages could be read; "
+                              "acc_published counts their pairs as unsupported")
             status = "partial" if (tally.failed or errors or rp.chunks_failed) else "ok"
             score = accuracy_published(tally)
         subscores: dict[str, float | None] = {

@@ -421,3 +421,37 @@ def test_offline_extraction_rule():
                    "sources": "- https://www.fao.org/fishery/stats"}, {})
     assert got == {"pairs": [{"statement": "Figures from fao.org show a decline.",
                               "url": "https://www.fao.org/fishery/stats"}]}
+
+
+async def test_no_readable_page_is_scored_by_convention_but_flagged_partial():
+    """Every cited page unreachable: acc_published is 0 by the published convention,
+    acc_reachable is undefined, and the row says why instead of looking healthy."""
+    from engine.evidence import PageResult
+    from engine.methods.fact import Fact
+    from engine.models import Report, Task
+
+    class DeadPages:
+        async def get(self, url):
+            return PageResult(url=url, normalized_url=url, status="dns", detail="no such host")
+
+    class Ctx:
+        task = Task(task_id="t", prompt="q")
+        report = Report(task_id="t", agent="a", report=(
+            "Solar output rose 20% in 2023 [1]. Wind grew too [2].\n\n"
+            "## References\n[1] https://a.example/x\n[2] https://b.example/y\n"))
+        method, options, seed, pages = "fact", {}, 0, DeadPages()
+
+        async def ask(self, *a, **k):
+            raise AssertionError("nothing readable: the judge must not be asked")
+
+        def rng(self, *salt):
+            import random
+            return random.Random(0)
+
+        async def offload(self, fn, *args):
+            return fn(*args)
+
+    result = await Fact().score(Ctx())
+    assert result.score == 0.0 and result.subscores["acc_reachable"] is None
+    assert result.subscores["unreachable"] == 2 and result.status == "partial"
+    assert "none of the 2 cited pages could be read" in result.errors[-1]
