@@ -1,0 +1,101 @@
+"""``drscore run`` as a user meets it: bad input, exit status, dry run, secrets, cache CLI."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from drscore.cli import main
+from judge.mock_server import MockConfig, MockServerProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+SECRET = "sk-test-do-not-leak-0123456789abcdef"
+
+
+def _reports_with_bad_lines(tmp_path: Path) -> Path:
+    good = (EXAMPLES / "reports.claude-3-7-sonnet.jsonl").read_text(encoding="utf-8").splitlines()[:3]
+    lines = [good[0], "{not json", good[1], json.dumps({"id": 999, "prompt": "x", "article": "text"}),
+             json.dumps({"id": 3, "prompt": "x", "article": "  "}), good[2]]
+    p = tmp_path / "reports.agent-x.jsonl"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return p
+
+
+def test_bad_lines_are_named_counted_and_the_rest_scored(tmp_path, capsys):
+    reports = _reports_with_bad_lines(tmp_path)
+    out = tmp_path / "run"
+    code = main(["run", "--methods", "quality", "--tasks", str(EXAMPLES / "tasks.jsonl"),
+                 "--reports", str(reports), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 3  # finished, but inputs were skipped
+    assert f"{reports}:2: malformed JSON" in err
+    assert f"{reports}:4: unknown task id '999'" in err
+    assert f"{reports}:5: empty report" in err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["totals"]["inputs_skipped"] == 3 and summary["totals"]["items"] == 3
+    rows = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
+    assert [r["task_id"] for r in rows] == ["1", "2", "3"]  # input order
+    assert all(r["agent"] == "agent-x" and r["judge"] == "offline" for r in rows)
+
+
+def test_dry_run_prints_the_plan_and_writes_and_sends_nothing(tmp_path, capsys):
+    out = tmp_path / "run"
+    with MockServerProcess(MockConfig()) as mock:
+        code = main(["run", "--methods", "quality,redundancy", "--tasks", str(EXAMPLES / "tasks.jsonl"),
+                     "--reports", str(EXAMPLES / "reports.claude-3-7-sonnet.jsonl"), "--dry-run",
+                     "--judge-url", mock.url, "--judge-model", "gpt-4.1", "--cache", str(tmp_path / "c"),
+                     "--out", str(out)])
+        sent = mock.stats()["requests"]
+    text = capsys.readouterr().out
+    assert code == 0 and sent == 0 and not out.exists()
+    assert "Dry run: nothing was sent" in text and "priced as gpt-4.1" in text
+    total = next(line for line in text.splitlines() if line.strip().startswith("total"))
+    calls, cost = int(total.split()[1]), float(total.split()[-1])
+    assert calls >= 10 and cost > 0  # 10 quality calls at least, priced at gpt-4.1 rates
+
+
+def test_api_key_never_reaches_the_run_directory_or_the_cache(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DRSCORE_TEST_KEY", SECRET)
+    out, cache = tmp_path / "run", tmp_path / "cache"
+    with MockServerProcess(MockConfig()) as mock:
+        code = main(["run", "--methods", "quality", "--tasks", str(EXAMPLES / "tasks.jsonl"),
+                     "--reports", str(EXAMPLES / "reports.claude-3-7-sonnet.jsonl"), "--judge-url", mock.url,
+                     "--judge-model", "mock", "--api-key-env", "DRSCORE_TEST_KEY", "--cache", str(cache),
+                     "--out", str(out)])
+    assert code == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["judge"]["api_key_env"] == "DRSCORE_TEST_KEY" and config["judge"]["api_key_present"] is True
+    printed = capsys.readouterr()
+    for blob in [p.read_bytes() for p in (*out.iterdir(), *cache.iterdir())] + [printed.out.encode(),
+                                                                              printed.err.encode()]:
+        assert SECRET.encode() not in blob
+
+
+def test_cache_commands(tmp_path, capsys):
+    cache = tmp_path / "cache"
+    with MockServerProcess(MockConfig()) as mock:
+        assert main(["run", "--methods", "quality", "--tasks", str(EXAMPLES / "tasks.jsonl"),
+                     "--reports", str(EXAMPLES / "reports.claude-3-7-sonnet.jsonl"), "--judge-url", mock.url,
+                     "--judge-model", "mock", "--cache", str(cache), "--out", str(tmp_path / "run")]) == 0
+    capsys.readouterr()
+    assert main(["cache", "--cache", str(cache), "stats"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["entries"] == 10 and stats["by_template"][0]["template"] == "quality"
+    key = json.loads((tmp_path / "run" / "verdicts.jsonl").read_text().splitlines()[0])["key"]
+    assert main(["cache", "--cache", str(cache), "explain", key]) == 0
+    explained = json.loads(capsys.readouterr().out)
+    assert explained["components"]["model"] == "mock" and explained["components"]["template"] == "quality"
+    assert main(["cache", "--cache", str(cache), "export", str(tmp_path / "c.gz")]) == 0
+    assert main(["cache", "--cache", str(tmp_path / "other"), "import", str(tmp_path / "c.gz")]) == 0
+    assert "imported 10 entries" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--methods", "nope"], "unknown method(s) nope"),
+    (["--methods", "quality", "--judge-url", "http://127.0.0.1:9/v1"], "--judge-model is required"),
+])
+def test_usage_errors_are_clear(tmp_path, capsys, argv, message):
+    code = main(["run", "--reports", str(EXAMPLES / "reports.claude-3-7-sonnet.jsonl"), *argv])
+    assert code == 1 and message in capsys.readouterr().err
