@@ -19,7 +19,7 @@ from engine.judging import Backend
 from engine.limits import RateLimiter
 from engine.meter import Meter
 from engine.methods.base import Method
-from engine.models import InputError, Report, ScoreRow, Task
+from engine.models import InputError, Report, ScoreRow
 from engine.paths import default_cache_dir
 from engine.pool import JudgePool
 from engine.pricing import PriceTable

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import orjson
 
 from engine.io import read_jsonl
 from engine.models import InputError

@@ -2,67 +2,34 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import random
 from pathlib import Path
 
-import msgspec
 import orjson
 import pytest
+from support.fakes import FakeContext, FakePages
 
-import prompts
 from engine.citations import parse_citations
 from engine.evidence import PageResult, PlaceholderPages
 from engine.judging import JudgeFailed
 from engine.methods import get
-from engine.methods.fact import Fact, chunk_report, fact_suite, fact_suite_by_agent, kept_numbers
+from engine.methods.fact import (
+    Fact,
+    chunk_report,
+    fact_suite,
+    fact_suite_by_agent,
+    kept_numbers,
+)
 from engine.models import Report, ScoreRow, Task
 from engine.tokens import estimate_tokens
-from engine.verdicts import schema_of
 from judge.offline import rules
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 
-class FakePages:
-    """Canned pages: a str is page text, a str starting with '!' is a failure status."""
-
-    def __init__(self, pages: dict[str, str]) -> None:
-        self.pages, self.requested = pages, []
-
-    async def get(self, url: str) -> PageResult:
-        self.requested.append(url)
-        value = self.pages.get(url, "!http_4xx")
-        if value.startswith("!"):
-            return PageResult(url=url, normalized_url=url, status=value[1:])
-        return PageResult(url=url, normalized_url=url, status="ok", text=value)
-
-
-class FakeContext:
-    """ItemContext stand-in. ``script(template, variables, label)`` returns a verdict dict
-    or raises; returning None (or no script) uses the offline judge's rule. Every prompt
-    is rendered so a missing template variable fails the test."""
-
-    def __init__(self, report: str, pages=None, script=None, prompt: str = "Research chub mackerel markets."):
-        self.task = Task(task_id="t1", prompt=prompt)
-        self.report = Report(task_id="t1", agent="a", report=report)
-        self.method, self.options, self.seed, self.pages = "fact", {}, 0, pages
-        self.script, self.calls = script, []
-
-    async def ask(self, template, verdict, variables, *, sample=0, label=""):
-        prompts.load(template).render(variables)
-        self.calls.append((template, label, variables))
-        answer = self.script(template, variables, label) if self.script else None
-        if answer is None:
-            answer = rules()[template](variables, schema_of(verdict))
-        return msgspec.convert(answer, verdict)
-
-    def rng(self, *salt):
-        return random.Random(repr(salt))
-
-    async def offload(self, fn, *args):
-        return fn(*args)
-
+FakeContext = functools.partial(FakeContext, method="fact")
 
 REPORT = """Mackerel prices rose 12% in 2023 [1]. Prices climbed by twelve percent last year [1].
 Japan landed 376,600 tons in 2020 [2]. The stock has declined since the 1980s [3].
@@ -426,9 +393,7 @@ def test_offline_extraction_rule():
 async def test_no_readable_page_is_scored_by_convention_but_flagged_partial():
     """Every cited page unreachable: acc_published is 0 by the published convention,
     acc_reachable is undefined, and the row says why instead of looking healthy."""
-    from engine.evidence import PageResult
     from engine.methods.fact import Fact
-    from engine.models import Report, Task
 
     class DeadPages:
         async def get(self, url):
@@ -445,7 +410,6 @@ async def test_no_readable_page_is_scored_by_convention_but_flagged_partial():
             raise AssertionError("nothing readable: the judge must not be asked")
 
         def rng(self, *salt):
-            import random
             return random.Random(0)
 
         async def offload(self, fn, *args):

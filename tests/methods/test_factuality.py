@@ -2,59 +2,24 @@
 from __future__ import annotations
 
 import asyncio
-import random
+import functools
 from pathlib import Path
 
-import msgspec
 import orjson
 import pytest
+from support.fakes import FakeContext, FakePages
 
-import prompts
 from engine.citations import parse_citations
-from engine.evidence import PageResult
 from engine.judging import JudgeFailed
 from engine.methods import get
 from engine.methods.factuality import Factuality, SupportTally, average_support
-from engine.models import Report, Task
-from engine.verdicts import schema_of
 from judge.offline import rules
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 
-class FakePages:
-    def __init__(self, pages: dict[str, str]) -> None:
-        self.pages = pages
-
-    async def get(self, url: str) -> PageResult:
-        value = self.pages.get(url, "!dns")
-        if value.startswith("!"):
-            return PageResult(url=url, normalized_url=url, status=value[1:])
-        return PageResult(url=url, normalized_url=url, status="ok", text=value)
-
-
-class FakeContext:
-    """``script(variables)`` returns a verdict dict, raises, or None for the offline rule."""
-
-    def __init__(self, report: str, pages=None, script=None):
-        self.task = Task(task_id="t1", prompt="Research mackerel markets.")
-        self.report = Report(task_id="t1", agent="a", report=report)
-        self.method, self.options, self.seed, self.pages = "factuality", {}, 0, pages
-        self.script, self.calls = script, []
-
-    async def ask(self, template, verdict, variables, *, sample=0, label=""):
-        prompts.load(template).render(variables)
-        self.calls.append((template, label, variables))
-        answer = self.script(variables) if self.script else None
-        if answer is None:
-            answer = rules()[template](variables, schema_of(verdict))
-        return msgspec.convert(answer, verdict)
-
-    def rng(self, *salt):
-        return random.Random(repr(salt))
-
-    async def offload(self, fn, *args):
-        return fn(*args)
+FakePages = functools.partial(FakePages, missing="dns")
+FakeContext = functools.partial(FakeContext, prompt="Research mackerel markets.", method="factuality")
 
 
 REPORT = """Prices rose 12% in 2023 [1]. Japan landed 376,600 tons [2]. Korea banned imports [3].
@@ -71,7 +36,7 @@ SCORES = {"Prices rose 12% in 2023.": 1, "Japan landed 376,600 tons.": 0, "Korea
           "Stocks recovered in 2021.": 1}
 
 
-def by_claim(variables):
+def by_claim(template, variables, label):
     score = SCORES[variables["claim"]]
     if score is None:
         raise JudgeFailed("transient", "timeout")
@@ -106,7 +71,7 @@ def test_average_support_and_strong_support_rate():
 def test_failed_pair_is_counted_not_scored():
     SCORES_FAIL = dict(SCORES, **{"Korea banned imports.": None})
 
-    def script(variables):
+    def script(template, variables, label):
         if SCORES_FAIL[variables["claim"]] is None:
             raise JudgeFailed("transient", "timeout")
         return {"reason": "x", "score": SCORES_FAIL[variables["claim"]]}

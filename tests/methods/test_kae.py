@@ -2,58 +2,31 @@
 from __future__ import annotations
 
 import asyncio
-import random
+import functools
 from pathlib import Path
 
-import msgspec
 import orjson
 import pytest
+from support.fakes import FakeContext, FakePages
 
-import prompts
-from engine.evidence import PageResult, PlaceholderPages
+from engine.evidence import PlaceholderPages
 from engine.judging import JudgeFailed
 from engine.methods import get
-from engine.methods.kae import Kae, KaeKeypoint, KaeTally, kae_rates, normalise, span_found, verified
-from engine.models import Report, Task
-from engine.verdicts import schema_of
-from judge.offline import rules
+from engine.methods.kae import (
+    Kae,
+    KaeKeypoint,
+    KaeTally,
+    kae_rates,
+    normalise,
+    span_found,
+    verified,
+)
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 
-class FakePages:
-    def __init__(self, pages: dict[str, str]) -> None:
-        self.pages = pages
-
-    async def get(self, url: str) -> PageResult:
-        value = self.pages.get(url, "!timeout")
-        if value.startswith("!"):
-            return PageResult(url=url, normalized_url=url, status=value[1:])
-        return PageResult(url=url, normalized_url=url, status="ok", text=value)
-
-
-class FakeContext:
-    def __init__(self, report: str, pages=None, script=None, prompt: str = "How do mackerel prices move?"):
-        self.task = Task(task_id="t1", prompt=prompt)
-        self.report = Report(task_id="t1", agent="a", report=report)
-        self.method, self.options, self.seed, self.pages = "kae", {}, 0, pages
-        self.script, self.calls = script, []
-
-    async def ask(self, template, verdict, variables, *, sample=0, label=""):
-        prompts.load(template).render(variables)
-        self.calls.append((template, label, variables))
-        answer = self.script(template, variables) if self.script else None
-        if isinstance(answer, Exception):
-            raise answer
-        if answer is None:
-            answer = rules()[template](variables, schema_of(verdict))
-        return msgspec.convert(answer, verdict)
-
-    def rng(self, *salt):
-        return random.Random(repr(salt))
-
-    async def offload(self, fn, *args):
-        return fn(*args)
+FakePages = functools.partial(FakePages, missing="timeout")
+FakeContext = functools.partial(FakeContext, prompt="How do mackerel prices move?", method="kae")
 
 
 REPORT = """Mackerel prices rose 12% in 2023 [1]. Catches fell [2]. See also [3].
@@ -83,7 +56,7 @@ KEYPOINTS = {
 def script(overrides=None):
     overrides = overrides or {}
 
-    def answer(template, variables):
+    def answer(template, variables, label=""):
         if template in overrides:
             return overrides[template]
         if template == "kae_keypoints":

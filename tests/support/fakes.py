@@ -1,0 +1,58 @@
+"""Stand-ins for the engine's ItemContext and PageSource, for unit-testing methods."""
+from __future__ import annotations
+
+import random
+from typing import Any, Callable
+
+import msgspec
+
+import prompts
+from engine.evidence import PageResult
+from engine.models import Report, Task
+from engine.verdicts import schema_of
+from judge.offline import rules
+
+
+class FakePages:
+    """Canned pages: a str is page text, a str starting with '!' is a failure status;
+    unknown URLs get the ``missing`` status. Records every URL requested."""
+
+    def __init__(self, pages: dict[str, str], missing: str = "http_4xx") -> None:
+        self.pages, self.missing, self.requested = pages, missing, []
+
+    async def get(self, url: str) -> PageResult:
+        self.requested.append(url)
+        value = self.pages.get(url, "!" + self.missing)
+        if value.startswith("!"):
+            return PageResult(url=url, normalized_url=url, status=value[1:])
+        return PageResult(url=url, normalized_url=url, status="ok", text=value)
+
+
+class FakeContext:
+    """ItemContext stand-in. ``script(template, variables, label)`` returns a verdict dict,
+    an exception (raised), or None for the offline judge's rule. Every prompt is rendered,
+    so a missing template variable fails the test."""
+
+    def __init__(self, report: str, pages: Any = None,
+                 script: Callable[[str, dict, str], Any] | None = None, *,
+                 prompt: str = "Research chub mackerel markets.", method: str = "m") -> None:
+        self.task = Task(task_id="t1", prompt=prompt)
+        self.report = Report(task_id="t1", agent="a", report=report)
+        self.method, self.options, self.seed, self.pages = method, {}, 0, pages
+        self.script, self.calls = script, []
+
+    async def ask(self, template, verdict, variables, *, sample=0, label=""):
+        prompts.load(template).render(variables)
+        self.calls.append((template, label, variables))
+        answer = self.script(template, variables, label) if self.script else None
+        if isinstance(answer, Exception):
+            raise answer
+        if answer is None:
+            answer = rules()[template](variables, schema_of(verdict))
+        return msgspec.convert(answer, verdict)
+
+    def rng(self, *salt):
+        return random.Random(repr(salt))
+
+    async def offload(self, fn, *args):
+        return fn(*args)
