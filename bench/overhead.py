@@ -2,7 +2,8 @@
 
 Zero-latency mock judge, no limits: judge calls per second through the whole engine
 (input reading, runner, method, pool, cache on, run directory) versus a bare aiohttp loop
-posting the same number of requests to the same server in the same run.
+posting the identical request bodies to the same server in the same run. Both share the
+machine's two cores with the mock server, so absolute rates depend on request size.
 
     .venv/bin/python -m bench.overhead [--n 3000 --concurrency 64]
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -18,8 +20,7 @@ import aiohttp
 import orjson
 
 from bench.machine import machine
-from bench.timing import timed_run
-from drscore.api import JudgeConfig, RunConfig
+from drscore.api import JudgeConfig, Run, RunConfig
 from judge.mock_server import MockConfig, MockServerProcess
 
 
@@ -37,19 +38,66 @@ def _workload(tmp: Path, n: int) -> tuple[Path, Path]:
     return tasks, reports
 
 
-async def _bare(url: str, n: int, concurrency: int) -> float:
-    body = {"model": "mock", "temperature": 0, "max_tokens": 300,
-            "response_format": {"type": "json_schema", "json_schema": {"name": "V", "schema": {
-                "type": "object", "properties": {"score": {"type": "integer", "minimum": 0, "maximum": 4}},
-                "required": ["score"]}}}}
-    queue: asyncio.Queue[int] = asyncio.Queue()
-    for i in range(n):
-        queue.put_nowait(i)
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+async def _engine_with_memory(cfg: RunConfig, n_items: int) -> tuple[float, dict, dict]:
+    """Like timed_run, recording resident memory as rows stream out: flat memory means
+    the figure at 100% of the items is about the figure at 20%."""
+    marks, t0 = {}, time.monotonic()
+    async with Run(cfg) as run:
+        done = 0
+        async for _ in run.rows():
+            done += 1
+            for pct in (20, 50, 100):
+                if done == n_items * pct // 100:
+                    marks[f"rss_mb_at_{pct}pct"] = round(_rss_mb(), 1)
+    return time.monotonic() - t0, run.summary, marks
+
+
+def _bodies(tasks: Path, reports: Path) -> list[bytes]:
+    """The exact request bodies the engine sends for this workload (same prompt, schema and
+    size), so the bare loop gives the server the same work and the ratio measures only the
+    client side: runner, method, pool, cache and run directory."""
+    from engine.io import iter_reports, load_tasks
+    from engine.limits import RateLimiter
+    from engine.methods.quality import QualityVerdict
+    from engine.pool import JudgePool
+    from engine.pricing import PriceTable
+    from judge.http import HttpBackend
+    from judge.wire import request_body
+
+    errors: list = []
+    task_map = load_tasks(tasks, errors)
+    pool = JudgePool(HttpBackend("http://unused/v1", "mock"), cache=None, limiter=RateLimiter(), prices=PriceTable())
+    out = []
+    for r in iter_reports(reports, tasks=task_map, errors=errors):
+        req, _ = pool.build("quality", QualityVerdict, {"question": task_map[r.task_id].prompt, "report": r.report})
+        out.append(orjson.dumps(request_body(req, "mock")))
+    return out
+
+
+def _tiny_bodies(n: int) -> list[bytes]:
+    """Minimal requests (a three-word prompt, a one-field schema): the cheapest possible
+    work for the server, i.e. the bare client's best case."""
+    schema = {"type": "object", "properties": {"score": {"type": "integer", "minimum": 0, "maximum": 4}},
+              "required": ["score"]}
+    return [orjson.dumps({"model": "mock", "temperature": 0, "max_tokens": 300,
+                          "messages": [{"role": "user", "content": f"bare request {i}"}],
+                          "response_format": {"type": "json_schema", "json_schema": {"name": "V", "schema": schema}}})
+            for i in range(n)]
+
+
+async def _bare(url: str, bodies: list[bytes], concurrency: int) -> float:
+    queue: asyncio.Queue[bytes] = asyncio.Queue()
+    for body in bodies:
+        queue.put_nowait(body)
 
     async def worker(session: aiohttp.ClientSession) -> None:
         while not queue.empty():
-            i = queue.get_nowait()
-            payload = orjson.dumps({**body, "messages": [{"role": "user", "content": f"bare request {i}"}]})
+            payload = queue.get_nowait()
             async with session.post(url + "/chat/completions", data=payload,
                                     headers={"Content-Type": "application/json"}) as r:
                 await r.read()
@@ -72,22 +120,26 @@ def main() -> None:
         runner = asyncio.run
     with tempfile.TemporaryDirectory() as tmp, MockServerProcess(MockConfig()) as mock:
         tasks, reports = _workload(Path(tmp), args.n)
-        bare_s = runner(_bare(mock.url, args.n, args.concurrency))
+        bare_s = runner(_bare(mock.url, _bodies(tasks, reports), args.concurrency))
+        tiny_s = runner(_bare(mock.url, _tiny_bodies(args.n), args.concurrency))
         mock.reset()
         cfg = RunConfig(methods=["quality"], reports=[str(reports)], tasks=str(tasks), out=str(Path(tmp) / "run"),
                         judge=JudgeConfig(url=mock.url, model="mock", concurrency=args.concurrency,
                                           cache_dir=str(Path(tmp) / "cache")))
-        engine_s, summary = runner(timed_run(cfg))
+        engine_s, summary, memory = runner(_engine_with_memory(cfg, args.n))
         calls = mock.stats()["ok"]
-    bare_rate, engine_rate = args.n / bare_s, calls / engine_s
+    bare_rate, tiny_rate, engine_rate = args.n / bare_s, args.n / tiny_s, calls / engine_s
     print(orjson.dumps({
         "benchmark": "overhead",
         "calls": args.n, "concurrency": args.concurrency,
-        "bare_aiohttp_calls_per_s": round(bare_rate, 1),
+        "bare_aiohttp_calls_per_s": round(bare_rate, 1),  # the engine's own request bodies
         "engine_calls_per_s": round(engine_rate, 1),
         "engine_over_bare": round(engine_rate / bare_rate, 3),
+        "bare_aiohttp_tiny_requests_calls_per_s": round(tiny_rate, 1),  # 3-word prompts: server's best case
+        "engine_over_bare_tiny": round(engine_rate / tiny_rate, 3),
         "engine_items": summary["totals"]["items"], "engine_failed": summary["totals"]["items_failed"],
         "engine_network_calls": calls,
+        "memory_while_streaming": memory,
         "machine": machine(),
     }, option=orjson.OPT_INDENT_2).decode())
 

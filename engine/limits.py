@@ -61,7 +61,8 @@ class TokenBucket:
 
 class AdaptiveConcurrency:
     """A semaphore whose limit moves: halved on rate limiting (once per cooldown),
-    +1/limit per success (about +1 per round trip of the whole window)."""
+    +1/limit per success (about +1 per round trip of the whole window). Acquiring a free
+    slot does not await: this sits on every judge call."""
 
     def __init__(self, maximum: int, cooldown_s: float = 5.0) -> None:
         self.maximum = max(1, maximum)
@@ -70,29 +71,44 @@ class AdaptiveConcurrency:
         self.in_use = 0
         self.cuts = 0
         self._cut_until = 0.0
-        self._cond = asyncio.Condition()
+        self._waiters: deque[asyncio.Future[None]] = deque()
 
     async def acquire(self) -> None:
-        async with self._cond:
-            while self.in_use >= int(self.limit):
-                await self._cond.wait()
+        if self.in_use < int(self.limit) and not self._waiters:
             self.in_use += 1
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        try:
+            await fut  # the slot was taken for us by _wake
+        except BaseException:
+            if fut.done() and not fut.cancelled():
+                self.in_use -= 1  # granted just as we were cancelled: give it back
+                self._wake()
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(fut)
+            raise
 
     async def release(self) -> None:
-        async with self._cond:
-            self.in_use -= 1
-            self._cond.notify(1)
+        self.in_use -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self.in_use < int(self.limit):
+            fut = self._waiters.popleft()
+            if not fut.done():
+                self.in_use += 1
+                fut.set_result(None)
 
     def on_success(self) -> None:
         if self.limit < self.maximum and time.monotonic() >= self._cut_until:
-            before = int(self.limit)
             self.limit = min(float(self.maximum), self.limit + 1.0 / self.limit)
-            if int(self.limit) > before:
-                asyncio.get_running_loop().create_task(self._notify())
+            self._wake()
 
-    async def _notify(self) -> None:
-        async with self._cond:
-            self._cond.notify_all()
+    def raise_to_maximum(self) -> None:
+        self.limit = float(self.maximum)
+        self._wake()
 
     def on_rate_limited(self) -> None:
         now = time.monotonic()
@@ -151,6 +167,19 @@ class RateLimiter:
         """Wait for a concurrency slot and for quota covering ``estimate`` tokens (a number,
         or a function evaluated when this caller reaches the head of the queue)."""
         await self.concurrency.acquire()
+        if not self._queue:  # nobody waiting: go now if the buckets allow, without queueing
+            now = time.monotonic()
+            if self._paused_until <= now:
+                if self.requests is None and self.tokens is None:
+                    return Permit(self, 0)
+                tokens = estimate() if callable(estimate) else estimate
+                if (self.requests is None or self.requests.wait_time(1, now) <= 0) and \
+                        (self.tokens is None or self.tokens.wait_time(tokens, now) <= 0):
+                    if self.requests:
+                        self.requests.take(1, now)
+                    if self.tokens:
+                        self.tokens.take(tokens, now)
+                    return Permit(self, tokens)
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue.append(turn)
         self.waiting += 1
@@ -200,8 +229,7 @@ class RateLimiter:
         if self._probing:
             self._probing = False
             if self.concurrency.cuts == 0:
-                self.concurrency.limit = float(self.concurrency.maximum)
-                asyncio.get_running_loop().create_task(self.concurrency._notify())
+                self.concurrency.raise_to_maximum()
         if info is None:
             return
         now = time.monotonic()

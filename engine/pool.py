@@ -197,7 +197,7 @@ class JudgePool:
         def estimate() -> int:  # evaluated when the call reaches the head of the quota queue
             return self.tokens.estimate(features, req.template, tpl.expected_output_tokens)
 
-        est_cost = self.prices.cost(self.price_model, estimate(), 0)
+        est_cost = self.prices.cost(self.price_model, estimate(), 0) if self.max_cost_usd is not None else 0.0
         attempts = rate_limited = reasks = 0
         current = req
         t0 = time.monotonic()

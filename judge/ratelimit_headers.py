@@ -33,8 +33,10 @@ def _float(value: str | None) -> float | None:
 
 
 def parse_rate_limit_headers(headers: Mapping[str, str]) -> RateLimitInfo:
-    """``retry-after-ms`` wins over ``Retry-After`` (seconds, or an HTTP date we ignore)."""
-    h = {k.lower(): v for k, v in headers.items()}
+    """``retry-after-ms`` wins over ``Retry-After`` (seconds, or an HTTP date we ignore).
+    ``headers`` may be a case-insensitive mapping (aiohttp, httpx) or a plain dict."""
+    h = headers if hasattr(headers, "getall") or hasattr(headers, "get_list") else \
+        {k.lower(): v for k, v in headers.items()}
     retry = _float(h.get("retry-after-ms"))
     retry_s = retry / 1000.0 if retry is not None else _float(h.get("retry-after"))
     return RateLimitInfo(

@@ -37,26 +37,17 @@ class Template(msgspec.Struct, frozen=True):
     max_tokens: int = 1024
     expected_output_tokens: int = 300
     temperature: float = 0.0
-
-    @property
-    def variables(self) -> set[str]:
-        names: set[str] = set()
-        for _, text in self.sections:
-            for m in string.Template.pattern.finditer(text):
-                name = m.group("named") or m.group("braced")
-                if name:
-                    names.add(name)
-        return names
+    # Derived once in parse(): every judge call renders a template.
+    variables: frozenset[str] = frozenset()
+    compiled: tuple[tuple[str, string.Template], ...] = ()
 
     def render(self, variables: dict[str, Any]) -> list[tuple[str, str]]:
         """Return ``(role, content)`` pairs; a missing variable is a KeyError naming it."""
-        missing = self.variables - variables.keys()
-        if missing:
+        if not self.variables <= variables.keys():
+            missing = self.variables - variables.keys()
             raise KeyError(f"prompt {self.name!r} needs variables {sorted(missing)}")
-        return [
-            (role, string.Template(text).safe_substitute({k: _text(v) for k, v in variables.items()}))
-            for role, text in self.sections
-        ]
+        values = {k: _text(v) for k, v in variables.items()}
+        return [(role, tpl.safe_substitute(values)) for role, tpl in self.compiled]
 
 
 def _text(value: Any) -> str:
@@ -82,10 +73,14 @@ def parse(name: str, raw: str) -> Template:
     )
     if not sections:
         raise ValueError(f"prompt {name!r} has no '## system' / '## user' sections")
+    names = {m.group("named") or m.group("braced") for _, text in sections
+             for m in string.Template.pattern.finditer(text)} - {None}
     return Template(
         name=name,
         hash=hashlib.sha256(raw.encode("utf-8")).hexdigest()[:16],
         sections=sections,
+        variables=frozenset(names),
+        compiled=tuple((role, string.Template(text)) for role, text in sections),
         max_tokens=int(meta.get("max_tokens", 1024)),
         expected_output_tokens=int(meta.get("expected_output_tokens", 300)),
         temperature=float(meta.get("temperature", 0.0)),
