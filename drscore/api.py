@@ -19,7 +19,8 @@ from engine.judging import Backend
 from engine.limits import RateLimiter
 from engine.meter import Meter
 from engine.methods.base import Method
-from engine.models import InputError, Report, ScoreRow
+from engine.judging import JudgeFailed
+from engine.models import InputError, Report, ScoreRow, VerdictRecord
 from engine.paths import default_cache_dir
 from engine.pool import JudgePool
 from engine.pricing import PriceTable
@@ -112,17 +113,39 @@ async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePoo
 
 class JudgeSession:
     """A judge outside report scoring (task ranking, leakage checks): the same ``ask`` as
-    a method's context, with the same limits, cache and accounting."""
+    a method's context, with the same limits, cache and accounting. With ``verdicts``,
+    every call is appended to that JSONL file as a VerdictRecord (like a run's
+    ``verdicts.jsonl``), ``label`` saying what it was for."""
 
-    def __init__(self, pool: JudgePool) -> None:
+    def __init__(self, pool: JudgePool, verdicts: str | Path | None = None, purpose: str = "session") -> None:
         self.pool = pool
         self.meter = Meter()
+        self.purpose = purpose
+        self._out = open(verdicts, "ab") if verdicts else None
 
     async def ask(self, template: str, verdict: type[T], variables: dict[str, Any], *, sample: int = 0,
                   label: str = "") -> T:
-        judged = await self.pool.ask(template, verdict, variables, sample=sample)
+        try:
+            judged = await self.pool.ask(template, verdict, variables, sample=sample)
+        except JudgeFailed as e:
+            self._record(VerdictRecord(task_id="", agent="", method=self.purpose, template=template, key="",
+                                       cached=False, status="failed", error=str(e), label=label))
+            raise
         self.meter.add(judged)
+        self._record(VerdictRecord(
+            task_id="", agent="", method=self.purpose, template=template, key=judged.key, cached=judged.cached,
+            status="ok", verdict=judged.value, input_tokens=judged.input_tokens,
+            output_tokens=judged.output_tokens, cost_usd=judged.cost_usd, latency_s=round(judged.latency_s, 4),
+            label=label))
         return judged.value
+
+    def _record(self, rec: VerdictRecord) -> None:
+        if self._out is not None:
+            self._out.write(msgspec.json.encode(rec) + b"\n")
+
+    def close(self) -> None:
+        if self._out is not None:
+            self._out.close()
 
     def totals(self) -> dict[str, Any]:
         s = self.pool.stats
@@ -132,11 +155,15 @@ class JudgeSession:
 
 
 @contextlib.asynccontextmanager
-async def judge_session(config: JudgeConfig | None = None) -> AsyncIterator[JudgeSession]:
+async def judge_session(config: JudgeConfig | None = None, *, verdicts: str | Path | None = None,
+                        purpose: str = "session") -> AsyncIterator[JudgeSession]:
+    """A :class:`JudgeSession` configured like a run's judge (limits, cache, prices)."""
     pool, cache = await open_pool(config or JudgeConfig())
+    session = JudgeSession(pool, verdicts, purpose)
     try:
-        yield JudgeSession(pool)
+        yield session
     finally:
+        session.close()
         await pool.backend.close()
         if cache is not None:
             await cache.close()

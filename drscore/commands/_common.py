@@ -57,7 +57,9 @@ def judge_config_from_args(args: argparse.Namespace) -> JudgeConfig:
 
 
 @contextlib.asynccontextmanager
-async def open_judge_session(args: argparse.Namespace) -> AsyncIterator[JudgeSession]:
-    """A judge session configured by the flags of :func:`add_judge_args`."""
-    async with judge_session(judge_config_from_args(args)) as session:
+async def open_judge_session(args: argparse.Namespace, purpose: str = "session") -> AsyncIterator[JudgeSession]:
+    """A judge session configured by the flags of :func:`add_judge_args` (and
+    ``--verdicts FILE`` when the command has it)."""
+    async with judge_session(judge_config_from_args(args), verdicts=getattr(args, "verdicts", None),
+                             purpose=purpose) as session:
         yield session

@@ -51,6 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help=f"Elo K factor (default {elo.K_FACTOR:g})")
     rank.add_argument("--seed", type=int, default=0, help="seed for pairings and A/B order (default 0)")
     rank.add_argument("--out", metavar="FILE", help="also write the JSONL here")
+    rank.add_argument("--verdicts", metavar="FILE", help="append every judge verdict (JSONL) here")
     add_judge_args(rank)
     rank.set_defaults(func=_rank)
 
@@ -64,6 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     leak.add_argument("--threshold", type=float, default=leakage.THRESHOLD,
                       help=f"leaked when the composite exceeds this (default {leakage.THRESHOLD})")
     leak.add_argument("--out", metavar="FILE", help="also write the JSONL here")
+    leak.add_argument("--verdicts", metavar="FILE", help="append every judge verdict (JSONL) here")
     add_judge_args(leak)
     leak.set_defaults(func=_leakage)
 
@@ -104,7 +106,7 @@ def _rank(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.tasks}: need at least 2 valid tasks to rank, found {len(tasks)}")
 
     async def go() -> tuple[Any, dict[str, Any]]:
-        async with open_judge_session(args) as judge:
+        async with open_judge_session(args, purpose="tasks.rank") as judge:
             result = await rank_tasks(judge, tasks, rounds=args.rounds, k=args.k_factor, seed=args.seed)
             return result, judge.totals()
 
@@ -125,7 +127,7 @@ def _leakage(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.tasks}: no valid tasks")
 
     async def go() -> tuple[Any, dict[str, Any]]:
-        async with open_judge_session(args) as judge:
+        async with open_judge_session(args, purpose="tasks.leakage") as judge:
             return await check_leakage(judge, tasks, threshold=args.threshold), judge.totals()
 
     rows, totals = run_async(go())

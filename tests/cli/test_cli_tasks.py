@@ -91,3 +91,15 @@ def test_rank_and_leakage_with_the_mock_judge(tasks_file, tmp_path, capsys):
         assert mock.stats()["ok"] == asked + 6
         assert all(r["status"] == "ok" and 0 <= r["composite"] <= 1 for r in leak)
         assert all(r["leaked"] == (r["composite"] > 0.7) for r in leak)
+
+
+def test_rank_records_every_verdict_when_asked(tasks_file, tmp_path, capsys):
+    verdicts = tmp_path / "verdicts.jsonl"
+    assert main(["tasks", "rank", "--tasks", str(tasks_file), "--rounds", "2", "--seed", "4",
+                 "--no-cache", "--verdicts", str(verdicts)]) == 0
+    capsys.readouterr()
+    records = _jsonl(verdicts.read_text())
+    # 6 tasks -> 3 disjoint pairs a round, 2 rounds: 6 comparisons, each recorded once
+    assert len(records) == 6
+    assert {r["method"] for r in records} == {"tasks.rank"} and all(r["status"] == "ok" for r in records)
+    assert all(r["label"].startswith("round ") and " vs " in r["label"] for r in records)
