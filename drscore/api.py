@@ -37,6 +37,7 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     model: str | None = None
     transport: str = "http"  # http | sdk
     api_key_env: str = "OPENAI_API_KEY"  # the key itself is read from the environment only
+    api_key_header: str = "Authorization"  # "api-key" for Azure OpenAI keys
     json_mode: bool = True  # send the verdict schema as response_format
     timeout_s: float = 120.0
     rpm: float = 0  # 0 = no limit
@@ -84,13 +85,15 @@ def make_backend(jc: JudgeConfig) -> Backend:
     if jc.transport == "sdk":
         from judge.sdk import SdkBackend
 
+        if jc.api_key_header.lower() != "authorization":
+            raise ValueError("--api-key-header works with --transport http only")
         return SdkBackend(jc.url, jc.model, api_key=key, timeout_s=jc.timeout_s)
     if jc.transport != "http":
         raise ValueError(f"unknown transport {jc.transport!r}; use http or sdk")
     from judge.http import HttpBackend
 
     return HttpBackend(jc.url, jc.model, api_key=key, timeout_s=jc.timeout_s,
-                       connections=max(64, jc.concurrency * 2))
+                       connections=max(64, jc.concurrency * 2), api_key_header=jc.api_key_header)
 
 
 async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePool, JudgeCache | None]:

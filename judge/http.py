@@ -23,13 +23,16 @@ class HttpBackend:
     cacheable = True
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 120.0,
-                 connections: int = 256, extra_headers: dict[str, str] | None = None) -> None:
+                 connections: int = 256, extra_headers: dict[str, str] | None = None,
+                 api_key_header: str = "Authorization") -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self._url = self.base_url + "/chat/completions"
         self._headers = {"Content-Type": "application/json", **(extra_headers or {})}
         if api_key:
-            self._headers["Authorization"] = f"Bearer {api_key}"
+            # Most endpoints take "Authorization: Bearer KEY"; Azure OpenAI keys go in "api-key".
+            self._headers[api_key_header] = f"Bearer {api_key}" if api_key_header.lower() == "authorization" \
+                else api_key
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._connections = connections
         self._session: aiohttp.ClientSession | None = None

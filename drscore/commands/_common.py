@@ -30,6 +30,8 @@ def add_judge_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--transport", choices=["http", "sdk"], default="http", help="aiohttp (default) or the openai SDK")
     g.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
                    help="environment variable holding the API key (default OPENAI_API_KEY; none needed locally)")
+    g.add_argument("--api-key-header", default="Authorization", metavar="NAME",
+                   help="header carrying the key: Authorization (Bearer, default) or e.g. api-key for Azure OpenAI")
     g.add_argument("--no-json-schema", action="store_true",
                    help="do not send response_format json_schema (for endpoints without structured outputs)")
     g.add_argument("--timeout", type=float, default=120.0, help="seconds per judge call (default 120)")
@@ -51,6 +53,7 @@ def add_judge_args(p: argparse.ArgumentParser) -> None:
 def judge_config_from_args(args: argparse.Namespace) -> JudgeConfig:
     return JudgeConfig(
         url=args.judge_url, model=args.judge_model, transport=args.transport, api_key_env=args.api_key_env,
+        api_key_header=args.api_key_header,
         json_mode=not args.no_json_schema, timeout_s=args.timeout, rpm=args.rpm, tpm=args.tpm,
         concurrency=args.concurrency, burst_s=args.burst, cache_dir=args.cache, no_cache=args.no_cache,
         prices=args.prices, price_as=args.price_as, max_cost=args.max_cost, max_retries=args.max_retries)

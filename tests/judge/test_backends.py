@@ -115,3 +115,10 @@ async def test_connection_refused_is_transient_then_failed_with_reason(monkeypat
     assert err.value.reason == "transient" and pool.stats.retries == 2
 
 
+
+
+def test_key_header_bearer_by_default_or_named_for_azure():
+    assert HttpBackend("http://x/v1", "m", api_key="k1")._headers["Authorization"] == "Bearer k1"
+    azure = HttpBackend("http://x/v1", "m", api_key="k2", api_key_header="api-key")._headers
+    assert azure["api-key"] == "k2" and "Authorization" not in azure
+    assert "Authorization" not in HttpBackend("http://x/v1", "m")._headers  # local servers: no key
