@@ -23,14 +23,16 @@ def leaderboard_text(summary: dict[str, Any]) -> str:
         block = sorted((r for r in rows if r["method"] == method),
                        key=lambda r: (r["mean"] is None, -(r["mean"] or 0.0)))
         lines.append(f"\n  {method}")
-        lines.append(f"    {'rank':<5}{'agent':<32}{'mean':>9}{'95% CI':>20}{'n':>6}{'failed':>8}{'cost $':>10}")
+        lines.append(f"    {'rank':<5}{'agent':<32}{'mean':>9}{'95% CI':>20}{'n':>6}{'failed':>8}{'skipped':>9}"
+                     f"{'cost $':>10}")
         for i, r in enumerate(block, 1):
             ci = f"[{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]" if r.get("ci95") else "-"
             lines.append(f"    {i:<5}{r['agent'][:31]:<32}{_fmt(r['mean']):>9}{ci:>20}{r['n']:>6}"
-                         f"{r['failed']:>8}{r['cost_usd']:>10.4f}")
+                         f"{r['failed']:>8}{r.get('skipped', 0):>9}{r['cost_usd']:>10.4f}")
     t = summary.get("totals", {})
     lines.append(
-        f"\n  items {t.get('items', 0)} (failed {t.get('items_failed', 0)}, inputs skipped "
+        f"\n  items {t.get('items', 0)} (failed {t.get('items_failed', 0)}, not applicable "
+        f"{t.get('items_skipped', 0)}, inputs skipped "
         f"{t.get('inputs_skipped', 0)}) · calls {t.get('calls', 0)} · cache hits {t.get('cache_hits', 0)} · "
         f"retries {t.get('retries', 0)} · 429s {t.get('rate_limited_429', 0)} · tokens "
         f"{t.get('input_tokens', 0)}+{t.get('output_tokens', 0)} · cost ${t.get('cost_usd', 0):.4f} · "

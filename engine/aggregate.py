@@ -16,6 +16,7 @@ from engine.models import ScoreRow
 class _Acc(msgspec.Struct):
     n: int = 0  # rows with a score
     failed: int = 0
+    skipped: int = 0  # the method did not apply to the report
     partial: int = 0
     total: float = 0.0
     total_sq: float = 0.0
@@ -41,6 +42,9 @@ class Aggregator:
         acc.input_tokens += row.input_tokens
         acc.output_tokens += row.output_tokens
         acc.latency_s += row.latency_s
+        if row.status == "skipped":
+            acc.skipped += 1
+            return
         if row.status == "failed" or row.score is None:
             acc.failed += 1
             return
@@ -69,7 +73,7 @@ class Aggregator:
                 ci = [mean - half, mean + half]
             out.append({
                 "agent": agent, "method": method, "mean": mean, "ci95": ci, "n": a.n,
-                "failed": a.failed, "partial": a.partial, "rows": a.rows,
+                "failed": a.failed, "skipped": a.skipped, "partial": a.partial, "rows": a.rows,
                 "coverage_mean": a.coverage_sum / a.coverage_n if a.coverage_n else None,
                 "subscores": {k: a.sub_sum[k] / a.sub_n[k] for k in sorted(a.sub_sum)},
                 "cost_usd": round(a.cost_usd, 6), "input_tokens": a.input_tokens,

@@ -39,7 +39,7 @@ class ScoreRow(msgspec.Struct, kw_only=True, omit_defaults=False):
     judged: int = 0
     expected: int = 0
     coverage: float | None = None
-    status: str = "ok"  # ok | partial | failed
+    status: str = "ok"  # ok | partial | failed | skipped (method not applicable)
     errors: list[str] = []
     judge: str = ""
     calls: int = 0

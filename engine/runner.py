@@ -37,6 +37,7 @@ class Runner:
         self.status_counts: dict[str, dict[str, int]] = {m.name: {} for m in methods}
         self.items_done = 0
         self.items_failed = 0
+        self.items_skipped = 0
         self.started = time.monotonic()
         self.finished: float | None = None
 
@@ -115,8 +116,12 @@ class Runner:
         self.items_done += 1
         if row.status == "failed":
             self.items_failed += 1
+        elif row.status == "skipped":
+            self.items_skipped += 1
         counts = self.status_counts[method.name]
-        key = row.status if row.status != "failed" or not row.errors else f"failed:{row.errors[0].split(':', 1)[0]}"
+        key = row.status
+        if row.status in ("failed", "skipped") and row.errors:
+            key = f"{row.status}:{row.errors[0].split(':', 1)[0]}"
         counts[key] = counts.get(key, 0) + 1
         self.per_method[method.name].merge(meter)
         self.aggregate.add(row)
@@ -126,7 +131,7 @@ class Runner:
         s = self.pool.stats
         wall = (self.finished or time.monotonic()) - self.started
         totals = {
-            "items": self.items_done, "items_failed": self.items_failed,
+            "items": self.items_done, "items_failed": self.items_failed, "items_skipped": self.items_skipped,
             "inputs_skipped": len(input_errors), "calls": s.calls, "cache_hits": s.cache_hits,
             "shared_in_flight": s.shared, "retries": s.retries, "rate_limited_429": s.rate_limited,
             "reasks": s.reasks, "judge_failures": s.failures, "input_tokens": s.input_tokens,

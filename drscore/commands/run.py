@@ -19,8 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     available = methods()
     p = sub.add_parser("run", help="score reports", description=(
         "Score reports with the given methods. Without --judge-url the offline judge is used. "
-        f"Methods: {', '.join(available)}. Exit status: 0 all scored; {EXIT_INCOMPLETE} finished with "
-        "skipped inputs or failed items; 1 error."))
+        f"Methods: {', '.join(available)}. Exit status: 0 all scored (items a method does not apply to, "
+        f"status 'skipped', included); {EXIT_INCOMPLETE} finished with skipped inputs or failed items; 1 error."))
     p.add_argument("--methods", required=True, help="comma-separated method names")
     p.add_argument("--reports", required=True, action="append", metavar="FILE",
                    help="reports JSONL (repeat for several agents)")

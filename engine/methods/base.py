@@ -35,7 +35,9 @@ class MethodResult(msgspec.Struct, kw_only=True):
     subscores: dict[str, float | None] = {}
     judged: int = 0
     expected: int = 0
-    status: str = "ok"  # ok | partial | failed
+    # ok | partial | failed | skipped (the method does not apply to this report, e.g. it
+    # cites nothing; errors[0] says why as "reason: detail")
+    status: str = "ok"
     errors: list[str] = []
     details: dict[str, Any] = {}
 

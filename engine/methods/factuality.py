@@ -131,7 +131,8 @@ class Factuality(Method):
         if avg is None:
             # Undefined without a judged pair: say why, so the failed row explains itself.
             status = "failed"
-            if not pairs:
+            if not pairs:  # nothing cited: the method does not apply
+                status = "skipped"
                 errors.append("no claim-source pair in the report")
             elif not tally.failed:
                 errors.append(f"none of the {len(pages)} cited pages could be read")

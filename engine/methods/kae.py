@@ -268,6 +268,8 @@ class Kae(Method):
             errors.append("no verified key point on the cited pages")
         score = rates["ksr"]
         status = "failed" if score is None else ("partial" if errors else "ok")
+        if not urls:
+            status = "skipped"  # nothing cited: the method does not apply
         details: dict[str, Any] = {
             "pages": page_counts,
             "keypoints": {"extracted": extracted_n, "dropped_unverified": dropped_unverified,

@@ -205,8 +205,8 @@ class Redundancy(Method):
             "unit_lines": [[u.index, u.line] for u in prep.compared],
         }
         if k < 2:
-            return MethodResult(
-                score=None, status="failed", details=details,
+            return MethodResult(  # not applicable rather than broken: nothing to compare
+                score=None, status="skipped", details=details,
                 subscores=_subscores(len(prep.units), 0, 0, 0, 0, 0),
                 errors=[f"too_few_units: {len(prep.units)} unit(s) after {mode} segmentation; at least 4 "
                         "are needed so that 2 remain once the first and last are excluded"

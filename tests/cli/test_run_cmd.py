@@ -99,3 +99,21 @@ def test_cache_commands(tmp_path, capsys):
 def test_usage_errors_are_clear(tmp_path, capsys, argv, message):
     code = main(["run", "--reports", str(EXAMPLES / "reports.claude-3-7-sonnet.jsonl"), *argv])
     assert code == 1 and message in capsys.readouterr().err
+
+
+def test_items_a_method_does_not_apply_to_are_skipped_not_failed(tmp_path, capsys):
+    # The half-length example reports have too few '## ' sections for the published
+    # (sampled, sections) redundancy protocol: not applicable, with the reason, and the
+    # run still succeeds.
+    out = tmp_path / "run"
+    code = main(["run", "--methods", "redundancy", "--tasks", str(EXAMPLES / "tasks.jsonl"),
+                 "--reports", str(EXAMPLES / "reports.claude-first-half.jsonl"), "--out", str(out)])
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    rows = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
+    skipped = [r for r in rows if r["status"] == "skipped"]
+    assert skipped and all(r["score"] is None and r["errors"][0].startswith("too_few_units") for r in skipped)
+    assert summary["totals"]["items_skipped"] == len(skipped) and summary["totals"]["items_failed"] == 0
+    assert summary["per_method"]["redundancy"]["statuses"]["skipped:too_few_units"] == len(skipped)
+    (line,) = [r for r in summary["per_agent_method"] if r["method"] == "redundancy"]
+    assert line["skipped"] == len(skipped) and line["n"] == len(rows) - len(skipped)

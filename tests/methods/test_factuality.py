@@ -97,6 +97,7 @@ def test_no_readable_page_is_an_explained_failure():
     assert res.errors == ["none of the 4 cited pages could be read"]
     empty = run(FakeContext("No citations here.", FakePages({}), by_claim))
     assert empty.score is None and empty.errors == ["no claim-source pair in the report"]
+    assert empty.status == "skipped" and res.status == "failed"  # nothing cited vs nothing readable
 
 
 def test_offline_rule_scale():

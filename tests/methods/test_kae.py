@@ -132,7 +132,7 @@ def test_no_readable_page():
     assert res.score is None and res.status == "failed"
     assert res.errors == ["none of the 3 cited pages could be read"]
     res = run(FakeContext("No sources.", FakePages({}), script()))
-    assert res.errors == ["the report cites no URL"]
+    assert res.errors == ["the report cites no URL"] and res.status == "skipped"
 
 
 def test_verbatim_check_normalises_and_rejects_fragments():

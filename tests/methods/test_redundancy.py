@@ -227,9 +227,9 @@ async def test_every_candidate_failing_fails_the_report():
     assert (r.score, r.status, r.judged, r.expected) == (None, "failed", 0, 1)
 
 
-async def test_too_few_units_is_a_clear_failure():
+async def test_too_few_units_is_skipped_with_a_clear_reason():
     r = await Redundancy().score(FakeContext(_sections_report(3)))
-    assert (r.score, r.status, r.judged, r.expected) == (None, "failed", 0, 0)
+    assert (r.score, r.status, r.judged, r.expected) == (None, "skipped", 0, 0)
     assert r.errors[0].startswith("too_few_units: 3 unit(s) after sections segmentation")
     assert r.subscores["units"] == 3
 
