@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from engine.io import read_jsonl
+from engine.io import as_id, read_jsonl
 from engine.models import InputError
 
 # Fixed order used everywhere (prompts, outputs, tables).
@@ -193,14 +193,6 @@ def static_task_criteria(task_id: str, prompt: str, dimension_weight: Mapping[st
 
 # ---------------------------------------------------------------------------- file parsing
 
-def _id_text(value: Any) -> str | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, str)):
-        return str(value).strip() or None
-    return None
-
-
 def _weight(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise CriteriaError(f"{where}: weight must be a non-negative number, got {value!r}")
@@ -211,7 +203,7 @@ def parse_criteria_record(obj: Any, origin: str = "<criteria>") -> TaskCriteria:
     """Validate one decoded criteria record; errors name ``origin`` and the field."""
     if not isinstance(obj, dict):
         raise CriteriaError(f"{origin}: expected a JSON object")
-    task_id = _id_text(obj.get("id", obj.get("task_id")))
+    task_id = as_id(obj.get("id", obj.get("task_id")))
     if task_id is None:
         raise CriteriaError(f"{origin}: missing field 'id'")
     prompt = obj.get("prompt", "")

@@ -54,7 +54,8 @@ def read_jsonl(path: str | Path, errors: list[InputError]) -> Iterator[tuple[str
             errors.append(InputError(origin, f"malformed JSON ({e})"))
 
 
-def _as_id(value: Any) -> str | None:
+def as_id(value: Any) -> str | None:
+    """A task id as text: ints and non-blank strings; anything else (bools too) is None."""
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, (int, str)):
@@ -73,7 +74,7 @@ def load_tasks(path: str | Path, errors: list[InputError]) -> dict[str, Task]:
         if not isinstance(obj, dict):
             errors.append(InputError(origin, "expected a JSON object"))
             continue
-        task_id = _as_id(obj.get("task_id", obj.get("id")))
+        task_id = as_id(obj.get("task_id", obj.get("id")))
         if task_id is None:
             errors.append(InputError(origin, "missing field 'task_id' (or 'id')"))
             continue
@@ -109,14 +110,14 @@ def detect_format(obj: dict[str, Any]) -> str | None:
 def _report_from(obj: dict[str, Any], fmt: str, agent: str | None, default_agent: str) -> Report | str:
     """Build a Report or return an error message."""
     if fmt == "drscore":
-        task_id, text = _as_id(obj.get("task_id")), obj.get("report")
+        task_id, text = as_id(obj.get("task_id")), obj.get("report")
         who = obj.get("agent") or agent
         if task_id is None:
             return "missing field 'task_id'"
         if not isinstance(who, str) or not who.strip():
             return "missing field 'agent' (or pass --agent)"
     elif fmt == "drb":
-        task_id, text, who = _as_id(obj.get("id")), obj.get("article"), agent or default_agent
+        task_id, text, who = as_id(obj.get("id")), obj.get("article"), agent or default_agent
         if task_id is None:
             return "missing field 'id'"
     else:
@@ -190,12 +191,12 @@ def tasks_from_reports(path: str | Path, *, fmt: str = "auto") -> dict[str, Task
             continue
         line_fmt = fmt if fmt != "auto" else detect_format(obj)
         if line_fmt == "drb":
-            tid, prompt = _as_id(obj.get("id")), obj.get("prompt")
+            tid, prompt = as_id(obj.get("id")), obj.get("prompt")
         elif line_fmt == "reporteval":
             topic = obj.get("topic")
             tid = prompt = topic.strip() if isinstance(topic, str) else None
         else:
-            tid, prompt = _as_id(obj.get("task_id")), obj.get("prompt")
+            tid, prompt = as_id(obj.get("task_id")), obj.get("prompt")
         if tid and isinstance(prompt, str) and prompt.strip() and tid not in tasks:
             tasks[tid] = Task(task_id=tid, prompt=prompt)
     return tasks
