@@ -20,7 +20,7 @@ import aiohttp
 import orjson
 
 from bench.machine import machine
-from drscore.api import JudgeConfig, Run, RunConfig
+from drscore.api import JudgeConfig, Run, RunConfig, run_async
 from judge.mock_server import MockConfig, MockServerProcess
 
 
@@ -113,20 +113,15 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=3000)
     ap.add_argument("--concurrency", type=int, default=64)
     args = ap.parse_args()
-    try:
-        import uvloop
-        runner = uvloop.run
-    except ImportError:  # pragma: no cover
-        runner = asyncio.run
     with tempfile.TemporaryDirectory() as tmp, MockServerProcess(MockConfig()) as mock:
         tasks, reports = _workload(Path(tmp), args.n)
-        bare_s = runner(_bare(mock.url, _bodies(tasks, reports), args.concurrency))
-        tiny_s = runner(_bare(mock.url, _tiny_bodies(args.n), args.concurrency))
+        bare_s = run_async(_bare(mock.url, _bodies(tasks, reports), args.concurrency))
+        tiny_s = run_async(_bare(mock.url, _tiny_bodies(args.n), args.concurrency))
         mock.reset()
         cfg = RunConfig(methods=["quality"], reports=[str(reports)], tasks=str(tasks), out=str(Path(tmp) / "run"),
                         judge=JudgeConfig(url=mock.url, model="mock", concurrency=args.concurrency,
                                           cache_dir=str(Path(tmp) / "cache")))
-        engine_s, summary, memory = runner(_engine_with_memory(cfg, args.n))
+        engine_s, summary, memory = run_async(_engine_with_memory(cfg, args.n))
         calls = mock.stats()["ok"]
     bare_rate, tiny_rate, engine_rate = args.n / bare_s, args.n / tiny_s, calls / engine_s
     print(orjson.dumps({

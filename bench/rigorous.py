@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import random
 import tempfile
 import time
@@ -22,7 +21,7 @@ import orjson
 
 from bench.machine import machine
 from bench.timing import timed_run
-from drscore.api import JudgeConfig, RunConfig
+from drscore.api import JudgeConfig, RunConfig, run_async
 from engine import leakage
 from engine.rubrics import load_bundles, load_general_rubrics
 from judge.mock_server import MockConfig, MockServerProcess
@@ -71,11 +70,6 @@ def main() -> None:
     ap.add_argument("--bundles", type=int, default=214, help="how many bundles to score (default all 214)")
     ap.add_argument("--concurrency", type=int, default=64)
     args = ap.parse_args()
-    try:
-        import uvloop
-        runner = uvloop.run
-    except ImportError:  # pragma: no cover
-        runner = asyncio.run
 
     t0 = time.perf_counter()
     bs = load_bundles(DATA / "bundles.jsonl")
@@ -99,12 +93,12 @@ def main() -> None:
                         method_options=opts,
                         judge=JudgeConfig(url=mock.url, model="mock", concurrency=args.concurrency,
                                           cache_dir=str(Path(tmp) / "cache")))
-        mock_s, mock_summary = runner(timed_run(cfg))
+        mock_s, mock_summary = run_async(timed_run(cfg))
         mock_calls = mock.stats()["ok"]
         offline_cfg = RunConfig(methods=["rigorous"], reports=[str(reports)], tasks=str(tasks),
                                 out=str(Path(tmp) / "run_offline"), method_options=opts,
                                 judge=JudgeConfig(no_cache=True))
-        offline_s, offline_summary = runner(timed_run(offline_cfg))
+        offline_s, offline_summary = run_async(timed_run(offline_cfg))
 
     print(orjson.dumps({
         "benchmark": "rigorous",

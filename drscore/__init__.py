@@ -14,8 +14,9 @@ The async API (the CLI is a thin shell over it)::
 
     asyncio.run(main())
 """
-from drscore.api import JudgeConfig, Run, RunConfig, judge_session, methods
+from drscore.api import JudgeConfig, Run, RunConfig, judge_session, methods, run_async, version
 from engine.models import Report, ScoreRow, Task
 
-__all__ = ["JudgeConfig", "Report", "Run", "RunConfig", "ScoreRow", "Task", "judge_session", "methods"]
-__version__ = "0.1.0"
+__all__ = ["JudgeConfig", "Report", "Run", "RunConfig", "ScoreRow", "Task", "judge_session", "methods",
+           "run_async", "version"]
+__version__ = version()

@@ -1,10 +1,12 @@
 """Public async API: configure a run, stream its rows, read its summary."""
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import importlib.metadata
 import itertools
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -67,6 +69,21 @@ class RunConfig(msgspec.Struct, kw_only=True):
     offline_pages: bool = False
     fetch_concurrency: int = 32
     max_in_flight: int = 0  # 0 = auto (4 x judge concurrency, at least 32)
+
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion on uvloop when available (a faster event loop), else on
+    asyncio's default loop. For scripts that drive the API without their own loop."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+def version() -> str:
+    """The installed drscore version (single source: pyproject.toml)."""
+    return importlib.metadata.version("drscore")
 
 
 def methods() -> dict[str, type[Method]]:
@@ -237,7 +254,7 @@ class Run:
         """The run's configuration as written to config.json (never a secret)."""
         cfg = msgspec.to_builtins(self.config)
         cfg["judge"]["api_key_present"] = bool(os.environ.get(self.config.judge.api_key_env))
-        cfg["drscore_version"] = "0.1.0"
+        cfg["drscore_version"] = version()
         return cfg
 
     def _reports(self) -> Iterator[Report]:

@@ -4,13 +4,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from drscore.api import version
 from drscore.commands import register_all
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="drscore", description="Score deep-research reports with LLM judges, under API quotas.")
-    parser.add_argument("--version", action="version", version="drscore 0.1.0")
+    parser.add_argument("--version", action="version", version=f"drscore {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     register_all(sub)
     return parser

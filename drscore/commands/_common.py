@@ -2,24 +2,12 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Coroutine
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
 
-from drscore.api import JudgeConfig, JudgeSession, judge_session
+from drscore.api import JudgeConfig, JudgeSession, judge_session, run_async
 
-T = TypeVar("T")
-
-
-def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """Run on uvloop when available (faster event loop), else asyncio's default."""
-    try:
-        import uvloop
-
-        return uvloop.run(coro)
-    except ImportError:
-        return asyncio.run(coro)
+__all__ = ["add_judge_args", "judge_config_from_args", "open_judge_session", "run_async"]
 
 
 def add_judge_args(p: argparse.ArgumentParser) -> None:
