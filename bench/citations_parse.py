@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 
 from bench.machine import machine
-from engine.citations import cited_urls, parse_citations, strip_citations
+from drscore.engine.text.citations import cited_urls, parse_citations, strip_citations
 
 REPORTS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "drb" / "reports.claude-3-7-sonnet.jsonl"
 

@@ -39,7 +39,7 @@ from pathlib import Path
 import msgspec
 
 from bench.machine import machine
-from engine.evidence import PageResult
+from drscore.engine.runtime.evidence import PageResult
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 REPORTS = DATA / "drb" / "reports.claude-3-7-sonnet.jsonl"
@@ -51,7 +51,7 @@ def url_key(url: str) -> str:
 
 def _statements_by_key() -> tuple[dict[str, list[str]], list[str]]:
     """sha1(url) -> statements citing it, and filler paragraphs, from the real reports."""
-    from engine.citations import parse_citations
+    from drscore.engine.text.citations import parse_citations
 
     by_key: dict[str, list[str]] = {}
     filler: list[str] = []
@@ -141,9 +141,9 @@ class MappedPages:
 
 async def one_run(reports, tasks, mock_url: str, base: str, cache: str, concurrency: int) -> dict:  # type: ignore[no-untyped-def]
     from drscore.api import JudgeConfig, open_pool
-    from engine.methods.fact import Fact, fact_suite
-    from engine.runner import Runner
-    from fetch.pool import FetchPool
+    from drscore.engine.methods.fact import Fact, fact_suite
+    from drscore.engine.runtime.runner import Runner
+    from drscore.fetch.pool import FetchPool
 
     pool, judge_cache = await open_pool(JudgeConfig(url=mock_url, model="mock", cache_dir=cache,
                                                     concurrency=concurrency))
@@ -184,8 +184,8 @@ async def one_run(reports, tasks, mock_url: str, base: str, cache: str, concurre
 
 
 async def run(n_reports: int, latency: float, concurrency: int) -> dict:
-    from engine.io import iter_reports, tasks_from_reports
-    from judge.mock_server import MockConfig, MockServerProcess
+    from drscore.engine.runtime.io import iter_reports, tasks_from_reports
+    from drscore.judge.mock.server import MockConfig, MockServerProcess
 
     errors: list = []
     reports = list(iter_reports(REPORTS, fmt="drb", errors=errors))[:n_reports]

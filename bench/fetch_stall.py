@@ -42,8 +42,8 @@ async def ticker(stop: asyncio.Event, gaps: list[tuple[float, float]]) -> None:
 
 
 async def run(pages: int, kb: int, workers: int, concurrency: int) -> dict:
-    from fetch.extract import html_to_text
-    from fetch.pool import FetchPool, make_extract_executor
+    from drscore.fetch.extract import html_to_text
+    from drscore.fetch.pool import FetchPool, make_extract_executor
 
     executor = make_extract_executor(workers)
     await asyncio.to_thread(warm_workers, executor, workers)
@@ -100,7 +100,7 @@ async def run(pages: int, kb: int, workers: int, concurrency: int) -> dict:
 
 
 def main() -> None:
-    from fetch.pool import default_extract_workers
+    from drscore.fetch.pool import default_extract_workers
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=200)

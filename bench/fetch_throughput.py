@@ -117,7 +117,7 @@ def page_server(count: int, min_size: int, max_size: int) -> Iterator[tuple[str,
 
 def warm_workers(executor, workers: int) -> None:  # type: ignore[no-untyped-def]
     """Start every worker before timing (process start-up is not throughput)."""
-    from fetch.pool import _extract_in_worker
+    from drscore.fetch.pool import _extract_in_worker
 
     futures = [executor.submit(_extract_in_worker, b"<p>warm up</p>", "html", None)
                for _ in range(workers * 2)]
@@ -126,7 +126,7 @@ def warm_workers(executor, workers: int) -> None:  # type: ignore[no-untyped-def
 
 
 async def run(pages: int, workers: int, concurrency: int) -> dict:
-    from fetch.pool import FetchPool, make_extract_executor
+    from drscore.fetch.pool import FetchPool, make_extract_executor
 
     executor = make_extract_executor(workers)
     await asyncio.to_thread(warm_workers, executor, workers)
@@ -166,7 +166,7 @@ async def run(pages: int, workers: int, concurrency: int) -> dict:
 
 
 def main() -> None:
-    from fetch.pool import default_extract_workers
+    from drscore.fetch.pool import default_extract_workers
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=300)

@@ -21,7 +21,7 @@ import orjson
 
 from bench.machine import machine
 from drscore.api import JudgeConfig, Run, RunConfig, run_async
-from judge.mock_server import MockConfig, MockServerProcess
+from drscore.judge.mock.server import MockConfig, MockServerProcess
 
 
 def _workload(tmp: Path, n: int) -> tuple[Path, Path]:
@@ -61,13 +61,13 @@ def _bodies(tasks: Path, reports: Path) -> list[bytes]:
     """The exact request bodies the engine sends for this workload (same prompt, schema and
     size), so the bare loop gives the server the same work and the ratio measures only the
     client side: runner, method, pool, cache and run directory."""
-    from engine.io import iter_reports, load_tasks
-    from engine.limits import RateLimiter
-    from engine.methods.quality import QualityVerdict
-    from engine.pool import JudgePool
-    from engine.pricing import PriceTable
-    from judge.http import HttpBackend
-    from judge.wire import request_body
+    from drscore.engine.runtime.io import iter_reports, load_tasks
+    from drscore.engine.runtime.limits import RateLimiter
+    from drscore.engine.methods.quality import QualityVerdict
+    from drscore.engine.runtime.pool import JudgePool
+    from drscore.engine.runtime.pricing import PriceTable
+    from drscore.judge.http import HttpBackend
+    from drscore.judge.wire import request_body
 
     errors: list = []
     task_map = load_tasks(tasks, errors)

@@ -21,7 +21,7 @@ import orjson
 from bench.machine import machine
 from bench.timing import timed_run
 from drscore.api import JudgeConfig, RunConfig
-from judge.mock_server import MockConfig, MockServerProcess
+from drscore.judge.mock.server import MockConfig, MockServerProcess
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "drb"
 

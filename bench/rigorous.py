@@ -22,9 +22,9 @@ import orjson
 from bench.machine import machine
 from bench.timing import timed_run
 from drscore.api import JudgeConfig, RunConfig, run_async
-from engine import leakage
-from engine.rubrics import load_bundles, load_general_rubrics
-from judge.mock_server import MockConfig, MockServerProcess
+from drscore.engine.methods.tasks import leakage
+from drscore.engine.methods.rigorous.rubrics import load_bundles, load_general_rubrics
+from drscore.judge.mock.server import MockConfig, MockServerProcess
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "rigorous"
 

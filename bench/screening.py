@@ -28,8 +28,8 @@ from typing import Any, Callable
 import orjson
 
 from bench.machine import machine
-from engine.segment import segment
-from engine.similarity import DEFAULT_THRESHOLD, screen
+from drscore.engine.text.segment import segment
+from drscore.engine.text.similarity import DEFAULT_THRESHOLD, screen
 
 REPORTS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "drb" / "reports.claude-3-7-sonnet.jsonl"
 TARGET_MS_200 = 100.0

@@ -15,7 +15,7 @@ The async API (the CLI is a thin shell over it)::
     asyncio.run(main())
 """
 from drscore.api import JudgeConfig, Run, RunConfig, judge_session, methods, run_async, version
-from engine.models import Report, ScoreRow, Task
+from drscore.engine.runtime.models import Report, ScoreRow, Task
 
 __all__ = ["JudgeConfig", "Report", "Run", "RunConfig", "ScoreRow", "Task", "judge_session", "methods",
            "run_async", "version"]

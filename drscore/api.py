@@ -13,21 +13,21 @@ from typing import Any, TypeVar
 
 import msgspec
 
-import engine.methods as method_registry
-from engine.cache import JudgeCache
-from engine.evidence import PageSource, PlaceholderPages
-from engine.io import iter_reports, load_tasks, tasks_from_reports
-from engine.judging import Backend
-from engine.limits import RateLimiter
-from engine.meter import Meter
-from engine.methods.base import Method
-from engine.judging import JudgeFailed
-from engine.models import InputError, Report, ScoreRow, VerdictRecord
-from engine.paths import default_cache_dir
-from engine.pool import JudgePool
-from engine.pricing import PriceTable
-from engine.rundir import RunWriter
-from engine.runner import Runner
+import drscore.engine.methods as method_registry
+from drscore.engine.runtime.cache import JudgeCache
+from drscore.engine.runtime.evidence import PageSource, PlaceholderPages
+from drscore.engine.runtime.io import iter_reports, load_tasks, tasks_from_reports
+from drscore.engine.runtime.judging import Backend
+from drscore.engine.runtime.limits import RateLimiter
+from drscore.engine.runtime.meter import Meter
+from drscore.engine.methods.base import Method
+from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.runtime.models import InputError, Report, ScoreRow, VerdictRecord
+from drscore.engine.runtime.paths import default_cache_dir
+from drscore.engine.runtime.pool import JudgePool
+from drscore.engine.runtime.pricing import PriceTable
+from drscore.engine.runtime.rundir import RunWriter
+from drscore.engine.runtime.runner import Runner
 
 T = TypeVar("T")
 
@@ -93,21 +93,21 @@ def methods() -> dict[str, type[Method]]:
 
 def make_backend(jc: JudgeConfig) -> Backend:
     if not jc.url:
-        from judge.offline.backend import OfflineBackend
+        from drscore.judge.offline.backend import OfflineBackend
 
         return OfflineBackend()
     if not jc.model:
         raise ValueError("--judge-model is required with --judge-url")
     key = os.environ.get(jc.api_key_env) or None
     if jc.transport == "sdk":
-        from judge.sdk import SdkBackend
+        from drscore.judge.sdk import SdkBackend
 
         if jc.api_key_header.lower() != "authorization":
             raise ValueError("--api-key-header works with --transport http only")
         return SdkBackend(jc.url, jc.model, api_key=key, timeout_s=jc.timeout_s)
     if jc.transport != "http":
         raise ValueError(f"unknown transport {jc.transport!r}; use http or sdk")
-    from judge.http import HttpBackend
+    from drscore.judge.http import HttpBackend
 
     return HttpBackend(jc.url, jc.model, api_key=key, timeout_s=jc.timeout_s,
                        connections=max(64, jc.concurrency * 2), api_key_header=jc.api_key_header)
@@ -120,7 +120,7 @@ async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePoo
         cache = await JudgeCache.open(Path(jc.cache_dir or default_cache_dir()) / "judge.sqlite")
     dry_backend = None
     if dry_run:
-        from judge.offline.backend import OfflineBackend
+        from drscore.judge.offline.backend import OfflineBackend
 
         dry_backend = OfflineBackend()
     pool = JudgePool(
@@ -243,7 +243,7 @@ class Run:
             return None
         if self.config.dry_run:
             return PlaceholderPages()
-        from fetch.pool import FetchPool
+        from drscore.fetch.pool import FetchPool
 
         pool = FetchPool(Path(self.config.judge.cache_dir or default_cache_dir()),
                          offline=self.config.offline_pages, allow_private=self.config.allow_private_fetch,

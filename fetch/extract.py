@@ -17,7 +17,7 @@ import lxml.html
 import trafilatura
 from lxml.etree import ParserError
 
-from fetch.content import Extracted, content_hash, decode_body
+from drscore.fetch.content import Extracted, content_hash, decode_body
 
 # Elements whose text is never visible, and block elements that end a line.
 _INVISIBLE = ("script", "style", "noscript", "template", "head", "svg", "iframe", "object")

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 
 import aiohttp
 
-from fetch.guard import SSRFRefused
+from drscore.fetch.guard import SSRFRefused
 
 
 def _causes(exc: BaseException | None) -> Iterator[BaseException]:

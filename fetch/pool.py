@@ -38,12 +38,12 @@ from aiohttp.abc import AbstractResolver
 from asyncio_throttle import Throttler
 from yarl import URL
 
-from engine.evidence import PageResult
-from fetch.content import SNIFF_BYTES, Extracted, kind_of_content_type, sniff_kind
-from fetch.failures import classify_exception
-from fetch.guard import GuardedResolver, SSRFGuard
-from fetch.store import PageRecord, PageStore, StoredPage, store_path
-from fetch.urls import InvalidURL, normalize_url
+from drscore.engine.runtime.evidence import PageResult
+from drscore.fetch.content import SNIFF_BYTES, Extracted, kind_of_content_type, sniff_kind
+from drscore.fetch.failures import classify_exception
+from drscore.fetch.guard import GuardedResolver, SSRFGuard
+from drscore.fetch.store import PageRecord, PageStore, StoredPage, store_path
+from drscore.fetch.urls import InvalidURL, normalize_url
 
 log = logging.getLogger("drscore.fetch")
 
@@ -104,13 +104,13 @@ def _start_worker() -> None:
     extraction takes the leftover time; and pay trafilatura's import once per worker."""
     with contextlib.suppress(OSError, AttributeError):  # no nice() on some platforms
         os.nice(EXTRACT_NICENESS)
-    import fetch.extract  # noqa: F401
+    import drscore.fetch.extract  # noqa: F401
 
 
 def _extract_in_worker(*args: object, **kwargs: object) -> Extracted:
     """Runs in a worker. Importing ``fetch.extract`` here, not at the top, keeps
     trafilatura and lxml out of the event-loop process."""
-    from fetch.extract import extract_page
+    from drscore.fetch.extract import extract_page
 
     return extract_page(*args, **kwargs)  # type: ignore[arg-type]
 
@@ -123,7 +123,7 @@ def make_extract_executor(workers: int | None = None) -> concurrent.futures.Proc
     module, so each worker starts without re-importing trafilatura.
     """
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["fetch.extract"])
+    ctx.set_forkserver_preload(["drscore.fetch.extract"])
     return concurrent.futures.ProcessPoolExecutor(
         max_workers=workers or default_extract_workers(), mp_context=ctx,
         initializer=_start_worker)

@@ -29,10 +29,10 @@ from typing import IO, Any
 
 import msgspec
 
-from engine.evidence import PAGE_STATUSES
-from fetch.content import content_hash
-from fetch.store import PageRecord, PageStore, StoredPage
-from fetch.urls import InvalidURL, normalize_url
+from drscore.engine.runtime.evidence import PAGE_STATUSES
+from drscore.fetch.content import content_hash
+from drscore.fetch.store import PageRecord, PageStore, StoredPage
+from drscore.fetch.urls import InvalidURL, normalize_url
 
 FORMAT = "drscore-pages"
 VERSION = 1

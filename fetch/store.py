@@ -21,7 +21,7 @@ from pathlib import Path
 import aiosqlite
 import msgspec
 
-from engine.paths import default_cache_dir
+from drscore.engine.runtime.paths import default_cache_dir
 
 STORE_FILENAME = "pages.sqlite"
 SCHEMA_VERSION = 1

@@ -8,12 +8,12 @@ from typing import Any
 import aiohttp
 import orjson
 
-from engine.judging import (
+from drscore.engine.runtime.judging import (
     ChatRequest, ChatResponse, FatalError, RateLimited, RateLimitInfo, TransientError,
 )
-from engine.tokens import estimate_messages, estimate_tokens
-from judge.ratelimit_headers import parse_rate_limit_headers
-from judge.wire import request_body
+from drscore.engine.runtime.tokens import estimate_messages, estimate_tokens
+from drscore.judge.ratelimit_headers import parse_rate_limit_headers
+from drscore.judge.wire import request_body
 
 _RETRYABLE = {408, 409, 425, 500, 502, 503, 504, 520, 522, 524, 529}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from engine.judging import RateLimitInfo
+from drscore.engine.runtime.judging import RateLimitInfo
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 

@@ -9,12 +9,12 @@ from typing import Any
 
 import openai
 
-from engine.judging import (
+from drscore.engine.runtime.judging import (
     ChatRequest, ChatResponse, FatalError, RateLimited, RateLimitInfo, TransientError,
 )
-from judge.http import parse_completion
-from judge.ratelimit_headers import parse_rate_limit_headers
-from judge.wire import request_body
+from drscore.judge.http import parse_completion
+from drscore.judge.ratelimit_headers import parse_rate_limit_headers
+from drscore.judge.wire import request_body
 
 
 class SdkBackend:

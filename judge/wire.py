@@ -5,7 +5,7 @@ from typing import Any
 
 import orjson
 
-from engine.judging import ChatRequest
+from drscore.engine.runtime.judging import ChatRequest
 
 SCHEMA_OPEN, SCHEMA_CLOSE = "<json-schema>", "</json-schema>"
 

@@ -5,8 +5,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
+from support.data import DATA
 
 
 @pytest.fixture(scope="session")

@@ -12,12 +12,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
+from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 
 if TYPE_CHECKING:
-    from engine.agreement import AgreementResult
-    from engine.models import InputError
-    from engine.rundir_read import HumanScore
+    from drscore.engine.stats.agreement import AgreementResult
+    from drscore.engine.runtime.models import InputError
+    from drscore.engine.runtime.rundir_read import HumanScore
 
 # scipy (engine.agreement) is imported inside run_agree: every drscore invocation
 # imports all command modules, and only this command needs it.
@@ -78,8 +78,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_agree(args: argparse.Namespace) -> int:
     """Entry point of ``drscore agree``; returns the exit code."""
-    from engine.agreement import agreement, align
-    from engine.rundir_read import RunDirError, method_scores, read_human_scores, read_run_dir
+    from drscore.engine.stats.agreement import agreement, align
+    from drscore.engine.runtime.rundir_read import RunDirError, method_scores, read_human_scores, read_run_dir
 
     problem = _check_args(args)
     if problem:

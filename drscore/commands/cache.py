@@ -7,8 +7,8 @@ from pathlib import Path
 import orjson
 
 from drscore.commands._common import run_async
-from engine.cache import JudgeCache
-from engine.paths import default_cache_dir
+from drscore.engine.runtime.cache import JudgeCache
+from drscore.engine.runtime.paths import default_cache_dir
 
 
 def register(sub: argparse._SubParsersAction) -> None:

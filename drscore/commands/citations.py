@@ -16,9 +16,9 @@ from typing import IO, Any
 
 import orjson
 
-from engine.citations import cited_urls, parse_citations
-from engine.io import FORMATS, iter_reports, load_tasks
-from engine.models import InputError
+from drscore.engine.text.citations import cited_urls, parse_citations
+from drscore.engine.runtime.io import FORMATS, iter_reports, load_tasks
+from drscore.engine.runtime.models import InputError
 
 EXIT_INCOMPLETE = 3
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import msgspec
 
-from engine.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, paired_bootstrap
-from engine.rundir_read import RunDir, RunDirError, natural_key, read_run_dir
+from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, paired_bootstrap
+from drscore.engine.runtime.rundir_read import RunDir, RunDirError, natural_key, read_run_dir
 
 
 class Delta(msgspec.Struct, kw_only=True):
@@ -92,7 +92,7 @@ def unmatched(a: RunDir, b: RunDir) -> tuple[list[list[str]], list[list[str]]]:
 
 def config_differences(a: dict[str, Any], b: dict[str, Any], limit: int = 20) -> list[str]:
     """Dotted config keys whose values differ (secrets redacted), at most ``limit``."""
-    from engine.report_html import redact  # lazy: report_html pulls in matplotlib
+    from drscore.engine.reporting.html import redact  # lazy: report_html pulls in matplotlib
 
     fa, fb = _flatten(redact(a)), _flatten(redact(b))
     out = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from judge.mock_server import add_config_arguments, config_from_args, serve
+from drscore.judge.mock.server import add_config_arguments, config_from_args, serve
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

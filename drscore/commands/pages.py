@@ -16,9 +16,9 @@ from pathlib import Path
 
 import msgspec
 
-from fetch.pool import FetchPool
-from fetch.snapshot import SnapshotError, export_snapshot, import_snapshot
-from fetch.store import PageStore, store_path
+from drscore.fetch.pool import FetchPool
+from drscore.fetch.snapshot import SnapshotError, export_snapshot, import_snapshot
+from drscore.fetch.store import PageStore, store_path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -15,8 +15,8 @@ from typing import IO, Any
 
 import orjson
 
-from engine.criteria import CriteriaError, find_task_criteria, load_criteria
-from engine.race_rescore import aggregate, benchmark_row, parse_judgement_line, suite_means
+from drscore.engine.methods.race.criteria import CriteriaError, find_task_criteria, load_criteria
+from drscore.engine.methods.race.rescore import aggregate, benchmark_row, parse_judgement_line, suite_means
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from engine.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
+from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 
 # matplotlib (engine.report_html -> engine.charts) is imported inside run_report: every
 # drscore invocation imports all command modules, and only this command draws.
@@ -39,14 +39,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_report(args: argparse.Namespace) -> int:
     """Entry point of ``drscore report``; returns the exit code."""
-    from engine.report_html import (
+    from drscore.engine.reporting.html import (
         leaderboard,
         leaderboard_csv,
         leaderboard_markdown,
         pick_redundancy_row,
         render_html,
     )
-    from engine.rundir_read import RunDirError, read_run_dir
+    from drscore.engine.runtime.rundir_read import RunDirError, read_run_dir
 
     if args.resamples < 1:
         return _fail("--resamples must be >= 1")

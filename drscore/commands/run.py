@@ -9,8 +9,8 @@ import orjson
 from drscore.api import Run, RunConfig, methods
 from drscore.commands._common import add_judge_args, judge_config_from_args, run_async
 from drscore.render import dry_run_text, leaderboard_text
-from engine.io import FORMATS, count_lines
-from engine.progress import Progress, progress_enabled
+from drscore.engine.runtime.io import FORMATS, count_lines
+from drscore.engine.runtime.progress import Progress, progress_enabled
 
 EXIT_INCOMPLETE = 3  # finished, but some inputs were skipped or some items failed
 

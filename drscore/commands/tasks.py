@@ -23,12 +23,12 @@ import msgspec
 import orjson
 
 from drscore.commands._common import add_judge_args, open_judge_session, run_async
-from engine import elo, leakage
-from engine.drift import domain_breakdown
-from engine.io import load_tasks
-from engine.models import InputError, Task
-from engine.rundir_read import RunDirError, read_run_dir
-from engine.tasktools import check_leakage, rank_tasks
+from drscore.engine.methods.tasks import elo, leakage
+from drscore.engine.methods.rigorous.drift import domain_breakdown
+from drscore.engine.runtime.io import load_tasks
+from drscore.engine.runtime.models import InputError, Task
+from drscore.engine.runtime.rundir_read import RunDirError, read_run_dir
+from drscore.engine.methods.tasks.tools import check_leakage, rank_tasks
 
 # Same meaning as for ``drscore run``: finished, but some inputs or judge calls failed.
 EXIT_INCOMPLETE = 3

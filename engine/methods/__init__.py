@@ -1,11 +1,22 @@
-"""Method registry: every module in this package that defines a :class:`Method`
-subclass with a ``name`` is discovered, so adding a method never edits this file."""
+"""The methods room: one module per published scoring method, each beside the pure
+functions it alone uses (a method with several such modules is a package whose
+``method.py`` holds the :class:`Method`: ``race/``, ``rigorous/``). ``tasks/`` holds
+DeepResearch Arena's task-level tools (Elo, leakage), which score tasks, not reports.
+
+Methods may import the runtime (:mod:`drscore.engine.runtime`), the shared text tools
+(:mod:`drscore.engine.text`) and statistics (:mod:`drscore.engine.stats`); never
+``judge``, ``fetch`` or the reporting room.
+
+This module is the registry: every module (or package ``method.py``) here that defines a
+:class:`Method` subclass with a ``name`` is discovered, so adding a method never edits
+this file."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 
-from engine.methods.base import Method, MethodResult, Option
+from drscore.engine.methods.base import Method, MethodResult, Option
 
 __all__ = ["Method", "MethodResult", "Option", "available", "get"]
 
@@ -18,7 +29,12 @@ def _discover() -> None:
     for info in pkgutil.iter_modules(__path__):
         if info.name.startswith("_") or info.name == "base":
             continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
+        qualified = f"{__name__}.{info.name}"
+        if info.ispkg:
+            if importlib.util.find_spec(f"{qualified}.method") is None:
+                continue
+            qualified += ".method"
+        module = importlib.import_module(qualified)
         for obj in vars(module).values():
             if isinstance(obj, type) and issubclass(obj, Method) and obj is not Method:
                 name = getattr(obj, "name", None)

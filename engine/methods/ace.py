@@ -17,9 +17,9 @@ from typing import Annotated, ClassVar
 
 import msgspec
 
-from engine.criteria import normalise
-from engine.judging import JudgeFailed
-from engine.methods.base import ItemContext, Method, MethodResult
+from drscore.engine.methods.race.criteria import normalise
+from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.methods.base import ItemContext, Method, MethodResult
 
 MIN_ITEMS, MAX_ITEMS = 3, 6
 

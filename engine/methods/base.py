@@ -12,8 +12,8 @@ from typing import Any, Callable, ClassVar, Protocol, TypeVar
 
 import msgspec
 
-from engine.evidence import PageSource
-from engine.models import Report, Task
+from drscore.engine.runtime.evidence import PageSource
+from drscore.engine.runtime.models import Report, Task
 
 T = TypeVar("T")
 

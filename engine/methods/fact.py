@@ -40,12 +40,12 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
-from engine.citations import CitationPair, CitationParse, parse_citations
-from engine.evidence import PageResult
-from engine.judging import JudgeFailed
-from engine.methods.base import ItemContext, Method, MethodResult, Option
-from engine.passages import Window, select_passages
-from engine.tokens import estimate_tokens
+from drscore.engine.text.citations import CitationPair, CitationParse, parse_citations
+from drscore.engine.runtime.evidence import PageResult
+from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.methods.base import ItemContext, Method, MethodResult, Option
+from drscore.engine.text.passages import Window, select_passages
+from drscore.engine.runtime.tokens import estimate_tokens
 
 DEFAULT_PAGE_BUDGET = 6000
 DEFAULT_STATEMENTS_PER_CALL = 20

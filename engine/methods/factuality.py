@@ -22,10 +22,10 @@ from typing import Any, ClassVar, Literal
 
 import msgspec
 
-from engine.citations import CitationPair
-from engine.judging import JudgeFailed
-from engine.methods.base import ItemContext, Method, MethodResult, Option
-from engine.methods.fact import (
+from drscore.engine.text.citations import CitationPair
+from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.methods.base import ItemContext, Method, MethodResult, Option
+from drscore.engine.methods.fact import (
     PAGE_OUTCOMES, page_options, pair_options, fetch_pages, page_outcome, report_pairs, window_for,
 )
 

@@ -34,10 +34,10 @@ from typing import Annotated, Any, ClassVar
 
 import msgspec
 
-from engine.judging import JudgeFailed
-from engine.methods.base import ItemContext, Method, MethodResult, Option
-from engine.segment import DEFAULT_MIN_CHARS, Unit, segment
-from engine.similarity import DEFAULT_THRESHOLD, ScreenResult, pair_at, pair_count, screen
+from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.methods.base import ItemContext, Method, MethodResult, Option
+from drscore.engine.text.segment import DEFAULT_MIN_CHARS, Unit, segment
+from drscore.engine.text.similarity import DEFAULT_THRESHOLD, ScreenResult, pair_at, pair_count, screen
 
 PROTOCOLS: tuple[str, ...] = ("sampled", "full")
 SEGMENTATIONS: tuple[str, ...] = ("auto", "sections", "paragraphs")

@@ -13,9 +13,9 @@ from typing import Any
 
 import orjson
 
-from engine.judging import ChatRequest, ChatResponse, RateLimitInfo
-from engine.tokens import estimate_messages, estimate_tokens
-from judge.offline import rules
+from drscore.engine.runtime.judging import ChatRequest, ChatResponse, RateLimitInfo
+from drscore.engine.runtime.tokens import estimate_messages, estimate_tokens
+from drscore.judge.offline import rules
 
 
 class OfflineBackend:
@@ -30,7 +30,7 @@ class OfflineBackend:
         rule = rules().get(request.template)
         if rule is not None:
             return rule(request.variables, request.schema)
-        from judge.schema_fill import fill  # only for templates without a heuristic
+        from drscore.judge.mock.schema_fill import fill  # only for templates without a heuristic
 
         seed = hashlib.sha256(orjson.dumps([[m.role, m.content] for m in request.messages])).digest()
         return fill(request.schema, seed)

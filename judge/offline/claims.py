@@ -23,9 +23,9 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-from engine.citations import parse_citations, split_sentences
-from engine.passages import GAP, terms
-from judge.offline import rule
+from drscore.engine.text.citations import parse_citations, split_sentences
+from drscore.engine.text.passages import GAP, terms
+from drscore.judge.offline import rule
 
 SUPPORT_COVERAGE = 0.6
 FULL_COVERAGE, PARTIAL_COVERAGE = 0.7, 0.4

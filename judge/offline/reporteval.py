@@ -16,10 +16,10 @@ from typing import Any
 
 import msgspec
 
-from engine.segment import segment
-from engine.similarity import containment
-from engine.tokens import estimate_tokens
-from judge.offline import rule
+from drscore.engine.text.segment import segment
+from drscore.engine.text.similarity import containment
+from drscore.engine.runtime.tokens import estimate_tokens
+from drscore.judge.offline import rule
 
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+\S", re.MULTILINE)
 _CITATION = re.compile(r"\[\^?\d+(?:\s*[,，\-–]\s*\d+)*\]|https?://")

@@ -20,10 +20,10 @@ from typing import Any
 
 import orjson
 
-from engine.citations import strip_citations
-from engine.criteria import DIMENSIONS, STATIC_CRITERIA, normalise
-from engine.passages import terms as index_terms
-from judge.offline import rule
+from drscore.engine.text.citations import strip_citations
+from drscore.engine.methods.race.criteria import DIMENSIONS, STATIC_CRITERIA, normalise
+from drscore.engine.text.passages import terms as index_terms
+from drscore.judge.offline import rule
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
 # Words and bigrams that task prompts, criteria and reports all use, whatever the topic:

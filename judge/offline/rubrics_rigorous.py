@@ -21,8 +21,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from engine.drift import count_keyword
-from judge.offline import rule
+from drscore.engine.methods.rigorous.drift import count_keyword
+from drscore.judge.offline import rule
 
 GENERIC_CONTINUATION = (
     "and summarise the findings in a structured report that cites its sources, states its "

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from drscore.cli import main as drscore_main
+from support.data import DATA as SHARED_DATA
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+DATA = SHARED_DATA
 KEYS = ("par", "opc", "fap", "fas", "spearman", "pearson", "kendall", "mad", "exact_match",
         "tasks_kept", "human_par")
 

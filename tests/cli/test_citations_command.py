@@ -1,13 +1,13 @@
 """``drscore citations``: pairs as JSONL without judging or fetching."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import orjson
 
 from drscore.cli import main
+from support.data import DATA as SHARED_DATA
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+DATA = SHARED_DATA
 
 
 def test_pairs_jsonl_and_bad_lines(tmp_path, capsys):

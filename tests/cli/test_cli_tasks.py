@@ -1,15 +1,15 @@
 """``drscore tasks rank | leakage | domains`` end to end, with the offline and the mock judge."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import orjson
 import pytest
 
 from drscore.cli import main
-from engine.io import load_tasks
+from drscore.engine.runtime.io import load_tasks
+from support.data import DATA as SHARED_DATA
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+DATA = SHARED_DATA
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ def test_rank_needs_two_tasks(tmp_path, capsys):
 
 
 def test_rank_and_leakage_with_the_mock_judge(tasks_file, tmp_path, capsys):
-    from judge.mock_server import MockConfig, MockServerProcess
+    from drscore.judge.mock.server import MockConfig, MockServerProcess
 
     with MockServerProcess(MockConfig(seed=5)) as mock:
         judge = ["--judge-url", mock.url, "--judge-model", "mock", "--cache", str(tmp_path / "cache")]

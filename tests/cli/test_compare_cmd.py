@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from drscore.cli import main as drscore_main
+from support.data import DATA as SHARED_DATA
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+DATA = SHARED_DATA
 
 
 def write_jsonl(path: Path, rows: list) -> Path:

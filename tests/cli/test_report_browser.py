@@ -29,8 +29,9 @@ import pytest
 from PIL import Image
 
 from drscore.cli import main as drscore_main
+from support.data import ROOT as REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 DATA = ROOT.parent / "shared" / "data"
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 TASK_IDS = ("1", "2", "51", "52", "53", "54", "55", "56")

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import orjson
 
-from judge.mock_server import MockConfig, MockServerProcess
+from drscore.judge.mock.server import MockConfig, MockServerProcess
+from support.data import ROOT as REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 EXAMPLES = ROOT / "examples"
 CONCURRENCY = 4
 

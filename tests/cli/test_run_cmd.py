@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from drscore.cli import main
-from judge.mock_server import MockConfig, MockServerProcess
+from drscore.judge.mock.server import MockConfig, MockServerProcess
+from support.data import ROOT as REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 EXAMPLES = ROOT / "examples"
 SECRET = "sk-test-do-not-leak-0123456789abcdef"
 

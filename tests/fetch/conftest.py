@@ -14,16 +14,16 @@ import socket
 import threading
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import aiohappyeyeballs
 import pytest
 from aiohttp import web
 from aiohttp.abc import AbstractResolver
 
-from fetch.pool import make_extract_executor
+from drscore.fetch.pool import make_extract_executor
+from support.data import DATA as SHARED_DATA
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+DATA = SHARED_DATA
 LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
 HUGE_BYTES = 50 * 1024 * 1024
 

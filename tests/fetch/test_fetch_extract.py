@@ -6,8 +6,8 @@ import hashlib
 
 import pytest
 
-from fetch.content import content_hash, decode_body, kind_of_content_type, sniff_kind
-from fetch.extract import extract_page, html_to_text, visible_text
+from drscore.fetch.content import content_hash, decode_body, kind_of_content_type, sniff_kind
+from drscore.fetch.extract import extract_page, html_to_text, visible_text
 
 
 @pytest.mark.parametrize("content_type, kind", [

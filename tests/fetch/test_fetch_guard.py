@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from fetch.guard import GuardedResolver, SSRFGuard, SSRFRefused, embedded_ipv4
+from drscore.fetch.guard import GuardedResolver, SSRFGuard, SSRFRefused, embedded_ipv4
 
 REFUSED = [
     "127.0.0.1", "127.255.255.254",          # loopback

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from drscore.commands import pages
-from fetch.content import content_hash
-from fetch.store import PageRecord, PageStore, StoredPage
+from drscore.fetch.content import content_hash
+from drscore.fetch.store import PageRecord, PageStore, StoredPage
 
 
 def run_cli(*argv: str) -> int:

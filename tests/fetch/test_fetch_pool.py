@@ -11,9 +11,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from fetch.failures import classify_exception
-from fetch.guard import SSRFRefused
-from fetch.pool import FetchPool, _HostGate
+from drscore.fetch.failures import classify_exception
+from drscore.fetch.guard import SSRFRefused
+from drscore.fetch.pool import FetchPool, _HostGate
 
 DAY = 86400.0
 

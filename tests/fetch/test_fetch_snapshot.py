@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from fetch.content import content_hash
-from fetch.snapshot import SnapshotError, export_snapshot, import_snapshot
-from fetch.store import PageRecord, PageStore, StoredPage
+from drscore.fetch.content import content_hash
+from drscore.fetch.snapshot import SnapshotError, export_snapshot, import_snapshot
+from drscore.fetch.store import PageRecord, PageStore, StoredPage
 
 
 def page(url: str, text: str, fetched_at: float = 1_700_000_000.0) -> StoredPage:

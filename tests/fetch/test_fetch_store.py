@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from fetch.content import content_hash
-from fetch.store import PageRecord, PageStore, StoredPage, store_path
+from drscore.fetch.content import content_hash
+from drscore.fetch.store import PageRecord, PageStore, StoredPage, store_path
 
 
 def ok_record(url: str, text: str, fetched_at: float = 1000.0) -> PageRecord:

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
-from fetch.urls import InvalidURL, normalize_url, parse_ipv4_host
+from drscore.fetch.urls import InvalidURL, normalize_url, parse_ipv4_host
+from support.data import DATA as SHARED_DATA
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+DATA = SHARED_DATA
 
 
 @pytest.mark.parametrize("raw, expected", [

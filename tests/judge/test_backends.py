@@ -7,15 +7,15 @@ from typing import Annotated, Literal
 import msgspec
 import pytest
 
-from engine.judging import ChatRequest, FatalError, JudgeFailed, Message
-from engine.limits import RateLimiter
-from engine.pool import JudgePool
-from engine.pricing import PriceTable
-from engine.verdicts import schema_of
-from judge.http import HttpBackend
-from judge.mock_server import MockConfig, start
-from judge.sdk import SdkBackend
-from judge.wire import request_body
+from drscore.engine.runtime.judging import ChatRequest, FatalError, JudgeFailed, Message
+from drscore.engine.runtime.limits import RateLimiter
+from drscore.engine.runtime.pool import JudgePool
+from drscore.engine.runtime.pricing import PriceTable
+from drscore.engine.runtime.verdicts import schema_of
+from drscore.judge.http import HttpBackend
+from drscore.judge.mock.server import MockConfig, start
+from drscore.judge.sdk import SdkBackend
+from drscore.judge.wire import request_body
 
 
 class Verdict(msgspec.Struct, forbid_unknown_fields=True):
@@ -80,7 +80,7 @@ async def test_bad_request_is_fatal_and_never_shows_the_key(mock):
 
 
 async def test_malformed_answers_are_reasked_and_server_errors_retried(mock, monkeypatch):
-    import prompts
+    from drscore import prompts
 
     monkeypatch.setattr(prompts, "load", lambda name: prompts.parse(
         "t", "---\nmax_tokens: 60\nexpected_output_tokens: 20\n---\n## user\nCase ${i}"))
@@ -102,7 +102,7 @@ async def test_malformed_answers_are_reasked_and_server_errors_retried(mock, mon
 
 
 async def test_connection_refused_is_transient_then_failed_with_reason(monkeypatch):
-    import prompts
+    from drscore import prompts
 
     monkeypatch.setattr(prompts, "load", lambda name: prompts.parse("t", "## user\nx ${i}"))
     pool = JudgePool(HttpBackend("http://127.0.0.1:9/v1", "m"), cache=None, limiter=RateLimiter(),

@@ -9,7 +9,6 @@ import json
 import random
 import re
 import socket
-from pathlib import Path
 from typing import Annotated, Any, AsyncIterator, Literal
 
 import aiohttp
@@ -18,15 +17,16 @@ import orjson
 import pytest
 
 from drscore.commands import mock_judge as mock_judge_command
-from judge.mock_server import (
+from drscore.judge.mock.server import (
     MockConfig,
     MockServerProcess,
     count_tokens,
     format_duration,
     start,
 )
+from support.data import DATA as SHARED_DATA
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+DATA = SHARED_DATA
 
 
 class Verdict(msgspec.Struct, forbid_unknown_fields=True):

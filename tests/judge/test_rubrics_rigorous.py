@@ -4,12 +4,12 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from engine.methods.rigorous import KeywordRelevance, format_choices, rubric_verdict
-from engine.rubrics import parse_rubric_item
-from engine.tasktools import Continuation, TaskPreference
-from engine.verdicts import schema_of
-from judge.offline import rules
-from judge.offline.rubrics_rigorous import (
+from drscore.engine.methods.rigorous.method import KeywordRelevance, format_choices, rubric_verdict
+from drscore.engine.methods.rigorous.rubrics import parse_rubric_item
+from drscore.engine.methods.tasks.tools import Continuation, TaskPreference
+from drscore.engine.runtime.verdicts import schema_of
+from drscore.judge.offline import rules
+from drscore.judge.offline.rubrics_rigorous import (
     GENERIC_CONTINUATION,
     key_terms,
     keyword_relevance,

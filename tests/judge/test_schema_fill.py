@@ -4,15 +4,15 @@ from __future__ import annotations
 import enum
 import json
 import re
-from pathlib import Path
 from typing import Annotated, Literal, Union
 
 import msgspec
 import pytest
 
-from judge.schema_fill import SchemaFillError, compile_schema, fill
+from drscore.judge.mock.schema_fill import SchemaFillError, compile_schema, fill
+from support.data import DATA as SHARED_DATA
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+DATA = SHARED_DATA
 SEEDS = [i.to_bytes(4, "big") for i in range(300)]
 
 

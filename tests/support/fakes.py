@@ -6,11 +6,11 @@ from typing import Any, Callable
 
 import msgspec
 
-import prompts
-from engine.evidence import PageResult
-from engine.models import Report, Task
-from engine.verdicts import schema_of
-from judge.offline import rules
+from drscore import prompts
+from drscore.engine.runtime.evidence import PageResult
+from drscore.engine.runtime.models import Report, Task
+from drscore.engine.runtime.verdicts import schema_of
+from drscore.judge.offline import rules
 
 
 class FakePages:

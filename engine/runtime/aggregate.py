@@ -1,0 +1,83 @@
+"""Streaming aggregation of score rows into per (agent, method) summaries.
+
+Rows are folded in as they arrive (constant memory per agent x method), so a run over
+thousands of reports never holds them all.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import msgspec
+
+from drscore.engine.runtime.models import ScoreRow
+
+
+class _Acc(msgspec.Struct):
+    n: int = 0  # rows with a score
+    failed: int = 0
+    skipped: int = 0  # the method did not apply to the report
+    partial: int = 0
+    total: float = 0.0
+    total_sq: float = 0.0
+    coverage_sum: float = 0.0
+    coverage_n: int = 0
+    cost_usd: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_s: float = 0.0
+    rows: int = 0
+    sub_sum: dict[str, float] = {}
+    sub_n: dict[str, int] = {}
+
+
+class Aggregator:
+    def __init__(self) -> None:
+        self._acc: dict[tuple[str, str], _Acc] = {}
+
+    def add(self, row: ScoreRow) -> None:
+        acc = self._acc.setdefault((row.agent, row.method), _Acc())
+        acc.rows += 1
+        acc.cost_usd += row.cost_usd
+        acc.input_tokens += row.input_tokens
+        acc.output_tokens += row.output_tokens
+        acc.latency_s += row.latency_s
+        if row.status == "skipped":
+            acc.skipped += 1
+            return
+        if row.status == "failed" or row.score is None:
+            acc.failed += 1
+            return
+        if row.status == "partial":
+            acc.partial += 1
+        acc.n += 1
+        acc.total += row.score
+        acc.total_sq += row.score * row.score
+        if row.coverage is not None:
+            acc.coverage_sum += row.coverage
+            acc.coverage_n += 1
+        for k, v in row.subscores.items():
+            if isinstance(v, (int, float)) and math.isfinite(v):
+                acc.sub_sum[k] = acc.sub_sum.get(k, 0.0) + v
+                acc.sub_n[k] = acc.sub_n.get(k, 0) + 1
+
+    def table(self) -> list[dict[str, Any]]:
+        """One dict per (agent, method): mean with a normal-approximation 95% CI, counts."""
+        out = []
+        for (agent, method), a in sorted(self._acc.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+            mean = a.total / a.n if a.n else None
+            ci = None
+            if a.n >= 2 and mean is not None:
+                var = max(0.0, (a.total_sq - a.n * mean * mean) / (a.n - 1))
+                half = 1.96 * math.sqrt(var / a.n)
+                ci = [mean - half, mean + half]
+            out.append({
+                "agent": agent, "method": method, "mean": mean, "ci95": ci, "n": a.n,
+                "failed": a.failed, "skipped": a.skipped, "partial": a.partial, "rows": a.rows,
+                "coverage_mean": a.coverage_sum / a.coverage_n if a.coverage_n else None,
+                "subscores": {k: a.sub_sum[k] / a.sub_n[k] for k in sorted(a.sub_sum)},
+                "cost_usd": round(a.cost_usd, 6), "input_tokens": a.input_tokens,
+                "output_tokens": a.output_tokens,
+                "mean_latency_s": a.latency_s / a.rows if a.rows else None,
+            })
+        return out

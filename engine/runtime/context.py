@@ -1,0 +1,59 @@
+"""The per-report context handed to methods (implements ``engine.methods.base.ItemContext``)."""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+from concurrent.futures import Executor
+from typing import Any, Callable, TypeVar
+
+from drscore.engine.runtime.evidence import PageSource
+from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.runtime.meter import Meter
+from drscore.engine.runtime.models import Report, Task, VerdictRecord
+from drscore.engine.runtime.pool import JudgePool
+
+T = TypeVar("T")
+
+
+def seeded_rng(*parts: Any) -> random.Random:
+    """A generator seeded from ``parts`` (stable across processes, unlike ``hash``)."""
+    digest = hashlib.sha256(repr(parts).encode("utf-8")).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+class ItemContext:
+    def __init__(self, *, pool: JudgePool, task: Task, report: Report, method: str, options: dict[str, Any],
+                 seed: int, pages: PageSource | None, executor: Executor | None,
+                 on_verdict: Callable[[VerdictRecord], None] | None, meter: Meter) -> None:
+        self.pool, self.task, self.report, self.method = pool, task, report, method
+        self.options, self.seed, self.pages = options, seed, pages
+        self._executor, self._on_verdict, self.meter = executor, on_verdict, meter
+
+    async def ask(self, template: str, verdict: type[T], variables: dict[str, Any], *,
+                  sample: int = 0, label: str = "") -> T:
+        try:
+            judged = await self.pool.ask(template, verdict, variables, sample=sample)
+        except JudgeFailed as e:
+            self.meter.failed += 1
+            self._record(VerdictRecord(task_id=self.task.task_id, agent=self.report.agent, method=self.method,
+                                       template=template, key="", cached=False, status="failed",
+                                       error=f"{e.reason}: {e.detail}" if e.detail else e.reason, label=label))
+            raise
+        self.meter.add(judged)
+        self._record(VerdictRecord(
+            task_id=self.task.task_id, agent=self.report.agent, method=self.method, template=template,
+            key=judged.key, cached=judged.cached, status="ok", verdict=judged.value,
+            input_tokens=judged.input_tokens, output_tokens=judged.output_tokens, cost_usd=judged.cost_usd,
+            latency_s=round(judged.latency_s, 4), label=label))
+        return judged.value
+
+    def _record(self, rec: VerdictRecord) -> None:
+        if self._on_verdict is not None:
+            self._on_verdict(rec)
+
+    def rng(self, *salt: Any) -> random.Random:
+        return seeded_rng(self.seed, self.task.task_id, self.report.agent, self.method, *salt)
+
+    async def offload(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)

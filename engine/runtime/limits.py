@@ -1,0 +1,291 @@
+"""Client-side quota: requests/min, tokens/min and adaptive concurrency.
+
+Callers queue in arrival order; the head of the queue waits until both buckets cover
+its request (woken early when quota is refunded), takes its share and goes. No polling,
+no thundering herd, and no caller is scheduled on an estimate made long before it runs.
+
+Token cost is estimated before the call (by :class:`engine.tokens.TokenEstimator`,
+which learns the server's counting) and corrected from the usage the API returns: the
+difference is charged or refunded to the bucket.
+
+On 429 every caller pauses until the server's ``Retry-After`` (or reset header), the
+local buckets are drained to what the server says remains, and the concurrency limit is
+halved — at most once per cooldown, so one rate-limit episode causes one cut (AIMD, as
+in inspect_ai). Concurrency then grows back by one per successful call.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from typing import Any, Callable
+
+from drscore.engine.runtime.judging import RateLimitInfo
+
+
+class TokenBucket:
+    """Continuous-refill bucket with capacity ``burst_s`` seconds of quota; may go negative."""
+
+    def __init__(self, per_minute: float, burst_s: float = 1.0, minimum_capacity: float = 1.0) -> None:
+        self.rate = per_minute / 60.0
+        self.capacity = max(minimum_capacity, self.rate * burst_s)
+        self.level = self.capacity
+        self._t = time.monotonic()
+
+    def _refill(self, now: float) -> None:
+        self.level = min(self.capacity, self.level + (now - self._t) * self.rate)
+        self._t = now
+
+    def wait_time(self, amount: float, now: float) -> float:
+        """Seconds until ``amount`` is covered (a request larger than the capacity waits
+        for a full bucket and then drives it into debt, so it is never refused forever)."""
+        self._refill(now)
+        need = min(amount, self.capacity)
+        return 0.0 if self.level >= need else (need - self.level) / self.rate
+
+    def take(self, amount: float, now: float) -> None:
+        self._refill(now)
+        self.level -= amount
+
+    def adjust(self, delta: float, now: float) -> None:
+        """Charge (delta > 0) or refund (delta < 0) after the fact."""
+        self._refill(now)
+        self.level = min(self.capacity, self.level - delta)
+
+    def clamp(self, remaining: float, now: float) -> None:
+        """Never believe we have more than the server says remains."""
+        self._refill(now)
+        self.level = min(self.level, remaining)
+
+
+class AdaptiveConcurrency:
+    """A semaphore whose limit moves: halved on rate limiting (once per cooldown),
+    +1/limit per success (about +1 per round trip of the whole window). Acquiring a free
+    slot does not await: this sits on every judge call."""
+
+    def __init__(self, maximum: int, cooldown_s: float = 5.0) -> None:
+        self.maximum = max(1, maximum)
+        self.limit = float(self.maximum)
+        self.cooldown_s = cooldown_s
+        self.in_use = 0
+        self.cuts = 0
+        self._cut_until = 0.0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    async def acquire(self) -> None:
+        if self.in_use < int(self.limit) and not self._waiters:
+            self.in_use += 1
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        try:
+            await fut  # the slot was taken for us by _wake
+        except BaseException:
+            if fut.done() and not fut.cancelled():
+                self.in_use -= 1  # granted just as we were cancelled: give it back
+                self._wake()
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(fut)
+            raise
+
+    async def release(self) -> None:
+        self.in_use -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self.in_use < int(self.limit):
+            fut = self._waiters.popleft()
+            if not fut.done():
+                self.in_use += 1
+                fut.set_result(None)
+
+    def on_success(self) -> None:
+        if self.limit < self.maximum and time.monotonic() >= self._cut_until:
+            self.limit = min(float(self.maximum), self.limit + 1.0 / self.limit)
+            self._wake()
+
+    def raise_to_maximum(self) -> None:
+        self.limit = float(self.maximum)
+        self._wake()
+
+    def on_rate_limited(self) -> None:
+        now = time.monotonic()
+        if now >= self._cut_until:
+            self.limit = max(1.0, self.limit / 2)
+            self._cut_until = now + self.cooldown_s
+            self.cuts += 1
+
+
+class Permit:
+    """A granted call slot. Call :meth:`done` exactly once with the real usage (if known)."""
+
+    __slots__ = ("_limiter", "estimate", "_released")
+
+    def __init__(self, limiter: RateLimiter, estimate: int) -> None:
+        self._limiter = limiter
+        self.estimate = estimate
+        self._released = False
+
+    async def done(self, actual_tokens: int | None = None) -> None:
+        if self._released:
+            return
+        self._released = True
+        await self._limiter._finish(self, actual_tokens)
+
+
+class RateLimiter:
+    """RPM + TPM + concurrency. ``rpm``/``tpm`` of 0 mean unlimited.
+
+    Callers queue in arrival order; only the head of the queue waits on the buckets, and
+    it estimates its tokens when it reaches the head (with everything learned so far), so
+    no caller is scheduled on a stale estimate. Refunds and quota changes wake the head
+    early. ``safety`` (< 1) runs slightly under the quota: requests leave here at an exact
+    pace but reach the server with jitter.
+    """
+
+    def __init__(self, rpm: float = 0, tpm: float = 0, concurrency: int = 16, *,
+                 burst_s: float = 1.0, safety: float = 0.97, cooldown_s: float = 5.0) -> None:
+        self.rpm, self.tpm, self.burst_s, self.safety = rpm, tpm, burst_s, safety
+        self.requests = TokenBucket(rpm * safety, burst_s) if rpm else None
+        self.tokens = TokenBucket(tpm * safety, burst_s, minimum_capacity=0.0) if tpm else None
+        self.concurrency = AdaptiveConcurrency(concurrency, cooldown_s)
+        # Quota unknown: one call in flight until the first answer, whose headers usually
+        # announce the limits; then full concurrency. A first wave of N blind calls would
+        # otherwise be N-capacity 429s.
+        self._probing = not rpm and not tpm
+        if self._probing:
+            self.concurrency.limit = 1.0
+        self._paused_until = 0.0
+        self._queue: deque[asyncio.Future[None]] = deque()
+        self._changed = asyncio.Event()
+        self.waiting = 0  # callers queued for quota (shown as "waiting for rate limit")
+        self.rate_limited = 0
+
+    async def acquire(self, estimate: int | Callable[[], int]) -> Permit:
+        """Wait for a concurrency slot and for quota covering ``estimate`` tokens (a number,
+        or a function evaluated when this caller reaches the head of the queue)."""
+        await self.concurrency.acquire()
+        if not self._queue:  # nobody waiting: go now if the buckets allow, without queueing
+            now = time.monotonic()
+            if self._paused_until <= now:
+                if self.requests is None and self.tokens is None:
+                    return Permit(self, 0)
+                tokens = estimate() if callable(estimate) else estimate
+                if (self.requests is None or self.requests.wait_time(1, now) <= 0) and \
+                        (self.tokens is None or self.tokens.wait_time(tokens, now) <= 0):
+                    if self.requests:
+                        self.requests.take(1, now)
+                    if self.tokens:
+                        self.tokens.take(tokens, now)
+                    return Permit(self, tokens)
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.append(turn)
+        self.waiting += 1
+        try:
+            if self._queue[0] is not turn:
+                await turn  # the previous head hands over when it is admitted
+            while True:
+                now = time.monotonic()
+                tokens = estimate() if callable(estimate) else estimate
+                wait = self._paused_until - now
+                if wait <= 0:
+                    wait = max(self.requests.wait_time(1, now) if self.requests else 0.0,
+                               self.tokens.wait_time(tokens, now) if self.tokens else 0.0)
+                    if wait <= 0:
+                        if self.requests:
+                            self.requests.take(1, now)
+                        if self.tokens:
+                            self.tokens.take(tokens, now)
+                        return Permit(self, tokens)
+                self._changed.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), timeout=wait)
+        except BaseException:
+            await self.concurrency.release()
+            raise
+        finally:
+            self.waiting -= 1
+            if self._queue and self._queue[0] is turn:
+                self._queue.popleft()
+                if self._queue and not self._queue[0].done():
+                    self._queue[0].set_result(None)
+            else:
+                with contextlib.suppress(ValueError):
+                    self._queue.remove(turn)
+
+    async def _finish(self, permit: Permit, actual: int | None) -> None:
+        if actual is not None and self.tokens is not None:
+            self.tokens.adjust(actual - permit.estimate, time.monotonic())
+            self._changed.set()  # a refund may let the head go now
+        self.concurrency.on_success()
+        await self.concurrency.release()
+
+    def observe(self, info: RateLimitInfo | None) -> None:
+        """Adopt the limits a server announces (``x-ratelimit-limit-*``) when they are
+        tighter than ours (or we have none): a run without ``--rpm``/``--tpm`` then paces
+        itself after the first answer instead of learning the quota from 429s."""
+        if self._probing:
+            self._probing = False
+            if self.concurrency.cuts == 0:
+                self.concurrency.raise_to_maximum()
+        if info is None:
+            return
+        now = time.monotonic()
+        if info.limit_requests and (not self.rpm or info.limit_requests < self.rpm):
+            self.rpm = info.limit_requests
+            old = self.requests
+            self.requests = TokenBucket(self.rpm * self.safety, self.burst_s)
+            if old is not None:
+                self.requests.clamp(old.level, now)
+            if info.remaining_requests is not None:
+                self.requests.clamp(info.remaining_requests, now)
+        if info.limit_tokens and (not self.tpm or info.limit_tokens < self.tpm):
+            self.tpm = info.limit_tokens
+            old = self.tokens
+            self.tokens = TokenBucket(self.tpm * self.safety, self.burst_s, minimum_capacity=0.0)
+            if old is not None:
+                self.tokens.clamp(old.level, now)
+            if info.remaining_tokens is not None:
+                self.tokens.clamp(info.remaining_tokens, now)
+
+    async def rate_limited_release(self, permit: Permit, info: RateLimitInfo | None) -> float:
+        """Record a 429 for ``permit``: pause everyone, drain buckets, cut concurrency.
+        Returns the pause (seconds) the caller should respect before retrying."""
+        permit._released = True
+        self.rate_limited += 1
+        now = time.monotonic()
+        delay = None
+        self.observe(info)
+        if info is not None:
+            delay = info.retry_after_s
+            if delay is None:
+                resets = [r for r in (info.reset_requests_s, info.reset_tokens_s) if r]
+                delay = max(resets) if resets else None
+            if info.remaining_tokens is not None and self.tokens is not None:
+                self.tokens.clamp(info.remaining_tokens, now)
+            if info.remaining_requests is not None and self.requests is not None:
+                self.requests.clamp(info.remaining_requests, now)
+        if delay is None:
+            delay = 1.0
+        self._paused_until = max(self._paused_until, now + delay)
+        self._changed.set()  # the head re-reads the pause
+        self.concurrency.on_rate_limited()
+        await self.concurrency.release()
+        return delay
+
+    async def release_failed(self, permit: Permit) -> None:
+        """Release after a failed call (no usage known; the estimate stays charged)."""
+        if permit._released:
+            return
+        permit._released = True
+        await self.concurrency.release()
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "concurrency_limit": int(self.concurrency.limit),
+            "in_flight": self.concurrency.in_use,
+            "waiting_for_quota": self.waiting,
+            "concurrency_cuts": self.concurrency.cuts,
+        }

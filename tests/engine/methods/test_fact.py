@@ -1,0 +1,421 @@
+"""FACT with a fake context: pairs, de-duplication, support, both accuracy conventions."""
+from __future__ import annotations
+
+import asyncio
+import functools
+import math
+import random
+
+import orjson
+import pytest
+from support.fakes import FakeContext, FakePages
+
+from drscore.engine.text.citations import parse_citations
+from drscore.engine.runtime.evidence import PageResult, PlaceholderPages
+from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.methods import get
+from drscore.engine.methods.fact import (
+    Fact,
+    chunk_report,
+    fact_suite,
+    fact_suite_by_agent,
+    kept_numbers,
+)
+from drscore.engine.runtime.models import Report, ScoreRow, Task
+from drscore.engine.runtime.tokens import estimate_tokens
+from drscore.judge.offline import rules
+from support.data import DATA as SHARED_DATA
+
+DATA = SHARED_DATA
+
+
+FakeContext = functools.partial(FakeContext, method="fact")
+
+REPORT = """Mackerel prices rose 12% in 2023 [1]. Prices climbed by twelve percent last year [1].
+Japan landed 376,600 tons in 2020 [2]. The stock has declined since the 1980s [3].
+Catches peaked in the late 1970s [4].
+
+References
+[1] https://a.example/prices - Prices
+[2] https://b.example/catch - Catch
+[3] https://c.example/dead - Gone
+[4] http://10.0.0.1/internal - Internal
+"""
+PAGES = {
+    "https://a.example/prices": "Mackerel prices rose 12% in 2023, the ministry said.",
+    "https://b.example/catch": "Japan landed 300,000 tons in 2020.",
+    "https://c.example/dead": "!http_4xx",
+    "http://10.0.0.1/internal": "!ssrf_refused",
+}
+
+
+def scripted(overrides=None):
+    """Dedup keeps statement 1; support: page a supports, page b does not."""
+    overrides = overrides or {}
+
+    def script(template, variables, label):
+        key = (template, variables.get("url"))
+        if key in overrides:
+            value = overrides[key]
+            if isinstance(value, Exception):
+                raise value
+            return value
+        if template == "fact_dedup":
+            return {"keep": [1]}
+        if template == "fact_support":
+            n = len(variables["statements"].splitlines())
+            verdict = "supported" if variables["url"] == "https://a.example/prices" else "not_supported"
+            return {"judgments": [{"statement": i, "verdict": verdict} for i in range(1, n + 1)]}
+        return None
+
+    return script
+
+
+def run(ctx, **opts):
+    return asyncio.run(Fact(opts).score(ctx))
+
+
+def test_registered_with_options():
+    cls = get("fact")
+    assert cls is Fact and cls.needs_pages
+    assert {o.flag for o in cls.options} >= {"page-budget-tokens", "citation-extractor", "statement-scope",
+                                             "fact-statements-per-call", "extract-chunk-tokens"}
+
+
+def test_outcomes_and_both_accuracy_conventions():
+    ctx = FakeContext(REPORT, FakePages(PAGES), scripted())
+    res = run(ctx)
+    # 5 parsed pairs; URL a's two statements de-duplicate to 1 -> N_u = 4:
+    # a supported, b unsupported, c unreachable (4xx), d refused (SSRF guard).
+    # published: 1 / (1 + 1 + 1 + 1) = 0.25; reachable: 1 / (1 + 1) = 0.5
+    assert res.score == pytest.approx(0.25)
+    assert res.subscores["acc_published"] == pytest.approx(0.25)
+    assert res.subscores["acc_reachable"] == pytest.approx(0.5)
+    assert res.details["counts"] == {"supported": 1, "unsupported": 1, "unreachable": 1, "refused": 1, "failed": 0}
+    assert res.subscores["pairs"] == 4 and res.subscores["pairs_extracted"] == 5
+    assert (res.judged, res.expected, res.status) == (4, 4, "ok")
+    assert res.details["pages"] == {"ok": 2, "unreachable": 1, "refused": 1}
+    assert res.details["extractor"] == "parser"
+    # one dedup call (only URL a has 2 statements), one support call per readable page
+    templates = sorted(t for t, _, _ in ctx.calls)
+    assert templates == ["fact_dedup", "fact_support", "fact_support"]
+    assert sorted(ctx.pages.requested) == sorted(PAGES)
+    a = next(u for u in res.details["urls"] if u["url"] == "https://a.example/prices")
+    assert a["statements"] == 2 and a["kept"] == 1 and a["supported"] == 1
+    assert a["windows"] == ["whole page (52 chars, ~13 tokens)"]
+    # the window used is stored with the verdict (its label)
+    support_labels = [label for t, label, _ in ctx.calls if t == "fact_support"]
+    assert all(" | whole page" in label for label in support_labels)
+
+
+def test_failed_support_call_lowers_coverage_not_accuracy():
+    fail = {("fact_support", "https://b.example/catch"): JudgeFailed("transient", "HTTP 503")}
+    res = run(FakeContext(REPORT, FakePages(PAGES), scripted(fail)))
+    # b's pair has no verdict: published 1 / (1 + 0 + 1 + 1) = 1/3; reachable 1 / 1 = 1.0
+    assert res.score == pytest.approx(1 / 3)
+    assert res.subscores["acc_reachable"] == 1.0
+    assert (res.judged, res.expected, res.status) == (3, 4, "partial")
+    assert any("fact_support https://b.example/catch: transient" in e for e in res.errors)
+
+
+def test_failed_dedup_keeps_every_statement():
+    fail = {("fact_dedup", "https://a.example/prices"): JudgeFailed("undecodable")}
+    res = run(FakeContext(REPORT, FakePages(PAGES), scripted(fail)))
+    # both statements of a are judged (supported): published 2 / 5 = 0.4; reachable 2 / 3
+    assert res.score == pytest.approx(0.4)
+    assert res.subscores["acc_reachable"] == pytest.approx(2 / 3)
+    assert res.status == "partial" and any("all statements kept" in e for e in res.errors)
+
+
+def test_missing_and_out_of_range_judgments_count_as_failed():
+    odd = {("fact_support", "https://a.example/prices"):
+           {"judgments": [{"statement": 7, "verdict": "supported"}]}}
+    res = run(FakeContext(REPORT, FakePages(PAGES), scripted(odd)))
+    assert res.details["counts"]["failed"] == 1 and res.details["counts"]["supported"] == 0
+    assert any("no verdict for 1 statement" in e for e in res.errors)
+
+
+def test_kept_numbers_ignores_invalid_and_never_keeps_nothing():
+    assert kept_numbers([3, 1, 3, 9, 0], 4) == [1, 3]
+    assert kept_numbers([], 3) == [1, 2, 3]
+    assert kept_numbers([5], 3) == [1, 2, 3]
+
+
+def test_statements_per_call_batches_and_long_page_window():
+    paras = [" ".join(["filler"] * 60) + "." for _ in range(300)]
+    paras[200] = "Mackerel prices rose 12% in 2023, the ministry said."
+    page = "\n\n".join(paras)  # ~23,000 tokens
+    report = ("Mackerel prices rose 12% in 2023 [1]. Exports to Norway doubled [1]. "
+              "Canned fish sales fell [1].\n\n[1] https://a.example/prices")
+    ctx = FakeContext(report, FakePages({"https://a.example/prices": page}),
+                      scripted({("fact_dedup", "https://a.example/prices"): {"keep": [1, 2, 3]}}))
+    res = run(ctx, page_budget_tokens=400, fact_statements_per_call=2)
+    supports = [v for t, _, v in ctx.calls if t == "fact_support"]
+    assert len(supports) == 2  # 3 statements, 2 per call
+    first = supports[0]
+    assert estimate_tokens(first["page"]) <= 400 < estimate_tokens(page)
+    assert "Mackerel prices rose 12% in 2023" in first["page"]
+    assert first["window"].startswith("excerpts only: the ") and "[...] marks omitted text" in first["window"]
+    assert res.subscores["pairs"] == 3
+
+
+def test_llm_extraction_when_citations_cannot_be_parsed():
+    report = "Mackerel prices rose 12% in 2023.\n\n## Sources\n- https://a.example/prices\n"
+    assert not parse_citations(report).parseable
+
+    def script(template, variables, label):
+        if template == "fact_extract":
+            assert "https://a.example/prices" in variables["sources"]
+            return {"pairs": [{"statement": "Mackerel prices rose 12% in 2023.", "url": "https://a.example/prices"},
+                              {"statement": "Invented.", "url": "https://invented.example/x"}]}
+        return scripted()(template, variables, label)
+
+    res = run(FakeContext(report, FakePages(PAGES), script))
+    assert res.details["extractor"] == "llm"
+    assert res.details["llm_pairs_dropped"] == 1  # the URL is not in the report
+    assert res.details["counts"]["supported"] == 1 and res.score == 1.0
+
+
+def test_parser_only_mode_never_asks_for_extraction():
+    report = "Mackerel prices rose 12% in 2023.\n\n## Sources\n- https://a.example/prices\n"
+    ctx = FakeContext(report, FakePages(PAGES), scripted())
+    res = run(ctx, citation_extractor="parser")
+    assert ctx.calls == [] and res.score == 0.0 and res.expected == 0
+
+
+def test_report_without_citations_scores_zero_as_published():
+    res = run(FakeContext("Plain prose with no sources at all.", FakePages({}), scripted()))
+    assert res.score == 0.0 and res.status == "ok" and res.expected == 0
+    assert res.subscores["acc_reachable"] is None
+
+
+def test_chunk_report_respects_budget_at_paragraphs():
+    text = "\n\n".join(f"Paragraph {i} " + "word " * 40 for i in range(10))  # ~52 tokens each
+    chunks = chunk_report(text, 120)
+    assert len(chunks) == 5 and all(estimate_tokens(c) <= 120 for c in chunks)
+    assert "\n\n".join(chunks) == text
+
+
+def test_offline_rules_support_and_dedup():
+    support = rules()["fact_support"]
+    page = "In 2020 Japan landed 376,600 tons of chub mackerel, officials said."
+    got = support({"page": page, "statements": "[1] Japan landed 376,600 tons in 2020\n"
+                                                  "[2] Japan landed 300,000 tons in 2020\n"
+                                                  "[3] Korea banned imports"}, {})
+    # 1: all terms and numbers present; 2: the number differs; 3: no overlap
+    assert [j["verdict"] for j in got["judgments"]] == ["supported", "not_supported", "not_supported"]
+    dedup = rules()["fact_dedup"]({"statements": "[1] Prices rose 12% in 2023\n[2] prices rose 12% in 2023.\n"
+                                                 "[3] Exports doubled"}, {})
+    assert dedup == {"keep": [1, 3]}
+
+
+def real_reports(n):
+    lines = (DATA / "drb" / "reports.claude-3-7-sonnet.jsonl").read_bytes().splitlines()
+    return [orjson.loads(line) for line in lines[:n]]
+
+
+def test_offline_judge_on_real_reports_with_pages_quoting_the_statements():
+    # Each URL's page is built from the statements that cite it, so the offline judge
+    # must find every (de-duplicated) pair supported: accuracy 1.0 under both conventions.
+    for row in real_reports(3) + real_reports(70)[60:62]:
+        parse = parse_citations(row["article"])
+        pages: dict[str, str] = {}
+        for p in parse.pairs:
+            pages[p.url] = pages.get(p.url, "Header.") + "\n\n" + p.statement
+        res = run(FakeContext(row["article"], FakePages(pages), prompt=row["prompt"]))
+        assert res.score == 1.0 and res.subscores["acc_reachable"] == 1.0, row["id"]
+        assert res.subscores["pairs"] <= res.subscores["pairs_extracted"] == len(parse.pairs)
+        assert res.status == "ok"
+
+
+def test_no_page_source_makes_every_pair_unreachable():
+    row = real_reports(1)[0]
+    res = run(FakeContext(row["article"], None))
+    assert res.score == 0.0 and res.subscores["acc_reachable"] is None
+    assert res.details["counts"]["unreachable"] == res.expected > 0
+
+
+def test_dry_run_with_placeholder_pages_plans_every_call():
+    # Dry runs answer with the offline judge and placeholder pages: every URL is read and
+    # judged, so calls = dedup calls (URLs with >= 2 statements) + one support call per
+    # URL per 20 kept statements.
+    row = real_reports(61)[60]
+    ctx = FakeContext(row["article"], PlaceholderPages())
+    res = run(ctx)
+    by_url: dict[str, set[str]] = {}
+    for p in parse_citations(row["article"]).pairs:
+        by_url.setdefault(p.url, set()).add(p.statement)
+    dedups = sum(1 for s in by_url.values() if len(s) >= 2)
+    kept = {u["url"]: u["kept"] for u in res.details["urls"]}
+    supports = sum(math.ceil(k / 20) for k in kept.values())
+    assert [t for t, _, _ in ctx.calls].count("fact_dedup") == dedups
+    assert [t for t, _, _ in ctx.calls].count("fact_support") == supports
+    assert res.details["pages"]["ok"] == len(by_url) == len(ctx.pages.urls)
+
+
+def test_fact_suite_means():
+    rows = [
+        ScoreRow(task_id="1", agent="x", method="fact", score=0.5,
+                 subscores={"acc_published": 0.5, "acc_reachable": 0.8, "supported": 4, "pairs": 8,
+                            "unreachable": 3, "refused": 0}),
+        {"task_id": "2", "agent": "x", "method": "fact", "score": 1.0, "status": "ok",
+         "subscores": {"acc_published": 1.0, "acc_reachable": None, "supported": 2, "pairs": 2,
+                       "unreachable": 0, "refused": 1}},
+        ScoreRow(task_id="3", agent="x", method="fact", score=None, status="failed"),
+        ScoreRow(task_id="1", agent="x", method="race", score=0.1),
+    ]
+    suite = fact_suite(rows)
+    # C.Acc = (0.5 + 1.0) / 2; reachable only from row 1; E.Cit = (4 + 2) / 2
+    assert suite["c_acc"] == pytest.approx(0.75)
+    assert suite["c_acc_reachable"] == pytest.approx(0.8)
+    assert suite["e_cit"] == pytest.approx(3.0)
+    assert suite["pairs_per_report"] == pytest.approx(5.0)
+    assert suite["unreachable_per_report"] == pytest.approx(1.5)
+    assert suite["refused_per_report"] == pytest.approx(0.5)
+    assert (suite["reports"], suite["failed_reports"]) == (2, 1)
+    assert set(fact_suite_by_agent(rows)) == {"x"}
+
+
+# --------------------------------------------------------------------------- end to end
+
+E2E_FILLER = ("Fisheries agencies publish landing statistics every spring, and market reports follow "
+              "within weeks. Analysts compare the figures with earlier seasons and with neighbouring "
+              "fleets before drawing conclusions about the stock.")
+
+
+def _html(title: str, *paragraphs: str) -> bytes:
+    body = "".join(f"<p>{p}</p>" for p in (*paragraphs, E2E_FILLER, E2E_FILLER))
+    return (f"<!doctype html><html><head><title>{title}</title></head><body><article><h1>{title}</h1>"
+            f"{body}</article></body></html>").encode()
+
+
+E2E_PAGES = {
+    "/p/prices": _html("Tokyo fish market", "Chub mackerel prices in Tokyo rose 12% in 2023 as landings fell."),
+    "/p/catch": _html("Catch report", "Japan landed 300,000 tons of chub mackerel in 2020, officials said."),
+}
+
+
+async def test_end_to_end_offline_and_mock_judge_with_local_pages(tmp_path):
+    from aiohttp import web
+
+    from drscore.api import JudgeConfig, Run, RunConfig
+    from drscore.judge.mock.server import MockConfig, MockServerProcess
+
+    hits: dict[str, int] = {}
+
+    async def page(request):
+        hits[request.path] = hits.get(request.path, 0) + 1
+        body = E2E_PAGES.get(request.path)
+        if body is None:
+            raise web.HTTPNotFound()
+        return web.Response(body=body, content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", page)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    base = f"http://127.0.0.1:{port}"
+    report = (
+        "Chub mackerel prices in Tokyo rose 12% in 2023 [1]. Japan landed 376,600 tons of chub mackerel "
+        "in 2020 [2]. The species spawns in the East China Sea [3]. Catch data are shared through the NPFC [4]."
+        f"\n\nReferences\n[1] {base}/p/prices - Prices\n[2] {base}/p/catch - Catch\n[3] {base}/missing - Gone\n"
+        "[4] http://169.254.169.254/latest/meta-data - Metadata\n")
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_bytes(orjson.dumps({"task_id": "m1", "prompt": "How have chub mackerel prices and catches "
+                                    "changed in Japan?"}) + b"\n")
+    reports = tmp_path / "reports.jsonl"
+    reports.write_bytes(orjson.dumps({"task_id": "m1", "agent": "bot", "report": report}) + b"\n")
+
+    async def score(judge: JudgeConfig, out: str) -> dict[str, ScoreRow]:
+        cfg = RunConfig(methods=["fact", "factuality", "kae"], reports=[str(reports)], tasks=str(tasks),
+                        out=str(tmp_path / out), judge=judge, allow_private_fetch=True)
+        async with Run(cfg) as run:
+            return {row.method: row async for row in run.rows()}
+
+    cache = str(tmp_path / "cache")
+    try:
+        # Offline judge: deterministic verdicts, so exact numbers.
+        rows = await score(JudgeConfig(cache_dir=cache), "offline")
+        fact = rows["fact"]
+        # prices supported, catch unsupported (376,600 vs 300,000), 404 unreachable,
+        # metadata address refused: published 1/4, reachable 1/2
+        assert fact.judge == "offline"
+        assert fact.details["counts"] == {"supported": 1, "unsupported": 1, "unreachable": 1, "refused": 1,
+                                          "failed": 0}
+        assert fact.score == pytest.approx(0.25) and fact.subscores["acc_reachable"] == pytest.approx(0.5)
+        assert {u["url"].rsplit("/", 1)[-1]: u["page"] for u in fact.details["urls"]} == {
+            "prices": "ok", "catch": "ok", "missing": "http_4xx", "meta-data": "ssrf_refused"}
+        # factuality: prices 1, catch 0 (terms match, figure differs) -> (1 + 0) / 2
+        assert rows["factuality"].score == pytest.approx(0.5)
+        assert rows["factuality"].subscores["strong_support_rate"] == pytest.approx(0.5)
+        assert rows["kae"].details["pages"] == {"ok": 2, "unreachable": 1, "refused": 1}
+        assert rows["kae"].score is not None
+        # three methods, one fetch per page
+        assert hits == {"/p/prices": 1, "/p/catch": 1, "/missing": 1}
+
+        # Mock judge over HTTP: schema-valid random verdicts; pages come from the store.
+        with MockServerProcess(MockConfig(seed=3)) as mock:
+            judge = JudgeConfig(url=mock.url, model="mock", cache_dir=cache)
+            rows = await score(judge, "mock")
+            sent = mock.stats()["ok"]
+            assert sent == sum(r.calls for r in rows.values()) > 0
+            assert rows["fact"].details["pages"] == {"ok": 2, "unreachable": 1, "refused": 1}
+            assert rows["fact"].judge == "mock"
+            verdicts = [orjson.loads(x) for x in (tmp_path / "mock" / "verdicts.jsonl").read_bytes().splitlines()]
+            support = [v for v in verdicts if v["template"] == "fact_support"]
+            assert len(support) == 2 and all(" | whole page (" in v["label"] for v in support)
+            # a warm re-run pays nothing and gives the same rows
+            again = await score(judge, "mock2")
+            assert mock.stats()["ok"] == sent
+            assert {m: (r.score, r.subscores) for m, r in again.items()} == \
+                {m: (r.score, r.subscores) for m, r in rows.items()}
+        assert hits == {"/p/prices": 1, "/p/catch": 1, "/missing": 1}
+    finally:
+        await runner.cleanup()
+
+
+def test_offline_extraction_rule():
+    extract = rules()["fact_extract"]
+    # markers resolved through the URL lines that travel with every chunk
+    got = extract({"chunk": "1 of 2", "report": "Prices rose 12% in 2023 [1].",
+                   "sources": "[1] https://a.example/prices - Prices"}, {})
+    assert got == {"pairs": [{"statement": "Prices rose 12% in 2023.", "url": "https://a.example/prices"}]}
+    # no markers: sentences naming a cited site's host
+    got = extract({"chunk": "1 of 1", "report": "Figures from fao.org show a decline. Nothing else here.",
+                   "sources": "- https://www.fao.org/fishery/stats"}, {})
+    assert got == {"pairs": [{"statement": "Figures from fao.org show a decline.",
+                              "url": "https://www.fao.org/fishery/stats"}]}
+
+
+async def test_no_readable_page_is_scored_by_convention_but_flagged_partial():
+    """Every cited page unreachable: acc_published is 0 by the published convention,
+    acc_reachable is undefined, and the row says why instead of looking healthy."""
+    from drscore.engine.methods.fact import Fact
+
+    class DeadPages:
+        async def get(self, url):
+            return PageResult(url=url, normalized_url=url, status="dns", detail="no such host")
+
+    class Ctx:
+        task = Task(task_id="t", prompt="q")
+        report = Report(task_id="t", agent="a", report=(
+            "Solar output rose 20% in 2023 [1]. Wind grew too [2].\n\n"
+            "## References\n[1] https://a.example/x\n[2] https://b.example/y\n"))
+        method, options, seed, pages = "fact", {}, 0, DeadPages()
+
+        async def ask(self, *a, **k):
+            raise AssertionError("nothing readable: the judge must not be asked")
+
+        def rng(self, *salt):
+            return random.Random(0)
+
+        async def offload(self, fn, *args):
+            return fn(*args)
+
+    result = await Fact().score(Ctx())
+    assert result.score == 0.0 and result.subscores["acc_reachable"] is None
+    assert result.subscores["unreachable"] == 2 and result.status == "partial"
+    assert "none of the 2 cited pages could be read" in result.errors[-1]

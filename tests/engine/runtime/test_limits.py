@@ -1,0 +1,167 @@
+"""Client-side limits: bucket arithmetic by hand, AIMD concurrency, and behaviour against
+the mock judge's real 429 + Retry-After answers."""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Annotated
+
+import aiohttp
+import msgspec
+import pytest
+
+from drscore.engine.runtime.judging import RateLimitInfo
+from drscore.engine.runtime.limits import AdaptiveConcurrency, RateLimiter, TokenBucket
+from drscore.engine.runtime.pool import JudgePool
+from drscore.engine.runtime.pricing import PriceTable
+from drscore.judge.http import HttpBackend
+from drscore.judge.mock.server import MockConfig, start
+from drscore.judge.ratelimit_headers import parse_duration, parse_rate_limit_headers
+
+
+def test_token_bucket_arithmetic_by_hand():
+    b = TokenBucket(per_minute=60, burst_s=2.0)  # 1 token/s, capacity 2
+    t = b._t
+    assert b.capacity == 2 and b.wait_time(2, t) == 0.0
+    b.take(2, t)  # level 0
+    assert b.wait_time(1, t) == pytest.approx(1.0)
+    assert b.wait_time(1, t + 0.25) == pytest.approx(0.75)  # refilled 0.25
+    b.take(1, t + 0.5)  # level 0.5 - 1 = -0.5 (debt)
+    assert b.wait_time(1, t + 0.5) == pytest.approx(1.5)
+    b.adjust(-2, t + 0.5)  # refund 2 (usage lower than estimated) -> 1.5
+    assert b.level == pytest.approx(1.5)
+    assert b.wait_time(5, t + 0.5) == pytest.approx(0.5)  # larger than capacity: waits for a full bucket
+    b.clamp(0.25, t + 0.5)
+    assert b.level == pytest.approx(0.25)
+
+
+async def test_queue_is_fifo_and_estimates_are_taken_at_the_head():
+    lim = RateLimiter(tpm=6000, concurrency=8, burst_s=1.0, safety=1.0)  # 100 tokens/s, capacity 100
+    order, seen = [], []
+    current = {"estimate": 100}
+
+    async def caller(i):
+        def est():
+            seen.append((i, current["estimate"]))
+            return current["estimate"]
+        p = await lim.acquire(est)
+        order.append(i)
+        current["estimate"] = 10  # what was learned from the first answer
+        await p.done()
+
+    await asyncio.gather(*(caller(i) for i in range(4)))
+    assert order == [0, 1, 2, 3]
+    # caller 0 took the full bucket; the others were estimated only when they reached the
+    # head, after the estimate had dropped, so they pay 10 tokens each, not 100.
+    assert [e for i, e in seen if i == 0][0] == 100 and all(e == 10 for i, e in seen if i > 0)
+
+
+async def test_aimd_cuts_once_per_episode_and_recovers():
+    c = AdaptiveConcurrency(maximum=8, cooldown_s=0.05)
+    c.on_rate_limited()
+    c.on_rate_limited()  # same episode: no second cut
+    assert c.limit == 4 and c.cuts == 1
+    c.on_success()  # still cooling down: no growth
+    assert c.limit == 4
+    await asyncio.sleep(0.06)
+    for _ in range(40):
+        c.on_success()
+    assert c.limit == 8  # additive increase back to the maximum, never beyond
+
+
+def test_rate_limit_headers_are_parsed():
+    info = parse_rate_limit_headers({"Retry-After": "2", "retry-after-ms": "1250",
+                                     "x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "6m0s"})
+    assert info.retry_after_s == 1.25  # the millisecond header wins
+    assert info.remaining_tokens == 0 and info.reset_tokens_s == 360
+    assert parse_duration("1m30.5s") == 90.5 and parse_duration("250ms") == 0.25
+    assert parse_rate_limit_headers({"Retry-After": "3"}).retry_after_s == 3
+
+
+async def test_429_pauses_everyone_for_retry_after():
+    lim = RateLimiter(concurrency=4)
+    p = await lim.acquire(10)
+    delay = await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.2))
+    assert delay == 0.2 and lim.rate_limited == 1 and lim.concurrency.limit == 2
+    t0 = time.monotonic()
+    p2 = await lim.acquire(10)
+    assert time.monotonic() - t0 >= 0.18  # nobody goes before the server's delay
+    await p2.done()
+
+
+class V(msgspec.Struct, forbid_unknown_fields=True):
+    score: Annotated[int, msgspec.Meta(ge=0, le=4)]
+
+
+@pytest.fixture
+def tiny_prompt(monkeypatch):
+    from drscore import prompts
+
+    tpl = prompts.parse("t", "---\nmax_tokens: 20\nexpected_output_tokens: 5\n---\n## user\nItem ${i}")
+    monkeypatch.setattr(prompts, "load", lambda name: tpl)
+
+
+async def _ask_all(url: str, limiter: RateLimiter, n: int, tag: str = "") -> JudgePool:
+    pool = JudgePool(HttpBackend(url, "mock"), cache=None, limiter=limiter, prices=PriceTable())
+    try:
+        results = await asyncio.gather(*(pool.ask("t", V, {"i": f"{tag}{i}"}) for i in range(n)))
+    finally:
+        await pool.backend.close()
+    assert len(results) == n and all(isinstance(r.value, V) for r in results)
+    return pool
+
+
+async def test_quota_shared_with_another_job_429s_are_honoured_and_nothing_is_lost(tiny_prompt):
+    # Two independent clients (two jobs on one API key) each learn the server's 120 rpm,
+    # so together they overrun it: the server answers 429 with Retry-After, and both must
+    # back off, cut concurrency and still get every item answered exactly once.
+    runner, port = await start(MockConfig(rpm=120, burst=1.0))
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        limiters = [RateLimiter(concurrency=8, cooldown_s=0.3) for _ in range(2)]
+        pools = await asyncio.gather(*(_ask_all(url, lim, 6, tag=f'job{j}-') for j, lim in enumerate(limiters)))
+        async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{port}/stats") as r:
+            stats = await r.json()
+    finally:
+        await runner.cleanup()
+    assert stats["ok"] == 12 and stats["duplicate_ok"] == 0  # every item answered exactly once
+    assert stats["rate_limited"] >= 1
+    assert sum(p.stats.rate_limited for p in pools) == stats["rate_limited"]
+    assert sum(lim.concurrency.cuts for lim in limiters) >= 1
+    assert all(p.stats.failures == 0 for p in pools)
+
+
+async def test_client_limits_matching_the_server_avoid_429s(tiny_prompt):
+    runner, port = await start(MockConfig(rpm=600, burst=1.0))  # 10/s, capacity 10
+    try:
+        lim = RateLimiter(rpm=600, concurrency=16)
+        await _ask_all(f"http://127.0.0.1:{port}/v1", lim, 30)
+        async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{port}/stats") as r:
+            stats = await r.json()
+    finally:
+        await runner.cleanup()
+    assert stats["ok"] == 30
+    assert stats["rate_limited"] <= 1  # pacing, not 429s, keeps us under the quota
+
+
+async def test_limits_announced_by_the_server_are_adopted(tiny_prompt):
+    # No --rpm given: after the first answer the client paces itself by the server's
+    # x-ratelimit-limit-requests instead of discovering the quota through 429s.
+    runner, port = await start(MockConfig(rpm=240, burst=1.0))  # 4/s, capacity 4
+    try:
+        lim = RateLimiter(concurrency=8)
+        assert lim.concurrency.limit == 1  # quota unknown: probe with one call first
+        await _ask_all(f"http://127.0.0.1:{port}/v1", lim, 12)
+        async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{port}/stats") as r:
+            stats = await r.json()
+    finally:
+        await runner.cleanup()
+    assert lim.rpm == 240 and lim.requests is not None
+    assert lim.concurrency.limit == 8  # full concurrency once the limits were known
+    assert stats["ok"] == 12 and stats["rate_limited"] <= 1
+
+
+def test_configured_limits_tighter_than_the_servers_are_kept():
+    lim = RateLimiter(rpm=60, tpm=1000)
+    lim.observe(RateLimitInfo(limit_requests=600, limit_tokens=500))
+    assert lim.rpm == 60 and lim.tpm == 500  # the tighter of ours and the server's

@@ -1,0 +1,215 @@
+"""The judge pool: cache keys, prompt-edit invalidation, in-flight de-duplication,
+decoding with re-ask, budget cap and dry-run planning."""
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import msgspec
+import pytest
+
+from drscore import prompts
+from drscore.engine.runtime.cache import JudgeCache, request_key
+from drscore.engine.runtime.judging import ChatRequest, ChatResponse, FatalError, JudgeFailed, TransientError
+from drscore.engine.runtime.limits import RateLimiter
+from drscore.engine.runtime.pool import JudgePool
+from drscore.engine.runtime.pricing import Price, PriceTable
+
+
+class Verdict(msgspec.Struct, forbid_unknown_fields=True):
+    score: Annotated[int, msgspec.Meta(ge=0, le=4)]
+    reason: str
+
+
+TEMPLATES = {
+    "alpha": "---\nmax_tokens: 50\nexpected_output_tokens: 10\n---\n## system\nJudge.\n## user\nRate: ${text}",
+    "beta": "---\nmax_tokens: 50\nexpected_output_tokens: 10\n---\n## system\nOther judge.\n## user\nScore: ${text}",
+}
+
+
+@pytest.fixture
+def templates(monkeypatch):
+    current = dict(TEMPLATES)
+    monkeypatch.setattr(prompts, "load", lambda name: prompts.parse(name, current[name]))
+    return current
+
+
+class FakeBackend:
+    """Answers in order from ``answers`` (cycling the last); counts calls; optional delay."""
+
+    name = "http"
+    cacheable = True
+
+    def __init__(self, answers=None, delay=0.0, model="m1", base_url="http://judge.test/v1"):
+        self.answers = list(answers or ['{"score": 3, "reason": "ok"}'])
+        self.delay, self.model, self.base_url = delay, model, base_url
+        self.requests: list[ChatRequest] = []
+
+    def identity(self):
+        return {"base_url": self.base_url, "model": self.model}
+
+    async def complete(self, request):
+        self.requests.append(request)
+        await asyncio.sleep(self.delay)
+        answer = self.answers[min(len(self.requests) - 1, len(self.answers) - 1)]
+        if isinstance(answer, Exception):
+            raise answer
+        return ChatResponse(text=answer, input_tokens=100, output_tokens=20), None
+
+    async def close(self):
+        pass
+
+
+async def _pool(tmp_path, backend, **kw):
+    cache = await JudgeCache.open(tmp_path / "judge.sqlite")
+    prices = PriceTable({"m1": Price(1.0, 2.0)})
+    pool = JudgePool(backend, cache=cache, limiter=RateLimiter(concurrency=8), prices=prices,
+                     backoff_base_s=0.001, **kw)
+    return pool, cache
+
+
+def test_key_is_stable_and_covers_every_component():
+    base = {"backend": "http", "base_url": "u", "model": "m1", "messages": [["user", "x"]], "temperature": 0.0,
+            "max_tokens": 10, "schema": {"type": "object"}, "template_hash": "h", "sample": 0}
+    k = request_key(base)
+    assert k == request_key(dict(reversed(list(base.items()))))  # order of components is irrelevant
+    for field, other in [("model", "m2"), ("base_url", "v"), ("temperature", 0.7), ("max_tokens", 11),
+                         ("schema", {"type": "array"}), ("template_hash", "h2"), ("sample", 1),
+                         ("messages", [["user", "y"]])]:
+        assert request_key({**base, field: other}) != k, field
+
+
+async def test_cache_hit_on_second_ask_and_cost_accounting(tmp_path, templates):
+    backend = FakeBackend()
+    pool, cache = await _pool(tmp_path, backend)
+    first = await pool.ask("alpha", Verdict, {"text": "r1"})
+    second = await pool.ask("alpha", Verdict, {"text": "r1"})
+    await cache.close()
+    assert first.value == Verdict(3, "ok") and first.source == "network" and second.source == "cache"
+    assert len(backend.requests) == 1
+    # 100 input tokens at $1/M + 20 output tokens at $2/M = 0.0001 + 0.00004
+    assert first.cost_usd == pytest.approx(0.00014) and second.cost_usd == 0.0
+    assert pool.stats.calls == 1 and pool.stats.cache_hits == 1
+
+
+async def test_editing_one_prompt_reasks_only_its_calls(tmp_path, templates):
+    backend = FakeBackend()
+    pool, cache = await _pool(tmp_path, backend)
+    for text in ("r1", "r2"):
+        await pool.ask("alpha", Verdict, {"text": text})
+        await pool.ask("beta", Verdict, {"text": text})
+    assert len(backend.requests) == 4
+    templates["beta"] = templates["beta"].replace("Other judge.", "Other judge, edited.")
+    for text in ("r1", "r2"):
+        assert (await pool.ask("alpha", Verdict, {"text": text})).source == "cache"
+        assert (await pool.ask("beta", Verdict, {"text": text})).source == "network"
+    await cache.close()
+    assert [r.template for r in backend.requests[4:]] == ["beta", "beta"]
+
+
+async def test_identical_requests_in_flight_share_one_call(tmp_path, templates):
+    backend = FakeBackend(delay=0.05)
+    pool, cache = await _pool(tmp_path, backend)
+    results = await asyncio.gather(*(pool.ask("alpha", Verdict, {"text": "same"}) for _ in range(10)))
+    await cache.close()
+    assert len(backend.requests) == 1
+    assert sorted(r.source for r in results) == ["network"] + ["shared"] * 9
+    assert pool.stats.shared == 9
+
+
+async def test_samples_of_one_step_are_not_collapsed(tmp_path, templates):
+    backend = FakeBackend()
+    pool, cache = await _pool(tmp_path, backend)
+    await asyncio.gather(*(pool.ask("alpha", Verdict, {"text": "t"}, sample=i) for i in range(3)))
+    await cache.close()
+    assert sorted(r.sample for r in backend.requests) == [0, 1, 2]
+
+
+async def test_tolerant_decoding_then_bounded_reask(tmp_path, templates):
+    fenced = 'Sure! Here it is:\n```json\n{"score": 2, "reason": "fenced"}\n```'
+    backend = FakeBackend([fenced])
+    pool, cache = await _pool(tmp_path, backend)
+    assert (await pool.ask("alpha", Verdict, {"text": "a"})).value.reason == "fenced"
+    # broken twice, then valid: re-asked with the bad answer and a correction appended
+    backend2 = FakeBackend(['{"score": 2, "rea', '{"score": 9, "reason": "out of range"}',
+                            '{"score": 1, "reason": "third time"}'])
+    pool.backend = backend2
+    got = await pool.ask("alpha", Verdict, {"text": "b"})
+    assert got.value.reason == "third time" and pool.stats.reasks == 2
+    assert [m.role for m in backend2.requests[1].messages][-2:] == ["assistant", "user"]
+    # the final answer is cached under the original request's key
+    assert (await pool.ask("alpha", Verdict, {"text": "b"})).source == "cache"
+    # never decodable: fails with a reason after max_reasks, does not raise anything else
+    pool.backend = FakeBackend(["not json at all"])
+    with pytest.raises(JudgeFailed) as err:
+        await pool.ask("alpha", Verdict, {"text": "c"})
+    await cache.close()
+    assert err.value.reason == "undecodable" and len(pool.backend.requests) == 3  # 1 + 2 re-asks
+
+
+async def test_transient_errors_retry_fatal_do_not(tmp_path, templates):
+    backend = FakeBackend([TransientError("503"), TransientError("timeout"), '{"score": 4, "reason": "r"}'])
+    pool, cache = await _pool(tmp_path, backend)
+    assert (await pool.ask("alpha", Verdict, {"text": "a"})).value.score == 4
+    assert pool.stats.retries == 2
+    pool.backend = FakeBackend([FatalError("HTTP 401")])
+    with pytest.raises(JudgeFailed) as err:
+        await pool.ask("alpha", Verdict, {"text": "b"})
+    await cache.close()
+    assert err.value.reason == "fatal" and len(pool.backend.requests) == 1
+
+
+async def test_budget_cap_stops_new_calls(tmp_path, templates):
+    backend = FakeBackend()
+    pool, cache = await _pool(tmp_path, backend, max_cost_usd=0.0003)
+    outcomes = []
+    for i in range(5):  # each call costs 0.00014 (see above): the third would pass the cap
+        try:
+            await pool.ask("alpha", Verdict, {"text": f"r{i}"})
+            outcomes.append("ok")
+        except JudgeFailed as e:
+            outcomes.append(e.reason)
+    await cache.close()
+    assert outcomes == ["ok", "ok", "budget", "budget", "budget"]
+    assert pool.budget_exhausted and len(backend.requests) == 2
+
+
+async def test_dry_run_plans_misses_and_counts_hits_without_calling(tmp_path, templates):
+    backend = FakeBackend()
+    pool, cache = await _pool(tmp_path, backend)
+    await pool.ask("alpha", Verdict, {"text": "cached"})
+    planner = FakeBackend(['{"score": 0, "reason": "synthetic"}'])
+    dry = JudgePool(backend, cache=cache, limiter=RateLimiter(), prices=PriceTable({"m1": Price(1.0, 2.0)}),
+                    dry_run_with=planner)
+    assert (await dry.ask("alpha", Verdict, {"text": "cached"})).source == "cache"
+    planned = await dry.ask("alpha", Verdict, {"text": "new"})
+    again = await dry.ask("alpha", Verdict, {"text": "new"})
+    await cache.close()
+    assert planned.source == "dry" and len(backend.requests) == 1
+    assert dry.stats.planned_calls == 1 and dry.stats.cache_hits == 1
+    assert dry.stats.planned_output_tokens == 10  # expected_output_tokens of the template
+    assert dry.stats.planned_cost_usd == pytest.approx(
+        (dry.stats.planned_input_tokens * 1.0 + 10 * 2.0) / 1e6)
+    # the same step asked again (e.g. a task-level step from a second agent) is planned once
+    assert again.source == "shared" and dry.stats.planned_calls == 1
+
+
+async def test_cache_export_import_round_trip(tmp_path, templates):
+    pool, cache = await _pool(tmp_path, FakeBackend())
+    await pool.ask("alpha", Verdict, {"text": "x"})
+    assert await cache.export(tmp_path / "c.jsonl.gz") == 1
+    await cache.close()
+    other = await JudgeCache.open(tmp_path / "other.sqlite")
+    assert await other.import_(tmp_path / "c.jsonl.gz") == 1
+    stats = await other.stats()
+    await other.close()
+    assert stats["entries"] == 1 and stats["by_template"][0]["template"] == "alpha"
+
+
+async def test_uncached_backend_answers_a_repeated_request_once_per_run(templates):
+    backend = FakeBackend()
+    backend.cacheable = False  # like the offline judge
+    pool = JudgePool(backend, cache=None, limiter=RateLimiter(), prices=PriceTable())
+    first = await pool.ask("alpha", Verdict, {"text": "task-level step"})
+    second = await pool.ask("alpha", Verdict, {"text": "task-level step"})
+    assert (first.source, second.source) == ("network", "shared") and len(backend.requests) == 1
