@@ -16,7 +16,7 @@ import msgspec
 import drscore.engine.methods as method_registry
 from drscore.engine.runtime.cache import JudgeCache
 from drscore.engine.runtime.evidence import PageSource, PlaceholderPages
-from drscore.engine.runtime.io import iter_reports, load_tasks, tasks_from_reports
+from drscore.engine.runtime.io import in_shard, iter_reports, load_tasks, shard_of, tasks_from_reports
 from drscore.engine.runtime.judging import Backend
 from drscore.engine.runtime.limits import RateLimiter
 from drscore.engine.runtime.meter import Meter
@@ -52,6 +52,9 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     price_as: str | None = None  # price a dry run / offline run as this model
     max_cost: float | None = None
     max_retries: int = 5
+    # Team scale: processes on this Redis share the endpoint's quota, a cache tier and their
+    # calls in flight (needs the 'team' extra). None: this process is alone (the default).
+    redis: str | None = None
 
 
 class RunConfig(msgspec.Struct, kw_only=True):
@@ -69,6 +72,7 @@ class RunConfig(msgspec.Struct, kw_only=True):
     offline_pages: bool = False
     fetch_concurrency: int = 32
     max_in_flight: int = 0  # 0 = auto (4 x judge concurrency, at least 32)
+    shard: str | None = None  # "K/N": score only the K-th of N deterministic parts of the reports
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
@@ -114,21 +118,44 @@ def make_backend(jc: JudgeConfig) -> Backend:
 
 
 async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePool, JudgeCache | None]:
+    """The judge pool a config describes, and its cache (close both with :func:`close_pool`)."""
     backend = make_backend(jc)
     cache = None
+    team = None
+    if jc.redis and getattr(backend, "cacheable", True):
+        from drscore.engine.runtime.team import open_team
+
+        team = await open_team(jc.redis, base_url=jc.url or "", model=jc.model or "",
+                               api_key=os.environ.get(jc.api_key_env) or None)
     if not jc.no_cache and getattr(backend, "cacheable", True):
         cache = await JudgeCache.open(Path(jc.cache_dir or default_cache_dir()) / "judge.sqlite")
+        if team is not None:
+            cache = team.wrap_cache(cache)
     dry_backend = None
     if dry_run:
         from drscore.judge.offline.backend import OfflineBackend
 
         dry_backend = OfflineBackend()
+    limiter = RateLimiter(jc.rpm, jc.tpm, jc.concurrency, burst_s=jc.burst_s)
+    if team is not None:
+        limiter.use_shared(team.quota)
     pool = JudgePool(
-        backend, cache=cache, prices=PriceTable.load(jc.prices), json_mode=jc.json_mode,
-        limiter=RateLimiter(jc.rpm, jc.tpm, jc.concurrency, burst_s=jc.burst_s),
+        backend, cache=cache, prices=PriceTable.load(jc.prices), json_mode=jc.json_mode, limiter=limiter,
         max_retries=jc.max_retries, max_cost_usd=jc.max_cost, dry_run_with=dry_backend, price_model=jc.price_as,
+        claims=team.claims if team is not None else None,
     )
+    pool.team = team
     return pool, cache
+
+
+async def close_pool(pool: JudgePool, cache: JudgeCache | None) -> None:
+    """Close what :func:`open_pool` opened: the backend, the cache, the team link."""
+    await pool.backend.close()
+    if cache is not None:
+        await cache.close()
+    team = getattr(pool, "team", None)
+    if team is not None:
+        await team.close()
 
 
 class JudgeSession:
@@ -184,9 +211,7 @@ async def judge_session(config: JudgeConfig | None = None, *, verdicts: str | Pa
         yield session
     finally:
         session.close()
-        await pool.backend.close()
-        if cache is not None:
-            await cache.close()
+        await close_pool(pool, cache)
 
 
 class Run:
@@ -221,10 +246,9 @@ class Run:
                     self.tasks.setdefault(tid, task)
             if not self.tasks:
                 raise ValueError("no --tasks file given and the reports carry no prompt/topic to build tasks from")
+        shard_of(cfg.shard)  # a bad --shard fails before anything is opened
         pool, cache = await open_pool(cfg.judge, dry_run=cfg.dry_run)
-        self._stack.push_async_callback(pool.backend.close)
-        if cache is not None:
-            self._stack.push_async_callback(cache.close)
+        self._stack.push_async_callback(close_pool, pool, cache)
         self.pages = await self._open_pages(instances)
         executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="drscore-cpu")
         self._stack.callback(executor.shutdown, wait=False)
@@ -253,15 +277,23 @@ class Run:
     def public_config(self) -> dict[str, Any]:
         """The run's configuration as written to config.json (never a secret)."""
         cfg = msgspec.to_builtins(self.config)
+        if cfg["judge"].get("redis"):
+            from drscore.engine.runtime.team.link import redact_url
+
+            cfg["judge"]["redis"] = redact_url(cfg["judge"]["redis"])
         cfg["judge"]["api_key_present"] = bool(os.environ.get(self.config.judge.api_key_env))
         cfg["drscore_version"] = version()
         return cfg
 
     def _reports(self) -> Iterator[Report]:
         cfg = self.config
-        return itertools.chain.from_iterable(
+        reports = itertools.chain.from_iterable(
             iter_reports(p, fmt=cfg.format, agent=cfg.agent, tasks=self.tasks, errors=self.input_errors)
             for p in cfg.reports)
+        shard = shard_of(cfg.shard)
+        if shard is None:
+            return reports
+        return (r for r in reports if in_shard(r, *shard))  # every shard reports every bad line
 
     async def rows(self) -> AsyncIterator[ScoreRow]:
         """Score everything; yields each row as soon as it is done."""
@@ -269,6 +301,11 @@ class Run:
         async for row in self.runner.run(self._reports()):
             yield row
         self.summary = self.runner.summary(self.input_errors, dry_run=self.config.dry_run)
+        if self.config.shard:
+            self.summary["shard"] = self.config.shard
+        team = getattr(self.runner.pool, "team", None)
+        if team is not None:
+            self.summary["team"] = team.stats()
         if self.pages is not None and hasattr(self.pages, "stats"):
             self.summary["pages"] = self.pages.stats()
         elif isinstance(self.pages, PlaceholderPages):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 from collections.abc import AsyncIterator
 
 from drscore.api import JudgeConfig, JudgeSession, judge_session, run_async
@@ -36,6 +37,10 @@ def add_judge_args(p: argparse.ArgumentParser) -> None:
     c.add_argument("--prices", metavar="FILE", help='JSON price table {"model": {"input": $/Mtok, "output": $/Mtok}}')
     c.add_argument("--price-as", metavar="MODEL", help="price calls as this model (e.g. for a dry run offline)")
     c.add_argument("--max-cost", type=float, metavar="USD", help="stop scheduling new calls past this spend")
+    t = p.add_argument_group("team (several processes or machines on one quota)")
+    t.add_argument("--redis", metavar="URL", default=os.environ.get("DRSCORE_REDIS") or None,
+                   help="share the endpoint's quota, a cache tier and calls in flight with every process using "
+                        "this Redis, e.g. redis://127.0.0.1:6379/0 (default: $DRSCORE_REDIS; needs drscore[team])")
 
 
 def judge_config_from_args(args: argparse.Namespace) -> JudgeConfig:
@@ -44,7 +49,8 @@ def judge_config_from_args(args: argparse.Namespace) -> JudgeConfig:
         api_key_header=args.api_key_header,
         json_mode=not args.no_json_schema, timeout_s=args.timeout, rpm=args.rpm, tpm=args.tpm,
         concurrency=args.concurrency, burst_s=args.burst, cache_dir=args.cache, no_cache=args.no_cache,
-        prices=args.prices, price_as=args.price_as, max_cost=args.max_cost, max_retries=args.max_retries)
+        prices=args.prices, price_as=args.price_as, max_cost=args.max_cost, max_retries=args.max_retries,
+        redis=args.redis)
 
 
 @contextlib.asynccontextmanager

@@ -9,7 +9,7 @@ import orjson
 from drscore.api import Run, RunConfig, methods
 from drscore.commands._common import add_judge_args, judge_config_from_args, run_async
 from drscore.render import dry_run_text, leaderboard_text
-from drscore.engine.runtime.io import FORMATS, count_lines
+from drscore.engine.runtime.io import FORMATS, count_lines, shard_of
 from drscore.engine.runtime.progress import Progress, progress_enabled
 
 EXIT_INCOMPLETE = 3  # finished, but some inputs were skipped or some items failed
@@ -31,6 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true", help="print calls, tokens and cost; spend nothing")
     p.add_argument("--seed", type=int, default=0, help="seed for every sampled step (default 0)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--shard", metavar="K/N", help="score only part K of N of the reports (split by task id and "
+                   "agent); join the parts with `drscore merge`")
     f = p.add_argument_group("pages (methods that read cited pages)")
     f.add_argument("--allow-private-fetch", action="store_true",
                    help="DANGEROUS: allow fetching loopback/private addresses (local testing only)")
@@ -71,7 +73,7 @@ def _config(args: argparse.Namespace) -> RunConfig:
     return RunConfig(methods=names, reports=args.reports, tasks=args.tasks, format=args.format, agent=args.agent,
                      out=args.out, judge=judge_config_from_args(args), seed=args.seed, dry_run=args.dry_run,
                      method_options=options, allow_private_fetch=args.allow_private_fetch,
-                     offline_pages=args.offline_pages, fetch_concurrency=args.fetch_concurrency)
+                     offline_pages=args.offline_pages, fetch_concurrency=args.fetch_concurrency, shard=args.shard)
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -100,6 +102,9 @@ def _main(args: argparse.Namespace) -> int:
 async def _run(config: RunConfig) -> dict:
     async with Run(config) as run:
         total = sum(count_lines(p) for p in config.reports) * len(config.methods)
+        shard = shard_of(config.shard)
+        if shard is not None:
+            total = -(-total // shard[1])  # about one N-th: the split is by hash
         with Progress(run.runner.snapshot, total, progress_enabled()):
             async for _ in run.rows():
                 pass

@@ -15,6 +15,7 @@ A bad line never stops the others: it becomes an :class:`InputError` naming file
 """
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -180,6 +181,27 @@ def iter_reports(
         seen.add(key)
         built.origin = origin
         yield built
+
+
+def shard_of(spec: str | None) -> tuple[int, int] | None:
+    """``"K/N"`` -> (K, N) with 1 <= K <= N; None for no sharding. A bad spec is a ValueError."""
+    if spec is None or spec == "":
+        return None
+    k, sep, n = str(spec).partition("/")
+    try:
+        kk, nn = int(k), int(n)
+    except ValueError:
+        kk = nn = 0
+    if not sep or nn < 1 or not 1 <= kk <= nn:
+        raise ValueError(f"--shard must be K/N with 1 <= K <= N (e.g. 2/3), got {spec!r}")
+    return kk, nn
+
+
+def in_shard(report: Report, k: int, n: int) -> bool:
+    """Whether ``report`` belongs to shard ``k`` of ``n``: a hash of (task id, agent), so
+    the split depends on nothing else (not the file order, not the machine)."""
+    digest = hashlib.sha256(f"{report.task_id}\x00{report.agent}".encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % n == k - 1
 
 
 def tasks_from_reports(path: str | Path, *, fmt: str = "auto") -> dict[str, Task]:

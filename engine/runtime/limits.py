@@ -12,6 +12,12 @@ On 429 every caller pauses until the server's ``Retry-After`` (or reset header),
 local buckets are drained to what the server says remains, and the concurrency limit is
 halved — at most once per cooldown, so one rate-limit episode causes one cut (AIMD, as
 in inspect_ai). Concurrency then grows back by one per successful call.
+
+With a :class:`SharedQuota` (``--redis``: :mod:`engine.runtime.team.quota`) the buckets
+live outside the process: the head of the queue reserves from the shared store instead of
+the local buckets, corrections and 429 pauses go to the store, and a pause another
+process saw arrives through :meth:`RateLimiter.pause_for`. When the store fails, the
+limiter carries on with its local buckets.
 """
 from __future__ import annotations
 
@@ -19,7 +25,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from drscore.engine.runtime.judging import RateLimitInfo
 
@@ -118,6 +124,25 @@ class AdaptiveConcurrency:
             self.cuts += 1
 
 
+class SharedQuota(Protocol):
+    """A requests/min + tokens/min budget held outside this process. Rates are per second,
+    capacities in units; a rate of 0 means that dimension is unlimited. Each method returns
+    None when the store is unreachable (the limiter then paces locally)."""
+
+    def attach(self, on_pause: Callable[[float], None]) -> None:
+        """Call ``on_pause(seconds)`` when any process sharing the quota saw a 429."""
+
+    async def reserve(self, requests: float, tokens: float, shape: tuple[float, float, float, float]) -> float | None:
+        """Take the quota now and return 0.0, or take nothing and return the seconds to wait."""
+
+    async def adjust(self, tokens: float, shape: tuple[float, float, float, float]) -> bool | None:
+        """Charge (> 0) or refund (< 0) tokens after the fact."""
+
+    async def rate_limited(self, delay_s: float, remaining_requests: float | None,
+                           remaining_tokens: float | None, shape: tuple[float, float, float, float]) -> bool | None:
+        """Pause every process for ``delay_s`` and drain the buckets to what the server says remains."""
+
+
 class Permit:
     """A granted call slot. Call :meth:`done` exactly once with the real usage (if known)."""
 
@@ -162,6 +187,30 @@ class RateLimiter:
         self._changed = asyncio.Event()
         self.waiting = 0  # callers queued for quota (shown as "waiting for rate limit")
         self.rate_limited = 0
+        self.shared: SharedQuota | None = None
+
+    def use_shared(self, store: SharedQuota) -> None:
+        """Take quota from ``store`` (shared by several processes) instead of the local buckets."""
+        self.shared = store
+        store.attach(self.pause_for)
+
+    def pause_for(self, seconds: float) -> None:
+        """Hold every caller for ``seconds`` (a 429 seen by another process)."""
+        self._paused_until = max(self._paused_until, time.monotonic() + seconds)
+        self._changed.set()
+
+    def _shape(self) -> tuple[float, float, float, float]:
+        r, t = self.requests, self.tokens
+        return (r.rate if r else 0.0, r.capacity if r else 0.0, t.rate if t else 0.0, t.capacity if t else 0.0)
+
+    async def _reserve_shared(self, tokens: int) -> float | None:
+        """Seconds to wait per the shared store (0: taken); None once the store is gone."""
+        if self.shared is None:
+            return None
+        wait = await self.shared.reserve(1 if self.requests else 0, tokens if self.tokens else 0, self._shape())
+        if wait is None:
+            self.shared = None  # the store is gone: the local buckets take over
+        return wait
 
     async def acquire(self, estimate: int | Callable[[], int]) -> Permit:
         """Wait for a concurrency slot and for quota covering ``estimate`` tokens (a number,
@@ -173,7 +222,8 @@ class RateLimiter:
                 if self.requests is None and self.tokens is None:
                     return Permit(self, 0)
                 tokens = estimate() if callable(estimate) else estimate
-                if (self.requests is None or self.requests.wait_time(1, now) <= 0) and \
+                if self.shared is None and \
+                        (self.requests is None or self.requests.wait_time(1, now) <= 0) and \
                         (self.tokens is None or self.tokens.wait_time(tokens, now) <= 0):
                     if self.requests:
                         self.requests.take(1, now)
@@ -190,6 +240,13 @@ class RateLimiter:
                 now = time.monotonic()
                 tokens = estimate() if callable(estimate) else estimate
                 wait = self._paused_until - now
+                if wait <= 0 and self.shared is not None and (self.requests or self.tokens):
+                    shared_wait = await self._reserve_shared(tokens)
+                    if shared_wait is not None:
+                        if shared_wait <= 0:
+                            return Permit(self, tokens)
+                        wait = shared_wait
+                        now = time.monotonic()
                 if wait <= 0:
                     wait = max(self.requests.wait_time(1, now) if self.requests else 0.0,
                                self.tokens.wait_time(tokens, now) if self.tokens else 0.0)
@@ -217,7 +274,8 @@ class RateLimiter:
 
     async def _finish(self, permit: Permit, actual: int | None) -> None:
         if actual is not None and self.tokens is not None:
-            self.tokens.adjust(actual - permit.estimate, time.monotonic())
+            if self.shared is None or await self.shared.adjust(actual - permit.estimate, self._shape()) is None:
+                self.tokens.adjust(actual - permit.estimate, time.monotonic())
             self._changed.set()  # a refund may let the head go now
         self.concurrency.on_success()
         await self.concurrency.release()
@@ -269,6 +327,9 @@ class RateLimiter:
                 self.requests.clamp(info.remaining_requests, now)
         if delay is None:
             delay = 1.0
+        if self.shared is not None:
+            await self.shared.rate_limited(delay, info.remaining_requests if info else None,
+                                           info.remaining_tokens if info else None, self._shape())
         self._paused_until = max(self._paused_until, now + delay)
         self._changed.set()  # the head re-reads the pause
         self.concurrency.on_rate_limited()

@@ -1,7 +1,8 @@
 """The judge pool: every judge call of a run goes through here.
 
 Per call: render the prompt, compute the content-addressed key, answer from the cache,
-or join an identical call already in flight, or wait for quota and call the backend;
+or join an identical call already in flight (in this process, or in another one through
+:class:`CallClaims`), or wait for quota and call the backend;
 decode into the verdict Struct (re-asking a bounded number of times when the answer does
 not decode), commit the raw answer to the cache, and account tokens, cost and latency.
 Failures after bounded retries raise :class:`JudgeFailed` with a reason; they never
@@ -13,7 +14,7 @@ import asyncio
 import random
 import time
 from collections import OrderedDict
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
@@ -44,6 +45,16 @@ class Judged(Generic[T]):
     @property
     def cached(self) -> bool:
         return self.source in ("cache", "shared")
+
+
+class CallClaims(Protocol):
+    """Calls in flight in other processes (``--redis``: :mod:`engine.runtime.team.claims`)."""
+
+    async def claim(self, key: str) -> bytes | None:
+        """None: this process now holds ``key`` and must :meth:`release` it after the call
+        (its answer committed to the cache). Otherwise the answer another process paid for."""
+
+    async def release(self, key: str) -> None: ...
 
 
 class PoolStats(msgspec.Struct):
@@ -81,6 +92,7 @@ class JudgePool:
         max_cost_usd: float | None = None,
         dry_run_with: Backend | None = None,
         price_model: str | None = None,
+        claims: CallClaims | None = None,
     ) -> None:
         self.backend = backend
         self.cache = cache if getattr(backend, "cacheable", True) else None
@@ -96,6 +108,7 @@ class JudgePool:
         self.dry = dry_run_with  # when set: plan calls, answer with this backend, spend nothing
         self.price_model = price_model or backend.model
         self.stats = PoolStats()
+        self.claims = claims if self.cache is not None else None
         self.tokens = TokenEstimator()
         self._identity = {"backend": backend.name, **backend.identity()}
         self._inflight: dict[str, asyncio.Future[str]] = {}
@@ -157,7 +170,14 @@ class JudgePool:
             return Judged(decode_verdict(text, verdict), text, key, "shared")
         fut = asyncio.get_running_loop().create_future()
         self._inflight[key] = fut
+        claimed = False
         try:
+            if self.claims is not None:
+                shared = await self._join_claim(key, verdict)
+                if shared is not None:
+                    fut.set_result(shared.text)
+                    return shared
+                claimed = True
             judged = await self._call(req, verdict, key, components)
             fut.set_result(judged.text)
             return judged
@@ -167,6 +187,21 @@ class JudgePool:
             raise
         finally:
             del self._inflight[key]
+            if claimed:
+                await asyncio.shield(self.claims.release(key))
+
+    async def _join_claim(self, key: str, verdict: type[T]) -> Judged[T] | None:
+        """The answer another process had in flight, or None when this one holds the claim."""
+        raw = await self.claims.claim(key)
+        if raw is None:
+            return None
+        text = raw.decode("utf-8")
+        try:
+            value = decode_verdict(text, verdict)
+        except VerdictDecodeError:  # cannot happen under one key; be safe and call ourselves
+            return None
+        self.stats.shared += 1
+        return Judged(value, text, key, "shared")
 
     async def _plan(self, req: ChatRequest, verdict: type[T], key: str) -> Judged[T]:
         resp, _ = await self.dry.complete(req)

@@ -1,0 +1,57 @@
+"""Team scale on Redis (``--redis URL``): processes that share a Redis and an endpoint
+identity share one quota (:mod:`.quota`), one cache tier (:mod:`.cache_tier`) and their
+calls in flight (:mod:`.claims`). :func:`open_team` wires them to a run's limiter and
+cache; the runtime's core only knows the small protocols these implement.
+
+Needs the ``team`` extra (redis-py), imported only when ``--redis`` is given.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from drscore.engine.runtime.team.cache_tier import RedisTier, TieredCache
+from drscore.engine.runtime.team.claims import RedisClaims
+from drscore.engine.runtime.team.link import TeamError, TeamLink, endpoint_id, redact_url
+from drscore.engine.runtime.team.quota import RedisQuota
+
+__all__ = ["Team", "TeamError", "endpoint_id", "open_team", "redact_url"]
+
+
+class Team:
+    """The Redis-backed parts of one process: attach them, read their stats, close."""
+
+    def __init__(self, link: TeamLink, *, lease_s: float = 15.0) -> None:
+        self.link = link
+        self.quota = RedisQuota(link)
+        self.tier = RedisTier(link)
+        self.lease_s = lease_s
+        self.claims: RedisClaims | None = None
+
+    def wrap_cache(self, local: Any) -> TieredCache:
+        """The local cache with the Redis tier behind it, and claims on top."""
+        cache = TieredCache(local, self.tier)
+        self.claims = RedisClaims(self.link, cache, lease_s=self.lease_s)
+        return cache
+
+    def stats(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"redis": self.link.url, "endpoint": self.link.endpoint,
+                               "degraded": not self.link.up, **self.quota.stats(),
+                               "redis_cache_hits": self.tier.hits, "redis_cache_writes": self.tier.writes}
+        if self.claims is not None:
+            out.update(self.claims.stats())
+        if self.link.failure:
+            out["failure"] = self.link.failure
+        return out
+
+    async def close(self) -> None:
+        if self.claims is not None:
+            await self.claims.close()
+        await self.link.close()
+
+
+async def open_team(url: str, *, base_url: str, model: str, api_key: str | None, lease_s: float = 15.0,
+                    prefix: str = "drscore", warn: Callable[[str], None] | None = None) -> Team:
+    """Connect to Redis (a :class:`TeamError` when it cannot be reached) for this endpoint."""
+    kwargs = {"warn": warn} if warn is not None else {}
+    link = await TeamLink.connect(url, endpoint_id(base_url, model, api_key), prefix=prefix, **kwargs)
+    return Team(link, lease_s=lease_s)

@@ -1,0 +1,143 @@
+"""In-flight de-duplication across processes: a claim with a lease, and a notification.
+
+Before paying for a call that neither cache holds, a process claims its key in Redis
+(``SET NX PX``, the value naming the claimant). The holder renews its leases while it
+works; when its answer is in the cache tier it releases the claim and publishes the key.
+A process that finds the key claimed waits for that notification (or for the lease to
+run out) and takes the answer from the cache tier, so the call is paid once. A holder
+that dies stops renewing: its lease expires and the next waiter claims the key itself.
+A holder whose call failed releases without an answer, and a waiter then tries itself.
+
+Implements :class:`engine.runtime.pool.CallClaims`. When Redis is gone, :meth:`claim`
+answers "go ahead" at once: the run goes on alone and may pay twice, never waits forever.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+
+from drscore.engine.runtime.team.cache_tier import TieredCache
+from drscore.engine.runtime.team.link import TeamLink
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+redis.call('PUBLISH', KEYS[2], ARGV[2])
+return 1
+"""
+
+_RENEW = """
+local n = 0
+for i, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[1] then
+    redis.call('PEXPIRE', key, ARGV[2])
+    n = n + 1
+  end
+end
+return n
+"""
+
+
+class RedisClaims:
+    """Claims on request keys, shared by every process on the same Redis."""
+
+    def __init__(self, link: TeamLink, cache: TieredCache, *, lease_s: float = 15.0) -> None:
+        self.link = link
+        self.cache = cache
+        self.lease_ms = max(100, int(lease_s * 1000))
+        self.owner = uuid.uuid4().hex
+        self.done_channel = link.channel("done", per_endpoint=False)
+        self._release = link.client.register_script(_RELEASE)
+        self._renew = link.client.register_script(_RENEW)
+        self._held: set[str] = set()
+        self._waiters: dict[str, list[asyncio.Future[None]]] = {}
+        self._renewer: asyncio.Task[None] | None = None
+        self.claimed = 0  # calls this process made on behalf of all
+        self.joined = 0  # answers another process paid for, waited for here
+        self.waited = 0  # times a claim was found held by someone else
+        link.subscribe(self.done_channel, self._done_message)
+        link.on_down(self._wake_all)
+
+    def _claim_key(self, key: str) -> str:
+        return self.link.key("claim", key)
+
+    def _done_message(self, data: bytes) -> None:
+        key = data.decode("ascii", "replace")
+        for fut in self._waiters.get(key, ()):
+            if not fut.done():
+                fut.set_result(None)
+
+    def _wake_all(self) -> None:
+        for futs in self._waiters.values():
+            for fut in futs:
+                if not fut.done():
+                    fut.set_result(None)
+
+    async def claim(self, key: str) -> bytes | None:
+        """None: this process holds the claim now (call, then :meth:`release`). Otherwise
+        the answer another process paid for."""
+        client = self.link.client
+        while self.link.up:
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.setdefault(key, []).append(fut)  # before looking: no missed notice
+            try:
+                ok = await self.link.guard(client.set(self._claim_key(key), self.owner, nx=True, px=self.lease_ms),
+                                           None)
+                if not self.link.up:
+                    return None
+                if ok:
+                    self._held.add(key)
+                    self.claimed += 1
+                    self._ensure_renewer()
+                    return None
+                raw = await self.cache.get_shared(key)  # answered between our miss and now?
+                if raw is not None:
+                    self.joined += 1
+                    return raw
+                self.waited += 1
+                ttl_ms = await self.link.guard(client.pttl(self._claim_key(key)), -2)
+                if ttl_ms == -2:
+                    continue  # released just now: look again
+                timeout = self.lease_ms / 1000 if ttl_ms < 0 else ttl_ms / 1000 + 0.05
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(fut, timeout)
+                raw = await self.cache.get_shared(key)
+                if raw is not None:
+                    self.joined += 1
+                    return raw
+                # released without an answer (the call failed) or the lease ran out: try ourselves
+            finally:
+                futs = self._waiters.get(key)
+                if futs is not None:
+                    with contextlib.suppress(ValueError):
+                        futs.remove(fut)
+                    if not futs:
+                        del self._waiters[key]
+        return None
+
+    async def release(self, key: str) -> None:
+        """Drop the claim (the answer, if any, is already in the cache tier) and notify."""
+        self._held.discard(key)
+        await self.link.guard(self._release(keys=[self._claim_key(key), self.done_channel], args=[self.owner, key]),
+                              None)
+
+    def _ensure_renewer(self) -> None:
+        if self._renewer is None or self._renewer.done():
+            self._renewer = asyncio.create_task(self._renew_loop(), name="team-claims-renew")
+
+    async def _renew_loop(self) -> None:
+        while self.link.up and self._held:
+            await asyncio.sleep(self.lease_ms / 3000)
+            held = list(self._held)
+            if held:
+                await self.link.guard(self._renew(keys=[self._claim_key(k) for k in held],
+                                                  args=[self.owner, self.lease_ms]), None)
+
+    async def close(self) -> None:
+        if self._renewer is not None:
+            self._renewer.cancel()
+            with contextlib.suppress(BaseException):
+                await self._renewer
+
+    def stats(self) -> dict[str, int]:
+        return {"claimed": self.claimed, "joined": self.joined, "found_in_flight": self.waited}

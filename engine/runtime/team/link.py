@@ -1,0 +1,182 @@
+"""The connection to the team's Redis and what happens when it fails.
+
+One :class:`TeamLink` per process: a redis-py asyncio client, one pub/sub connection
+(whose listener hands each message to the handler registered for its channel), the
+endpoint's key prefix, and a health flag. Every Redis operation of the team package goes
+through :meth:`TeamLink.guard`: the first failure marks the link down, prints one
+warning, and from then on every part falls back to what one process does alone (local
+pacing, the local cache, no cross-process claims). A run never crashes and never loses
+an answer because Redis went away.
+
+redis-py is imported lazily: without ``--redis`` nothing here is loaded.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import sys
+from typing import Any, Awaitable, Callable, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+T = TypeVar("T")
+
+EXTRA_HINT = "pip install 'drscore[team]'"
+
+
+class TeamError(ValueError):
+    """--redis cannot be used (the extra is missing, or Redis is unreachable at start)."""
+
+
+def load_redis() -> Any:
+    """The ``redis.asyncio`` module, or a clear error naming the extra that provides it."""
+    try:
+        import redis.asyncio as aioredis
+    except ImportError:
+        raise TeamError(f"--redis needs the 'team' extra (redis-py): {EXTRA_HINT}") from None
+    return aioredis
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (for messages and config.json)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable redis URL>"
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment))
+
+
+def endpoint_id(base_url: str, model: str, api_key: str | None) -> str:
+    """Who shares a quota: base URL, model and a fingerprint of the key (never the key)."""
+    key_fp = hashlib.sha256(api_key.encode("utf-8")).hexdigest()[:16] if api_key else "nokey"
+    return hashlib.sha256(f"{base_url.rstrip('/')}\n{model}\n{key_fp}".encode("utf-8")).hexdigest()[:20]
+
+
+def _warn_stderr(message: str) -> None:
+    print(f"drscore: warning: {message}", file=sys.stderr, flush=True)
+
+
+class TeamLink:
+    """A Redis client shared by the quota, the cache tier and the claims of one process."""
+
+    def __init__(self, client: Any, url: str, endpoint: str, *, prefix: str = "drscore",
+                 warn: Callable[[str], None] = _warn_stderr) -> None:
+        self.client = client
+        self.url = redact_url(url)
+        self.endpoint = endpoint
+        self.prefix = prefix
+        self.up = True
+        self.failure: str | None = None
+        self._warn = warn
+        self._errors = self._error_types()
+        self._handlers: dict[str, Callable[[bytes], None]] = {}
+        self._on_down: list[Callable[[], None]] = []
+        self._pubsub: Any = None
+        self._listener: asyncio.Task[None] | None = None
+
+    @staticmethod
+    def _error_types() -> tuple[type[BaseException], ...]:
+        from redis.exceptions import RedisError
+
+        return (RedisError, OSError, asyncio.TimeoutError)
+
+    @classmethod
+    async def connect(cls, url: str, endpoint: str, *, prefix: str = "drscore",
+                      warn: Callable[[str], None] = _warn_stderr, timeout_s: float = 5.0) -> TeamLink:
+        """Connect and check with a PING; unreachable Redis is a :class:`TeamError`."""
+        aioredis = load_redis()
+        from redis.exceptions import RedisError
+
+        try:
+            client = aioredis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s,
+                                              health_check_interval=0)
+        except (ValueError, TypeError) as e:
+            raise TeamError(f"bad --redis URL {redact_url(url)}: {e}") from None
+        try:
+            await asyncio.wait_for(client.ping(), timeout=timeout_s)
+        except (RedisError, OSError, asyncio.TimeoutError) as e:
+            with contextlib.suppress(Exception):
+                await client.aclose()
+            reason = str(e) or type(e).__name__
+            raise TeamError(f"cannot reach Redis at {redact_url(url)} ({reason}); "
+                            "start redis-server (see docs/team.md) or drop --redis") from None
+        link = cls(client, url, endpoint, prefix=prefix, warn=warn)
+        await link._start_listener()
+        return link
+
+    def key(self, *parts: str) -> str:
+        return ":".join((self.prefix, *parts))
+
+    # -- failure handling --------------------------------------------------------------
+    async def guard(self, op: Awaitable[T], fallback: T) -> T:
+        """Await ``op``; on a Redis failure mark the link down and return ``fallback``."""
+        if not self.up:
+            if hasattr(op, "close"):
+                op.close()  # a coroutine never awaited: close it quietly
+            return fallback
+        try:
+            return await op
+        except self._errors as e:
+            self.mark_down(e)
+            return fallback
+
+    def mark_down(self, error: BaseException | str) -> None:
+        if not self.up:
+            return
+        self.up = False
+        self.failure = error if isinstance(error, str) else (str(error) or type(error).__name__)
+        self._warn(f"Redis at {self.url} went away ({self.failure}); continuing alone: local pacing "
+                   "and the local cache only (other processes no longer share this one's quota)")
+        for callback in self._on_down:
+            callback()
+
+    def on_down(self, callback: Callable[[], None]) -> None:
+        self._on_down.append(callback)
+
+    # -- notifications -----------------------------------------------------------------
+    def subscribe(self, channel: str, handler: Callable[[bytes], None]) -> None:
+        """Register ``handler`` for ``channel`` (subscribed when the listener starts)."""
+        self._handlers[channel] = handler
+
+    async def _start_listener(self) -> None:
+        self._pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        # One pattern for every notification: channels registered later need no round
+        # trip, and a notification can never be missed for lack of a subscription.
+        await self._pubsub.psubscribe(self.key("n", "*"))
+        self._listener = asyncio.create_task(self._listen(), name="team-listener")
+
+    def channel(self, name: str, *, per_endpoint: bool = True) -> str:
+        """A notification channel: of this endpoint, or of the whole team."""
+        return self.key("n", self.endpoint, name) if per_endpoint else self.key("n", name)
+
+    async def _listen(self) -> None:
+        try:
+            while True:
+                msg = await self._pubsub.get_message(timeout=1.0)
+                if msg is None or msg.get("type") != "pmessage":
+                    continue
+                channel = msg["channel"].decode() if isinstance(msg["channel"], bytes) else msg["channel"]
+                handler = self._handlers.get(channel)
+                if handler is not None:
+                    handler(msg["data"])
+        except asyncio.CancelledError:
+            raise
+        except self._errors as e:
+            self.mark_down(e)
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(BaseException):
+                await self._listener
+        if self._pubsub is not None:
+            with contextlib.suppress(Exception):
+                await self._pubsub.aclose()
+        with contextlib.suppress(Exception):
+            await self.client.aclose()
