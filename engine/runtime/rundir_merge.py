@@ -1,0 +1,193 @@
+"""Join the run directories of ``drscore run --shard K/N`` into one run directory.
+
+Rows are re-aggregated with the same :class:`Aggregator` a single run uses, so the
+leaderboard statistics (means, intervals, counts) are those of one run over all reports;
+per-method accounting and totals are sums of the shards' (wall time: the longest shard,
+as they ran side by side). Input errors are reported identically by every shard (each
+reads every line), so they are taken once.
+
+Shards must come from one configuration: the same methods, options, judge, seed, inputs
+(compared by file name: machines differ in paths) and drscore version, the same N, every
+part 1..N present once, each finished (``summary.json`` written). Pacing settings
+(``--rpm``, ``--concurrency`` ...), the cache directory and the Redis URL may differ.
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import orjson
+
+from drscore.engine.runtime.aggregate import Aggregator
+from drscore.engine.runtime.io import iter_reports, shard_of
+from drscore.engine.runtime.models import ScoreRow
+from drscore.engine.runtime.rundir import _atomic_write
+from drscore.engine.runtime.rundir_read import RunDir, natural_key, read_run_dir
+
+# Settings that change how fast or where a shard ran, never what it scored.
+_PACING = ("out", "shard", "max_in_flight", "fetch_concurrency")
+_JUDGE_PACING = ("cache_dir", "redis", "api_key_present", "concurrency", "rpm", "tpm", "burst_s", "timeout_s",
+                 "max_retries", "max_cost")
+_ADDITIVE_TOTALS_SKIP = {"wall_time_s", "budget_exhausted", "inputs_skipped"}
+
+
+class MergeError(ValueError):
+    """Shards that cannot be joined (different configurations, missing parts, unfinished)."""
+
+
+def scoring_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The part of a run's config.json that decides its scores."""
+    cfg = copy.deepcopy(config)
+    for k in _PACING:
+        cfg.pop(k, None)
+    judge = cfg.get("judge") or {}
+    for k in _JUDGE_PACING:
+        judge.pop(k, None)
+    cfg["reports"] = [Path(p).name for p in cfg.get("reports") or []]
+    if cfg.get("tasks"):
+        cfg["tasks"] = Path(cfg["tasks"]).name
+    return cfg
+
+
+def _check(runs: list[RunDir]) -> int:
+    """Validate the shards; returns N."""
+    if not runs:
+        raise MergeError("no run directories given")
+    parts: dict[int, str] = {}
+    n_seen: set[int] = set()
+    for run in runs:
+        if not run.config:
+            raise MergeError(f"{run.path}: no config.json; is it a `drscore run --out` directory?")
+        if not run.summary:
+            raise MergeError(f"{run.path}: no summary.json; the shard did not finish (re-run its command to "
+                             "complete it from the cache)")
+        try:
+            shard = shard_of(run.config.get("shard"))
+        except ValueError as e:
+            raise MergeError(f"{run.path}/config.json: {e}") from None
+        if shard is None:
+            raise MergeError(f"{run.path}: not a shard (it was run without --shard K/N)")
+        k, n = shard
+        n_seen.add(n)
+        if k in parts:
+            raise MergeError(f"{run.path} and {parts[k]} are both shard {k}/{n}")
+        parts[k] = run.path
+    if len(n_seen) > 1:
+        raise MergeError(f"shards of different splits: N = {', '.join(map(str, sorted(n_seen)))}")
+    n = n_seen.pop()
+    missing = [k for k in range(1, n + 1) if k not in parts]
+    if missing:
+        raise MergeError(f"missing shard(s) {', '.join(f'{k}/{n}' for k in missing)}")
+    base = scoring_config(runs[0].config)
+    for run in runs[1:]:
+        other = scoring_config(run.config)
+        if other != base:
+            diff = sorted(k for k in set(base) | set(other) if base.get(k) != other.get(k))
+            if "judge" in diff:
+                jb, jo = base.get("judge") or {}, other.get("judge") or {}
+                diff = [d for d in diff if d != "judge"] + \
+                    [f"judge.{k}" for k in sorted(set(jb) | set(jo)) if jb.get(k) != jo.get(k)]
+            raise MergeError(f"{run.path} was run with a different configuration than {runs[0].path} "
+                             f"(differs in: {', '.join(diff)})")
+    return n
+
+
+def _input_order(config: dict[str, Any]) -> dict[tuple[str, str], int] | None:
+    """(task, agent) -> position in the inputs, when the report files are still readable."""
+    order: dict[tuple[str, str], int] = {}
+    try:
+        for path in config.get("reports") or []:
+            for report in iter_reports(path, fmt=config.get("format", "auto"), agent=config.get("agent"),
+                                       errors=[]):
+                order.setdefault((report.task_id, report.agent), len(order))
+    except (OSError, ValueError):
+        return None
+    return order or None
+
+
+def _sum_into(target: dict[str, Any], source: dict[str, Any]) -> None:
+    for k, v in source.items():
+        if isinstance(v, bool):
+            target[k] = bool(target.get(k)) or v
+        elif isinstance(v, (int, float)):
+            target[k] = target.get(k, 0) + v
+        elif isinstance(v, dict):
+            _sum_into(target.setdefault(k, {}), v)
+
+
+def merge_runs(dirs: list[str | Path], out: str | Path) -> dict[str, Any]:
+    """Join shard run directories into ``out``; returns the merged summary."""
+    runs = [read_run_dir(d) for d in dirs]
+    runs.sort(key=lambda r: shard_of(r.config.get("shard")) or (0, 0))
+    _check(runs)
+    methods = list(runs[0].config.get("methods") or [])
+    order = _input_order(runs[0].config)
+    rows: list[ScoreRow] = [row for run in runs for row in run.scores]
+
+    def position(row: ScoreRow) -> tuple:
+        m = methods.index(row.method) if row.method in methods else len(methods)
+        if order is not None:
+            return (order.get((row.task_id, row.agent), 1 << 60), m)
+        return (natural_key(row.task_id), row.agent, m)
+
+    rows.sort(key=position)
+    aggregate = Aggregator()
+    for row in rows:
+        aggregate.add(row)
+
+    per_method: dict[str, Any] = {}
+    totals: dict[str, Any] = {}
+    for run in runs:
+        for name, meter in (run.summary.get("per_method") or {}).items():
+            _sum_into(per_method.setdefault(name, {}), meter)
+        _sum_into(totals, {k: v for k, v in (run.summary.get("totals") or {}).items()
+                           if k not in _ADDITIVE_TOTALS_SKIP})
+    for name, meter in per_method.items():
+        if "cost_usd" in meter:
+            meter["cost_usd"] = round(meter["cost_usd"], 6)
+    shard_totals = [run.summary.get("totals") or {} for run in runs]
+    totals["cost_usd"] = round(totals.get("cost_usd", 0.0), 6)
+    totals["inputs_skipped"] = max(t.get("inputs_skipped", 0) for t in shard_totals)
+    totals["wall_time_s"] = max(t.get("wall_time_s", 0.0) for t in shard_totals)
+    totals["budget_exhausted"] = any(t.get("budget_exhausted") for t in shard_totals)
+    errors = list(dict.fromkeys(e for run in runs for e in run.summary.get("input_errors") or []))
+    first = runs[0].summary
+    summary: dict[str, Any] = {
+        "judge": first.get("judge"),
+        "dry_run": first.get("dry_run", False),
+        "per_agent_method": aggregate.table(),
+        "per_method": per_method,
+        "totals": totals,
+        "input_errors": errors[:200],
+        "merged_from": [{"dir": run.path, "shard": run.config.get("shard"),
+                         "items": (run.summary.get("totals") or {}).get("items"),
+                         "wall_time_s": (run.summary.get("totals") or {}).get("wall_time_s")} for run in runs],
+    }
+    pages = [run.summary["pages"] for run in runs if isinstance(run.summary.get("pages"), dict)]
+    if pages:
+        merged_pages: dict[str, Any] = {}
+        for p in pages:
+            _sum_into(merged_pages, p)
+        summary["pages"] = merged_pages
+
+    out = Path(out)
+    if out.resolve() in {Path(r.path).resolve() for r in runs}:
+        raise MergeError(f"--out {out} is one of the shards; choose a new directory")
+    config = copy.deepcopy(runs[0].config)
+    config["shard"] = None
+    config["out"] = str(out)
+    config["merged_from"] = [f"{run.path} ({run.config.get('shard')})" for run in runs]
+    out.mkdir(parents=True, exist_ok=True)
+    encode = msgspec.json.Encoder().encode
+    with open(out / "verdicts.jsonl", "wb") as joined:
+        for run in runs:
+            path = Path(run.path) / "verdicts.jsonl"
+            if path.is_file():
+                data = path.read_bytes()
+                joined.write(data if not data or data.endswith(b"\n") else data + b"\n")
+    _atomic_write(out / "scores.jsonl", b"".join(encode(row) + b"\n" for row in rows))
+    _atomic_write(out / "config.json", orjson.dumps(config, option=orjson.OPT_INDENT_2))
+    _atomic_write(out / "summary.json", orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    return orjson.loads(orjson.dumps(summary))
