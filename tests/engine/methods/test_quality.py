@@ -19,9 +19,9 @@ from drscore.engine.runtime.models import Report, Task
 from drscore.engine.runtime.verdicts import schema_of
 from drscore.judge.offline import rules
 from drscore.judge.offline.reporteval import ReportFeatures, moving_ttr, quality_scores, report_features
-from support.data import DATA as SHARED_DATA
+from support.data import DRB
 
-DATA = SHARED_DATA / "drb"
+DATA = DRB
 
 
 def _jsonl(name: str) -> dict[int, dict[str, Any]]:

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from drscore.engine.text.segment import Unit, segment
-from support.data import DATA as SHARED_DATA
+from support.data import DRB
 
-DATA = SHARED_DATA / "drb"
+DATA = DRB
 
 
 def _reports() -> dict[int, str]:

@@ -14,9 +14,9 @@ from drscore.engine.text.segment import segment
 from drscore.engine.text.similarity import (
     DEFAULT_THRESHOLD, containment, featurize, iter_similar_pairs, normalize, pair_at, pair_count, screen,
 )
-from support.data import DATA as SHARED_DATA
+from support.data import DRB
 
-DATA = SHARED_DATA / "drb"
+DATA = DRB
 
 
 def _reports() -> dict[int, str]:
