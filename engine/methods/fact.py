@@ -43,7 +43,7 @@ import msgspec
 from drscore.engine.text.citations import CitationPair, CitationParse, parse_citations
 from drscore.engine.runtime.evidence import PageResult
 from drscore.engine.runtime.judging import JudgeFailed
-from drscore.engine.methods.base import ItemContext, Method, MethodResult, Option
+from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
 from drscore.engine.text.passages import Window, select_passages
 from drscore.engine.runtime.tokens import estimate_tokens
 

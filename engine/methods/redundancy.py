@@ -35,7 +35,7 @@ from typing import Annotated, Any, ClassVar
 import msgspec
 
 from drscore.engine.runtime.judging import JudgeFailed
-from drscore.engine.methods.base import ItemContext, Method, MethodResult, Option
+from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
 from drscore.engine.text.segment import DEFAULT_MIN_CHARS, Unit, segment
 from drscore.engine.text.similarity import DEFAULT_THRESHOLD, ScreenResult, pair_at, pair_count, screen
 

@@ -43,7 +43,7 @@ from drscore.engine.methods.race.criteria import (
 )
 from drscore.engine.runtime.io import iter_reports
 from drscore.engine.runtime.judging import JudgeFailed
-from drscore.engine.methods.base import ItemContext, Method, MethodResult, Option
+from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
 from drscore.engine.runtime.models import InputError
 from drscore.engine.methods.race.rescore import RaceAggregate, aggregate
 from drscore.engine.runtime.tokens import estimate_messages

@@ -1,7 +1,8 @@
 """The contract every scoring method implements.
 
 A method module defines a subclass of :class:`Method` with a unique ``name``; the
-registry (:mod:`engine.methods`) discovers it. The runner creates one instance per run
+registry (:mod:`drscore.engine.methods`) discovers it. The contract lives in the runtime,
+which drives methods without importing any of them. The runner creates one instance per run
 (``__init__`` gets the parsed options, e.g. to load a criteria file once) and calls
 :meth:`Method.score` once per report with an :class:`ItemContext`.
 """
