@@ -12,6 +12,7 @@ import pytest
 
 from drscore.cli import main as drscore_main
 from support.data import DATA
+
 KEYS = ("par", "opc", "fap", "fas", "spearman", "pearson", "kendall", "mad", "exact_match",
         "tasks_kept", "human_par")
 

@@ -22,6 +22,7 @@ from aiohttp.abc import AbstractResolver
 
 from drscore.fetch.pool import make_extract_executor
 from support.data import DATA
+
 LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
 HUGE_BYTES = 50 * 1024 * 1024
 

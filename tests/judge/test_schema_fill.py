@@ -11,6 +11,7 @@ import pytest
 
 from drscore.judge.mock.schema_fill import SchemaFillError, compile_schema, fill
 from support.data import DATA
+
 SEEDS = [i.to_bytes(4, "big") for i in range(300)]
 
 

@@ -22,9 +22,8 @@ from drscore.engine.methods.race.criteria import (
     uniform_criterion_weights,
     uniform_dimension_weights,
 )
-from support.data import DRB, drb_report_ids
+from support.data import DRB as DATA, drb_report_ids
 
-DATA = DRB
 CRITERIA = DATA / "criteria.jsonl"
 
 

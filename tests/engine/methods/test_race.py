@@ -27,9 +27,8 @@ from drscore.engine.runtime.models import Report, Task
 from drscore.engine.runtime.verdicts import schema_of
 from drscore.judge.offline import rules
 from drscore.judge.offline.rubrics_race import clauses, cue_weights
-from support.data import DRB
+from support.data import DRB as DATA
 
-DATA = DRB
 CRITERIA = DATA / "criteria.jsonl"
 TASKS = {str(json.loads(line)["id"]): json.loads(line) for line in open(DATA / "tasks.jsonl", encoding="utf-8")}
 REPORTS = {str(json.loads(line)["id"]): json.loads(line)["article"]

@@ -18,9 +18,8 @@ from drscore.engine.methods.race.rescore import (
     parse_judgement_line,
     suite_means,
 )
-from support.data import DRB
+from support.data import DRB as DATA
 
-DATA = DRB
 CRITERIA = DATA / "criteria.jsonl"
 
 

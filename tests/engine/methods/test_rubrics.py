@@ -16,9 +16,7 @@ from drscore.engine.methods.rigorous.rubrics import (
     parse_bundle,
     parse_rubric_item,
 )
-from support.data import RIGOROUS
-
-DATA = RIGOROUS
+from support.data import RIGOROUS as DATA
 
 
 def _pairs(item):
