@@ -1,4 +1,4 @@
-"""Page body -> plain text. Runs inside worker processes (see ``fetch.pool``), never on
+"""Page body -> plain text. Runs inside worker processes (see ``drscore.fetch.pool``), never on
 the event loop: trafilatura and lxml on a 500 KB page take tens to hundreds of ms.
 
 Content kinds: ``html`` (trafilatura main-content extraction, falling back to all visible

@@ -64,7 +64,7 @@ class ItemContext(Protocol):
     ) -> T:
         """Render ``prompts/<template>.md`` with ``variables``, ask the judge for a
         ``verdict`` Struct (its JSON Schema is the response format) and decode it.
-        Raises :class:`engine.judging.JudgeFailed` after bounded retries."""
+        Raises :class:`drscore.engine.runtime.judging.JudgeFailed` after bounded retries."""
 
     def rng(self, *salt: Any) -> random.Random:
         """A generator seeded by the run seed, task, agent, method and ``salt``."""

@@ -1,5 +1,5 @@
 """Rigorous Bench: IntegratedScore = Quality x (1 - SemanticDrift) x TrustworthyBoost x 100
-(METHODS.md §4; formulas in :mod:`engine.drift`, bundles in :mod:`engine.rubrics`).
+(METHODS.md §4; formulas in :mod:`drscore.engine.methods.rigorous.drift`, bundles in :mod:`drscore.engine.methods.rigorous.rubrics`).
 
 Per report, with the task's reference bundle:
 
