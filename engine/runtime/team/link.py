@@ -19,6 +19,8 @@ import sys
 from typing import Any, Awaitable, Callable, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from drscore.engine.runtime.extras import MissingExtra, require
+
 T = TypeVar("T")
 
 EXTRA_HINT = "pip install 'drscore[team]'"
@@ -29,11 +31,12 @@ class TeamError(ValueError):
 
 
 def load_redis() -> Any:
-    """The ``redis.asyncio`` module, or a clear error naming the extra that provides it."""
+    """The ``redis.asyncio`` module, or :class:`MissingExtra` naming the 'team' extra."""
+    require("team", "--redis")
     try:
         import redis.asyncio as aioredis
     except ImportError:
-        raise TeamError(f"--redis needs the 'team' extra (redis-py): {EXTRA_HINT}") from None
+        raise MissingExtra(f"--redis needs the 'team' extra (redis-py cannot be imported): {EXTRA_HINT}") from None
     return aioredis
 
 

@@ -14,7 +14,9 @@ import pytest
 import redis.asyncio as aioredis
 
 from drscore import prompts
+from drscore.engine.runtime import extras
 from drscore.engine.runtime.cache import JudgeCache
+from drscore.engine.runtime.extras import MissingExtra
 from drscore.engine.runtime.judging import ChatResponse, JudgeFailed, RateLimitInfo, TransientError
 from drscore.engine.runtime.limits import RateLimiter
 from drscore.engine.runtime.pool import JudgePool
@@ -241,7 +243,10 @@ async def test_redis_unreachable_at_start_is_one_clear_error():
 
 def test_missing_extra_names_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "redis.asyncio", None)  # import fails as if not installed
-    with pytest.raises(TeamError, match=r"drscore\[team\]"):
+    with pytest.raises(MissingExtra, match=r"--redis needs the 'team' extra.*pip install 'drscore\[team\]'"):
+        load_redis()
+    monkeypatch.setitem(extras.EXTRAS, "team", ("drscore_no_such_redis_xyz",))  # not even found
+    with pytest.raises(MissingExtra, match=r"pip install 'drscore\[team\]'"):
         load_redis()
 
 
