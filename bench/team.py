@@ -125,6 +125,8 @@ def _dedup(tmp: Path, redis_url: str, requests: int) -> dict:
                  for k in (1, 2)]
         wall, summaries = _run_processes(argvs)
         s = mock.stats()
+    if any(x["team"]["degraded"] for x in summaries):
+        raise RuntimeError("Redis went away during the dedup run")
     return {"processes": 2, "same_reports_each": requests, "distinct_requests": s["distinct_requests"],
             "requests_ok": s["ok"], "paid_twice": s["duplicate_ok"],
             "per_process_calls": [x["totals"]["calls"] for x in summaries],
@@ -155,6 +157,8 @@ def _overhead(tmp: Path, redis_url: str, n: int, concurrency: int, rounds: int =
                                 judge=JudgeConfig(url=mock.url, model="mock", concurrency=concurrency, redis=redis,
                                                   cache_dir=str(tmp / "overhead" / f"cache-{label}-{i}")))
                 wall, summary = run_async(_timed(cfg))
+                if summary.get("team", {}).get("degraded"):
+                    raise RuntimeError(f"Redis went away during the overhead run: {summary['team']}")
                 calls = mock.stats()["ok"]
                 if calls != n:
                     raise RuntimeError(f"expected {n} network calls, the mock answered {calls}")

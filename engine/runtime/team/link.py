@@ -91,14 +91,20 @@ class TeamLink:
 
     @classmethod
     async def connect(cls, url: str, endpoint: str, *, prefix: str = "drscore",
-                      warn: Callable[[str], None] = _warn_stderr, timeout_s: float = 5.0) -> TeamLink:
+                      warn: Callable[[str], None] = _warn_stderr, timeout_s: float = 5.0,
+                      max_connections: int = 32) -> TeamLink:
         """Connect and check with a PING; unreachable Redis is a :class:`TeamError`."""
         aioredis = load_redis()
         from redis.exceptions import RedisError
 
         try:
-            client = aioredis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s,
-                                              health_check_interval=0)
+            # A blocking pool: hundreds of calls may touch Redis at once; they queue for one of
+            # a few connections instead of failing with "Too many connections" (which would
+            # read as Redis going away). One connection is the pub/sub listener's for good.
+            pool = aioredis.BlockingConnectionPool.from_url(
+                url, max_connections=max_connections + 1, timeout=timeout_s,
+                socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+            client = aioredis.Redis(connection_pool=pool)
         except (ValueError, TypeError) as e:
             raise TeamError(f"bad --redis URL {redact_url(url)}: {e}") from None
         try:

@@ -113,6 +113,22 @@ async def test_reservation_script_by_hand(redis_url):
         await team.close()
 
 
+async def test_the_limiter_corrects_the_shared_reservation_from_usage(redis_url):
+    team = await _team(redis_url)
+    limiter = RateLimiter(tpm=6000, concurrency=4, safety=1.0)  # 100 tokens/s, capacity 100
+    limiter.use_shared(team.quota)
+    try:
+        permit = await limiter.acquire(50)  # reserves 50 of the shared 100
+        level = float((await team.link.client.hgetall(team.quota.key))[b"k"])
+        assert level == pytest.approx(50, abs=3)
+        await permit.done(20)  # the call used 20: 30 go back to everyone
+        level = float((await team.link.client.hgetall(team.quota.key))[b"k"])
+        assert level == pytest.approx(80, abs=3)  # 50 + 30 (+ a few ms of refill)
+        assert team.quota.reservations == 1
+    finally:
+        await team.close()
+
+
 async def test_a_429_seen_by_one_process_pauses_the_others(redis_url):
     one, other = await _team(redis_url), await _team(redis_url)
     lim_one, lim_other = RateLimiter(rpm=600, concurrency=4), RateLimiter(rpm=600, concurrency=4)
@@ -176,6 +192,19 @@ async def test_cache_tier_serves_another_machine_and_fills_its_local_cache(redis
     finally:
         await _close(cache_a, team_a)
         await _close(cache_b, team_b)
+
+
+async def test_hundreds_of_calls_at_once_queue_for_connections_and_never_degrade(redis_url, tmp_path, template):
+    # More concurrent Redis operations than connections: they must wait for one, not be
+    # taken for Redis going away (redis-py's default pool raises "Too many connections").
+    backend = SlowBackend(delay=0.02)
+    pool, cache, team = await _process(redis_url, tmp_path, "a", backend, limiter=RateLimiter(concurrency=400))
+    try:
+        results = await asyncio.gather(*(pool.ask("t", Verdict, {"text": f"c{i}"}) for i in range(400)))
+        assert len(results) == 400 and backend.calls == 400
+        assert team.stats()["degraded"] is False and team.claims.claimed == 400 and team.tier.writes == 400
+    finally:
+        await _close(cache, team)
 
 
 async def test_two_processes_asking_the_same_calls_at_once_pay_each_once(redis_url, tmp_path, template):
