@@ -131,7 +131,7 @@ async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePoo
     if not jc.no_cache and getattr(backend, "cacheable", True):
         cache = await JudgeCache.open(Path(jc.cache_dir or default_cache_dir()) / "judge.sqlite")
         if team is not None:
-            cache = team.wrap_cache(cache)
+            cache = team.wrap_cache(cache, claims=not dry_run)
     dry_backend = None
     if dry_run:
         from drscore.judge.offline.backend import OfflineBackend

@@ -50,9 +50,10 @@ class Judged(Generic[T]):
 class CallClaims(Protocol):
     """Calls in flight in other processes (``--redis``: :mod:`engine.runtime.team.claims`)."""
 
-    async def claim(self, key: str) -> bytes | None:
+    async def claim(self, key: str) -> tuple[bytes, bool] | None:
         """None: this process now holds ``key`` and must :meth:`release` it after the call
-        (its answer committed to the cache). Otherwise the answer another process paid for."""
+        (its answer committed to the cache). Otherwise the answer from the shared tier, and
+        whether it was there already (False: another process's call, waited for)."""
 
     async def release(self, key: str) -> None: ...
 
@@ -192,14 +193,17 @@ class JudgePool:
 
     async def _join_claim(self, key: str, verdict: type[T]) -> Judged[T] | None:
         """The answer another process had in flight, or None when this one holds the claim."""
-        raw = await self.claims.claim(key)
-        if raw is None:
+        found = await self.claims.claim(key)
+        if found is None:
             return None
-        text = raw.decode("utf-8")
+        text = found[0].decode("utf-8")
         try:
             value = decode_verdict(text, verdict)
         except VerdictDecodeError:  # cannot happen under one key; be safe and call ourselves
             return None
+        if found[1]:
+            self.stats.cache_hits += 1
+            return Judged(value, text, key, "cache")
         self.stats.shared += 1
         return Judged(value, text, key, "shared")
 

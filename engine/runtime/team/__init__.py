@@ -27,10 +27,12 @@ class Team:
         self.lease_s = lease_s
         self.claims: RedisClaims | None = None
 
-    def wrap_cache(self, local: Any) -> TieredCache:
-        """The local cache with the Redis tier behind it, and claims on top."""
+    def wrap_cache(self, local: Any, *, claims: bool = True) -> TieredCache:
+        """The local cache with the Redis tier behind it, and claims on top (not for a dry
+        run, which pays for nothing and so claims nothing)."""
         cache = TieredCache(local, self.tier)
-        self.claims = RedisClaims(self.link, cache, lease_s=self.lease_s)
+        if claims:
+            self.claims = RedisClaims(self.link, cache, lease_s=self.lease_s)
         return cache
 
     def stats(self) -> dict[str, Any]:

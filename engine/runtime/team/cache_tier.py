@@ -2,7 +2,9 @@
 
 A lookup asks the local cache first, then Redis; a Redis hit is copied into the local
 cache (so the next run on this machine needs no network at all). An answer is committed
-locally first (the run's checkpoint), then written to Redis. The keys are the same
+locally first (the run's checkpoint), then written to Redis. With claims
+(:mod:`.claims`) the Redis lookup and the claim are one script, and so are storing the
+answer and releasing the claim: the cache then leaves those Redis steps to the claims. The keys are the same
 content-addressed request keys as the local cache, so a warm re-run on another machine
 pays for nothing. Entries hold the response and the request components (to fill the
 local cache and keep ``drscore cache explain`` working).
@@ -29,12 +31,13 @@ class RedisTier:
         self.misses = 0
         self.writes = 0
 
-    def _key(self, key: str) -> str:
+    def key_of(self, key: str) -> str:
+        """The Redis key holding the answer to request ``key``."""
         return self.link.key("c", key)
 
     async def get(self, key: str) -> tuple[bytes, dict[str, Any]] | None:
         """The response and its components, or None (absent, or Redis is gone)."""
-        found = await self.link.guard(self.link.client.hmget(self._key(key), "r", "c"), None)
+        found = await self.link.guard(self.link.client.hmget(self.key_of(key), "r", "c"), None)
         if not found or found[0] is None:
             self.misses += 1
             return None
@@ -44,7 +47,7 @@ class RedisTier:
 
     async def put(self, key: str, response: bytes, components: dict[str, Any]) -> None:
         ok = await self.link.guard(self.link.client.hset(
-            self._key(key), mapping={"r": response, "c": orjson.dumps(components, option=orjson.OPT_SORT_KEYS)}),
+            self.key_of(key), mapping={"r": response, "c": orjson.dumps(components, option=orjson.OPT_SORT_KEYS)}),
             None)
         if ok is not None:
             self.writes += 1
@@ -56,10 +59,16 @@ class TieredCache:
     def __init__(self, local: Any, tier: RedisTier) -> None:
         self.local = local
         self.tier = tier
+        self._claims: Any = None
+        self._deferred: dict[str, tuple[bytes, bytes]] = {}
+
+    def defer_to_claims(self, claims: Any) -> None:
+        """Let ``claims`` do the Redis lookup (with its claim) and the Redis write (with its release)."""
+        self._claims = claims
 
     async def get(self, key: str) -> bytes | None:
         raw = await self.local.get(key)
-        if raw is not None:
+        if raw is not None or (self._claims is not None and self.tier.link.up):
             return raw
         hit = await self.tier.get(key)
         if hit is None:
@@ -68,17 +77,22 @@ class TieredCache:
         await self.local.put(key, response, components)
         return response
 
-    async def get_shared(self, key: str) -> bytes | None:
-        """The Redis tier only (an answer another process just wrote), copied locally."""
-        hit = await self.tier.get(key)
-        if hit is None:
-            return None
-        await self.local.put(key, hit[0], hit[1])
-        return hit[0]
+    async def adopt(self, key: str, response: bytes, components: bytes | None) -> bytes:
+        """An answer found in Redis (by the claims' lookup): counted, copied locally."""
+        self.tier.hits += 1
+        await self.local.put(key, response, orjson.loads(components) if components else {})
+        return response
 
     async def put(self, key: str, response: bytes, components: dict[str, Any]) -> None:
         await self.local.put(key, response, components)  # the checkpoint first
+        if self._claims is not None and self._claims.holds(key) and self.tier.link.up:
+            # written to Redis by the claim's release, in the same round trip
+            self._deferred[key] = (response, orjson.dumps(components, option=orjson.OPT_SORT_KEYS))
+            return
         await self.tier.put(key, response, components)
+
+    def take_deferred(self, key: str) -> tuple[bytes, bytes] | None:
+        return self._deferred.pop(key, None)
 
     async def close(self) -> None:
         await self.local.close()

@@ -1,8 +1,9 @@
 """In-flight de-duplication across processes: a claim with a lease, and a notification.
 
-Before paying for a call that neither cache holds, a process claims its key in Redis
-(``SET NX PX``, the value naming the claimant). The holder renews its leases while it
-works; when its answer is in the cache tier it releases the claim and publishes the key.
+After a local cache miss, one script looks the key up in the Redis tier and, when the
+answer is not there, claims the key (``SET NX PX``, the value naming the claimant). The
+holder renews its leases while it works; one more script stores its answer in the tier,
+drops the claim and publishes the key. Two round trips per paid call, not four.
 A process that finds the key claimed waits for that notification (or for the lease to
 run out) and takes the answer from the cache tier, so the call is paid once. A holder
 that dies stops renewing: its lease expires and the next waiter claims the key itself.
@@ -20,7 +21,18 @@ import uuid
 from drscore.engine.runtime.team.cache_tier import TieredCache
 from drscore.engine.runtime.team.link import TeamLink
 
-_RELEASE = """
+# KEYS: answer hash, claim key. ARGV: owner, lease ms.
+# -> {1, response, components} | {2} claimed by us | {0, pttl} held by someone else
+_LOOKUP_OR_CLAIM = """
+local found = redis.call('HMGET', KEYS[1], 'r', 'c')
+if found[1] then return {1, found[1], found[2]} end
+if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {2} end
+return {0, redis.call('PTTL', KEYS[2])}
+"""
+
+# KEYS: claim key, done channel, answer hash. ARGV: owner, request key[, response, components]
+_STORE_AND_RELEASE = """
+if ARGV[3] then redis.call('HSET', KEYS[3], 'r', ARGV[3], 'c', ARGV[4]) end
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 redis.call('PUBLISH', KEYS[2], ARGV[2])
 return 1
@@ -47,7 +59,9 @@ class RedisClaims:
         self.lease_ms = max(100, int(lease_s * 1000))
         self.owner = uuid.uuid4().hex
         self.done_channel = link.channel("done", per_endpoint=False)
-        self._release = link.client.register_script(_RELEASE)
+        self._lookup_or_claim = link.client.register_script(_LOOKUP_OR_CLAIM)
+        self._store_and_release = link.client.register_script(_STORE_AND_RELEASE)
+        cache.defer_to_claims(self)
         self._renew = link.client.register_script(_RENEW)
         self._held: set[str] = set()
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
@@ -73,39 +87,42 @@ class RedisClaims:
                 if not fut.done():
                     fut.set_result(None)
 
-    async def claim(self, key: str) -> bytes | None:
+    def holds(self, key: str) -> bool:
+        return key in self._held
+
+    async def claim(self, key: str) -> tuple[bytes, bool] | None:
         """None: this process holds the claim now (call, then :meth:`release`). Otherwise
-        the answer another process paid for."""
-        client = self.link.client
+        the answer from the Redis tier, and whether it was there already (False: another
+        process was paying for it and this one waited)."""
+        first = True
         while self.link.up:
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiters.setdefault(key, []).append(fut)  # before looking: no missed notice
             try:
-                ok = await self.link.guard(client.set(self._claim_key(key), self.owner, nx=True, px=self.lease_ms),
-                                           None)
-                if not self.link.up:
+                reply = await self.link.guard(self._lookup_or_claim(
+                    keys=[self.cache.tier.key_of(key), self._claim_key(key)], args=[self.owner, self.lease_ms]), None)
+                if reply is None or not self.link.up:
                     return None
-                if ok:
+                if reply[0] == 1:  # in the tier already
+                    raw = await self.cache.adopt(key, reply[1], reply[2])
+                    if not first:
+                        self.joined += 1
+                    return raw, first
+                if reply[0] == 2:
                     self._held.add(key)
                     self.claimed += 1
                     self._ensure_renewer()
                     return None
-                raw = await self.cache.get_shared(key)  # answered between our miss and now?
-                if raw is not None:
-                    self.joined += 1
-                    return raw
+                first = False
                 self.waited += 1
-                ttl_ms = await self.link.guard(client.pttl(self._claim_key(key)), -2)
+                ttl_ms = int(reply[1])
                 if ttl_ms == -2:
                     continue  # released just now: look again
                 timeout = self.lease_ms / 1000 if ttl_ms < 0 else ttl_ms / 1000 + 0.05
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(fut, timeout)
-                raw = await self.cache.get_shared(key)
-                if raw is not None:
-                    self.joined += 1
-                    return raw
-                # released without an answer (the call failed) or the lease ran out: try ourselves
+                # answered (the next lookup finds it), released without an answer (the call
+                # failed) or the lease ran out (its holder died): look again, claim if free
             finally:
                 futs = self._waiters.get(key)
                 if futs is not None:
@@ -116,10 +133,17 @@ class RedisClaims:
         return None
 
     async def release(self, key: str) -> None:
-        """Drop the claim (the answer, if any, is already in the cache tier) and notify."""
+        """Store the answer the cache set aside for ``key`` (if the call succeeded) in the
+        tier, drop the claim and notify, in one script."""
         self._held.discard(key)
-        await self.link.guard(self._release(keys=[self._claim_key(key), self.done_channel], args=[self.owner, key]),
-                              None)
+        args: list = [self.owner, key]
+        answer = self.cache.take_deferred(key)
+        if answer is not None:
+            args += list(answer)
+        done = await self.link.guard(self._store_and_release(
+            keys=[self._claim_key(key), self.done_channel, self.cache.tier.key_of(key)], args=args), None)
+        if done is not None and answer is not None:
+            self.cache.tier.writes += 1
 
     def _ensure_renewer(self) -> None:
         if self._renewer is None or self._renewer.done():
