@@ -30,6 +30,7 @@ from drscore.engine.runtime.rundir import RunWriter
 from drscore.engine.runtime.runner import Runner
 
 T = TypeVar("T")
+BATCH_ITEMS_IN_FLIGHT = 10_000
 
 
 class JudgeConfig(msgspec.Struct, kw_only=True):
@@ -52,6 +53,11 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     price_as: str | None = None  # price a dry run / offline run as this model
     max_cost: float | None = None
     max_retries: int = 5
+    batch: bool = False  # send calls through the Files + Batches API (half price, hours of latency)
+    batch_window_s: float = 2.0  # a batch goes out after this many quiet seconds
+    batch_poll_s: float = 5.0  # first poll interval (backs off to 2 minutes)
+    batch_max_requests: int = 50_000  # per batch (the provider's limit)
+    prefix_warmup: bool = True  # send the first call of a shared prompt prefix before its siblings
 
 
 class RunConfig(msgspec.Struct, kw_only=True):
@@ -68,7 +74,7 @@ class RunConfig(msgspec.Struct, kw_only=True):
     allow_private_fetch: bool = False
     offline_pages: bool = False
     fetch_concurrency: int = 32
-    max_in_flight: int = 0  # 0 = auto (4 x judge concurrency, at least 32)
+    max_in_flight: int = 0  # 0 = auto (4 x judge concurrency, at least 32; 10,000 with --batch)
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
@@ -93,12 +99,23 @@ def methods() -> dict[str, type[Method]]:
 
 def make_backend(jc: JudgeConfig) -> Backend:
     if not jc.url:
+        if jc.batch:
+            raise ValueError("--batch needs --judge-url (the offline judge has no Batch API)")
         from drscore.judge.offline.backend import OfflineBackend
 
         return OfflineBackend()
     if not jc.model:
         raise ValueError("--judge-model is required with --judge-url")
     key = os.environ.get(jc.api_key_env) or None
+    if jc.batch:
+        if jc.transport != "http":
+            raise ValueError("--batch works with --transport http only")
+        from drscore.judge.batch import BatchBackend
+
+        return BatchBackend(jc.url, jc.model, journal=Path(jc.cache_dir or default_cache_dir()) / "batches.sqlite",
+                            api_key=key, api_key_header=jc.api_key_header, window_s=jc.batch_window_s,
+                            poll_initial_s=jc.batch_poll_s, max_requests=jc.batch_max_requests,
+                            timeout_s=max(jc.timeout_s, 300.0))
     if jc.transport == "sdk":
         from drscore.judge.sdk import SdkBackend
 
@@ -127,6 +144,7 @@ async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePoo
         backend, cache=cache, prices=PriceTable.load(jc.prices), json_mode=jc.json_mode,
         limiter=RateLimiter(jc.rpm, jc.tpm, jc.concurrency, burst_s=jc.burst_s),
         max_retries=jc.max_retries, max_cost_usd=jc.max_cost, dry_run_with=dry_backend, price_model=jc.price_as,
+        prefix_warmup=jc.prefix_warmup,
     )
     return pool, cache
 
@@ -235,7 +253,10 @@ class Run:
         self._writer = writer
         self.runner = Runner(
             tasks=self.tasks, methods=instances, pool=pool, pages=self.pages, seed=cfg.seed, writer=writer,
-            executor=executor, max_in_flight=cfg.max_in_flight or max(32, 4 * cfg.judge.concurrency))
+            executor=executor, max_in_flight=cfg.max_in_flight or (
+                # Batch mode: items wait hours, not seconds, so many must be open at once for
+                # their calls to share a batch.
+                BATCH_ITEMS_IN_FLIGHT if cfg.judge.batch else max(32, 4 * cfg.judge.concurrency)))
         return self
 
     async def _open_pages(self, instances: list[Method]) -> PageSource | None:

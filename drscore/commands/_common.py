@@ -36,6 +36,18 @@ def add_judge_args(p: argparse.ArgumentParser) -> None:
     c.add_argument("--prices", metavar="FILE", help='JSON price table {"model": {"input": $/Mtok, "output": $/Mtok}}')
     c.add_argument("--price-as", metavar="MODEL", help="price calls as this model (e.g. for a dry run offline)")
     c.add_argument("--max-cost", type=float, metavar="USD", help="stop scheduling new calls past this spend")
+    c.add_argument("--no-prefix-warmup", action="store_true",
+                   help="do not hold calls sharing a long prompt prefix until the first of them answered")
+    b = p.add_argument_group("batch (OpenAI-compatible Files + Batches API)")
+    b.add_argument("--batch", action="store_true",
+                   help="send judge calls as batches: batch prices (usually half), answers within the "
+                        "provider's 24h window; crash-safe (re-run the same command to re-attach)")
+    b.add_argument("--batch-window", type=float, default=2.0, metavar="SECONDS",
+                   help="send a batch after this many seconds without new calls (default 2)")
+    b.add_argument("--batch-poll", type=float, default=5.0, metavar="SECONDS",
+                   help="first interval between batch status polls; backs off to 2 minutes (default 5)")
+    b.add_argument("--batch-max-requests", type=int, default=50_000, metavar="N",
+                   help="requests per batch (default and provider maximum 50,000)")
 
 
 def judge_config_from_args(args: argparse.Namespace) -> JudgeConfig:
@@ -44,7 +56,9 @@ def judge_config_from_args(args: argparse.Namespace) -> JudgeConfig:
         api_key_header=args.api_key_header,
         json_mode=not args.no_json_schema, timeout_s=args.timeout, rpm=args.rpm, tpm=args.tpm,
         concurrency=args.concurrency, burst_s=args.burst, cache_dir=args.cache, no_cache=args.no_cache,
-        prices=args.prices, price_as=args.price_as, max_cost=args.max_cost, max_retries=args.max_retries)
+        prices=args.prices, price_as=args.price_as, max_cost=args.max_cost, max_retries=args.max_retries,
+        batch=args.batch, batch_window_s=args.batch_window, batch_poll_s=args.batch_poll,
+        batch_max_requests=args.batch_max_requests, prefix_warmup=not args.no_prefix_warmup)
 
 
 @contextlib.asynccontextmanager

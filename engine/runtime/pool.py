@@ -6,6 +6,14 @@ decode into the verdict Struct (re-asking a bounded number of times when the ans
 not decode), commit the raw answer to the cache, and account tokens, cost and latency.
 Failures after bounded retries raise :class:`JudgeFailed` with a reason; they never
 crash the run.
+
+Costs use the cached-input price for tokens the provider served from its prefix cache
+and batch prices for calls a batching backend (``backend.batched``) answered; batched
+calls skip the RPM/TPM limiter (batch work has its own queue) but still reserve their
+worst case against ``--max-cost``. Calls sharing a long prompt prefix are ordered by
+:class:`engine.runtime.prefix.WarmupGate`: the first goes alone, its siblings follow.
+Each result carries its time at the judge and its time waiting (quota, warm-up) as
+spans, so a row can split its latency honestly.
 """
 from __future__ import annotations
 
@@ -23,23 +31,39 @@ from drscore.engine.runtime.judging import (
     Backend, ChatRequest, FatalError, JudgeFailed, Message, RateLimited, TransientError,
 )
 from drscore.engine.runtime.limits import RateLimiter
+from drscore.engine.runtime.prefix import CacheEstimator, WarmupGate, group_key
 from drscore.engine.runtime.pricing import PriceTable
-from drscore.engine.runtime.tokens import TokenEstimator, estimate_messages, message_features
+from drscore.engine.runtime.tokens import TokenEstimator, estimate_messages, estimate_tokens, message_features
 from drscore.engine.runtime.verdicts import VerdictDecodeError, decode_verdict, schema_of
 
 T = TypeVar("T")
 
 
-class Judged(Generic[T]):
-    """A decoded verdict and what it cost. ``source`` is network | cache | shared | dry."""
+Span = tuple[float, float]  # (start, end) on time.monotonic()
 
-    __slots__ = ("value", "text", "key", "source", "input_tokens", "output_tokens", "cost_usd", "latency_s")
+
+class Judged(Generic[T]):
+    """A decoded verdict and what it cost. ``source`` is network | cache | shared | dry.
+
+    ``cost_uncached`` is what the call would have cost alone: no prefix-cache discount,
+    and for an answer reused from the cache or from an identical call, the list price of
+    that call (its leader's usage, or estimated tokens for a cache hit). ``judge_spans``
+    and ``wait_spans`` are the intervals spent at the judge and waiting for quota."""
+
+    __slots__ = ("value", "text", "key", "source", "input_tokens", "output_tokens", "cost_usd", "latency_s",
+                 "cached_input_tokens", "cost_uncached", "batched", "judge_spans", "wait_spans")
 
     def __init__(self, value: T, text: str, key: str, source: str, input_tokens: int = 0,
-                 output_tokens: int = 0, cost_usd: float = 0.0, latency_s: float = 0.0) -> None:
+                 output_tokens: int = 0, cost_usd: float = 0.0, latency_s: float = 0.0, *,
+                 cached_input_tokens: int = 0, cost_uncached: float | None = None, batched: bool = False,
+                 judge_spans: list[Span] | None = None, wait_spans: list[Span] | None = None) -> None:
         self.value, self.text, self.key, self.source = value, text, key, source
         self.input_tokens, self.output_tokens = input_tokens, output_tokens
         self.cost_usd, self.latency_s = cost_usd, latency_s
+        self.cached_input_tokens, self.batched = cached_input_tokens, batched
+        self.cost_uncached = cost_usd if cost_uncached is None else cost_uncached
+        self.judge_spans = judge_spans or []
+        self.wait_spans = wait_spans or []
 
     @property
     def cached(self) -> bool:
@@ -57,11 +81,16 @@ class PoolStats(msgspec.Struct):
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    cached_input_tokens: int = 0  # part of input_tokens read from the provider's prefix cache
+    cost_usd_uncached: float = 0.0  # the same calls without the prefix-cache discount
+    batched_calls: int = 0  # network calls answered through the Batch API
+    warmup_held: int = 0  # calls that waited for the first call of their prefix group
     # dry-run plan (calls that would be made)
     planned_calls: int = 0
     planned_input_tokens: int = 0
     planned_output_tokens: int = 0
     planned_cost_usd: float = 0.0
+    planned_cached_input_tokens: int = 0  # an estimate (see engine.runtime.prefix)
 
 
 class JudgePool:
@@ -81,6 +110,7 @@ class JudgePool:
         max_cost_usd: float | None = None,
         dry_run_with: Backend | None = None,
         price_model: str | None = None,
+        prefix_warmup: bool = True,
     ) -> None:
         self.backend = backend
         self.cache = cache if getattr(backend, "cacheable", True) else None
@@ -98,7 +128,7 @@ class JudgePool:
         self.stats = PoolStats()
         self.tokens = TokenEstimator()
         self._identity = {"backend": backend.name, **backend.identity()}
-        self._inflight: dict[str, asyncio.Future[str]] = {}
+        self._inflight: dict[str, asyncio.Future[Judged[Any]]] = {}
         self._reserved_cost = 0.0
         self._planned: set[str] = set()
         # Backends that are not cached (the offline judge) still answer a repeated request
@@ -106,6 +136,11 @@ class JudgePool:
         self._memo: OrderedDict[str, str] | None = None if self.cache is not None or not \
             hasattr(backend, "cacheable") or backend.cacheable else OrderedDict()
         self.budget_exhausted = False
+        # A batching backend queues calls for the Batch API: no client-side quota applies,
+        # prices are batch prices, and the provider decides the order (no warm-up gate).
+        self.batched = bool(getattr(backend, "batched", False))
+        self.warmup = WarmupGate() if prefix_warmup and not self.batched else None
+        self._cache_estimate = CacheEstimator()
 
     @property
     def judge_label(self) -> str:
@@ -140,26 +175,28 @@ class JudgePool:
                 try:
                     value = decode_verdict(text, verdict)
                     self.stats.cache_hits += 1
-                    return Judged(value, text, key, "cache")
+                    return Judged(value, text, key, "cache", cost_uncached=self._list_cost(req, text))
                 except VerdictDecodeError:
                     pass  # schema changed under the same key cannot happen; be safe and re-ask
         if self._memo is not None and key in self._memo:
             self._memo.move_to_end(key)
             self.stats.shared += 1
             text = self._memo[key]
-            return Judged(decode_verdict(text, verdict), text, key, "shared")
+            return Judged(decode_verdict(text, verdict), text, key, "shared", cost_uncached=self._list_cost(req, text))
         if self.dry is not None:
             return await self._plan(req, verdict, key)
         fut = self._inflight.get(key)
         if fut is not None:
-            text = await asyncio.shield(fut)
+            t0 = time.monotonic()
+            leader = await asyncio.shield(fut)
             self.stats.shared += 1
-            return Judged(decode_verdict(text, verdict), text, key, "shared")
+            return Judged(decode_verdict(leader.text, verdict), leader.text, key, "shared",
+                          cost_uncached=leader.cost_uncached, judge_spans=[(t0, time.monotonic())])
         fut = asyncio.get_running_loop().create_future()
         self._inflight[key] = fut
         try:
             judged = await self._call(req, verdict, key, components)
-            fut.set_result(judged.text)
+            fut.set_result(judged)
             return judged
         except BaseException as e:
             fut.set_exception(e if isinstance(e, JudgeFailed) else JudgeFailed("error", repr(e)))
@@ -176,13 +213,23 @@ class JudgePool:
         self._planned.add(key)
         tpl = prompts.load(req.template)
         tin, tout = estimate_messages(list(req.messages)), tpl.expected_output_tokens
-        cost = self.prices.cost(self.price_model, tin, tout)
+        cached = self._cache_estimate.cached_tokens(req.messages, tin) if not self.batched else 0
+        cost = self.prices.cost(self.price_model, tin, tout, cached, batch=self.batched)
         s = self.stats
         s.planned_calls += 1
         s.planned_input_tokens += tin
         s.planned_output_tokens += tout
         s.planned_cost_usd += cost
-        return Judged(decode_verdict(resp.text, verdict), resp.text, key, "dry", tin, tout, cost)
+        s.planned_cached_input_tokens += cached
+        return Judged(decode_verdict(resp.text, verdict), resp.text, key, "dry", tin, tout, cost,
+                      cached_input_tokens=cached, batched=self.batched,
+                      cost_uncached=self.prices.cost(self.price_model, tin, tout, batch=self.batched))
+
+    def _list_cost(self, req: ChatRequest, text: str) -> float:
+        """Estimated price of a call we did not pay for (reused answer): learned prompt
+        token estimate plus the answer's estimated length, at uncached rates."""
+        tin = round(self.tokens.prompt(message_features(req.messages)))
+        return self.prices.cost(self.price_model, tin, estimate_tokens(text), batch=self.batched)
 
     def _check_budget(self, est_cost: float) -> None:
         if self.max_cost_usd is None:
@@ -197,65 +244,116 @@ class JudgePool:
         def estimate() -> int:  # evaluated when the call reaches the head of the quota queue
             return self.tokens.estimate(features, req.template, tpl.expected_output_tokens)
 
-        est_cost = self.prices.cost(self.price_model, estimate(), 0) if self.max_cost_usd is not None else 0.0
+        est_cost = 0.0
+        if self.max_cost_usd is not None:
+            if self.batched:  # reserve the worst case: the whole output cap, at batch prices
+                est_cost = self.prices.cost(self.price_model, round(self.tokens.prompt(features)), req.max_tokens,
+                                            batch=True)
+            else:
+                est_cost = self.prices.cost(self.price_model, estimate(), 0)
+        group = group_key(req.messages) if self.warmup is not None else None
+        t0 = time.monotonic()
+        leader = False
+        wait_spans: list[Span] = []
+        judge_spans: list[Span] = []
+        try:
+            if group is not None:
+                leader = await self.warmup.enter(group)
+                if not leader and time.monotonic() > t0:
+                    self.stats.warmup_held += 1
+                    wait_spans.append((t0, time.monotonic()))
+            return await self._attempts(req, verdict, key, components, features, estimate, est_cost, t0,
+                                        wait_spans, judge_spans)
+        finally:
+            if leader:
+                self.warmup.leave(group)
+
+    async def _attempts(self, req: ChatRequest, verdict: type[T], key: str, components: dict[str, Any],
+                        features: tuple[float, float], estimate: Any, est_cost: float, t0: float,
+                        wait_spans: list[Span], judge_spans: list[Span]) -> Judged[T]:
         attempts = rate_limited = reasks = 0
         current = req
-        t0 = time.monotonic()
-        tin = tout = 0
-        cost = 0.0
+        tin = tout = tcached = 0
+        cost = cost_uncached = 0.0
+        batched = False
+        limiter = None if self.batched else self.limiter
         while True:
             self._check_budget(est_cost)
-            permit = await self.limiter.acquire(estimate)
+            permit = None
+            if limiter is not None:
+                tw = time.monotonic()
+                permit = await limiter.acquire(estimate)
+                wait_spans.append((tw, time.monotonic()))
             self._reserved_cost += est_cost
+            tj = time.monotonic()
             try:
                 resp, _info = await self.backend.complete(current)
             except RateLimited as e:
+                judge_spans.append((tj, time.monotonic()))
                 self._reserved_cost -= est_cost
-                delay = await self.limiter.rate_limited_release(permit, e.limits)
+                delay = await limiter.rate_limited_release(permit, e.limits) if permit is not None else 1.0
                 self.stats.rate_limited += 1
                 rate_limited += 1
                 if rate_limited > self.max_rate_limit_retries:
                     self.stats.failures += 1
                     raise JudgeFailed("rate_limited", f"still rate limited after {rate_limited} tries") from None
+                tw = time.monotonic()
                 await asyncio.sleep(delay * random.uniform(0.0, 0.1))  # the limiter pause does the rest
+                wait_spans.append((tw, time.monotonic()))
                 continue
             except TransientError as e:
+                judge_spans.append((tj, time.monotonic()))
                 self._reserved_cost -= est_cost
-                await self.limiter.release_failed(permit)
+                if permit is not None:
+                    await limiter.release_failed(permit)
                 attempts += 1
                 if attempts > self.max_retries:
                     self.stats.failures += 1
                     raise JudgeFailed(e.reason, str(e)) from None
                 self.stats.retries += 1
+                tw = time.monotonic()
                 await asyncio.sleep(min(self.backoff_cap_s, self.backoff_base_s * 2 ** (attempts - 1))
                                     * random.uniform(0.5, 1.5))
+                wait_spans.append((tw, time.monotonic()))
                 continue
             except FatalError as e:
                 self._reserved_cost -= est_cost
-                await self.limiter.release_failed(permit)
+                if permit is not None:
+                    await limiter.release_failed(permit)
                 self.stats.failures += 1
                 raise JudgeFailed("fatal", str(e)) from None
             except BaseException:
                 self._reserved_cost -= est_cost
-                await self.limiter.release_failed(permit)
+                if permit is not None:
+                    await limiter.release_failed(permit)
                 raise
+            judge_spans.append((tj, time.monotonic()))
             self._reserved_cost -= est_cost
-            self.limiter.observe(_info)
-            if resp.usage_estimated:
-                await permit.done(None)
-            else:
-                await permit.done(resp.input_tokens + resp.output_tokens)
-                if current is req:  # re-asks carry extra messages: not the features we measured
-                    self.tokens.observe(features, req.template, resp.input_tokens, resp.output_tokens)
-            call_cost = self.prices.cost(self.price_model, resp.input_tokens, resp.output_tokens)
+            if permit is not None:
+                limiter.observe(_info)
+                await permit.done(None if resp.usage_estimated else resp.input_tokens + resp.output_tokens)
+            if not resp.usage_estimated and current is req:
+                # re-asks carry extra messages: not the features we measured
+                self.tokens.observe(features, req.template, resp.input_tokens, resp.output_tokens)
+            call_cost = self.prices.cost(self.price_model, resp.input_tokens, resp.output_tokens,
+                                         resp.cached_input_tokens, batch=resp.batched)
+            call_uncached = self.prices.cost(self.price_model, resp.input_tokens, resp.output_tokens,
+                                             batch=resp.batched)
             tin += resp.input_tokens
             tout += resp.output_tokens
+            tcached += resp.cached_input_tokens
             cost += call_cost
+            cost_uncached += call_uncached
+            batched = batched or resp.batched
             s = self.stats
             s.calls += 1
             s.input_tokens += resp.input_tokens
             s.output_tokens += resp.output_tokens
             s.cost_usd += call_cost
+            s.cached_input_tokens += resp.cached_input_tokens
+            s.cost_usd_uncached += call_uncached
+            if resp.batched:
+                s.batched_calls += 1
             try:
                 value = decode_verdict(resp.text, verdict)
             except VerdictDecodeError as e:
@@ -272,7 +370,9 @@ class JudgePool:
                 self._memo[key] = resp.text
                 if len(self._memo) > 20_000:
                     self._memo.popitem(last=False)
-            return Judged(value, resp.text, key, "network", tin, tout, cost, time.monotonic() - t0)
+            return Judged(value, resp.text, key, "network", tin, tout, cost, time.monotonic() - t0,
+                          cached_input_tokens=tcached, cost_uncached=cost_uncached, batched=batched,
+                          judge_spans=judge_spans, wait_spans=wait_spans)
 
 
 def _reask(req: ChatRequest, bad_answer: str, problem: str) -> ChatRequest:

@@ -43,9 +43,13 @@ class Runner:
 
     def snapshot(self) -> dict[str, Any]:
         s = self.pool.stats
-        return {"items_done": self.items_done, "items_failed": self.items_failed, "calls": s.calls,
+        snap = {"items_done": self.items_done, "items_failed": self.items_failed, "calls": s.calls,
                 "cache_hits": s.cache_hits, "shared": s.shared, "retries": s.retries,
                 "rate_limited": s.rate_limited, "cost_usd": s.cost_usd, **self.pool.limiter.snapshot()}
+        batches = getattr(self.pool.backend, "batch_snapshot", None)
+        if batches is not None:  # a batching backend: batches submitted / in progress / done
+            snap["batches"] = batches()
+        return snap
 
     async def run(self, reports: Iterable[Report]) -> AsyncIterator[ScoreRow]:
         """Score every report with every method; yields rows as they complete."""
@@ -104,6 +108,7 @@ class Runner:
             result = MethodResult(score=None, status="failed", errors=[f"{e.reason}: {e.detail}".rstrip(": ")])
         except Exception as e:  # a method bug must not take the run down; it is reported
             result = MethodResult(score=None, status="failed", errors=[f"internal error: {type(e).__name__}: {e}"])
+        judge_s, wait_s = meter.latency_split()
         row = ScoreRow(
             task_id=task.task_id, agent=report.agent, method=method.name, score=result.score,
             subscores=result.subscores, judged=result.judged, expected=result.expected,
@@ -112,6 +117,8 @@ class Runner:
             errors=result.errors, judge=self.pool.judge_label, calls=meter.calls + meter.planned,
             cache_hits=meter.cache_hits, input_tokens=meter.input_tokens, output_tokens=meter.output_tokens,
             cost_usd=round(meter.cost_usd, 8), latency_s=round(time.monotonic() - t0, 4), details=result.details,
+            cached_input_tokens=meter.cached_input_tokens, cost_usd_uncached=round(meter.cost_usd_uncached, 8),
+            judge_s=round(judge_s, 4), quota_wait_s=round(wait_s, 4),
         )
         self.items_done += 1
         if row.status == "failed":
@@ -137,17 +144,26 @@ class Runner:
             "reasks": s.reasks, "judge_failures": s.failures, "input_tokens": s.input_tokens,
             "output_tokens": s.output_tokens, "cost_usd": round(s.cost_usd, 6), "wall_time_s": round(wall, 3),
             "budget_exhausted": self.pool.budget_exhausted,
+            "cached_input_tokens": s.cached_input_tokens, "cost_usd_uncached": round(s.cost_usd_uncached, 6),
+            "batched_calls": s.batched_calls, "synchronous_calls": s.calls - s.batched_calls,
         }
+        batches = getattr(self.pool.backend, "batch_summary", None)
+        if batches is not None:
+            totals["batches"] = batches()
         if dry_run:
             totals.update({"planned_calls": s.planned_calls, "planned_input_tokens": s.planned_input_tokens,
                            "planned_output_tokens": s.planned_output_tokens,
-                           "planned_cost_usd": round(s.planned_cost_usd, 6)})
+                           "planned_cost_usd": round(s.planned_cost_usd, 6),
+                           "planned_cached_input_tokens_estimate": s.planned_cached_input_tokens,
+                           "priced_as": "batch" if self.pool.batched else "synchronous"})
         return {
             "judge": self.pool.judge_label,
             "dry_run": dry_run,
             "per_agent_method": self.aggregate.table(),
-            "per_method": {name: {**msgspec.structs.asdict(m), "cost_usd": round(m.cost_usd, 6),
-                                   "statuses": self.status_counts[name]}
+            "per_method": {name: {**{k: v for k, v in msgspec.structs.asdict(m).items()
+                                     if k not in ("judge_spans", "wait_spans")},
+                                  "cost_usd": round(m.cost_usd, 6), "cost_usd_uncached": round(m.cost_usd_uncached, 6),
+                                  "statuses": self.status_counts[name]}
                            for name, m in self.per_method.items()},
             "totals": totals,
             "input_errors": [str(e) for e in input_errors[:200]],
