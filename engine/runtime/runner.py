@@ -146,6 +146,7 @@ class Runner:
             "budget_exhausted": self.pool.budget_exhausted,
             "cached_input_tokens": s.cached_input_tokens, "cost_usd_uncached": round(s.cost_usd_uncached, 6),
             "batched_calls": s.batched_calls, "synchronous_calls": s.calls - s.batched_calls,
+            "prefix_warmup_held": s.warmup_held,
         }
         batches = getattr(self.pool.backend, "batch_summary", None)
         if batches is not None:

@@ -254,7 +254,7 @@ class _MockJudge:
     async def reset(self, request: web.Request) -> web.Response:
         self._reset_state(in_flight=self.stats.in_flight)
         self.quota.reset()
-        self.batches.stats = type(self.batches.stats)()
+        self.batches.reset()
         return web.Response(body=b'{"reset": true}', content_type=_JSON)
 
     async def models(self, request: web.Request) -> web.Response:
