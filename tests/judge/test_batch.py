@@ -58,6 +58,18 @@ def _backend(base, tmp_path, **kw):
                         **{"window_s": 0.05, "poll_initial_s": 0.02, "poll_max_s": 0.05, **kw})
 
 
+def _submitted(journal) -> int:
+    if not journal.exists():
+        return 0
+    db = sqlite3.connect(journal)
+    try:
+        return db.execute("SELECT COUNT(*) FROM batches WHERE state='submitted'").fetchone()[0]
+    except sqlite3.OperationalError:  # the journal is being created
+        return 0
+    finally:
+        db.close()
+
+
 def _pool(backend, **kw):
     # The limiter would refuse everything (rpm 1 with a tiny burst): batched calls must not use it.
     return JudgePool(backend, cache=None, limiter=RateLimiter(rpm=1, burst_s=0.01), prices=PRICES,
@@ -148,14 +160,13 @@ async def test_reattach_after_a_crash_submits_nothing_twice(mock, tmp_path):
     journal = tmp_path / "batches.sqlite"
     for _ in range(500):  # until the batch is recorded as submitted
         await asyncio.sleep(0.01)
-        if journal.exists():
-            with sqlite3.connect(journal) as db:
-                if db.execute("SELECT COUNT(*) FROM batches WHERE state='submitted'").fetchone()[0]:
-                    break
+        if _submitted(journal):
+            break
     for t in asks:  # the process dies: nothing of it runs on
         t.cancel()
     await asyncio.gather(*asks, return_exceptions=True)
     await first.close()
+    assert _submitted(journal) == 1  # died with its batch pending at the provider
     assert (await _stats(base))["batches_created"] == 1
 
     second = _backend(base, tmp_path)
