@@ -175,7 +175,8 @@ class JudgeSession:
             task_id="", agent="", method=self.purpose, template=template, key=judged.key, cached=judged.cached,
             status="ok", verdict=judged.value, input_tokens=judged.input_tokens,
             output_tokens=judged.output_tokens, cost_usd=judged.cost_usd, latency_s=round(judged.latency_s, 4),
-            label=label))
+            label=label, cached_input_tokens=judged.cached_input_tokens,
+            cost_usd_uncached=round(judged.cost_uncached, 8), batched=judged.batched))
         return judged.value
 
     def _record(self, rec: VerdictRecord) -> None:
@@ -190,7 +191,8 @@ class JudgeSession:
         s = self.pool.stats
         return {"judge": self.pool.judge_label, "calls": s.calls, "cache_hits": s.cache_hits,
                 "retries": s.retries, "rate_limited_429": s.rate_limited, "input_tokens": s.input_tokens,
-                "output_tokens": s.output_tokens, "cost_usd": round(s.cost_usd, 6)}
+                "output_tokens": s.output_tokens, "cost_usd": round(s.cost_usd, 6),
+                "cached_input_tokens": s.cached_input_tokens, "cost_usd_uncached": round(s.cost_usd_uncached, 6)}
 
 
 @contextlib.asynccontextmanager

@@ -212,3 +212,17 @@ async def test_dry_run_prices_with_the_estimated_cached_share(templates):
 def test_ace_item_template_puts_the_report_before_the_item():
     text = dict(prompts.load("ace_item").render({"task_prompt": "T", "item": "ITEM-X", "report": "REPORT-Y"}))["user"]
     assert text.index("REPORT-Y") < text.index("ITEM-X")
+
+
+def test_progress_shows_batches_and_their_request_counts():
+    from rich.console import Console
+
+    from drscore.engine.runtime.progress import Progress
+
+    snap = {"items_done": 3, "batches": {"submitted": 2, "reattached": 1, "in_progress": 1, "requests_in_progress": 40,
+                                         "completed": 2, "requests_answered": 75, "requests_queued": 5}}
+    console = Console(width=200, record=True)
+    console.print(Progress(lambda: snap, 10, enabled=False)._render())
+    text = console.export_text()
+    assert "batches submitted 2 (+1 re-attached)" in text and "in progress 1 (40 requests)" in text
+    assert "completed 2 (75 answered)" in text and "queued for next batch 5" in text
