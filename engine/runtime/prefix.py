@@ -35,11 +35,17 @@ def prompt_text(messages: Sequence[Message]) -> str:
 
 
 def group_key(messages: Sequence[Message]) -> str | None:
-    """Key of the prefix group of a prompt, or None when it is too short to be cached."""
-    text = prompt_text(messages)
-    if len(text) <= GROUP_CHARS:
-        return None
-    return hashlib.sha256(text[:GROUP_CHARS].encode("utf-8")).hexdigest()
+    """Key of the prefix group of a prompt, or None when it is too short to be cached.
+    (On every judge call: builds only the first ``GROUP_CHARS`` characters.)"""
+    parts: list[str] = []
+    n = 0
+    for m in messages:
+        piece = f"\x00{m.role}\x00{m.content[:GROUP_CHARS + 1]}"
+        parts.append(piece)
+        n += len(piece)
+        if n > GROUP_CHARS:
+            return hashlib.sha256("".join(parts)[:GROUP_CHARS].encode("utf-8")).hexdigest()
+    return None
 
 
 def cacheable_tokens(shared_tokens: int) -> int:

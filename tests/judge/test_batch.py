@@ -226,3 +226,19 @@ async def test_expired_batch_failures_are_reported_when_retries_run_out(mock, tm
     await backend.close()
     assert err.value.reason == "transient" and "batch_expired" in err.value.detail
     assert (await _stats(base))["batches_created"] == 2  # the first try and one bounded retry
+
+
+async def test_max_cost_reserves_each_requests_worst_case_before_it_joins_a_batch(mock, tmp_path):
+    # Worst case of one call at batch prices ($1/M in, $4/M out): the estimated prompt
+    # ("Judge." and "Rate: rN": 2 + (6/4 + 4) + (8/4 + 4) = 13.5 -> 14 tokens) plus the
+    # whole 60-token output cap = (14 + 240) / 1e6 = $0.000254. A cap of 3.5 of those
+    # lets exactly three requests into the batch.
+    base = await mock()
+    backend = _backend(base, tmp_path)
+    pool = _pool(backend, max_cost_usd=3.5 * 254e-6)
+    outcomes = await asyncio.gather(*(pool.ask("t", Verdict, {"text": f"r{i}"}) for i in range(6)),
+                                    return_exceptions=True)
+    await backend.close()
+    refused = [o for o in outcomes if isinstance(o, JudgeFailed)]
+    assert len(refused) == 3 and all(o.reason == "budget" for o in refused)
+    assert (await _stats(base))["batch_requests"] == 3
