@@ -242,3 +242,16 @@ async def test_max_cost_reserves_each_requests_worst_case_before_it_joins_a_batc
     refused = [o for o in outcomes if isinstance(o, JudgeFailed)]
     assert len(refused) == 3 and all(o.reason == "budget" for o in refused)
     assert (await _stats(base))["batch_requests"] == 3
+
+
+def test_error_file_lines_map_to_retryable_or_fatal():
+    from drscore.engine.runtime.judging import FatalError, TransientError
+    from drscore.judge.batch import _line_error
+
+    expired = {"custom_id": "a", "response": None, "error": {"code": "batch_expired", "message": "late"}}
+    server = {"custom_id": "b", "response": {"status_code": 500, "body": {"error": {"message": "boom"}}}}
+    bad = {"custom_id": "c", "response": {"status_code": 400, "body": {"error": {"message": "bad schema"}}}}
+    limited = {"custom_id": "d", "response": {"status_code": 429, "body": {"error": {"message": "slow down"}}}}
+    assert isinstance(_line_error(expired), TransientError) and "batch_expired" in str(_line_error(expired))
+    assert isinstance(_line_error(server), TransientError) and isinstance(_line_error(limited), TransientError)
+    assert isinstance(_line_error(bad), FatalError) and "bad schema" in str(_line_error(bad))
