@@ -119,6 +119,16 @@ def main() -> None:
                                     cache_dir=str(tmp / f"cache-{name}-{warm}"))  # cold local cache each run
                 out[name]["warmup_on" if warm else "warmup_off"] = _measure(
                     mock, RunConfig(**work, out=str(tmp / f"run-{name}-{warm}"), judge=judge))
+            # The dry run's estimate of the same (its answers come from the offline judge,
+            # so multi-step methods plan somewhat different calls than the mock answers ask).
+            dry = JudgeConfig(url=mock.url, model="mock-judge", prices=str(prices), cache_dir=str(tmp / "dry"))
+            _, plan = run_async(timed_run(RunConfig(**work, dry_run=True, judge=dry)))
+            p = plan["totals"]
+            out[name]["dry_run_estimate"] = {
+                "planned_calls": p["planned_calls"], "planned_input_tokens": p["planned_input_tokens"],
+                "estimated_cached_share": round(p["planned_cached_input_tokens_estimate"]
+                                                / max(1, p["planned_input_tokens"]), 4),
+                "planned_cost_usd": p["planned_cost_usd"]}
     out["machine"] = machine()
     print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
 
