@@ -41,7 +41,8 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     api_key_env: str = "OPENAI_API_KEY"  # the key itself is read from the environment only
     api_key_header: str = "Authorization"  # "api-key" for Azure OpenAI keys
     json_mode: bool = True  # send the verdict schema as response_format
-    timeout_s: float = 120.0
+    timeout_s: float = 120.0  # per attempt of each judge call
+    max_rate_limit_wait_s: float = 300.0  # a 429 resetting later than this stops the run (exit 3)
     rpm: float = 0  # 0 = no limit
     tpm: float = 0
     concurrency: int = 16
@@ -50,7 +51,7 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     no_cache: bool = False
     prices: str | None = None
     price_as: str | None = None  # price a dry run / offline run as this model
-    max_cost: float | None = None
+    max_cost: float | None = None  # hard ceiling in USD: every call reserves its worst case first
     max_retries: int = 5
 
 
@@ -123,10 +124,19 @@ async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePoo
         from drscore.judge.offline.backend import OfflineBackend
 
         dry_backend = OfflineBackend()
+    prices = PriceTable.load(jc.prices)
+    price_model = jc.price_as or backend.model
+    if jc.max_cost is not None and not dry_run and prices.lookup(price_model) is None:
+        if cache is not None:
+            await cache.close()
+        await backend.close()
+        raise ValueError(f"--max-cost needs the price of {price_model!r}, which is not in the price table; "
+                         "pass --prices FILE or --price-as MODEL")
     pool = JudgePool(
-        backend, cache=cache, prices=PriceTable.load(jc.prices), json_mode=jc.json_mode,
+        backend, cache=cache, prices=prices, json_mode=jc.json_mode,
         limiter=RateLimiter(jc.rpm, jc.tpm, jc.concurrency, burst_s=jc.burst_s),
         max_retries=jc.max_retries, max_cost_usd=jc.max_cost, dry_run_with=dry_backend, price_model=jc.price_as,
+        timeout_s=jc.timeout_s, max_rate_limit_wait_s=jc.max_rate_limit_wait_s,
     )
     return pool, cache
 

@@ -6,6 +6,7 @@ import sys
 
 from drscore.api import version
 from drscore.commands import register_all
+from drscore.engine.runtime.redact import install_excepthook, install_log_filter, redact
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,6 +21,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    install_log_filter()
+    install_excepthook()
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -30,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except (ValueError, KeyError, FileNotFoundError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
-        print(f"drscore: error: {msg}", file=sys.stderr)
+        print(redact(f"drscore: error: {msg}"), file=sys.stderr)
         return 1
 
 

@@ -40,6 +40,41 @@ def leaderboard_text(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def failures_text(summary: dict[str, Any]) -> str | None:
+    """``failed items by reason: budget 12, auth 3`` (None when nothing failed)."""
+    reasons = summary.get("totals", {}).get("failure_reasons") or {}
+    if not reasons:
+        return None
+    return "failed items by reason: " + ", ".join(f"{r} {n}" for r, n in reasons.items())
+
+
+def stop_text(summary: dict[str, Any]) -> str | None:
+    """Why the run stopped early, as one line (None when it ran to the end)."""
+    stop = summary.get("stopped")
+    if not stop:
+        return None
+    return ("drscore: error: " if stop.get("fatal") else "drscore: stopped: ") + stop["message"]
+
+
+def only_the_stop(summary: dict[str, Any]) -> bool:
+    """True when the stop explains the whole run: nothing was scored and every item
+    failed for the stop's reason (a broken endpoint met at the first call, say). The
+    terminal then shows that one message and nothing else."""
+    stop, t = summary.get("stopped"), summary.get("totals", {})
+    return bool(stop) and t.get("items", 0) > 0 and t.get("items_failed") == t.get("items") and \
+        t.get("failure_reasons") == {stop["reason"]: t["items"]}
+
+
+def end_of_run_lines(summary: dict[str, Any]) -> list[str]:
+    """What the terminal's error stream shows after every run: the failure reasons with
+    their counts, then why the run stopped (or only the latter, see :func:`only_the_stop`)."""
+    stop = stop_text(summary)
+    if only_the_stop(summary):
+        n = summary["totals"]["items"]
+        return [f"{stop} — all {n} items failed for this reason"]
+    return [line for line in (failures_text(summary), stop) if line]
+
+
 def _pair_totals(summary: dict[str, Any]) -> dict[str, int]:
     """Total ``pairs`` subscore per method (claim-level methods report it per report)."""
     totals: dict[str, float] = {}

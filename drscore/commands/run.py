@@ -8,11 +8,12 @@ import orjson
 
 from drscore.api import Run, RunConfig, methods
 from drscore.commands._common import add_judge_args, judge_config_from_args, run_async
-from drscore.render import dry_run_text, leaderboard_text
+from drscore.render import dry_run_text, end_of_run_lines, leaderboard_text, only_the_stop
 from drscore.engine.runtime.io import FORMATS, count_lines
 from drscore.engine.runtime.progress import Progress, progress_enabled
 
-EXIT_INCOMPLETE = 3  # finished, but some inputs were skipped or some items failed
+EXIT_INCOMPLETE = 3  # finished, but some inputs were skipped or some items failed (or budget/quota ran out)
+EXIT_ERROR = 1  # includes an endpoint that cannot work (refused, DNS, TLS, 401/403, 404, bad parameter)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,7 +21,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="score reports", description=(
         "Score reports with the given methods. Without --judge-url the offline judge is used. "
         f"Methods: {', '.join(available)}. Exit status: 0 all scored (items a method does not apply to, "
-        f"status 'skipped', included); {EXIT_INCOMPLETE} finished with skipped inputs or failed items; 1 error."))
+        f"status 'skipped', included); {EXIT_INCOMPLETE} finished with skipped inputs or failed items, or stopped "
+        f"by --max-cost or a rate-limit reset beyond --max-rate-limit-wait (re-run to resume); {EXIT_ERROR} error, "
+        "including a judge endpoint that cannot work (stopped at the first call, or after repeated identical "
+        "failures)."))
     p.add_argument("--methods", required=True, help="comma-separated method names")
     p.add_argument("--reports", required=True, action="append", metavar="FILE",
                    help="reports JSONL (repeat for several agents)")
@@ -80,21 +84,26 @@ def _main(args: argparse.Namespace) -> int:
         print("WARNING: --allow-private-fetch: cited URLs may reach loopback and private addresses. "
               "Use only for local testing with trusted reports.", file=sys.stderr)
     summary = run_async(_run(config))
+    t = summary["totals"]
+    stop = summary.get("stopped")
     if args.json:
         sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
     elif config.dry_run:
         print(dry_run_text(summary, config.judge.price_as or config.judge.model))
-    else:
+    elif not only_the_stop(summary):  # a run stopped at its first call gets its one line, no table
         print(leaderboard_text(summary))
         if config.out:
             print(f"\n  run directory: {config.out}")
+    for line in end_of_run_lines(summary):
+        print(line, file=sys.stderr)
     errors = summary.get("input_errors", [])
     for e in errors[:20]:
         print(f"skipped: {e}", file=sys.stderr)
     if len(errors) > 20:
         print(f"... and {len(errors) - 20} more skipped inputs (see summary.json)", file=sys.stderr)
-    t = summary["totals"]
-    return EXIT_INCOMPLETE if t["inputs_skipped"] or t["items_failed"] else 0
+    if stop and stop["fatal"]:
+        return EXIT_ERROR
+    return EXIT_INCOMPLETE if stop or t["inputs_skipped"] or t["items_failed"] else 0
 
 
 async def _run(config: RunConfig) -> dict:

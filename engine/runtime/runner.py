@@ -3,6 +3,11 @@
 Reports are read lazily; at most ``max_in_flight`` items exist at once, so memory stays
 flat over thousands of reports. Each finished item becomes a :class:`ScoreRow`, written
 to the run directory and yielded to the caller immediately.
+
+When the pool stops (budget, a long rate-limit reset, a broken endpoint; see
+:attr:`JudgePool.stopped`), no further item is started: every remaining item still gets
+its row, status ``failed`` with the stop's reason, so the run directory lists what was
+not done and why, and a re-run resumes from the cache.
 """
 from __future__ import annotations
 
@@ -17,12 +22,27 @@ import msgspec
 from drscore.engine.runtime.aggregate import Aggregator
 from drscore.engine.runtime.context import ItemContext
 from drscore.engine.runtime.evidence import PageSource
-from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.runtime.judging import ENDPOINT_FAULTS, OTHER_FAULTS, JudgeFailed
 from drscore.engine.runtime.meter import Meter
 from drscore.engine.methods.base import Method, MethodResult
 from drscore.engine.runtime.models import InputError, Report, ScoreRow, Task
 from drscore.engine.runtime.pool import JudgePool
+from drscore.engine.runtime.redact import redact
 from drscore.engine.runtime.rundir import RunWriter
+
+
+_KNOWN_REASONS = frozenset({*ENDPOINT_FAULTS, *OTHER_FAULTS, "budget", "undecodable", "fatal", "transient",
+                            "error", "internal error"})
+
+
+def failure_reason(errors: list[str]) -> str:
+    """The reason word of a failed item: the first known reason among the ``: ``-separated
+    parts of its first error (methods prefix their own context, ``pair 1-2: timeout: ...``),
+    else that error's first part."""
+    if not errors:
+        return "unknown"
+    parts = [p.strip() for p in errors[0].split(":")]
+    return next((p for p in parts if p in _KNOWN_REASONS), parts[0])
 
 
 class Runner:
@@ -38,6 +58,7 @@ class Runner:
         self.items_done = 0
         self.items_failed = 0
         self.items_skipped = 0
+        self.failure_reasons: dict[str, int] = {}
         self.started = time.monotonic()
         self.finished: float | None = None
 
@@ -54,7 +75,10 @@ class Runner:
 
         async def one(order: int, task: Task, report: Report, method: Method) -> None:
             try:
-                row = await self._score(task, report, method)
+                if self.pool.stopped is not None:  # stopped while this item waited for a slot
+                    row = self._not_run(task, report, method)
+                else:
+                    row = await self._score(task, report, method)
                 if self.writer is not None:
                     self.writer.score(row, order)
                 await queue.put(row)
@@ -68,6 +92,13 @@ class Runner:
                 for report in reports:
                     task = self.tasks[report.task_id]
                     for method in self.methods:
+                        if self.pool.stopped is not None:
+                            row = self._not_run(task, report, method)
+                            if self.writer is not None:
+                                self.writer.score(row, order)
+                            order += 1
+                            await queue.put(row)
+                            continue
                         await slots.acquire()
                         t = asyncio.create_task(one(order, task, report, method))
                         order += 1
@@ -103,7 +134,8 @@ class Runner:
         except JudgeFailed as e:
             result = MethodResult(score=None, status="failed", errors=[f"{e.reason}: {e.detail}".rstrip(": ")])
         except Exception as e:  # a method bug must not take the run down; it is reported
-            result = MethodResult(score=None, status="failed", errors=[f"internal error: {type(e).__name__}: {e}"])
+            result = MethodResult(score=None, status="failed",
+                                  errors=[redact(f"internal error: {type(e).__name__}: {e}")])
         row = ScoreRow(
             task_id=task.task_id, agent=report.agent, method=method.name, score=result.score,
             subscores=result.subscores, judged=result.judged, expected=result.expected,
@@ -113,19 +145,36 @@ class Runner:
             cache_hits=meter.cache_hits, input_tokens=meter.input_tokens, output_tokens=meter.output_tokens,
             cost_usd=round(meter.cost_usd, 8), latency_s=round(time.monotonic() - t0, 4), details=result.details,
         )
+        self._count(row)
+        self.per_method[method.name].merge(meter)
+        return row
+
+    def _not_run(self, task: Task, report: Report, method: Method) -> ScoreRow:
+        """The row of an item never started because the pool stopped."""
+        stop = self.pool.stopped
+        assert stop is not None
+        row = ScoreRow(task_id=task.task_id, agent=report.agent, method=method.name, score=None, status="failed",
+                       errors=[f"{stop.reason}: {stop.message}"], judge=self.pool.judge_label)
+        self._count(row)
+        return row
+
+    def _count(self, row: ScoreRow) -> None:
         self.items_done += 1
+        reason = ""
         if row.status == "failed":
             self.items_failed += 1
+            reason = failure_reason(row.errors)
+            self.failure_reasons[reason] = self.failure_reasons.get(reason, 0) + 1
         elif row.status == "skipped":
             self.items_skipped += 1
-        counts = self.status_counts[method.name]
+        counts = self.status_counts[row.method]
         key = row.status
-        if row.status in ("failed", "skipped") and row.errors:
-            key = f"{row.status}:{row.errors[0].split(':', 1)[0]}"
+        if row.status == "failed":
+            key = f"failed:{reason}"
+        elif row.status == "skipped" and row.errors:
+            key = f"skipped:{row.errors[0].split(':', 1)[0]}"
         counts[key] = counts.get(key, 0) + 1
-        self.per_method[method.name].merge(meter)
         self.aggregate.add(row)
-        return row
 
     def summary(self, input_errors: list[InputError], *, dry_run: bool = False) -> dict[str, Any]:
         s = self.pool.stats
@@ -137,7 +186,12 @@ class Runner:
             "reasks": s.reasks, "judge_failures": s.failures, "input_tokens": s.input_tokens,
             "output_tokens": s.output_tokens, "cost_usd": round(s.cost_usd, 6), "wall_time_s": round(wall, 3),
             "budget_exhausted": self.pool.budget_exhausted,
+            "failure_reasons": dict(sorted(self.failure_reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
         }
+        budget = self.pool.budget
+        if budget.cap is not None:
+            totals["max_cost_usd"] = budget.cap
+            totals["cost_unsettled_usd"] = round(budget.unsettled, 6)  # timed out: may have been billed
         if dry_run:
             totals.update({"planned_calls": s.planned_calls, "planned_input_tokens": s.planned_input_tokens,
                            "planned_output_tokens": s.planned_output_tokens,
@@ -150,5 +204,6 @@ class Runner:
                                    "statuses": self.status_counts[name]}
                            for name, m in self.per_method.items()},
             "totals": totals,
+            "stopped": msgspec.to_builtins(self.pool.stopped) if self.pool.stopped is not None else None,
             "input_errors": [str(e) for e in input_errors[:200]],
         }
