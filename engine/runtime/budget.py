@@ -1,8 +1,9 @@
 """The spending ceiling of a run (``--max-cost``).
 
-Every judge call reserves its worst case before it is sent: an upper bound of its input
-tokens plus its whole ``max_tokens`` of output, at the model's prices. Reservations and
-settled spend together never pass the cap, so nothing is sent that could cross it. When
+Every judge call reserves its worst case before it is sent: its input tokens (see
+:func:`input_reservation`) plus its whole ``max_tokens`` of output, at the model's
+prices. Reservations and settled spend together never pass the cap, so nothing is sent
+that could cross it. When
 the answer arrives the reservation is settled from the usage the endpoint returned (and
 the unused part is freed for other calls); a call whose outcome is unknown (a timeout
 after the request left) keeps its worst case as possibly billed.
@@ -11,7 +12,7 @@ A call that does not fit while others are in flight waits for them to settle; a 
 that would not fit even with nothing in flight exhausts the budget, and the pool stops
 the run (see :class:`engine.runtime.judging.StopReason`).
 
-Seams: :func:`input_token_bound` is the only estimate the cap relies on; a subclass of
+Seams: :func:`input_reservation` is the only estimate the cap relies on; a subclass of
 :class:`Budget` may keep its ledger elsewhere (shared between processes, say) by
 overriding :meth:`Budget.reserve`, :meth:`Budget.settle`, :meth:`Budget.release` and
 :meth:`Budget.forfeit`.
@@ -19,10 +20,12 @@ overriding :meth:`Budget.reserve`, :meth:`Budget.settle`, :meth:`Budget.release`
 from __future__ import annotations
 
 import asyncio
+import math
 
 import orjson
 
 from drscore.engine.runtime.judging import ChatRequest
+from drscore.engine.runtime.tokens import TokenEstimator, message_features
 
 # Chat formatting adds a few tokens per message (role markers) and a few per request;
 # these are generous upper bounds of both, plus the schema hint that transports without
@@ -30,6 +33,9 @@ from drscore.engine.runtime.judging import ChatRequest
 _PER_MESSAGE = 8
 _PER_REQUEST = 64
 _SCHEMA_HINT = 256
+# Head room over the learned input estimate: the cap holds as long as the server counts no
+# more than this much above what its own usage reports taught the estimator.
+INPUT_MARGIN = 1.25
 
 
 def input_token_bound(request: ChatRequest) -> int:
@@ -45,6 +51,20 @@ def input_token_bound(request: ChatRequest) -> int:
     for m in request.messages:
         total += _PER_MESSAGE + len(m.content.encode("utf-8")) + len(m.role)
     return total
+
+
+def input_reservation(request: ChatRequest, estimator: TokenEstimator | None) -> int:
+    """The input tokens a call reserves: :func:`input_token_bound` until the server's own
+    usage has been observed, then the learned estimate with :data:`INPUT_MARGIN` of head
+    room (plus the schema, which the estimate does not see), never above the bound. The
+    byte bound alone is about four times the real count for English, and would leave up
+    to a whole oversized reservation of the cap unspent."""
+    bound = input_token_bound(request)
+    if estimator is None or not estimator.observations:
+        return bound
+    learned = estimator.prompt(message_features(request.messages)) * INPUT_MARGIN
+    schema = len(orjson.dumps(request.schema)) / 2 + _PER_REQUEST
+    return min(bound, math.ceil(learned + schema))
 
 
 class Budget:

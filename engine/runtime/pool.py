@@ -28,7 +28,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from drscore import prompts
-from drscore.engine.runtime.budget import Budget, input_token_bound
+from drscore.engine.runtime.budget import Budget, input_reservation
 from drscore.engine.runtime.cache import JudgeCache, request_key
 from drscore.engine.runtime.health import CircuitBreaker, EndpointGate
 from drscore.engine.runtime.judging import (
@@ -299,7 +299,8 @@ class JudgePool:
                     raise self._stopped_error() from None
                 # The reservation is made now, after the quota wait: the spend it checks
                 # against is current, and the quota wait cannot outdate it.
-                worst = self.prices.cost(self.price_model, input_token_bound(current), current.max_tokens)
+                worst = self.prices.cost(self.price_model, input_reservation(current, self.tokens),
+                                         current.max_tokens)
                 if not await self.budget.reserve(worst):
                     await self.limiter.release_failed(permit)
                     if self.budget.exhausted:
