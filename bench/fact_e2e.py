@@ -2,14 +2,14 @@
 for the judge and the web.
 
 * Reports: ``../shared/data/drb/reports.claude-3-7-sonnet.jsonl``, text untouched.
-* Judge: the project's mock judge (:class:`judge.mock_server.MockServerProcess`, a child
+* Judge: the project's mock judge (:class:`drscore.judge.mock.server.MockServerProcess`, a child
   process, OpenAI-compatible, schema-valid answers; ``--latency`` adds delay per call).
 * Web: a page-server child process on 127.0.0.1 serving ``/p/<sha1(url)>`` for every
   cited URL: generated HTML (navigation, scripts, an article made of the statements
   that cite that URL between filler paragraphs of other reports, footer), 20-80 KB,
   deterministic; URLs whose SHA-1 starts with ``0`` answer 404 (about 1 in 16).
 * :class:`MappedPages` (bench only) maps each cited URL to its local address and asks
-  a real :class:`fetch.pool.FetchPool` (SSRF guard with ``allow_networks=
+  a real :class:`drscore.fetch.pool.FetchPool` (SSRF guard with ``allow_networks=
   ["127.0.0.1/32"]``, HTML extraction in its process pool, page store); the result keeps
   the URL as cited.
 
@@ -39,10 +39,10 @@ from pathlib import Path
 import msgspec
 
 from bench.machine import machine
+from bench.shared_data import DRB, require_data
 from drscore.engine.runtime.evidence import PageResult
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-REPORTS = DATA / "drb" / "reports.claude-3-7-sonnet.jsonl"
+REPORTS = DRB / "reports.claude-3-7-sonnet.jsonl"
 
 
 def url_key(url: str) -> str:
@@ -206,6 +206,7 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.0, help="mock judge seconds per call (default 0)")
     ap.add_argument("--concurrency", type=int, default=64, help="judge calls in flight (default 64)")
     args = ap.parse_args()
+    require_data("fact_e2e", REPORTS)
     t0 = time.perf_counter()
     result = asyncio.run(run(args.reports, args.latency, args.concurrency))
     print(json.dumps({
