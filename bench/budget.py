@@ -27,11 +27,11 @@ import time
 from pathlib import Path
 
 from bench.machine import machine
+from bench.shared_data import DRB
 from drscore.judge.mock.scripted import ScriptedJudge, free_port
 from drscore.judge.mock.server import MockConfig, MockServerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
-DRB = ROOT.parent / "shared" / "data" / "drb"
 
 SHAPES = {
     # gpt-4.1's own prices (the issue's case; the mock counts fewer tokens than OpenAI, so a lower cap)

@@ -95,20 +95,29 @@ class Budget:
         """Whether a call costing at most ``worst_usd`` fits with nothing else in flight."""
         return self.cap is None or self.committed + worst_usd <= self.cap
 
+    def try_reserve(self, worst_usd: float) -> bool | None:
+        """Reserve now if the call fits: True; False when it never will (exhausted, or
+        closed); None when it must wait for calls in flight to settle."""
+        if self.closed:
+            return False
+        if self.cap is not None:
+            if not self.fits_alone(worst_usd):
+                self.exhausted = True
+                return False
+            if self.committed + self.reserved + worst_usd > self.cap:
+                return None
+        self.reserved += worst_usd
+        self.in_flight += 1
+        return True
+
     async def reserve(self, worst_usd: float) -> bool:
         """Reserve ``worst_usd`` for one call. Waits while calls in flight hold the room
         it needs; returns False (and marks the budget exhausted) when the call would not
         fit even alone, or when the budget was closed."""
         while True:
-            if self.closed:
-                return False
-            if not self.fits_alone(worst_usd):
-                self.exhausted = True
-                return False
-            if self.cap is None or self.committed + self.reserved + worst_usd <= self.cap:
-                self.reserved += worst_usd
-                self.in_flight += 1
-                return True
+            done = self.try_reserve(worst_usd)
+            if done is not None:
+                return done
             if self._changed is None:
                 self._changed = asyncio.Event()
             await self._changed.wait()

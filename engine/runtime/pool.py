@@ -289,7 +289,7 @@ class JudgePool:
         while True:
             if self.stopped is not None:
                 raise self._stopped_error()
-            probe = await self.gate.enter() if self.gate is not None else False
+            probe = await self.gate.enter() if self.gate is not None and not self.gate.is_open else False
             try:
                 if self.stopped is not None:
                     raise self._stopped_error()
@@ -299,9 +299,9 @@ class JudgePool:
                     raise self._stopped_error() from None
                 # The reservation is made now, after the quota wait: the spend it checks
                 # against is current, and the quota wait cannot outdate it.
-                worst = self.prices.cost(self.price_model, input_reservation(current, self.tokens),
-                                         current.max_tokens)
-                if not await self.budget.reserve(worst):
+                worst = 0.0 if self.budget.cap is None else self.prices.cost(
+                    self.price_model, input_reservation(current, self.tokens), current.max_tokens)
+                if not (self.budget.try_reserve(worst) or await self.budget.reserve(worst)):
                     await self.limiter.release_failed(permit)
                     if self.budget.exhausted:
                         self.halt(self._budget_stop(worst))
