@@ -301,7 +301,12 @@ class JudgePool:
                 # against is current, and the quota wait cannot outdate it.
                 worst = 0.0 if self.budget.cap is None else self.prices.cost(
                     self.price_model, input_reservation(current, self.tokens), current.max_tokens)
-                if not (self.budget.try_reserve(worst) or await self.budget.reserve(worst)):
+                try:
+                    reserved = self.budget.try_reserve(worst) or await self.budget.reserve(worst)
+                except BaseException:  # cancelled while waiting for room: give the slot back
+                    await self.limiter.release_failed(permit)
+                    raise
+                if not reserved:
                     await self.limiter.release_failed(permit)
                     if self.budget.exhausted:
                         self.halt(self._budget_stop(worst))

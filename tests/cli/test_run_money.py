@@ -1,6 +1,6 @@
 """``drscore run`` against endpoints that cost money or fail: the --max-cost ceiling with
-output-heavy and input-heavy prices, fail-fast preflight (dead port, 401, 404 model,
-unsupported parameter), the circuit breaker, a 429 whose reset is an hour away, and an
+output-heavy and input-heavy prices, fail-fast preflight (dead port, TLS, 401, 404
+model, unsupported parameter), the circuit breaker, a 429 whose reset is an hour away, and an
 endpoint that echoes the API key into every kind of answer.
 
 Each command runs as a real subprocess with a timeout, so a hang fails the test instead
@@ -78,6 +78,7 @@ def test_max_cost_is_a_hard_ceiling_and_a_higher_cap_resumes(tmp_path, price):
 
 @pytest.mark.parametrize("mode, cause", [
     ("dead", "connection refused"),
+    ("tls", "TLS/SSL error"),  # https:// to a plain-HTTP server
     ("401", "authentication failed"),
     ("404model", "model not found"),
     ("unsupported", "rejects a request parameter"),
@@ -86,6 +87,11 @@ def test_a_broken_endpoint_stops_at_the_first_call_with_one_message(tmp_path, mo
     if mode == "dead":
         url, judge = f"http://127.0.0.1:{free_port()}/v1", None
         proc = _run(url, tmp_path, timeout=60)
+    elif mode == "tls":
+        with ScriptedJudge("ok") as judge:
+            url = judge.url.replace("http://", "https://")
+            proc = _run(url, tmp_path, timeout=60)
+        assert judge.requests == 0  # the handshake failed: no request was ever read
     else:
         with ScriptedJudge(mode) as judge:
             url = judge.url
