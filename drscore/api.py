@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import msgspec
 
 import drscore.engine.methods as method_registry
+from drscore import prompts
 from drscore.engine.runtime.cache import JudgeCache
 from drscore.engine.runtime.evidence import PageSource, PlaceholderPages
 from drscore.engine.runtime.io import iter_reports, load_tasks, tasks_from_reports
@@ -52,6 +53,7 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     price_as: str | None = None  # price a dry run / offline run as this model
     max_cost: float | None = None
     max_retries: int = 5
+    prompts_dir: str | None = None  # templates here (<name>.md) replace the built-in ones
 
 
 class RunConfig(msgspec.Struct, kw_only=True):
@@ -69,6 +71,7 @@ class RunConfig(msgspec.Struct, kw_only=True):
     offline_pages: bool = False
     fetch_concurrency: int = 32
     max_in_flight: int = 0  # 0 = auto (4 x judge concurrency, at least 32)
+    limit: int = 0  # score only the first N reports of each reports file (0 = all)
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
@@ -123,8 +126,9 @@ async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePoo
         from drscore.judge.offline.backend import OfflineBackend
 
         dry_backend = OfflineBackend()
+    templates = prompts.Library(jc.prompts_dir) if jc.prompts_dir else None
     pool = JudgePool(
-        backend, cache=cache, prices=PriceTable.load(jc.prices), json_mode=jc.json_mode,
+        backend, cache=cache, templates=templates, prices=PriceTable.load(jc.prices), json_mode=jc.json_mode,
         limiter=RateLimiter(jc.rpm, jc.tpm, jc.concurrency, burst_s=jc.burst_s),
         max_retries=jc.max_retries, max_cost_usd=jc.max_cost, dry_run_with=dry_backend, price_model=jc.price_as,
     )
@@ -260,7 +264,8 @@ class Run:
     def _reports(self) -> Iterator[Report]:
         cfg = self.config
         return itertools.chain.from_iterable(
-            iter_reports(p, fmt=cfg.format, agent=cfg.agent, tasks=self.tasks, errors=self.input_errors)
+            itertools.islice(iter_reports(p, fmt=cfg.format, agent=cfg.agent, tasks=self.tasks,
+                                          errors=self.input_errors), cfg.limit or None)
             for p in cfg.reports)
 
     async def rows(self) -> AsyncIterator[ScoreRow]:

@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+import time
+from pathlib import Path
 
 import orjson
 
@@ -11,23 +14,38 @@ from drscore.commands._common import add_judge_args, judge_config_from_args, run
 from drscore.render import dry_run_text, leaderboard_text
 from drscore.engine.runtime.io import FORMATS, count_lines
 from drscore.engine.runtime.progress import Progress, progress_enabled
+from drscore.settings import to_toml
 
 EXIT_INCOMPLETE = 3  # finished, but some inputs were skipped or some items failed
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     available = methods()
-    p = sub.add_parser("run", help="score reports", description=(
+    p = sub.add_parser("run", help="score reports", formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description=(
         "Score reports with the given methods. Without --judge-url the offline judge is used. "
         f"Methods: {', '.join(available)}. Exit status: 0 all scored (items a method does not apply to, "
-        f"status 'skipped', included); {EXIT_INCOMPLETE} finished with skipped inputs or failed items; 1 error."))
-    p.add_argument("--methods", required=True, help="comma-separated method names")
-    p.add_argument("--reports", required=True, action="append", metavar="FILE",
-                   help="reports JSONL (repeat for several agents)")
+        f"status 'skipped', included); {EXIT_INCOMPLETE} finished with skipped inputs or failed items; 1 error.\n\n"
+        "Every option can come from a TOML file (--config); flags given here override it, and\n"
+        "DRSCORE_JUDGE_URL, DRSCORE_JUDGE_MODEL, DRSCORE_API_KEY_ENV, DRSCORE_CACHE, DRSCORE_REDIS\n"
+        "give defaults for the options they name."),
+        epilog=("examples:\n"
+                "  drscore run --methods quality,redundancy --tasks tasks.jsonl --reports reports.a.jsonl --limit 5\n"
+                "  drscore run --methods race --reports r.jsonl --judge-url https://api.openai.com/v1 "
+                "--judge-model gpt-4.1 --print-config > run.toml\n"
+                "  drscore run --config run.toml --max-cost 5"))
+    p.add_argument("--methods", help="comma-separated method names (required, here or in --config)")
+    p.add_argument("--reports", action="append", metavar="FILE",
+                   help="reports JSONL (repeat for several agents; required, here or in --config)")
     p.add_argument("--tasks", metavar="FILE", help="tasks JSONL (optional when reports carry their prompt)")
     p.add_argument("--format", choices=FORMATS, default="auto", help="report format (default: detected per line)")
     p.add_argument("--agent", help="agent name for formats without one (default: from the file name)")
-    p.add_argument("--out", metavar="DIR", help="run directory (config, verdicts, scores, summary)")
+    p.add_argument("--out", metavar="DIR", help="run directory (config, verdicts, scores, summary; default: "
+                   "runs/<date>-<time>-<methods>/)")
+    p.add_argument("--limit", type=int, metavar="N", help="score only the first N reports of each reports file")
+    p.add_argument("--config", metavar="FILE", help="TOML file with any of these options (flags override it)")
+    p.add_argument("--print-config", action="store_true",
+                   help="print this command line as a TOML config file and exit")
     p.add_argument("--dry-run", action="store_true", help="print calls, tokens and cost; spend nothing")
     p.add_argument("--seed", type=int, default=0, help="seed for every sampled step (default 0)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -53,10 +71,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                 if o.choices:
                     kwargs["choices"] = o.choices
             g.add_argument(f"--{o.flag}", **kwargs)
-    p.set_defaults(func=_main)
+    p.set_defaults(func=_main, run_parser=p)
 
 
 def _config(args: argparse.Namespace) -> RunConfig:
+    if not args.methods or not args.reports:
+        missing = " and ".join(f for f, v in (("--methods", args.methods), ("--reports", args.reports)) if not v)
+        raise ValueError(f"{missing} required (on the command line or in the --config file)")
+    if args.limit is not None and args.limit < 1:
+        raise ValueError("--limit must be at least 1")
     names = [m.strip() for m in args.methods.split(",") if m.strip()]
     available = methods()
     unknown = [n for n in names if n not in available]
@@ -71,17 +94,39 @@ def _config(args: argparse.Namespace) -> RunConfig:
     return RunConfig(methods=names, reports=args.reports, tasks=args.tasks, format=args.format, agent=args.agent,
                      out=args.out, judge=judge_config_from_args(args), seed=args.seed, dry_run=args.dry_run,
                      method_options=options, allow_private_fetch=args.allow_private_fetch,
-                     offline_pages=args.offline_pages, fetch_concurrency=args.fetch_concurrency)
+                     offline_pages=args.offline_pages, fetch_concurrency=args.fetch_concurrency,
+                     limit=args.limit or 0)
+
+
+def default_out_dir(methods: list[str], root: Path = Path("runs"), now: float | None = None) -> Path:
+    """``runs/<date>-<time>-<methods>/``; a suffix keeps two runs in one second apart."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(methods))[:60]
+    base = root / f"{stamp}-{name}"
+    path, k = base, 1
+    while path.exists():
+        k += 1
+        path = base.with_name(f"{base.name}-{k}")
+    return path
 
 
 def _main(args: argparse.Namespace) -> int:
+    if args.print_config:
+        sys.stdout.write(to_toml(args.run_parser, args, "drscore run config (drscore run --config FILE)"))
+        return 0
     config = _config(args)
+    if not config.out and not config.dry_run:
+        config.out = str(default_out_dir(config.methods))
+    if config.out and not config.dry_run:
+        print(f"run directory: {config.out}", file=sys.stderr)
     if config.allow_private_fetch:
         print("WARNING: --allow-private-fetch: cited URLs may reach loopback and private addresses. "
               "Use only for local testing with trusted reports.", file=sys.stderr)
     summary = run_async(_run(config))
     if args.json:
         sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
+        if config.out and not config.dry_run:
+            print(f"run directory: {config.out}", file=sys.stderr)
     elif config.dry_run:
         print(dry_run_text(summary, config.judge.price_as or config.judge.model))
     else:
@@ -99,8 +144,12 @@ def _main(args: argparse.Namespace) -> int:
 
 async def _run(config: RunConfig) -> dict:
     async with Run(config) as run:
-        total = sum(count_lines(p) for p in config.reports) * len(config.methods)
+        total = sum(_capped(count_lines(p), config.limit) for p in config.reports) * len(config.methods)
         with Progress(run.runner.snapshot, total, progress_enabled()):
             async for _ in run.rows():
                 pass
         return run.summary
+
+
+def _capped(n: int, limit: int) -> int:
+    return min(n, limit) if limit else n

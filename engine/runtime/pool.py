@@ -81,8 +81,12 @@ class JudgePool:
         max_cost_usd: float | None = None,
         dry_run_with: Backend | None = None,
         price_model: str | None = None,
+        templates: prompts.Library | None = None,
     ) -> None:
         self.backend = backend
+        # Where templates come from (``--prompts DIR`` overrides); looked up per call so
+        # the hash of the template actually used goes into the cache key.
+        self.templates = templates
         self.cache = cache if getattr(backend, "cacheable", True) else None
         self.limiter = limiter
         self.prices = prices
@@ -111,9 +115,12 @@ class JudgePool:
     def judge_label(self) -> str:
         return "offline" if self.backend.name == "offline" else self.backend.model
 
+    def _template(self, name: str) -> prompts.Template:
+        return self.templates.load(name) if self.templates is not None else prompts.load(name)
+
     def build(self, template: str, verdict: type, variables: dict[str, Any], sample: int = 0) -> tuple[ChatRequest, dict[str, Any]]:
         """The request and its cache-key components (public for ``cache explain`` and tests)."""
-        tpl = prompts.load(template)
+        tpl = self._template(template)
         messages = tuple(Message(role, content) for role, content in tpl.render(variables))
         schema = schema_of(verdict)
         req = ChatRequest(
@@ -174,7 +181,7 @@ class JudgePool:
             self.stats.shared += 1
             return Judged(decode_verdict(resp.text, verdict), resp.text, key, "shared")
         self._planned.add(key)
-        tpl = prompts.load(req.template)
+        tpl = self._template(req.template)
         tin, tout = estimate_messages(list(req.messages)), tpl.expected_output_tokens
         cost = self.prices.cost(self.price_model, tin, tout)
         s = self.stats
@@ -192,7 +199,7 @@ class JudgePool:
             raise JudgeFailed("budget", f"--max-cost {self.max_cost_usd} reached")
 
     async def _call(self, req: ChatRequest, verdict: type[T], key: str, components: dict[str, Any]) -> Judged[T]:
-        tpl = prompts.load(req.template)
+        tpl = self._template(req.template)
         features = message_features(req.messages)
         def estimate() -> int:  # evaluated when the call reaches the head of the quota queue
             return self.tokens.estimate(features, req.template, tpl.expected_output_tokens)
