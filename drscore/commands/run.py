@@ -13,7 +13,8 @@ from drscore.api import Run, RunConfig, methods
 from drscore.commands._common import add_judge_args, judge_config_from_args, run_async
 from drscore.render import dry_run_text, leaderboard_text
 from drscore.engine.runtime.io import FORMATS, count_lines
-from drscore.engine.runtime.progress import Progress, progress_enabled
+from drscore.engine.runtime.models import ScoreRow
+from drscore.engine.runtime.progress import Progress, progress_mode
 from drscore.settings import to_toml
 
 EXIT_INCOMPLETE = 3  # finished, but some inputs were skipped or some items failed
@@ -49,6 +50,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true", help="print calls, tokens and cost; spend nothing")
     p.add_argument("--seed", type=int, default=0, help="seed for every sampled step (default 0)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--progress-every", type=float, default=30.0, metavar="SECONDS",
+                   help="when stderr is not a terminal (CI, a pipe), print one progress line this often "
+                        "(default 30; 0 = never)")
     f = p.add_argument_group("pages (methods that read cited pages)")
     f.add_argument("--allow-private-fetch", action="store_true",
                    help="DANGEROUS: allow fetching loopback/private addresses (local testing only)")
@@ -122,7 +126,7 @@ def _main(args: argparse.Namespace) -> int:
     if config.allow_private_fetch:
         print("WARNING: --allow-private-fetch: cited URLs may reach loopback and private addresses. "
               "Use only for local testing with trusted reports.", file=sys.stderr)
-    summary = run_async(_run(config))
+    summary, rows = run_async(_run(config, args.progress_every))
     if args.json:
         sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
         if config.out and not config.dry_run:
@@ -130,7 +134,7 @@ def _main(args: argparse.Namespace) -> int:
     elif config.dry_run:
         print(dry_run_text(summary, config.judge.price_as or config.judge.model))
     else:
-        print(leaderboard_text(summary))
+        print(leaderboard_text(summary, rows, seed=config.seed))
         if config.out:
             print(f"\n  run directory: {config.out}")
     errors = summary.get("input_errors", [])
@@ -142,13 +146,15 @@ def _main(args: argparse.Namespace) -> int:
     return EXIT_INCOMPLETE if t["inputs_skipped"] or t["items_failed"] else 0
 
 
-async def _run(config: RunConfig) -> dict:
+async def _run(config: RunConfig, progress_every: float) -> tuple[dict, list[ScoreRow]]:
     async with Run(config) as run:
-        total = sum(_capped(count_lines(p), config.limit) for p in config.reports) * len(config.methods)
-        with Progress(run.runner.snapshot, total, progress_enabled()):
-            async for _ in run.rows():
-                pass
-        return run.summary
+        per_method = {m: sum(_capped(count_lines(p), config.limit) for p in config.reports) for m in config.methods}
+        rows: list[ScoreRow] = []
+        with Progress(run.runner.snapshot, per_method, mode=progress_mode(), every_s=progress_every,
+                      max_cost=config.judge.max_cost):
+            async for row in run.rows():
+                rows.append(row)
+        return run.summary, rows
 
 
 def _capped(n: int, limit: int) -> int:

@@ -45,7 +45,11 @@ class Runner:
         s = self.pool.stats
         return {"items_done": self.items_done, "items_failed": self.items_failed, "calls": s.calls,
                 "cache_hits": s.cache_hits, "shared": s.shared, "retries": s.retries,
-                "rate_limited": s.rate_limited, "cost_usd": s.cost_usd, **self.pool.limiter.snapshot()}
+                "rate_limited": s.rate_limited, "cost_usd": s.cost_usd, **self.pool.limiter.snapshot(),
+                # for the progress display: per-method counts and what the quota allows
+                "done_by_method": {m: sum(c.values()) for m, c in list(self.status_counts.items())},
+                "rpm": self.pool.limiter.rpm, "tpm": self.pool.limiter.tpm,
+                "input_tokens": s.input_tokens, "output_tokens": s.output_tokens}
 
     async def run(self, reports: Iterable[Report]) -> AsyncIterator[ScoreRow]:
         """Score every report with every method; yields rows as they complete."""
