@@ -88,7 +88,7 @@ def flag_name(action: argparse.Action) -> str:
 
 
 def _line_of(text: str, key: str) -> int | None:
-    pattern = re.compile(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=", re.MULTILINE)
+    pattern = re.compile(rf"^[ \t]*[\"']?{re.escape(key)}[\"']?[ \t]*=", re.MULTILINE)
     m = pattern.search(text)
     return text.count("\n", 0, m.start()) + 1 if m else None
 
