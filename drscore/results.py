@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from drscore.engine.runtime.extras import MissingExtra
 from drscore.engine.runtime.models import InputError, ScoreRow, VerdictRecord
 from drscore.engine.runtime.rundir_read import iter_verdicts, read_run_dir
 
@@ -34,11 +35,11 @@ VERDICT_COLUMNS = ("task_id", "agent", "method", "template", "label", "status", 
                    "input_tokens", "output_tokens", "cost_usd", "latency_s", "key", "verdict")
 
 
-def _require(module: str) -> Any:
+def _require(module: str, feature: str) -> Any:
     try:
         return __import__(module)
     except ImportError:
-        raise ImportError(f"{module} is needed for this; it is an optional extra: {EXTRA_HINT}") from None
+        raise MissingExtra(f"{feature} needs the 'pandas' extra ({module} not installed): {EXTRA_HINT}") from None
 
 
 class Records(Sequence[T], Generic[T]):
@@ -68,7 +69,7 @@ class Records(Sequence[T], Generic[T]):
 
     def to_pandas(self) -> Any:
         """A ``pandas.DataFrame`` with one row per record (needs the pandas extra)."""
-        pd = _require("pandas")
+        pd = _require("pandas", "to_pandas()")
         records = self.records()
         return pd.DataFrame.from_records(records, columns=self.header(records))
 
@@ -146,7 +147,7 @@ def write_csv(records: Records[Any], path: str | Path) -> int:
 
 def write_parquet(records: Records[Any], path: str | Path) -> int:
     """Write ``records`` as Parquet (needs pyarrow, from the pandas extra)."""
-    _require("pyarrow")
+    _require("pyarrow", "Parquet export")
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -1,10 +1,11 @@
 """The self-contained HTML run report (``drscore report``'s ``report.html``).
 
-The page is built from the data in :mod:`engine.reporting.tables` (leaderboard, groupings);
-this module is only markup. It has no scripts, no external stylesheet, font or image:
-charts are inline SVG from :mod:`engine.charts`, so it opens offline and can be mailed as
-one file. The per-report viewer, which needs a script, is a second page beside it
-(:mod:`engine.reporting.viewer`), linked from the leaderboard.
+The page is built from the data in :mod:`drscore.engine.reporting.tables` (leaderboard,
+groupings); this module is only markup. It has no scripts, no external stylesheet, font
+or image: charts are inline SVG from :mod:`drscore.engine.reporting.charts`, so it opens
+offline and can be mailed as one file. The per-report viewer, which needs a script, is a
+second page beside it (:mod:`drscore.engine.reporting.viewer`), linked from the
+leaderboard.
 
 The report shows what the run contains. Sections are driven by the data, not by
 method names: a leaderboard and per-task heatmap for every method; per-dimension bars
@@ -23,9 +24,9 @@ from typing import Any, Iterable, Sequence
 
 from drscore.engine.reporting import charts
 from drscore.engine.reporting.tables import (  # noqa: F401  (re-exported: the report's data API)
-    OUTCOMES, LeaderboardRow, _fmt, comparison_note, task_sets_differ, _judges, _offline, _pairs, _units, citation_counts,
+    OUTCOMES, LeaderboardRow, _fmt, _judges, _offline, _pairs, _units, citation_counts, comparison_note,
     cost_by, dimension_names, leaderboard, leaderboard_csv, leaderboard_markdown, pick_redundancy_row,
-    redact,
+    redact, task_sets_differ,
 )
 from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 from drscore.engine.runtime.models import ScoreRow

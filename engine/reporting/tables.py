@@ -2,7 +2,7 @@
 intervals over tasks, ranks over the tasks agents share), the groupings the report draws
 (dimensions, redundancy pairs, citation outcomes, cost), and the Markdown and CSV tables.
 
-Pure functions of score rows; :mod:`engine.reporting.html` turns them into the page and
+Pure functions of score rows; :mod:`drscore.engine.reporting.html` turns them into the page and
 the terminal leaderboard (``drscore.render``) uses the same :func:`leaderboard`, so the
 numbers and intervals agree everywhere.
 """
