@@ -6,7 +6,7 @@ import contextlib
 import importlib.metadata
 import itertools
 import os
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,6 +30,7 @@ from drscore.engine.runtime.pool import JudgePool
 from drscore.engine.runtime.pricing import PriceTable
 from drscore.engine.runtime.rundir import RunWriter
 from drscore.engine.runtime.runner import Runner
+from drscore.engine.stats.bootstrap import mean_ci
 
 T = TypeVar("T")
 
@@ -73,6 +74,13 @@ class RunConfig(msgspec.Struct, kw_only=True):
     fetch_concurrency: int = 32
     max_in_flight: int = 0  # 0 = auto (4 x judge concurrency, at least 32)
     limit: int = 0  # score only the first N reports of each reports file (0 = all)
+
+
+def task_bootstrap_interval(values: Sequence[float]) -> list[float] | None:
+    """The 95% interval every drscore leaderboard shows: percentile bootstrap over tasks,
+    default resamples, seed 0 (``drscore report``'s defaults), so the numbers agree."""
+    _, interval = mean_ci(values, seed=0)
+    return interval.as_list() if interval else None
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
@@ -277,7 +285,8 @@ class Run:
         assert self.runner is not None, "use 'async with Run(config) as run'"
         async for row in self.runner.run(self._reports()):
             yield row
-        self.summary = self.runner.summary(self.input_errors, dry_run=self.config.dry_run)
+        self.summary = self.runner.summary(self.input_errors, dry_run=self.config.dry_run,
+                                           interval=task_bootstrap_interval)
         if self.pages is not None and hasattr(self.pages, "stats"):
             self.summary["pages"] = self.pages.stats()
         elif isinstance(self.pages, PlaceholderPages):

@@ -134,7 +134,7 @@ def _main(args: argparse.Namespace) -> int:
     elif config.dry_run:
         print(dry_run_text(summary, config.judge.price_as or config.judge.model))
     else:
-        print(leaderboard_text(summary, rows, seed=config.seed))
+        print(leaderboard_text(summary, rows))
         if config.out:
             print(f"\n  run directory: {config.out}")
     errors = summary.get("input_errors", [])

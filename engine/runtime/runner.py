@@ -10,7 +10,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Iterable
 from concurrent.futures import Executor
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import msgspec
 
@@ -131,7 +131,8 @@ class Runner:
         self.aggregate.add(row)
         return row
 
-    def summary(self, input_errors: list[InputError], *, dry_run: bool = False) -> dict[str, Any]:
+    def summary(self, input_errors: list[InputError], *, dry_run: bool = False,
+                interval: Callable[[Sequence[float]], list[float] | None] | None = None) -> dict[str, Any]:
         s = self.pool.stats
         wall = (self.finished or time.monotonic()) - self.started
         totals = {
@@ -149,7 +150,7 @@ class Runner:
         return {
             "judge": self.pool.judge_label,
             "dry_run": dry_run,
-            "per_agent_method": self.aggregate.table(),
+            "per_agent_method": self.aggregate.table(interval),
             "per_method": {name: {**msgspec.structs.asdict(m), "cost_usd": round(m.cost_usd, 6),
                                    "statuses": self.status_counts[name]}
                            for name, m in self.per_method.items()},

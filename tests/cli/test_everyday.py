@@ -180,6 +180,11 @@ def test_terminal_leaderboard_uses_the_report_intervals_and_shared_tasks(tmp_pat
         line = next(x for x in text.splitlines() if f" {e.agent} " in f" {x} ")
         assert f"[{e.ci_low:.2f}, {e.ci_high:.2f}]" in line
         assert f"[{e.shared_ci_low:.2f}, {e.shared_ci_high:.2f}]" in line
+    # summary.json carries the same intervals
+    summary = json.loads((out / "summary.json").read_text())
+    for e in board:
+        entry = next(r for r in summary["per_agent_method"] if r["agent"] == e.agent)
+        assert entry["ci95"] == pytest.approx([e.ci_low, e.ci_high])
     # and drscore report prints the same numbers
     assert main(["report", str(out)]) == 0
     md = (out / "leaderboard.md").read_text()
