@@ -67,7 +67,8 @@ def explicit_dests(parser: argparse.ArgumentParser, argv: list[str],
     saved = []
     for p in parsers:
         for a in p._actions:
-            if a.option_strings and not isinstance(a, (argparse._HelpAction, argparse._VersionAction)):
+            if a.option_strings and not isinstance(a, (argparse._HelpAction, argparse._VersionAction)) \
+                    and a.default is not argparse.SUPPRESS:  # a SUPPRESS copy must not mask its twin
                 saved.append((a, a.default))
                 # append/count actions build on their default; None is their neutral start
                 a.default = None if isinstance(a, (argparse._AppendAction, argparse._CountAction)) else _UNSET
@@ -183,6 +184,12 @@ def apply_sources(parser: argparse.ArgumentParser, argv: list[str], args: argpar
     from_file = load_config_file(config_path, actions) if config_path else {}
     for dest, value in env_hits.items():
         if dest not in explicit and dest not in from_file:
+            action = actions.get(dest)
+            if action is not None:
+                try:
+                    value = _scalar(action, value, ENV_DEFAULTS[dest])
+                except ValueError as exc:
+                    raise ConfigError(f"environment: {exc}") from None
             setattr(args, dest, value)
     for dest, value in from_file.items():
         if dest not in explicit:

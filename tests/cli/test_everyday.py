@@ -157,6 +157,18 @@ def test_options_are_accepted_before_and_after_the_action(tmp_path, capsys):
     assert (tmp_path / "p" / "pages.sqlite").is_file() and (tmp_path / "q" / "pages.sqlite").is_file()
 
 
+def test_an_option_given_in_either_place_beats_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("DRSCORE_CACHE", str(tmp_path / "env"))
+    for argv in (["cache", "stats", "--cache", str(tmp_path / "a")],
+                 ["cache", "--cache", str(tmp_path / "b"), "stats"],
+                 ["pages", "--cache", str(tmp_path / "c"), "stats"]):
+        assert main(argv) == 0
+    assert main(["pages", "stats"]) == 0  # nothing given: the environment's
+    assert (tmp_path / "a" / "judge.sqlite").is_file() and (tmp_path / "b" / "judge.sqlite").is_file()
+    assert (tmp_path / "c" / "pages.sqlite").is_file() and (tmp_path / "env" / "pages.sqlite").is_file()
+    assert not (tmp_path / "env" / "judge.sqlite").exists()
+
+
 def test_every_command_help_has_an_example():
     missing = []
     for path, parser in walk(build_parser()):
