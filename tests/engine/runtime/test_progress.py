@@ -85,3 +85,15 @@ def test_mode_per_stream_and_environment(monkeypatch):
     assert progress_mode(Tty()) == "plain"
     monkeypatch.setenv("DRSCORE_PROGRESS", "off")
     assert progress_mode(Tty()) == "off"
+
+
+def test_the_live_panel_draws_a_bar_per_method_and_the_counters():
+    from rich.console import Console
+
+    p = Progress(lambda: snap(rpm=60), {"quality": 55, "race": 55}, mode="off", max_cost=5.0)
+    out = io.StringIO()
+    Console(file=out, width=140, color_system=None).print(p._render())
+    text = out.getvalue()
+    for part in ("quality", "6/55", "race", "4/55", "items 10/110", "waiting for quota 6", "working 4",
+                 "cache hits 7", "retries 2", "429s 3", "spent $1.2500 of $5.00", "(quota)"):
+        assert part in text, part
