@@ -19,11 +19,10 @@ from pathlib import Path
 import orjson
 
 from bench.machine import machine
+from bench.shared_data import DRB as DATA, require_data
 from bench.timing import timed_run
 from drscore.api import JudgeConfig, RunConfig
 from drscore.judge.mock.server import MockConfig, MockServerProcess
-
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "drb"
 
 
 def main() -> None:
@@ -37,6 +36,7 @@ def main() -> None:
     ap.add_argument("--jitter", type=float, default=0.2)
     ap.add_argument("--concurrency", type=int, default=64)
     args = ap.parse_args()
+    require_data("quota", args.reports, args.tasks)
 
     with tempfile.TemporaryDirectory() as tmp, MockServerProcess(MockConfig(
             rpm=args.rpm, tpm=args.tpm, latency=args.latency, jitter=args.jitter, seed=7)) as mock:
