@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+import msgspec
 import orjson
 
 from drscore.api import Run, RunConfig, methods
@@ -153,7 +154,8 @@ async def _run(config: RunConfig, progress_every: float) -> tuple[dict, list[Sco
         with Progress(run.runner.snapshot, per_method, mode=progress_mode(), every_s=progress_every,
                       max_cost=config.judge.max_cost):
             async for row in run.rows():
-                rows.append(row)
+                # the leaderboard needs scores, not details: keep memory flat on big runs
+                rows.append(msgspec.structs.replace(row, details={}, errors=row.errors[:1]))
         return run.summary, rows
 
 
