@@ -6,7 +6,7 @@ import contextlib
 import importlib.metadata
 import itertools
 import os
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import msgspec
 
 import drscore.engine.methods as method_registry
+from drscore import prompts
 from drscore.engine.runtime.cache import JudgeCache
 from drscore.engine.runtime.evidence import PageSource, PlaceholderPages
 from drscore.engine.runtime.extras import require
@@ -29,6 +30,7 @@ from drscore.engine.runtime.pool import JudgePool
 from drscore.engine.runtime.pricing import PriceTable
 from drscore.engine.runtime.rundir import RunWriter
 from drscore.engine.runtime.runner import Runner
+from drscore.engine.stats.bootstrap import mean_ci
 
 T = TypeVar("T")
 
@@ -54,6 +56,7 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     price_as: str | None = None  # price a dry run / offline run as this model
     max_cost: float | None = None  # hard ceiling in USD: every call reserves its worst case first
     max_retries: int = 5
+    prompts_dir: str | None = None  # templates here (<name>.md) replace the built-in ones
 
 
 class RunConfig(msgspec.Struct, kw_only=True):
@@ -71,6 +74,14 @@ class RunConfig(msgspec.Struct, kw_only=True):
     offline_pages: bool = False
     fetch_concurrency: int = 32
     max_in_flight: int = 0  # 0 = auto (4 x judge concurrency, at least 32)
+    limit: int = 0  # score only the first N reports of each reports file (0 = all)
+
+
+def task_bootstrap_interval(values: Sequence[float]) -> list[float] | None:
+    """The 95% interval every drscore leaderboard shows: percentile bootstrap over tasks,
+    default resamples, seed 0 (``drscore report``'s defaults), so the numbers agree."""
+    _, interval = mean_ci(values, seed=0)
+    return interval.as_list() if interval else None
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
@@ -133,8 +144,9 @@ async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePoo
         await backend.close()
         raise ValueError(f"--max-cost needs the price of {price_model!r}, which is not in the price table; "
                          "pass --prices FILE or --price-as MODEL")
+    templates = prompts.Library(jc.prompts_dir) if jc.prompts_dir else None
     pool = JudgePool(
-        backend, cache=cache, prices=prices, json_mode=jc.json_mode,
+        backend, cache=cache, templates=templates, prices=prices, json_mode=jc.json_mode,
         limiter=RateLimiter(jc.rpm, jc.tpm, jc.concurrency, burst_s=jc.burst_s),
         max_retries=jc.max_retries, max_cost_usd=jc.max_cost, dry_run_with=dry_backend, price_model=jc.price_as,
         timeout_s=jc.timeout_s, max_rate_limit_wait_s=jc.max_rate_limit_wait_s,
@@ -274,7 +286,8 @@ class Run:
     def _reports(self) -> Iterator[Report]:
         cfg = self.config
         return itertools.chain.from_iterable(
-            iter_reports(p, fmt=cfg.format, agent=cfg.agent, tasks=self.tasks, errors=self.input_errors)
+            itertools.islice(iter_reports(p, fmt=cfg.format, agent=cfg.agent, tasks=self.tasks,
+                                          errors=self.input_errors), cfg.limit or None)
             for p in cfg.reports)
 
     async def rows(self) -> AsyncIterator[ScoreRow]:
@@ -282,7 +295,8 @@ class Run:
         assert self.runner is not None, "use 'async with Run(config) as run'"
         async for row in self.runner.run(self._reports()):
             yield row
-        self.summary = self.runner.summary(self.input_errors, dry_run=self.config.dry_run)
+        self.summary = self.runner.summary(self.input_errors, dry_run=self.config.dry_run,
+                                           interval=task_bootstrap_interval)
         if self.pages is not None and hasattr(self.pages, "stats"):
             self.summary["pages"] = self.pages.stats()
         elif isinstance(self.pages, PlaceholderPages):

@@ -25,6 +25,8 @@ def add_judge_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--timeout", type=float, default=120.0,
                    help="seconds each judge call may take per attempt (default 120)")
     g.add_argument("--max-retries", type=int, default=5, help="retries on 5xx/timeouts per call (default 5)")
+    g.add_argument("--prompts", metavar="DIR", help="directory of <name>.md templates that replace the built-in "
+                   "ones of that name (same placeholders; see `drscore prompts list`)")
     lim = p.add_argument_group("limits")
     lim.add_argument("--rpm", type=float, default=0, help="requests per minute (0 = unlimited)")
     lim.add_argument("--tpm", type=float, default=0, help="tokens per minute (0 = unlimited)")
@@ -50,7 +52,8 @@ def judge_config_from_args(args: argparse.Namespace) -> JudgeConfig:
         api_key_header=args.api_key_header,
         json_mode=not args.no_json_schema, timeout_s=args.timeout, rpm=args.rpm, tpm=args.tpm,
         concurrency=args.concurrency, burst_s=args.burst, max_rate_limit_wait_s=args.max_rate_limit_wait, cache_dir=args.cache, no_cache=args.no_cache,
-        prices=args.prices, price_as=args.price_as, max_cost=args.max_cost, max_retries=args.max_retries)
+        prices=args.prices, price_as=args.price_as, max_cost=args.max_cost, max_retries=args.max_retries,
+        prompts_dir=getattr(args, "prompts", None))
 
 
 @contextlib.asynccontextmanager

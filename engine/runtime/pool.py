@@ -103,12 +103,16 @@ class JudgePool:
         max_rate_limit_wait_s: float = 300.0,
         breaker_threshold: int = 10,
         preflight: bool = True,
+        templates: prompts.Library | None = None,
     ) -> None:
         """``timeout_s`` bounds each attempt (None: only the backend's own timeout);
         ``max_rate_limit_wait_s`` is the longest 429 reset the pool waits for before it
         stops; ``breaker_threshold`` consecutive same-kind failures stop it too;
         ``preflight`` sends the first call alone (see :mod:`engine.runtime.health`)."""
         self.backend = backend
+        # Where templates come from (``--prompts DIR`` overrides); looked up per call so
+        # the hash of the template actually used goes into the cache key.
+        self.templates = templates
         self.cache = cache if getattr(backend, "cacheable", True) else None
         self.limiter = limiter
         self.prices = prices
@@ -165,9 +169,12 @@ class JudgePool:
     def judge_label(self) -> str:
         return "offline" if self.backend.name == "offline" else self.backend.model
 
+    def _template(self, name: str) -> prompts.Template:
+        return self.templates.load(name) if self.templates is not None else prompts.load(name)
+
     def build(self, template: str, verdict: type, variables: dict[str, Any], sample: int = 0) -> tuple[ChatRequest, dict[str, Any]]:
         """The request and its cache-key components (public for ``cache explain`` and tests)."""
-        tpl = prompts.load(template)
+        tpl = self._template(template)
         messages = tuple(Message(role, content) for role, content in tpl.render(variables))
         schema = schema_of(verdict)
         req = ChatRequest(
@@ -230,7 +237,7 @@ class JudgePool:
             self.stats.shared += 1
             return Judged(decode_verdict(resp.text, verdict), resp.text, key, "shared")
         self._planned.add(key)
-        tpl = prompts.load(req.template)
+        tpl = self._template(req.template)
         tin, tout = estimate_messages(list(req.messages)), tpl.expected_output_tokens
         cost = self.prices.cost(self.price_model, tin, tout)
         s = self.stats
@@ -276,7 +283,7 @@ class JudgePool:
                     f"to ${worst:.6f}. Re-run with a higher --max-cost to resume from the cache.")
 
     async def _call(self, req: ChatRequest, verdict: type[T], key: str, components: dict[str, Any]) -> Judged[T]:
-        tpl = prompts.load(req.template)
+        tpl = self._template(req.template)
         features = message_features(req.messages)
         def estimate() -> int:  # evaluated when the call reaches the head of the quota queue
             return self.tokens.estimate(features, req.template, tpl.expected_output_tokens)

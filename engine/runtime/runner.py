@@ -15,7 +15,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Iterable
 from concurrent.futures import Executor
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import msgspec
 
@@ -66,7 +66,11 @@ class Runner:
         s = self.pool.stats
         return {"items_done": self.items_done, "items_failed": self.items_failed, "calls": s.calls,
                 "cache_hits": s.cache_hits, "shared": s.shared, "retries": s.retries,
-                "rate_limited": s.rate_limited, "cost_usd": s.cost_usd, **self.pool.limiter.snapshot()}
+                "rate_limited": s.rate_limited, "cost_usd": s.cost_usd, **self.pool.limiter.snapshot(),
+                # for the progress display: per-method counts and what the quota allows
+                "done_by_method": {m: sum(c.values()) for m, c in list(self.status_counts.items())},
+                "rpm": self.pool.limiter.rpm, "tpm": self.pool.limiter.tpm,
+                "input_tokens": s.input_tokens, "output_tokens": s.output_tokens}
 
     async def run(self, reports: Iterable[Report]) -> AsyncIterator[ScoreRow]:
         """Score every report with every method; yields rows as they complete."""
@@ -176,7 +180,8 @@ class Runner:
         counts[key] = counts.get(key, 0) + 1
         self.aggregate.add(row)
 
-    def summary(self, input_errors: list[InputError], *, dry_run: bool = False) -> dict[str, Any]:
+    def summary(self, input_errors: list[InputError], *, dry_run: bool = False,
+                interval: Callable[[Sequence[float]], list[float] | None] | None = None) -> dict[str, Any]:
         s = self.pool.stats
         wall = (self.finished or time.monotonic()) - self.started
         totals = {
@@ -199,7 +204,7 @@ class Runner:
         return {
             "judge": self.pool.judge_label,
             "dry_run": dry_run,
-            "per_agent_method": self.aggregate.table(),
+            "per_agent_method": self.aggregate.table(interval),
             "per_method": {name: {**msgspec.structs.asdict(m), "cost_usd": round(m.cost_usd, 6),
                                    "statuses": self.status_counts[name]}
                            for name, m in self.per_method.items()},
