@@ -7,7 +7,8 @@
     must resume from the cache without paying any answer twice.
 (b) Time to fail: wall time of ``drscore run`` (subprocess, Python start-up included;
     ``drscore --version`` is timed too for reference) against a dead port, an endpoint
-    answering 401, and one answering 404 for the model, with the requests each received.
+    answering 401, one answering 404 for the model, and one that never answers (with
+    ``--timeout 5``), with the requests each received.
 
     .venv/bin/python -m bench.budget [--reports FILE --tasks FILE --n 20]
 
@@ -86,6 +87,10 @@ def fail_case(kind: str, reports: Path, tasks: Path) -> dict:
         if kind == "dead_port":
             wall, proc = _timed(_cmd(f"http://127.0.0.1:{free_port()}/v1", tmp, reports, tasks, "gpt-4.1"), 900)
             sent = None
+        elif kind == "never_answers":  # --timeout 5: the probe times out, then one wave, then the breaker
+            with ScriptedJudge("hang") as judge:
+                wall, proc = _timed(_cmd(judge.url, tmp, reports, tasks, "gpt-4.1", "--timeout", "5"), 900)
+                sent = judge.requests
         else:
             with ScriptedJudge({"401": "401", "404_model": "404model"}[kind]) as judge:
                 wall, proc = _timed(_cmd(judge.url, tmp, reports, tasks, "gpt-4.1"), 900)
@@ -119,7 +124,7 @@ def main() -> None:
                          "methods": "quality,redundancy", "rpm": 6000},
             "a_budget": {name: budget_case(name, price, cap, reports, tasks) for name, (price, cap) in SHAPES.items()},
             "b_fail_fast": {"python_startup_s": round(startup, 3),
-                            **{k: fail_case(k, reports, tasks) for k in ("dead_port", "401", "404_model")}},
+                            **{k: fail_case(k, reports, tasks) for k in ("dead_port", "401", "404_model", "never_answers")}},
             "machine": machine(),
         }
     print(json.dumps(result))
