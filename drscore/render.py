@@ -29,6 +29,12 @@ def leaderboard_text(summary: dict[str, Any]) -> str:
             ci = f"[{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]" if r.get("ci95") else "-"
             lines.append(f"    {i:<5}{r['agent'][:31]:<32}{_fmt(r['mean']):>9}{ci:>20}{r['n']:>6}"
                          f"{r['failed']:>8}{r.get('skipped', 0):>9}{r['cost_usd']:>10.4f}")
+        for r in block:  # a method's own suite figures (e.g. FACT's pooled valid rate)
+            for convention, figures in (r.get("suite") or {}).items():
+                shown = ", ".join(f"{k} {_fmt(v)}" for k, v in figures.items())
+                lines.append(f"      {r['agent'][:31]} · {convention}: {shown}")
+        for note in (summary.get("notes") or {}).get(method, []):
+            lines.append(f"    NOTE: {note}")
     t = summary.get("totals", {})
     lines.append(
         f"\n  items {t.get('items', 0)} (failed {t.get('items_failed', 0)}, not applicable "

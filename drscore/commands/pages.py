@@ -1,7 +1,8 @@
 """``drscore pages``: inspect, export and import the page cache.
 
 - ``drscore pages export FILE [--cache DIR] [--only-ok]``: write a portable snapshot
-- ``drscore pages import FILE [--cache DIR]``: load a snapshot (validated first)
+- ``drscore pages import FILE [--cache DIR]``: load a snapshot (validated first), or
+  DeepResearch Bench's ``scraped.jsonl`` (see :mod:`drscore.fetch.scraped`)
 - ``drscore pages stats [--cache DIR]``: what the cache holds
 - ``drscore pages get URL [--cache DIR] [--allow-private-fetch] [--offline-pages]``:
   fetch one URL through the same pool and policy as ``drscore run`` (debugging aid)
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import sys
 import time
 from pathlib import Path
@@ -42,7 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("import", parents=[common],
                        help="load a snapshot into the page cache (newer entries win)")
-    p.add_argument("file", type=Path, help="snapshot written by 'drscore pages export'")
+    p.add_argument("file", type=Path, help="snapshot written by 'drscore pages export', or DeepResearch "
+                   "Bench's scraped.jsonl (the page texts its FACT judge read)")
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("stats", parents=[common], help="summarise the page cache")
@@ -81,8 +84,14 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Import ``args.file`` into the cache (all-or-nothing validation)."""
+    from drscore.fetch.scraped import import_scraped, looks_like_scraped
+
+    first = next((line for _, line in _first_lines(args.file) if line.strip()), b"")
+
     async def run():  # type: ignore[no-untyped-def]
         async with PageStore(store_path(args.cache)) as store:
+            if looks_like_scraped(first):  # the benchmark's scraped.jsonl
+                return await import_scraped(store, args.file)
             return await import_snapshot(store, args.file)
     try:
         summary = asyncio.run(run())
@@ -92,6 +101,16 @@ def cmd_import(args: argparse.Namespace) -> int:
     print(f"imported {summary.pages} pages ({summary.ok} with text) from {args.file} "
           f"(exported {when}) into {store_path(args.cache)}")
     return 0
+
+
+def _first_lines(path: Path):  # type: ignore[no-untyped-def]
+    """The first lines of a snapshot or JSONL file (format detection); none if unreadable."""
+    from drscore.fetch.snapshot import _open_lines
+
+    try:
+        yield from itertools.islice(_open_lines(path), 3)
+    except SnapshotError:
+        return
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
