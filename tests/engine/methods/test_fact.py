@@ -414,9 +414,12 @@ async def test_end_to_end_offline_and_mock_judge_with_local_pages(tmp_path):
         assert fact.score == pytest.approx(1.0) and fact.subscores["acc_paper"] == pytest.approx(0.25)
         assert {u["url"].rsplit("/", 1)[-1]: u["page"] for u in fact.details["urls"]} == {
             "prices": "ok", "catch": "ok", "missing": "http_4xx", "meta-data": "ssrf_refused"}
-        # factuality: prices 1, catch 0 (terms match, figure differs) -> (1 + 0) / 2
-        assert rows["factuality"].score == pytest.approx(0.5)
-        assert rows["factuality"].subscores["strong_support_rate"] == pytest.approx(0.5)
+        # factuality: prices 1, catch 0 (terms match, figure differs); the 404 and the refused
+        # address are judged on their failure text (the authors' way) and score -1:
+        # (1 + 0 - 1 - 1) / 4
+        assert rows["factuality"].score == pytest.approx(-0.25)
+        assert rows["factuality"].subscores["strong_support_rate"] == pytest.approx(0.25)
+        assert rows["factuality"].subscores["judged_unreadable"] == 2
         assert rows["kae"].details["pages"] == {"ok": 2, "unreachable": 1, "refused": 1}
         assert rows["kae"].score is not None
         # three methods, one fetch per page

@@ -148,3 +148,15 @@ async def test_offline_rule_separates_a_real_report_from_a_stub():
     assert real.details["justification"].startswith("Offline heuristic baseline")
     zh = await Quality().score(FakeContext(REPORTS[1]["article"], TASKS[1]["prompt"]))
     assert zh.score >= 3
+
+
+def test_quality_prompt_carries_the_published_calibration():
+    from drscore import prompts
+
+    user = dict(prompts.load("quality").sections)["user"]
+    calibration = user[:user.index("comprehensiveness:")]
+    # a satisfactory report sits in the middle (2 of 0-4), the ends are rare
+    assert "satisfactory" in calibration and "middle of the scale, at 2" in calibration
+    assert "rare" in calibration
+    overall = user[user.index("overall:"):user.index("First write")]
+    assert "preference" in overall and "not an average" in overall
