@@ -37,6 +37,7 @@ import msgspec
 
 from drscore.engine.runtime.judging import JudgeFailed
 from drscore.engine.methods.base import ItemContext, Method, MethodResult, Option
+from drscore.engine.methods.language import language_option, task_language, template_for
 from drscore.engine.text.segment import DEFAULT_MIN_CHARS, Unit, segment
 from drscore.engine.text.similarity import DEFAULT_THRESHOLD, ScreenResult, pair_at, pair_count, screen
 
@@ -160,6 +161,7 @@ class Redundancy(Method):
         Option("redundancy-min-chars", "drop units shorter than this many characters (default: "
                f"{DEFAULT_MIN_CHARS['sections']} for sections, {DEFAULT_MIN_CHARS['paragraphs']} "
                "for paragraphs)", None, "int"),
+        language_option(),
     )
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
@@ -197,6 +199,7 @@ class Redundancy(Method):
             # [unit index, report line] of each compared unit, to read details["pairs"]
             # against the report.
             "unit_lines": [[u.index, u.line] for u in prep.compared],
+            "prompt_language": task_language(ctx.task, o["prompt_language"]),
         }
         if k < 2:
             return MethodResult(  # not applicable rather than broken: nothing to compare
@@ -219,7 +222,8 @@ class Redundancy(Method):
             positions = [(int(a), int(b)) for a, b in prep.screened.pairs]
             screened_out = prep.screened.screened_out
             details["screen_threshold"] = prep.screened.threshold
-        outcomes = await _judge_pairs(ctx, prep.compared, positions)
+        outcomes = await _judge_pairs(ctx, prep.compared, positions,
+                                      template_for("redundancy_pair", details["prompt_language"]))
         judged = [oc.score for oc in outcomes if oc.score is not None]
         failed = [oc for oc in outcomes if oc.score is None]
         screened_iter = screened_out_pairs(prep.screened, 1) if prep.screened is not None else iter(())
@@ -254,7 +258,8 @@ def _subscores(units: int, total: int, judged: int, failed: int, screened_out: i
 
 
 async def _judge_pairs(
-    ctx: ItemContext, compared: Sequence[Unit], positions: Iterable[tuple[int, int]]
+    ctx: ItemContext, compared: Sequence[Unit], positions: Iterable[tuple[int, int]],
+    template: str = "redundancy_pair",
 ) -> list[PairOutcome]:
     """Judge each pair of positions in ``compared``, keeping at most :data:`WINDOW`
     calls of this report in flight; outcomes in the order of ``positions``."""
@@ -262,7 +267,7 @@ async def _judge_pairs(
     async def judge(a: int, b: int) -> PairOutcome:
         ua, ub = compared[a], compared[b]
         try:
-            v = await ctx.ask("redundancy_pair", RedundancyPairVerdict,
+            v = await ctx.ask(template, RedundancyPairVerdict,
                               {"passage_a": ua.text, "passage_b": ub.text},
                               label=f"pair {ua.index}-{ub.index}")
         except JudgeFailed as e:

@@ -28,8 +28,10 @@ import orjson
 
 from drscore import prompts
 from drscore.engine.text.citations import strip_citations
+from drscore.engine.methods.language import language_option, task_language, template_for
 from drscore.engine.methods.race.criteria import (
     DIMENSION_DESCRIPTIONS,
+    DIMENSION_DESCRIPTIONS_ZH,
     DIMENSIONS,
     Criterion,
     TaskCriteria,
@@ -44,7 +46,7 @@ from drscore.engine.methods.race.criteria import (
 from drscore.engine.runtime.io import iter_reports
 from drscore.engine.runtime.judging import JudgeFailed
 from drscore.engine.methods.base import ItemContext, Method, MethodResult, Option
-from drscore.engine.runtime.models import InputError
+from drscore.engine.runtime.models import InputError, Task
 from drscore.engine.methods.race.rescore import RaceAggregate, aggregate
 from drscore.engine.runtime.tokens import estimate_messages
 
@@ -216,6 +218,7 @@ class Race(Method):
         Option("race-clean", "citation cleaning before scoring", default="deterministic", choices=CLEAN_MODES),
         Option("race-context-tokens", "judge input budget; larger prompts fail with reason 'context'",
                default=100000, type="int"),
+        language_option(),
     )
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
@@ -230,6 +233,8 @@ class Race(Method):
         if self.weight_samples < 1:
             raise ValueError("--race-weight-samples must be at least 1")
         self.context_tokens = int(self.opts["race_context_tokens"])
+        self.language_mode = str(self.opts["prompt_language"])
+        task_language(Task(task_id="", prompt=""), self.language_mode)  # validates the mode
         path = self.opts.get("criteria")
         self.criteria_path = str(path) if path else None
         self.criteria = load_criteria(path) if path else None
@@ -237,6 +242,10 @@ class Race(Method):
         self.references = load_references(refs) if refs else None
 
     # -- inputs ------------------------------------------------------------------
+
+    def template(self, ctx: ItemContext, name: str) -> str:
+        """``name`` in the task's instruction language (``--prompt-language``)."""
+        return template_for(name, task_language(ctx.task, self.language_mode))
 
     def reference_for(self, ctx: ItemContext) -> str | None:
         """The task's reference report: the references file first, else ``task.reference``."""
@@ -252,14 +261,14 @@ class Race(Method):
         if self.clean_mode == "deterministic":
             # A few milliseconds of regex work per long report: keep it off the event loop.
             return await ctx.offload(strip_citations, text)
-        out = await ctx.ask("race_clean", RaceCleaned, {"article": text}, label=label)
+        out = await ctx.ask(self.template(ctx, "race_clean"), RaceCleaned, {"article": text}, label=label)
         return out.article
 
     async def dimension_weights(self, ctx: ItemContext) -> tuple[dict[str, float], int]:
         """Average of the judge's weight samples; returns (weights, samples used)."""
         variables = {"task_prompt": ctx.task.prompt}
         results = await asyncio.gather(
-            *(ctx.ask("race_weights", RaceWeights, variables, sample=i, label=f"weights#{i}")
+            *(ctx.ask(self.template(ctx, "race_weights"), RaceWeights, variables, sample=i, label=f"weights#{i}")
               for i in range(self.weight_samples)),
             return_exceptions=True,
         )
@@ -276,11 +285,12 @@ class Race(Method):
         return mean_dimension_weights(samples), len(samples)
 
     async def generated_criteria(self, ctx: ItemContext, dim: str) -> list[Criterion]:
+        template = self.template(ctx, "race_criteria")
+        descriptions = DIMENSION_DESCRIPTIONS_ZH if template.endswith("_zh") else DIMENSION_DESCRIPTIONS
         out = await ctx.ask(
-            "race_criteria",
+            template,
             RaceCriteria,
-            {"task_prompt": ctx.task.prompt, "dimension": dim,
-             "dimension_description": DIMENSION_DESCRIPTIONS[dim]},
+            {"task_prompt": ctx.task.prompt, "dimension": dim, "dimension_description": descriptions[dim]},
             label=f"criteria:{dim}",
         )
         items = [c for c in out.criteria if c.criterion.strip()]
@@ -334,7 +344,8 @@ class Race(Method):
         except JudgeFailed as e:
             return _failed(f"criteria: {e}", variant=self.variant)
         tc = apply_variant(tc, self.variant)
-        info.update(variant=self.variant, clean=self.clean_mode)
+        info.update(variant=self.variant, clean=self.clean_mode,
+                    prompt_language=task_language(ctx.task, self.language_mode))
         try:
             target, ref_clean = await gather_all(
                 self.clean(ctx, ctx.report.report, "clean:target"),
@@ -344,10 +355,10 @@ class Race(Method):
             return _failed(f"clean: {e}", **info)
         criteria_text = criteria_list_json(tc)
         if reference is None:
-            template, verdict_type = "race_score_pointwise", RacePointScores
+            template, verdict_type = self.template(ctx, "race_score_pointwise"), RacePointScores
             variables = {"task_prompt": ctx.task.prompt, "article": target, "criteria_list": criteria_text}
         else:
-            template, verdict_type = "race_score", RacePairScores
+            template, verdict_type = self.template(ctx, "race_score"), RacePairScores
             first, second = (ref_clean, target) if self.variant == "reverse" else (target, ref_clean)
             variables = {"task_prompt": ctx.task.prompt, "article_1": first, "article_2": second,
                          "criteria_list": criteria_text}
@@ -368,18 +379,20 @@ class Race(Method):
         return result
 
     async def _score_vanilla(self, ctx: ItemContext) -> MethodResult:
-        info: dict[str, Any] = {"variant": "vanilla", "clean": self.clean_mode}
+        info: dict[str, Any] = {"variant": "vanilla", "clean": self.clean_mode,
+                                "prompt_language": task_language(ctx.task, self.language_mode)}
         try:
             target = await self.clean(ctx, ctx.report.report, "clean:target")
         except JudgeFailed as e:
             return _failed(f"clean: {e}", **info)
         variables = {"task_prompt": ctx.task.prompt, "article": target}
         try:
-            info["prompt_tokens"] = check_context("race_vanilla", variables, self.context_tokens)
+            info["prompt_tokens"] = check_context(self.template(ctx, "race_vanilla"), variables,
+                                                  self.context_tokens)
         except ContextExceeded as e:
             return _failed(str(e), **info)
         try:
-            verdict = await ctx.ask("race_vanilla", RaceOverall, variables, label="score")
+            verdict = await ctx.ask(self.template(ctx, "race_vanilla"), RaceOverall, variables, label="score")
         except JudgeFailed as e:
             return _failed(f"score: {e}", **info)
         info["analysis"] = verdict.analysis

@@ -25,7 +25,7 @@ from drscore.engine.methods.race.method import (
 )
 from drscore.engine.runtime.models import Report, Task
 from drscore.engine.runtime.verdicts import schema_of
-from drscore.judge.offline import rules
+from drscore.judge.offline import rule_for, rules
 from drscore.judge.offline.rubrics_race import clauses, cue_weights
 from support.data import DATA as SHARED_DATA
 
@@ -59,7 +59,7 @@ class FakeContext:
         if template in self.answers:
             data = self.answers[template](variables, sample)
         else:
-            data = rules()[template](variables, schema_of(verdict))
+            data = rule_for(template)(variables, schema_of(verdict))
         return msgspec.json.decode(orjson.dumps(data), type=verdict)
 
     async def offload(self, fn, *args):
@@ -508,8 +508,12 @@ def test_run_race_and_ace_offline_then_rescore_the_stored_verdicts(drb_slice, tm
 
     # The race_score verdicts in verdicts.jsonl re-score to the same numbers.
     verdicts = [json.loads(line) for line in (out / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()]
-    stored = [{"id": v["task_id"], "judgement": v["verdict"]} for v in verdicts if v["template"] == "race_score"]
+    stored = [{"id": v["task_id"], "judgement": v["verdict"]} for v in verdicts
+              if v["template"] in ("race_score", "race_score_zh")]
     assert len(stored) == 3
+    # The Chinese task was judged with the Chinese template, recorded in its verdict.
+    by_task = {v["task_id"]: v["template"] for v in verdicts if v["template"].startswith("race_score")}
+    assert {t: by_task[t] for t in SLICE} == {t: "race_score_zh" if int(t) <= 50 else "race_score" for t in SLICE}
     judgements = _write_jsonl(tmp_path / "judgements.jsonl", stored)
     rescored, errors = rescore_file(CRITERIA, judgements, io.BytesIO())
     assert errors == []

@@ -108,7 +108,7 @@ def test_registered_with_its_options():
     assert cls is Redundancy
     flags = {o.flag: o.default for o in cls.options}
     assert flags == {"redundancy-protocol": "sampled", "redundancy-max-pairs": 30, "segmentation": "paragraphs",
-                     "screen-threshold": 0.15, "redundancy-min-chars": None}
+                     "screen-threshold": 0.15, "redundancy-min-chars": None, "prompt-language": "auto"}
 
 
 def test_redundancy_score_hand_computed():
