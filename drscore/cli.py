@@ -5,6 +5,7 @@ import argparse
 import sys
 
 from drscore.api import version
+from drscore.engine.runtime.extras import MissingExtra
 from drscore.commands import register_all
 
 
@@ -28,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; everything already judged is in the cache — re-run to resume", file=sys.stderr)
         return 130
-    except (ValueError, KeyError, FileNotFoundError) as e:
+    except (ValueError, KeyError, FileNotFoundError, MissingExtra) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"drscore: error: {msg}", file=sys.stderr)
         return 1

@@ -16,7 +16,7 @@ in the row's ``details["prompt_language"]``.
 from __future__ import annotations
 
 from drscore import prompts
-from drscore.engine.methods.base import Option
+from drscore.engine.runtime.method import Option
 from drscore.engine.runtime.models import Task
 
 LANGUAGE_MODES = ("auto", "en", "zh")
