@@ -49,6 +49,7 @@ class HttpBackend:
         return self._session
 
     async def complete(self, request: ChatRequest) -> tuple[ChatResponse, RateLimitInfo | None]:
+        sent = self.wire.spelling()
         body = orjson.dumps(request_body(request, self.model, self.wire))
         try:
             async with self._get_session().post(self._url, data=body, headers=self._headers) as resp:
@@ -64,7 +65,7 @@ class HttpBackend:
             raise RateLimited(f"429 from {self.base_url}", limits=info)
         if status in _RETRYABLE or status >= 500:
             raise TransientError(f"HTTP {status} from {self.base_url}: {_excerpt(raw)}", limits=info)
-        if status == 400 and self.wire.learn(status, raw):
+        if status == 400 and self.wire.learn(status, raw, sent):
             return await self.complete(request)  # adapted once (e.g. max_completion_tokens); remembered
         if status >= 400:
             raise FatalError(f"HTTP {status} from {self.base_url}: {_excerpt(raw)}", limits=info)

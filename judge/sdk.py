@@ -39,6 +39,7 @@ class SdkBackend:
         return {"base_url": self.base_url, "model": self.model, **self.wire.identity()}
 
     async def complete(self, request: ChatRequest) -> tuple[ChatResponse, RateLimitInfo | None]:
+        sent = self.wire.spelling()
         body = request_body(request, self.model, self.wire)
         try:
             # --judge-param fields travel as extra_body: the SDK rejects keyword arguments it does not know.
@@ -54,7 +55,7 @@ class SdkBackend:
             info = parse_rate_limit_headers(e.response.headers)
             if e.status_code >= 500 or e.status_code in (408, 409):
                 raise TransientError(f"HTTP {e.status_code} from judge", limits=info) from None
-            if self.wire.learn(e.status_code, e.response.content):
+            if self.wire.learn(e.status_code, e.response.content, sent):
                 return await self.complete(request)
             raise FatalError(f"HTTP {e.status_code} from judge: {e.message[:300]}", limits=info) from None
         return parse_completion(raw.content, request), parse_rate_limit_headers(raw.headers)

@@ -53,10 +53,17 @@ class WireProfile(msgspec.Struct, kw_only=True):
         parameters, and nothing at all when there are none (old cache keys hold)."""
         return {"params": dict(sorted(self.params.items()))} if self.params else {}
 
-    def learn(self, status: int, raw: bytes) -> bool:
+    def spelling(self) -> tuple[bool, bool]:
+        """How bodies are spelled now; a call remembers it to know, on a 400, whether a
+        concurrent call has already adapted the profile."""
+        return self.completion_tokens, self.omit_temperature
+
+    def learn(self, status: int, raw: bytes, sent: tuple[bool, bool] | None = None) -> bool:
         """Adapt to a 400 answer that names ``max_tokens`` or ``temperature`` as
-        unsupported. Returns True when something new was learned (retry the call once),
-        False when the error is something else (fail as before)."""
+        unsupported. Returns True when the call should be sent again: something new was
+        learned, or another call learned it while this one (spelled ``sent``) was in
+        flight. False when the error is something else, or nothing is left to change
+        (fail as before)."""
         if status != 400:
             return False
         param, message = _error_fields(raw)
@@ -72,7 +79,7 @@ class WireProfile(msgspec.Struct, kw_only=True):
             self.omit_temperature = True
             self.learned.append("omit temperature")
             changed = True
-        return changed
+        return changed or (sent is not None and sent != self.spelling())
 
 
 def is_reasoning_model(model: str) -> bool:

@@ -499,7 +499,7 @@ class Fact(Method):
             # The benchmark skips reports without citations (its stat.py); the paper's
             # means count them as 0 (see fact_suite).
             return MethodResult(score=None, status="skipped", subscores=_subscores(FactTally(), 0, 0, 0),
-                                errors=["no_citations: the report cites no URL"],
+                                errors=["no_citations: no statement-URL pair in the report (parser or judge extraction)"],
                                 details={"extractor": rp.extractor})
         by_url = group_by_url(rp.pairs)
         results = await asyncio.gather(*(self._one_url(ctx, url, stmts) for url, stmts in by_url.items()))

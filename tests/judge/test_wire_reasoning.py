@@ -158,6 +158,34 @@ async def test_unknown_strict_model_is_adapted_once_then_remembered(strict_endpo
     assert backend.wire.learned == ["max_completion_tokens", "omit temperature"]
 
 
+async def test_concurrent_calls_in_flight_while_the_profile_adapts_all_succeed(strict_endpoint):
+    import asyncio
+
+    url, ep = await strict_endpoint({"house-reasoner"})
+    backend = HttpBackend(url, "house-reasoner")
+    try:
+        answers = await asyncio.gather(*(backend.complete(_request()) for _ in range(8)))
+    finally:
+        await backend.close()
+    assert all(orjson.loads(resp.text) == {"score": 3} for resp, _ in answers)
+    assert backend.wire.learned == ["max_completion_tokens", "omit temperature"]
+    accepted = [b for b in ep.bodies if "max_tokens" not in b and "temperature" not in b]
+    assert len(accepted) == 8
+
+
+async def test_sdk_transport_adapts_too(strict_endpoint):
+    from drscore.judge.sdk import SdkBackend
+
+    url, ep = await strict_endpoint({"house-reasoner"})
+    backend = SdkBackend(url, "house-reasoner", params={"reasoning_effort": "low"})
+    try:
+        resp, _ = await backend.complete(_request())
+    finally:
+        await backend.close()
+    assert orjson.loads(resp.text) == {"score": 3}
+    assert ep.bodies[-1]["reasoning_effort"] == "low" and "max_completion_tokens" in ep.bodies[-1]
+
+
 async def test_other_400s_still_fail_without_retry(strict_endpoint):
     url, ep = await strict_endpoint(set())
     ep.reject_with = {"error": {"message": "Invalid schema for response_format 'Verdict'",
