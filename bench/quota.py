@@ -19,11 +19,10 @@ from pathlib import Path
 import orjson
 
 from bench.machine import machine
+from bench.shared_data import DRB as DATA, require_data
 from bench.timing import timed_run
 from drscore.api import JudgeConfig, RunConfig
 from drscore.judge.mock.server import MockConfig, MockServerProcess
-
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "drb"
 
 
 def main() -> None:
@@ -40,6 +39,7 @@ def main() -> None:
     # the published protocol's paragraphs judge 30 per report, tripling the workload.
     ap.add_argument("--segmentation", default="sections", choices=("sections", "paragraphs"))
     args = ap.parse_args()
+    require_data("quota", args.reports, args.tasks)
 
     with tempfile.TemporaryDirectory() as tmp, MockServerProcess(MockConfig(
             rpm=args.rpm, tpm=args.tpm, latency=args.latency, jitter=args.jitter, seed=7)) as mock:

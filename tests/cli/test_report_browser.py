@@ -1,7 +1,7 @@
 """``drscore report`` checked in a real browser.
 
 A run is made with the offline judge over a slice of the real DeepResearch Bench data
-(``../shared/data/drb``): Claude 3.7 Sonnet's reports and a second "agent" derived from
+(``tests/data/drb``): Claude 3.7 Sonnet's reports and a second "agent" derived from
 them deterministically (every other blank-line block of each report is dropped, see
 :func:`every_other_block`). ``drscore report`` renders it and headless Chromium
 (Debian's ``chromium``; installed by ``scripts/install-chromium`` when missing) opens
@@ -29,10 +29,8 @@ import pytest
 from PIL import Image
 
 from drscore.cli import main as drscore_main
-from support.data import ROOT as REPO_ROOT
+from support.data import DATA, ROOT
 
-ROOT = REPO_ROOT
-DATA = ROOT.parent / "shared" / "data"
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 TASK_IDS = ("1", "2", "51", "52", "53", "54", "55", "56")
 CHROMIUM_FLAGS = (

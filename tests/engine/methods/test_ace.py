@@ -15,9 +15,8 @@ from drscore.engine.methods.ace import Ace, AceChecklist, AceItemScore, Checklis
 from drscore.engine.runtime.models import Report, Task
 from drscore.engine.runtime.verdicts import schema_of
 from drscore.judge.offline import rule_for, rules
-from support.data import DATA as SHARED_DATA
+from support.data import DRB as DATA
 
-DATA = SHARED_DATA / "drb"
 TASKS = {str(json.loads(line)["id"]): json.loads(line)["prompt"]
          for line in open(DATA / "tasks.jsonl", encoding="utf-8")}
 REPORTS = {str(json.loads(line)["id"]): json.loads(line)["article"]

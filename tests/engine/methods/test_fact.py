@@ -25,9 +25,7 @@ from drscore.engine.methods.fact import (
 from drscore.engine.runtime.models import Report, ScoreRow, Task
 from drscore.engine.runtime.tokens import estimate_tokens
 from drscore.judge.offline import rules
-from support.data import DATA as SHARED_DATA
-
-DATA = SHARED_DATA
+from support.data import drb_report
 
 
 FakeContext = functools.partial(FakeContext, method="fact")
@@ -249,15 +247,14 @@ def test_offline_rules_support_and_dedup():
     assert dedup == {"keep": [1, 3]}
 
 
-def real_reports(n):
-    lines = (DATA / "drb" / "reports.claude-3-7-sonnet.jsonl").read_bytes().splitlines()
-    return [orjson.loads(line) for line in lines[:n]]
+def real_reports(*ids):
+    return [drb_report(i) for i in ids]
 
 
 def test_offline_judge_on_real_reports_with_pages_quoting_the_statements():
     # Each URL's page is built from the statements that cite it, so the offline judge
     # must find every (de-duplicated) pair supported: accuracy 1.0 under both conventions.
-    for row in real_reports(3) + real_reports(70)[60:62]:
+    for row in real_reports(1, 2, 3, 61, 62):
         parse = parse_citations(row["article"])
         pages: dict[str, str] = {}
         for p in parse.pairs:
@@ -269,7 +266,7 @@ def test_offline_judge_on_real_reports_with_pages_quoting_the_statements():
 
 
 def test_no_page_source_makes_every_pair_unreachable():
-    row = real_reports(1)[0]
+    (row,) = real_reports(1)
     res = run(FakeContext(row["article"], None))
     assert res.score == 0.0 and res.subscores["acc_paper"] == 0.0 and res.status == "partial"
     assert res.details["counts"]["unreachable"] == res.expected > 0
@@ -279,7 +276,7 @@ def test_dry_run_with_placeholder_pages_plans_every_call():
     # Dry runs answer with the offline judge and placeholder pages: every URL is read and
     # judged, so calls = dedup calls (URLs with >= 2 statements) + one support call per
     # URL per 20 kept statements.
-    row = real_reports(61)[60]
+    (row,) = real_reports(61)
     ctx = FakeContext(row["article"], PlaceholderPages())
     res = run(ctx)
     by_url: dict[str, set[str]] = {}

@@ -4,7 +4,6 @@ from __future__ import annotations
 import asyncio
 import functools
 
-import orjson
 import pytest
 from support.fakes import FakeContext, FakePages
 
@@ -13,9 +12,7 @@ from drscore.engine.runtime.judging import JudgeFailed
 from drscore.engine.methods import get
 from drscore.engine.methods.factuality import Factuality, SupportTally, average_support
 from drscore.judge.offline import rules
-from support.data import DATA as SHARED_DATA
-
-DATA = SHARED_DATA
+from support.data import drb_report
 
 
 FakePages = functools.partial(FakePages, missing="dns")
@@ -132,7 +129,7 @@ def test_offline_rule_scale():
 
 
 def test_offline_judge_on_a_real_report():
-    row = orjson.loads((DATA / "drb" / "reports.claude-3-7-sonnet.jsonl").read_bytes().splitlines()[60])
+    row = drb_report(61)
     parse = parse_citations(row["article"])
     pages: dict[str, str] = {}
     for p in parse.pairs:

@@ -7,9 +7,7 @@ import orjson
 import pytest
 
 from drscore.engine.methods.tasks import leakage
-from support.data import DATA as SHARED_DATA
-
-DATA = SHARED_DATA
+from support.data import DATA
 
 
 def _lcs_dp(a: str, b: str) -> int:

@@ -19,9 +19,7 @@ from drscore.engine.runtime.models import Report, Task
 from drscore.engine.runtime.verdicts import schema_of
 from drscore.judge.offline import rule_for
 from drscore.judge.offline.reporteval import ReportFeatures, moving_ttr, quality_scores, report_features
-from support.data import DATA as SHARED_DATA
-
-DATA = SHARED_DATA / "drb"
+from support.data import DRB as DATA
 
 
 def _jsonl(name: str) -> dict[int, dict[str, Any]]:

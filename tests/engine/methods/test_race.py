@@ -27,9 +27,8 @@ from drscore.engine.runtime.models import Report, Task
 from drscore.engine.runtime.verdicts import schema_of
 from drscore.judge.offline import rule_for, rules
 from drscore.judge.offline.rubrics_race import clauses, cue_weights
-from support.data import DATA as SHARED_DATA
+from support.data import DRB as DATA
 
-DATA = SHARED_DATA / "drb"
 CRITERIA = DATA / "criteria.jsonl"
 TASKS = {str(json.loads(line)["id"]): json.loads(line) for line in open(DATA / "tasks.jsonl", encoding="utf-8")}
 REPORTS = {str(json.loads(line)["id"]): json.loads(line)["article"]
@@ -591,7 +590,9 @@ def test_run_race_and_ace_against_the_mock_judge(drb_slice, tmp_path, monkeypatc
     assert code in (0, 3)
 
 
-def test_dry_run_over_all_100_tasks(tmp_path, monkeypatch, capsys):
+def test_dry_run_over_every_report_of_the_slice(tmp_path, monkeypatch, capsys):
+    # The 21 reports of tests/data (all 100 tasks are in the task file; a task without a
+    # report is not an item).
     reports = DATA / "reports.claude-3-7-sonnet.jsonl"
     base = ["run", "--dry-run", "--json", "--methods", "race", "--criteria", CRITERIA, "--reports", reports,
             "--tasks", DATA / "tasks.jsonl", "--references", reports, "--price-as", "gemini-2.5-pro",
@@ -600,15 +601,15 @@ def test_dry_run_over_all_100_tasks(tmp_path, monkeypatch, capsys):
     summary = json.loads(capsys.readouterr().out)
     totals = summary["totals"]
     # Criteria file: one call per report, nothing sent.
-    assert totals["planned_calls"] == 100 and totals["calls"] == 0
-    assert summary["per_method"]["race"]["statuses"] == {"ok": 100}
-    assert totals["planned_input_tokens"] > 100 * 5000 and totals["planned_cost_usd"] > 0
+    assert totals["planned_calls"] == 21 and totals["calls"] == 0
+    assert summary["per_method"]["race"]["statuses"] == {"ok": 21}
+    assert totals["planned_input_tokens"] > 21 * 5000 and totals["planned_cost_usd"] > 0
     # A small input budget: the dry run shows how many items would hit it.
     assert _cli([*base, "--race-context-tokens", "20000"], monkeypatch) == 3
     tight = json.loads(capsys.readouterr().out)
     statuses = tight["per_method"]["race"]["statuses"]
     assert statuses.get("failed:context", 0) > 0
-    assert tight["totals"]["planned_calls"] + statuses["failed:context"] == 100
+    assert tight["totals"]["planned_calls"] + statuses["failed:context"] == 21
 
 
 async def test_default_draws_five_weight_samples_as_the_benchmark():

@@ -25,9 +25,7 @@ from drscore.engine.text.similarity import ScreenResult, screen
 from drscore.engine.runtime.verdicts import schema_of
 from drscore.judge.offline import rules
 from drscore.judge.offline.reporteval import redundancy_from_overlap
-from support.data import DATA as SHARED_DATA
-
-DATA = SHARED_DATA / "drb"
+from support.data import DRB as DATA
 
 
 def _reports() -> dict[int, str]:

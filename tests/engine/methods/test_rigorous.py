@@ -14,9 +14,7 @@ from drscore.engine.runtime.models import Report, Task
 from drscore.engine.methods.rigorous.rubrics import parse_rubric_item
 from drscore.engine.runtime.verdicts import schema_of
 from drscore.judge.offline import rules
-from support.data import DATA as SHARED_DATA
-
-DATA = SHARED_DATA / "rigorous"
+from support.data import RIGOROUS as DATA
 
 BUNDLE = {
     "uid": "05999", "query": "Compare alpha and beta.",

@@ -25,9 +25,7 @@ from drscore.engine.reporting.html import (
     render_html,
 )
 from drscore.engine.runtime.rundir_read import RunDir, read_run_dir
-from support.data import DATA as SHARED_DATA
-
-DATA = SHARED_DATA
+from support.data import DATA
 
 
 def row(task: str, agent: str, score: float | None, method: str = "m", **kw) -> ScoreRow:
