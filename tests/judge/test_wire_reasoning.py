@@ -227,4 +227,7 @@ def test_judge_param_flag_reaches_config(tmp_path):
     args = p.parse_args(["--judge-param", "reasoning_effort=high", "--judge-param", "seed=7"])
     jc = judge_config_from_args(args)
     assert jc.params == {"reasoning_effort": "high", "seed": 7}
-    assert msgspec.to_builtins(jc)["params"] == {"reasoning_effort": "high", "seed": 7}
+    from drscore.api import Run, RunConfig
+
+    config = Run(RunConfig(methods=["quality"], reports=["r.jsonl"], judge=jc)).public_config()
+    assert config["judge"]["params"] == {"reasoning_effort": "high", "seed": 7}  # what config.json holds
