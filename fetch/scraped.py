@@ -43,6 +43,22 @@ def looks_like_scraped(first_line: bytes) -> bool:
     return isinstance(obj, dict) and isinstance(obj.get("citations_deduped"), dict)
 
 
+def is_scraped_file(path: Path) -> bool:
+    """True when the first non-blank line of ``path`` (gzip or plain) is a scraped.jsonl
+    line; False for a drscore snapshot or anything unreadable (the snapshot importer
+    then reports the problem)."""
+    lines = _open_lines(Path(path))
+    try:
+        for _, line in lines:
+            if line.strip():
+                return looks_like_scraped(line)
+    except SnapshotError:
+        return False
+    finally:
+        lines.close()  # closes the file now, not at garbage collection
+    return False
+
+
 def scraped_pages(path: Path, *, clock: Any = time.time) -> list[StoredPage]:
     """Every URL's page from a scraped.jsonl (the last text seen for a URL wins).
     Raises :class:`SnapshotError` naming file and line."""

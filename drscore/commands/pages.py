@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import sys
 import time
 from pathlib import Path
@@ -85,13 +84,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Import ``args.file`` into the cache (all-or-nothing validation)."""
-    from drscore.fetch.scraped import import_scraped, looks_like_scraped
+    from drscore.fetch.scraped import import_scraped, is_scraped_file
 
-    first = next((line for _, line in _first_lines(args.file) if line.strip()), b"")
+    scraped = is_scraped_file(args.file)
 
     async def run():  # type: ignore[no-untyped-def]
         async with PageStore(store_path(args.cache)) as store:
-            if looks_like_scraped(first):  # the benchmark's scraped.jsonl
+            if scraped:  # the benchmark's scraped.jsonl
                 return await import_scraped(store, args.file)
             return await import_snapshot(store, args.file)
     try:
@@ -102,16 +101,6 @@ def cmd_import(args: argparse.Namespace) -> int:
     print(f"imported {summary.pages} pages ({summary.ok} with text) from {args.file} "
           f"(exported {when}) into {store_path(args.cache)}")
     return 0
-
-
-def _first_lines(path: Path):  # type: ignore[no-untyped-def]
-    """The first lines of a snapshot or JSONL file (format detection); none if unreadable."""
-    from drscore.fetch.snapshot import _open_lines
-
-    try:
-        yield from itertools.islice(_open_lines(path), 3)
-    except SnapshotError:
-        return
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
