@@ -115,3 +115,14 @@ def test_scraped_jsonl_import_feeds_a_live_fact_run_and_its_suite_figures(tmp_pa
     assert entry["suite"]["benchmark"] == {"reports": 1, "total_citations": 1.0, "total_valid_citations": 1.0,
                                            "valid_rate": 1.0}
     assert entry["suite"]["paper"]["c_acc_paper"] == pytest.approx(0.5 / 2)
+
+
+def test_scraped_import_with_a_bad_line_names_it_and_writes_nothing(tmp_path, capsys):
+    scraped = tmp_path / "scraped.jsonl"
+    scraped.write_bytes(orjson.dumps({"id": 1, "citations_deduped": {"https://a.example/x": {"url_content": "text"}}})
+                        + b"\n" + b'{"id": 2, "citations_deduped": {"https://b.example/y": {"url_content": 5}}}\n')
+    cache = tmp_path / "cache"
+    assert main(["pages", "import", str(scraped), "--cache", str(cache)]) == 2
+    assert f"{scraped}:2:" in capsys.readouterr().err
+    assert main(["pages", "stats", "--cache", str(cache)]) == 0
+    assert orjson.loads(capsys.readouterr().out)["pages"] == 0
