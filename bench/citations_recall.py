@@ -19,9 +19,11 @@ cited by a ``[n]`` marker in the body (a plain marker regex). The rewrite:
 Recall = |gold ∩ URLs of the parser's statement-URL pairs| / |gold|, pooled over the
 reports (also the per-report minimum), for the original reports and the rewritten ones.
 
-    .venv/bin/python -m bench.citations_recall
+    .venv/bin/python -m bench.citations_recall [--parser-file OLD_citations.py]
 
-Prints one JSON object.
+``--parser-file`` measures another version of the parser, e.g. the one before the export
+shapes were handled: ``git show d3dd597:engine/text/citations.py > /tmp/old.py`` (a
+self-contained module then). Prints one JSON object.
 """
 from __future__ import annotations
 
@@ -110,7 +112,25 @@ def recall(texts: list[tuple[str, set[str]]]) -> dict:
             "min_report_recall": round(min(per_report), 4) if per_report else None}
 
 
+def _load_parser(path: str):  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("citations_under_test", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.parse_citations
+
+
 def main() -> None:
+    import argparse
+
+    global parse_citations
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--parser-file", help="measure parse_citations from this file instead")
+    args = ap.parse_args()
+    if args.parser_file:
+        parse_citations = _load_parser(args.parser_file)
     rows = [orjson.loads(line) for line in REPORTS.read_bytes().splitlines() if line.strip()]
     original = []
     exported = []
@@ -121,6 +141,7 @@ def main() -> None:
     print(json.dumps({
         "bench": "citations_recall",
         "gold": "reference-entry URLs whose label a body marker cites (regexes, not the parser)",
+        "parser": args.parser_file or "drscore.engine.text.citations",
         "original_reports": recall(original),
         "export_shapes": recall(exported),
         "export_shapes_with_heading": recall(exported[0::2]),
