@@ -13,7 +13,7 @@ from drscore.engine.runtime.judging import (
 )
 from drscore.engine.runtime.tokens import estimate_messages, estimate_tokens
 from drscore.judge.ratelimit_headers import parse_rate_limit_headers
-from drscore.judge.wire import request_body
+from drscore.judge.wire import family_profile, request_body
 
 _RETRYABLE = {408, 409, 425, 500, 502, 503, 504, 520, 522, 524, 529}
 
@@ -24,9 +24,10 @@ class HttpBackend:
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 120.0,
                  connections: int = 256, extra_headers: dict[str, str] | None = None,
-                 api_key_header: str = "Authorization") -> None:
+                 api_key_header: str = "Authorization", params: dict[str, Any] | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
+        self.wire = family_profile(model, params)  # body spelling per model family (judge/wire.py)
         self._url = self.base_url + "/chat/completions"
         self._headers = {"Content-Type": "application/json", **(extra_headers or {})}
         if api_key:
@@ -38,7 +39,7 @@ class HttpBackend:
         self._session: aiohttp.ClientSession | None = None
 
     def identity(self) -> dict[str, Any]:
-        return {"base_url": self.base_url, "model": self.model}
+        return {"base_url": self.base_url, "model": self.model, **self.wire.identity()}
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -48,7 +49,8 @@ class HttpBackend:
         return self._session
 
     async def complete(self, request: ChatRequest) -> tuple[ChatResponse, RateLimitInfo | None]:
-        body = orjson.dumps(request_body(request, self.model))
+        sent = self.wire.spelling()
+        body = orjson.dumps(request_body(request, self.model, self.wire))
         try:
             async with self._get_session().post(self._url, data=body, headers=self._headers) as resp:
                 raw = await resp.read()
@@ -63,6 +65,8 @@ class HttpBackend:
             raise RateLimited(f"429 from {self.base_url}", limits=info)
         if status in _RETRYABLE or status >= 500:
             raise TransientError(f"HTTP {status} from {self.base_url}: {_excerpt(raw)}", limits=info)
+        if status == 400 and self.wire.learn(status, raw, sent):
+            return await self.complete(request)  # adapted once (e.g. max_completion_tokens); remembered
         if status >= 400:
             raise FatalError(f"HTTP {status} from {self.base_url}: {_excerpt(raw)}", limits=info)
         return parse_completion(raw, request), info

@@ -18,28 +18,33 @@ from drscore.engine.runtime.judging import (
 )
 from drscore.judge.http import parse_completion
 from drscore.judge.ratelimit_headers import parse_rate_limit_headers
-from drscore.judge.wire import request_body
+from drscore.judge.wire import family_profile, request_body
 
 
 class SdkBackend:
     name = "sdk"
     cacheable = True
 
-    def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 120.0) -> None:
+    def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 120.0,
+                 params: dict[str, Any] | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
+        self.wire = family_profile(model, params)
         # Local servers need no key, but the SDK insists on one.
         self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=api_key or "not-needed",
                                           max_retries=0, timeout=timeout_s)
 
     def identity(self) -> dict[str, Any]:
         # Same answers as the HTTP transport: share its cache entries.
-        return {"base_url": self.base_url, "model": self.model}
+        return {"base_url": self.base_url, "model": self.model, **self.wire.identity()}
 
     async def complete(self, request: ChatRequest) -> tuple[ChatResponse, RateLimitInfo | None]:
-        body = request_body(request, self.model)
+        sent = self.wire.spelling()
+        body = request_body(request, self.model, self.wire)
         try:
-            raw = await self._client.chat.completions.with_raw_response.create(**body)
+            # --judge-param fields travel as extra_body: the SDK rejects keyword arguments it does not know.
+            extra = {k: body.pop(k) for k in self.wire.params if k in body}
+            raw = await self._client.chat.completions.with_raw_response.create(**body, extra_body=extra or None)
         except openai.RateLimitError as e:
             raise RateLimited("429 from judge", limits=parse_rate_limit_headers(e.response.headers)) from None
         except openai.APITimeoutError:
@@ -50,6 +55,8 @@ class SdkBackend:
             info = parse_rate_limit_headers(e.response.headers)
             if e.status_code >= 500 or e.status_code in (408, 409):
                 raise TransientError(f"HTTP {e.status_code} from judge", limits=info) from None
+            if self.wire.learn(e.status_code, e.response.content, sent):
+                return await self.complete(request)
             raise FatalError(f"HTTP {e.status_code} from judge: {e.message[:300]}", limits=info) from None
         return parse_completion(raw.content, request), parse_rate_limit_headers(raw.headers)
 
