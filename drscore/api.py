@@ -57,6 +57,7 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     max_cost: float | None = None  # hard ceiling in USD: every call reserves its worst case first
     max_retries: int = 5
     prompts_dir: str | None = None  # templates here (<name>.md) replace the built-in ones
+    params: dict[str, Any] = {}  # --judge-param KEY=VALUE: extra request-body fields, part of the cache key
 
 
 class RunConfig(msgspec.Struct, kw_only=True):
@@ -117,13 +118,14 @@ def make_backend(jc: JudgeConfig) -> Backend:
 
         if jc.api_key_header.lower() != "authorization":
             raise ValueError("--api-key-header works with --transport http only")
-        return SdkBackend(jc.url, jc.model, api_key=key, timeout_s=jc.timeout_s)
+        return SdkBackend(jc.url, jc.model, api_key=key, timeout_s=jc.timeout_s, params=jc.params)
     if jc.transport != "http":
         raise ValueError(f"unknown transport {jc.transport!r}; use http or sdk")
     from drscore.judge.http import HttpBackend
 
     return HttpBackend(jc.url, jc.model, api_key=key, timeout_s=jc.timeout_s,
-                       connections=max(64, jc.concurrency * 2), api_key_header=jc.api_key_header)
+                       connections=max(64, jc.concurrency * 2), api_key_header=jc.api_key_header,
+                       params=jc.params)
 
 
 async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePool, JudgeCache | None]:

@@ -46,6 +46,8 @@ EXAMPLES: dict[str, str] = {
     "prompts": "drscore prompts show quality",
     "prompts list": "drscore prompts list",
     "prompts show": "drscore prompts show race_score",
+    "fact": "drscore fact rescore results/fact/validated.jsonl --json",
+    "fact rescore": "drscore fact rescore results/fact/validated.jsonl --json",
     "race": "drscore race rescore --criteria criteria.jsonl --judgements judgements.jsonl",
     "race rescore": "drscore race rescore --criteria criteria.jsonl --judgements judgements.jsonl",
     "report": "drscore report runs/r1 && open runs/r1/report.html",

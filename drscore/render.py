@@ -56,6 +56,7 @@ def _board_lines(summary: dict[str, Any], rows: Iterable[ScoreRow], seed: int, r
         note = comparison_note(entries)
         if note:
             lines.append(f"    note: {note}")
+        lines += _method_extras(summary, method)
     return lines
 
 
@@ -77,6 +78,21 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
             ci = f"[{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]" if r.get("ci95") else "-"
             lines.append(f"    {i:<5}{r['agent'][:31]:<32}{_fmt(r['mean']):>9}{ci:>20}{r['n']:>6}"
                          f"{r['failed']:>8}{r.get('skipped', 0):>9}{r['cost_usd']:>10.4f}")
+        lines += _method_extras(summary, method)
+    return lines
+
+
+def _method_extras(summary: dict[str, Any], method: str) -> list[str]:
+    """A method's own suite figures (e.g. FACT's pooled valid rate) and its notes."""
+    lines = []
+    for r in summary.get("per_agent_method", []):
+        if r["method"] != method:
+            continue
+        for convention, figures in (r.get("suite") or {}).items():
+            shown = ", ".join(f"{k} {_fmt(v)}" for k, v in figures.items())
+            lines.append(f"      {r['agent'][:31]} · {convention}: {shown}")
+    for note in (summary.get("notes") or {}).get(method, []):
+        lines.append(f"    NOTE: {note}")
     return lines
 
 

@@ -24,7 +24,7 @@ from drscore.engine.runtime.judging import (
 from drscore.engine.runtime.redact import redact, register_secret
 from drscore.engine.runtime.tokens import estimate_messages, estimate_tokens
 from drscore.judge.ratelimit_headers import parse_rate_limit_headers, retry_after_from_text
-from drscore.judge.wire import request_body
+from drscore.judge.wire import family_profile, request_body
 
 _RETRYABLE = {408, 409, 425, 500, 502, 503, 504, 520, 522, 524, 529}
 _UNSUPPORTED = re.compile(
@@ -121,9 +121,10 @@ class HttpBackend:
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 120.0,
                  connections: int = 256, extra_headers: dict[str, str] | None = None,
-                 api_key_header: str = "Authorization") -> None:
+                 api_key_header: str = "Authorization", params: dict[str, Any] | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
+        self.wire = family_profile(model, params)  # body spelling per model family (judge/wire.py)
         self._url = self.base_url + "/chat/completions"
         self._headers = {"Content-Type": "application/json", **(extra_headers or {})}
         if api_key:
@@ -137,7 +138,7 @@ class HttpBackend:
         self._session: aiohttp.ClientSession | None = None
 
     def identity(self) -> dict[str, Any]:
-        return {"base_url": self.base_url, "model": self.model}
+        return {"base_url": self.base_url, "model": self.model, **self.wire.identity()}
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -147,7 +148,8 @@ class HttpBackend:
         return self._session
 
     async def complete(self, request: ChatRequest) -> tuple[ChatResponse, RateLimitInfo | None]:
-        body = orjson.dumps(request_body(request, self.model))
+        sent = self.wire.spelling()
+        body = orjson.dumps(request_body(request, self.model, self.wire))
         try:
             async with self._get_session().post(self._url, data=body, headers=self._headers) as resp:
                 raw = await resp.read()
@@ -163,6 +165,8 @@ class HttpBackend:
             raise TransientError(redact(f"cannot reach {self.base_url}: {type(e).__name__}: {e}"),
                                  kind=classify_connection_error(e)) from None
         info = parse_rate_limit_headers(headers)
+        if status == 400 and self.wire.learn(status, raw, sent):
+            return await self.complete(request)  # adapted once (e.g. max_completion_tokens); remembered
         if status >= 400:
             raise status_error(status, raw, self.base_url, info)
         return parse_completion(raw, request), info

@@ -17,18 +17,20 @@ from drscore.engine.runtime.judging import ChatRequest, ChatResponse, RateLimitI
 from drscore.engine.runtime.redact import redact, register_secret
 from drscore.judge.http import CONNECT_TIMEOUT_S, classify_connection_error, parse_completion, status_error
 from drscore.judge.ratelimit_headers import parse_rate_limit_headers
-from drscore.judge.wire import request_body
+from drscore.judge.wire import family_profile, request_body
 
 
 class SdkBackend:
     name = "sdk"
     cacheable = True
 
-    def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 120.0) -> None:
+    def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 120.0,
+                 params: dict[str, Any] | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.timeout_s = timeout_s
         register_secret(api_key)
+        self.wire = family_profile(model, params)
         # Local servers need no key, but the SDK insists on one.
         self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=api_key or "not-needed",
                                           max_retries=0,
@@ -36,12 +38,15 @@ class SdkBackend:
 
     def identity(self) -> dict[str, Any]:
         # Same answers as the HTTP transport: share its cache entries.
-        return {"base_url": self.base_url, "model": self.model}
+        return {"base_url": self.base_url, "model": self.model, **self.wire.identity()}
 
     async def complete(self, request: ChatRequest) -> tuple[ChatResponse, RateLimitInfo | None]:
-        body = request_body(request, self.model)
+        sent = self.wire.spelling()
+        body = request_body(request, self.model, self.wire)
         try:
-            raw = await self._client.chat.completions.with_raw_response.create(**body)
+            # --judge-param fields travel as extra_body: the SDK rejects keyword arguments it does not know.
+            extra = {k: body.pop(k) for k in self.wire.params if k in body}
+            raw = await self._client.chat.completions.with_raw_response.create(**body, extra_body=extra or None)
         except openai.APITimeoutError as e:
             if classify_connection_error(e) == "connect_timeout":
                 raise TransientError(f"could not connect to {self.base_url} in time", kind="connect_timeout") from None
@@ -53,7 +58,10 @@ class SdkBackend:
         except openai.APIStatusError as e:
             # The same classification as the aiohttp transport, from the raw status and body.
             info = parse_rate_limit_headers(e.response.headers)
-            raise status_error(e.status_code, e.response.content or b"", self.base_url, info) from None
+            content = e.response.content or b""
+            if e.status_code == 400 and self.wire.learn(e.status_code, content, sent):
+                return await self.complete(request)
+            raise status_error(e.status_code, content, self.base_url, info) from None
         return parse_completion(raw.content, request), parse_rate_limit_headers(raw.headers)
 
     async def close(self) -> None:

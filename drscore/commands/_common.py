@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from drscore.api import JudgeConfig, JudgeSession, judge_session, run_async
+from drscore.judge.wire import parse_judge_params
 
 __all__ = ["add_judge_args", "judge_config_from_args", "open_judge_session", "run_async"]
 
@@ -22,6 +23,9 @@ def add_judge_args(p: argparse.ArgumentParser) -> None:
                    help="header carrying the key: Authorization (Bearer, default) or e.g. api-key for Azure OpenAI")
     g.add_argument("--no-json-schema", action="store_true",
                    help="do not send response_format json_schema (for endpoints without structured outputs)")
+    g.add_argument("--judge-param", action="append", metavar="KEY=VALUE", default=None,
+                   help="extra request-body field, repeatable (e.g. reasoning_effort=high, seed=7); values "
+                        "are read as JSON when they parse; part of the cache key and of config.json")
     g.add_argument("--timeout", type=float, default=120.0,
                    help="seconds each judge call may take per attempt (default 120)")
     g.add_argument("--max-retries", type=int, default=5, help="retries on 5xx/timeouts per call (default 5)")
@@ -53,7 +57,8 @@ def judge_config_from_args(args: argparse.Namespace) -> JudgeConfig:
         json_mode=not args.no_json_schema, timeout_s=args.timeout, rpm=args.rpm, tpm=args.tpm,
         concurrency=args.concurrency, burst_s=args.burst, max_rate_limit_wait_s=args.max_rate_limit_wait, cache_dir=args.cache, no_cache=args.no_cache,
         prices=args.prices, price_as=args.price_as, max_cost=args.max_cost, max_retries=args.max_retries,
-        prompts_dir=getattr(args, "prompts", None))
+        prompts_dir=getattr(args, "prompts", None),
+        params=parse_judge_params(getattr(args, "judge_param", None)))
 
 
 @contextlib.asynccontextmanager

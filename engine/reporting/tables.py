@@ -348,6 +348,14 @@ def leaderboard_markdown(run: RunDir, board: dict[str, list[LeaderboardRow]], *,
             for e in entries:
                 lines.append(f"| {_md(e.agent)} | "
                              + " | ".join(_fmt(e.subscores.get(s)) for s in subs) + " |")
+        # A method's own suite figures and notes from summary.json (e.g. FACT's pooled
+        # valid rate; Rigorous scores not comparable with the published ones).
+        for entry in run.summary.get("per_agent_method", []):
+            for convention, figures in (entry.get("suite") or {}).items() if entry.get("method") == method else ():
+                shown = ", ".join(f"{k} {v if isinstance(v, int) else _fmt(v)}" for k, v in figures.items())
+                lines += ["", f"{_md(str(entry.get('agent')))} · {convention}: {shown}"]
+        for note in (run.summary.get("notes") or {}).get(method, []):
+            lines += ["", f"> **Note:** {_md(note)}"]
         lines.append("")
     return "\n".join(lines)
 

@@ -180,6 +180,16 @@ class Runner:
         counts[key] = counts.get(key, 0) + 1
         self.aggregate.add(row)
 
+    def _with_suite(self, table: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Add each method's own suite figures (``Method.suite``) to its entries."""
+        by_name = {m.name: m for m in self.methods}
+        for entry in table:
+            method = by_name.get(entry["method"])
+            extra = method.suite(entry) if method is not None else None
+            if extra:
+                entry["suite"] = extra
+        return table
+
     def summary(self, input_errors: list[InputError], *, dry_run: bool = False,
                 interval: Callable[[Sequence[float]], list[float] | None] | None = None) -> dict[str, Any]:
         s = self.pool.stats
@@ -204,7 +214,8 @@ class Runner:
         return {
             "judge": self.pool.judge_label,
             "dry_run": dry_run,
-            "per_agent_method": self.aggregate.table(interval),
+            "per_agent_method": self._with_suite(self.aggregate.table(interval)),
+            "notes": {m.name: m.notes() for m in self.methods if m.notes()},
             "per_method": {name: {**msgspec.structs.asdict(m), "cost_usd": round(m.cost_usd, 6),
                                    "statuses": self.status_counts[name]}
                            for name, m in self.per_method.items()},

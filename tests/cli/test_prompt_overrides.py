@@ -84,6 +84,7 @@ async def test_an_override_changes_the_request_and_the_cache_key(tmp_path):
 def test_the_run_flag_reaches_the_judge(tmp_path):
     argv = ["run", "--methods", "quality", "--tasks", str(EXAMPLES / "tasks.jsonl"),
             "--reports", str(EXAMPLES / "reports.claude-3-7-sonnet.jsonl"), "--limit", "2",
+            "--prompt-language", "en",  # the examples' first tasks are Chinese: pin the English template
             "--cache", str(tmp_path / "cache")]
     with MockServerProcess(MockConfig()) as mock:
         judge = ["--judge-url", mock.url, "--judge-model", "gpt-4.1"]

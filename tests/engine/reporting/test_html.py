@@ -140,6 +140,17 @@ def test_markdown_and_csv_tables():
     assert table[2]["shared_score"] == "1.5" and table[2]["shared_tasks"] == "2"
 
 
+def test_markdown_carries_suite_figures_and_notes_from_the_summary():
+    summary = {"per_agent_method": [{"agent": "B", "method": "m", "suite": {
+        "benchmark": {"reports": 3, "valid_rate": 0.625}}}],
+        "notes": {"m": ["scores are NOT comparable with the published ones"]}}
+    run = run_of(small_rows(), summary=summary)
+    md = leaderboard_markdown(run, leaderboard(run.scores, resamples=10, seed=0), confidence=0.95,
+                              resamples=10, seed=0)
+    assert "B · benchmark: reports 3, valid_rate 0.625" in md
+    assert "> **Note:** scores are NOT comparable with the published ones" in md
+
+
 def test_html_sections_no_data_ids_and_secrets():
     rows = small_rows() + [
         row("1", "A", 3.0, method="redundancy", subscores={"pairs_total": 3.0},
