@@ -38,16 +38,21 @@ import aiosqlite
 import orjson
 
 from drscore.engine.runtime.judging import (
-    ChatRequest, ChatResponse, FatalError, RateLimitInfo, TransientError,
+    ENDPOINT_FAULTS, ChatRequest, ChatResponse, FatalError, JudgeError, RateLimitInfo, TransientError,
 )
-from drscore.judge.http import parse_completion
-from drscore.judge.wire import request_body
+from drscore.engine.runtime.redact import register_secret
+from drscore.judge.http import classify_connection_error, parse_completion, status_error
+from drscore.judge.wire import family_profile, request_body
 
 ENDPOINT = "/v1/chat/completions"
 MAX_REQUESTS = 50_000  # provider limits per batch
 MAX_BYTES = 190 * 1024 * 1024  # the file limit is 200 MB: keep a margin for the JSONL framing
 _LIVE = ("creating", "submitted")
 _TERMINAL = {"completed", "failed", "expired", "cancelled"}
+# A request its batch did not answer (the batch expired, failed or was cancelled, or the
+# provider's batch queue was full): retried in a later batch. Not an endpoint fault, and
+# one such batch fails many requests at once, so the pool's circuit breaker ignores it.
+UNFINISHED = "batch_unfinished"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS batches (
@@ -150,12 +155,6 @@ class BatchJournal:
         await self._db.close()
 
 
-class _ProviderError(Exception):
-    def __init__(self, message: str, *, retryable: bool) -> None:
-        super().__init__(message)
-        self.retryable = retryable
-
-
 class BatchBackend:
     """The Batch API as a judge backend (see the module docstring)."""
 
@@ -166,9 +165,11 @@ class BatchBackend:
     def __init__(self, base_url: str, model: str, *, journal: str | Path, api_key: str | None = None,
                  api_key_header: str = "Authorization", window_s: float = 2.0, max_requests: int = MAX_REQUESTS,
                  max_bytes: int = MAX_BYTES, poll_initial_s: float = 5.0, poll_max_s: float = 120.0,
-                 timeout_s: float = 300.0, max_hold_s: float | None = None) -> None:
+                 timeout_s: float = 300.0, max_hold_s: float | None = None,
+                 params: dict[str, Any] | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
+        self.wire = family_profile(model, params)  # the same body spelling as synchronous calls
         self.endpoint = f"{self.base_url}|{model}"
         self.journal_path = Path(journal)
         self.window_s = max(0.0, window_s)
@@ -179,6 +180,7 @@ class BatchBackend:
         self.max_hold_s = max_hold_s if max_hold_s is not None else max(30.0, 20 * self.window_s)
         self._headers: dict[str, str] = {}
         if api_key:
+            register_secret(api_key)  # from here on, no message can carry it
             self._headers[api_key_header] = f"Bearer {api_key}" if api_key_header.lower() == "authorization" \
                 else api_key
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
@@ -201,12 +203,12 @@ class BatchBackend:
         self.failures: list[str] = []
 
     def identity(self) -> dict[str, Any]:
-        return {"base_url": self.base_url, "model": self.model}
+        return {"base_url": self.base_url, "model": self.model, **self.wire.identity()}
 
     # -- the Backend protocol -------------------------------------------------------
     async def complete(self, request: ChatRequest) -> tuple[ChatResponse, RateLimitInfo | None]:
         await self._start()
-        body = request_body(request, self.model)
+        body = request_body(request, self.model, self.wire)
         cid = custom_id(body)
         if cid in self._result_ids and cid not in self._waiting:
             raw = await self._journal.result(self.endpoint, cid)
@@ -214,7 +216,8 @@ class BatchBackend:
                 self.counts["requests_reused"] += 1
                 return self._response(raw, request), None
         if cid in self._orphaned:
-            raise FatalError("request is in a batch this run could not follow; run the same command again")
+            raise FatalError("request is in a batch this run could not follow; run the same command again",
+                             kind="batch_unfollowed")
         fut = self._waiting.get(cid)
         if fut is None:
             fut = asyncio.get_running_loop().create_future()
@@ -294,7 +297,7 @@ class BatchBackend:
         except Exception as e:  # nothing was submitted: the requests may go again
             self._finish_ids(ids)
             self._note_failure(f"batch upload failed: {e}")
-            self._fail(ids, TransientError(f"batch upload failed: {e}"))
+            self._fail(ids, e if isinstance(e, JudgeError) else TransientError(f"batch upload failed: {e}"))
             self.counts["in_progress"] -= 1
             self.counts["failed"] += 1
             return
@@ -321,7 +324,7 @@ class BatchBackend:
                       "to re-attach to it"
             self._orphaned.update(ids)
             self._note_failure(message)
-            self._fail(ids, FatalError(message))
+            self._fail(ids, FatalError(message, kind="batch_unfollowed"))
             self.counts["in_progress"] -= 1
 
     async def _create_once(self, local_id: str, file_id: str, *, look_first: bool) -> str:
@@ -333,13 +336,19 @@ class BatchBackend:
                     return found
             try:
                 return await self._create(file_id, local_id)
-            except _ProviderError as e:
-                if not e.retryable:
+            except FatalError:
+                raise
+            except JudgeError as e:
+                if e.kind in ENDPOINT_FAULTS:
                     raise
-            except (aiohttp.ClientError, asyncio.TimeoutError):
+            except asyncio.TimeoutError:
                 pass
+            except aiohttp.ClientError as e:
+                if classify_connection_error(e) in ENDPOINT_FAULTS:
+                    raise TransientError(f"cannot reach {self.base_url}: {e}", kind=classify_connection_error(e)) \
+                        from None
             await asyncio.sleep(min(30.0, 0.5 * 2 ** attempt) * random.uniform(0.5, 1.5))
-        raise TransientError("could not create the batch")
+        raise TransientError("could not create the batch", kind="server_error")
 
     async def _wait(self, batch_id: str) -> dict[str, Any]:
         delay = self.poll_initial_s
@@ -360,10 +369,10 @@ class BatchBackend:
                 if resp.get("status_code") == 200 and isinstance(resp.get("body"), dict):
                     answers.append((cid, orjson.dumps(resp["body"])))
                 else:
-                    errors[cid] = _line_error(line)
+                    errors[cid] = self._line_error(line)
         if batch.get("error_file_id"):
             for line in await self._retrying("download", lambda: self._content(batch["error_file_id"])):
-                errors[line.get("custom_id")] = _line_error(line)
+                errors[line.get("custom_id")] = self._line_error(line)
         detail = _batch_errors(batch) if status != "completed" else None
         await self._journal.harvest(local_id, self.endpoint, status, answers, detail)
         self._finish_ids(ids)
@@ -377,7 +386,8 @@ class BatchBackend:
             if fut is not None and not fut.done():
                 fut.set_result(body)
         self.counts["requests_answered"] += len(answers)
-        missing = TransientError(f"batch {batch.get('id')} {status}" + (f": {detail}" if detail else ""))
+        missing = TransientError(f"batch {batch.get('id')} {status}" + (f": {detail}" if detail else ""),
+                                 kind=UNFINISHED)
         rest = [cid for cid in ids if cid not in answered]
         self.counts["requests_errored"] += len(rest)
         if status != "completed":
@@ -388,6 +398,13 @@ class BatchBackend:
             if fut is not None and not fut.done():
                 fut.set_exception(errors.get(cid, missing))
                 fut.exception()  # the waiter may be gone (cancelled run)
+
+    def _line_error(self, line: dict[str, Any]) -> Exception:
+        resp = line.get("response") or {}
+        adapted = False
+        if resp.get("status_code") == 400:  # e.g. "use max_completion_tokens": adapt once, retry
+            adapted = self.wire.learn(400, orjson.dumps(resp.get("body") or {}))
+        return _line_error(line, adapted=adapted)
 
     def _finish_ids(self, ids: list[str]) -> None:
         self._live_ids.difference_update(ids)
@@ -412,10 +429,8 @@ class BatchBackend:
 
     async def _checked(self, resp: aiohttp.ClientResponse, what: str) -> bytes:
         raw = await resp.read()
-        if resp.status >= 400:
-            retryable = resp.status == 429 or resp.status >= 500 or resp.status in (408, 409)
-            raise _ProviderError(f"{what}: HTTP {resp.status}: {raw[:300].decode('utf-8', 'replace')}",
-                                 retryable=retryable)
+        if resp.status >= 400:  # classified like a synchronous call (auth, not_found, server_error, ...)
+            raise status_error(resp.status, raw, f"{self.base_url} ({what})", None)
         return raw
 
     async def _upload(self, content: bytes) -> str:
@@ -463,14 +478,21 @@ class BatchBackend:
         for attempt in range(attempts):
             try:
                 return await call()
-            except _ProviderError as e:
-                if not e.retryable or attempt == attempts - 1:
+            except FatalError:
+                raise
+            except JudgeError as e:  # 429 and 5xx: retry; an endpoint fault: at once to the pool
+                if e.kind in ENDPOINT_FAULTS or attempt == attempts - 1:
                     raise
-            except (aiohttp.ClientError, asyncio.TimeoutError, orjson.JSONDecodeError) as e:
+            except aiohttp.ClientError as e:
+                kind = classify_connection_error(e)
+                if kind in ENDPOINT_FAULTS or attempt == attempts - 1:
+                    raise TransientError(f"{what}: cannot reach {self.base_url}: {type(e).__name__}",
+                                         kind=kind) from None
+            except (asyncio.TimeoutError, orjson.JSONDecodeError) as e:
                 if attempt == attempts - 1:
-                    raise TransientError(f"{what}: {type(e).__name__}: {e}") from None
+                    raise TransientError(f"{what}: {type(e).__name__}: {e}", kind="timeout") from None
             await asyncio.sleep(min(60.0, 0.5 * 2 ** attempt) * random.uniform(0.5, 1.5))
-        raise TransientError(f"{what} failed")
+        raise TransientError(f"{what} failed", kind="server_error")
 
     # -- reporting and shutdown -------------------------------------------------------
     def batch_snapshot(self) -> dict[str, int]:
@@ -493,17 +515,19 @@ class BatchBackend:
             await self._journal.close()
 
 
-def _line_error(line: dict[str, Any]) -> Exception:
-    """The exception a request in an error file raises: retryable unless a 4xx other
-    than 408/409/429 says the request itself is bad."""
+def _line_error(line: dict[str, Any], *, adapted: bool = False) -> Exception:
+    """The exception a request in an error file raises: retryable (5xx, 429, expired, or a
+    400 the wire profile adapted to) unless a 4xx says the request itself is bad."""
     resp = line.get("response") or {}
     code = resp.get("status_code")
     err = line.get("error") or (resp.get("body") or {}).get("error") or {}
     message = err.get("message") if isinstance(err, dict) else str(err)
     text = f"batch request failed ({code or (err.get('code') if isinstance(err, dict) else '')}): {message}"
-    if isinstance(code, int) and 400 <= code < 500 and code not in (408, 409, 429):
-        return FatalError(text)
-    return TransientError(text)
+    if isinstance(code, int) and code >= 500:
+        return TransientError(text, kind="server_error", status=code)
+    if isinstance(code, int) and 400 <= code < 500 and code not in (408, 409, 429) and not adapted:
+        return FatalError(text, kind="bad_request", status=code)
+    return TransientError(text, kind=UNFINISHED, status=code if isinstance(code, int) else None)
 
 
 def _batch_errors(batch: dict[str, Any]) -> str | None:

@@ -75,6 +75,10 @@ class VerdictRecord(msgspec.Struct, kw_only=True):
     cached_input_tokens: int = 0
     cost_usd_uncached: float = 0.0
     batched: bool = False
+    # What the call judged, for reading it back (the report viewer): the short template
+    # variables (statements, URLs, passages), each clipped; long ones (pages, whole
+    # reports) only as their length. See engine.runtime.context.call_inputs.
+    inputs: dict[str, str] = {}
 
 
 class InputError(msgspec.Struct):

@@ -7,13 +7,24 @@ not decode), commit the raw answer to the cache, and account tokens, cost and la
 Failures after bounded retries raise :class:`JudgeFailed` with a reason; they never
 crash the run.
 
+Around each send (in this order): the preflight gate (:mod:`engine.runtime.health`:
+the run's first call goes alone and classifies the endpoint), the quota wait
+(:mod:`engine.runtime.limits`), the budget reservation of the call's worst case
+(:mod:`engine.runtime.budget`, made after the quota wait so the spend it sees is
+current), a per-call timeout, and after the answer the circuit breaker and redaction
+(:mod:`engine.runtime.redact`) of everything the endpoint said. A budget that cannot
+cover the next call, a rate-limit reset beyond ``max_rate_limit_wait_s``, an endpoint
+fault at preflight or a tripped breaker *stop* the pool (:attr:`JudgePool.stopped`):
+every later call fails at once with the stop's reason, cache hits are still served.
+
 Costs use the cached-input price for tokens the provider served from its prefix cache
-and batch prices for calls a batching backend (``backend.batched``) answered; batched
-calls skip the RPM/TPM limiter (batch work has its own queue) but still reserve their
-worst case against ``--max-cost``. Calls sharing a long prompt prefix are ordered by
-:class:`engine.runtime.prefix.WarmupGate`: the first goes alone, its siblings follow.
-Each result carries its time at the judge and its time waiting (quota, warm-up) as
-spans, so a row can split its latency honestly.
+and batch prices for calls a batching backend (``backend.batched``) answered. Batched
+calls skip the RPM/TPM limiter (batch work has the provider's own queue), the preflight
+gate and the per-call timeout (an answer may take hours), but still reserve their worst
+case at batch prices before they join a batch. Calls sharing a long prompt prefix are
+ordered by :class:`engine.runtime.prefix.WarmupGate`: the first goes alone, its siblings
+follow once it answered. Each result carries its time at the judge and its time waiting
+(quota, warm-up, backoff) as spans, so a row can split its latency honestly.
 """
 from __future__ import annotations
 
@@ -26,17 +37,25 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from drscore import prompts
+from drscore.engine.runtime.budget import Budget, input_reservation
 from drscore.engine.runtime.cache import JudgeCache, request_key
+from drscore.engine.runtime.health import CircuitBreaker, EndpointGate
 from drscore.engine.runtime.judging import (
-    Backend, ChatRequest, FatalError, JudgeFailed, Message, RateLimited, TransientError,
+    ENDPOINT_FAULTS, OTHER_FAULTS, Backend, ChatRequest, JudgeError, JudgeFailed, Message, RateLimited,
+    StopReason, TransientError,
 )
-from drscore.engine.runtime.limits import RateLimiter
+from drscore.engine.runtime.limits import LimiterStopped, RateLimiter
 from drscore.engine.runtime.prefix import CacheEstimator, WarmupGate, group_key
 from drscore.engine.runtime.pricing import PriceTable
+from drscore.engine.runtime.redact import redact
 from drscore.engine.runtime.tokens import TokenEstimator, estimate_messages, estimate_tokens, message_features
 from drscore.engine.runtime.verdicts import VerdictDecodeError, decode_verdict, schema_of
 
 T = TypeVar("T")
+
+# Failures after which the request may have reached the model and been billed, without
+# usage to say how much: the budget keeps their worst case.
+_MAYBE_BILLED = frozenset({"timeout", "connection", "bad_response"})
 
 
 Span = tuple[float, float]  # (start, end) on time.monotonic()
@@ -110,9 +129,21 @@ class JudgePool:
         max_cost_usd: float | None = None,
         dry_run_with: Backend | None = None,
         price_model: str | None = None,
+        timeout_s: float | None = None,
+        max_rate_limit_wait_s: float = 300.0,
+        breaker_threshold: int = 10,
+        preflight: bool = True,
+        templates: prompts.Library | None = None,
         prefix_warmup: bool = True,
     ) -> None:
+        """``timeout_s`` bounds each attempt (None: only the backend's own timeout);
+        ``max_rate_limit_wait_s`` is the longest 429 reset the pool waits for before it
+        stops; ``breaker_threshold`` consecutive same-kind failures stop it too;
+        ``preflight`` sends the first call alone (see :mod:`engine.runtime.health`)."""
         self.backend = backend
+        # Where templates come from (``--prompts DIR`` overrides); looked up per call so
+        # the hash of the template actually used goes into the cache key.
+        self.templates = templates
         self.cache = cache if getattr(backend, "cacheable", True) else None
         self.limiter = limiter
         self.prices = prices
@@ -123,32 +154,65 @@ class JudgePool:
         self.backoff_base_s = backoff_base_s
         self.backoff_cap_s = backoff_cap_s
         self.max_cost_usd = max_cost_usd
+        self.budget = Budget(max_cost_usd)
+        self.timeout_s = timeout_s
+        self.max_rate_limit_wait_s = max_rate_limit_wait_s
+        self.breaker = CircuitBreaker(breaker_threshold)
+        # A batching backend queues calls for the Batch API: no client-side quota, no
+        # per-call timeout, batch prices, and no preflight (a first batch of one request
+        # would cost a whole batch round trip); the provider orders the work (no warm-up).
+        self.batched = bool(getattr(backend, "batched", False))
+        self.gate = EndpointGate() if preflight and getattr(backend, "cacheable", True) and not self.batched \
+            else None
+        self.warmup = WarmupGate() if prefix_warmup and not self.batched else None
+        self._cache_estimate = CacheEstimator()
+        self.stopped: StopReason | None = None
         self.dry = dry_run_with  # when set: plan calls, answer with this backend, spend nothing
         self.price_model = price_model or backend.model
         self.stats = PoolStats()
         self.tokens = TokenEstimator()
         self._identity = {"backend": backend.name, **backend.identity()}
         self._inflight: dict[str, asyncio.Future[Judged[Any]]] = {}
-        self._reserved_cost = 0.0
         self._planned: set[str] = set()
         # Backends that are not cached (the offline judge) still answer a repeated request
         # once per run, so task-level steps are counted once, as with a real judge.
         self._memo: OrderedDict[str, str] | None = None if self.cache is not None or not \
             hasattr(backend, "cacheable") or backend.cacheable else OrderedDict()
-        self.budget_exhausted = False
-        # A batching backend queues calls for the Batch API: no client-side quota applies,
-        # prices are batch prices, and the provider decides the order (no warm-up gate).
-        self.batched = bool(getattr(backend, "batched", False))
-        self.warmup = WarmupGate() if prefix_warmup and not self.batched else None
-        self._cache_estimate = CacheEstimator()
+
+    @property
+    def budget_exhausted(self) -> bool:
+        return self.budget.exhausted
+
+    @property
+    def endpoint(self) -> str:
+        """The judge's URL (or backend name) for messages."""
+        return str(self._identity.get("base_url") or self.backend.name)
+
+    def halt(self, stop: StopReason) -> None:
+        """Stop scheduling calls: the first stop wins; waiters for quota, budget and the
+        preflight gate are woken and fail with ``stop.reason``. Calls already sent finish."""
+        if self.stopped is not None:
+            return
+        self.stopped = stop
+        self.limiter.stop()
+        self.budget.close()
+        if self.gate is not None:
+            self.gate.open()
+
+    def _stopped_error(self) -> JudgeFailed:
+        assert self.stopped is not None
+        return JudgeFailed(self.stopped.reason, self.stopped.message)
 
     @property
     def judge_label(self) -> str:
         return "offline" if self.backend.name == "offline" else self.backend.model
 
+    def _template(self, name: str) -> prompts.Template:
+        return self.templates.load(name) if self.templates is not None else prompts.load(name)
+
     def build(self, template: str, verdict: type, variables: dict[str, Any], sample: int = 0) -> tuple[ChatRequest, dict[str, Any]]:
         """The request and its cache-key components (public for ``cache explain`` and tests)."""
-        tpl = prompts.load(template)
+        tpl = self._template(template)
         messages = tuple(Message(role, content) for role, content in tpl.render(variables))
         schema = schema_of(verdict)
         req = ChatRequest(
@@ -185,6 +249,8 @@ class JudgePool:
             return Judged(decode_verdict(text, verdict), text, key, "shared", cost_uncached=self._list_cost(req, text))
         if self.dry is not None:
             return await self._plan(req, verdict, key)
+        if self.stopped is not None:
+            raise self._stopped_error()
         fut = self._inflight.get(key)
         if fut is not None:
             t0 = time.monotonic()
@@ -199,7 +265,7 @@ class JudgePool:
             fut.set_result(judged)
             return judged
         except BaseException as e:
-            fut.set_exception(e if isinstance(e, JudgeFailed) else JudgeFailed("error", repr(e)))
+            fut.set_exception(e if isinstance(e, JudgeFailed) else JudgeFailed("error", redact(repr(e))))
             fut.exception()  # mark retrieved: followers may not exist
             raise
         finally:
@@ -211,7 +277,7 @@ class JudgePool:
             self.stats.shared += 1
             return Judged(decode_verdict(resp.text, verdict), resp.text, key, "shared")
         self._planned.add(key)
-        tpl = prompts.load(req.template)
+        tpl = self._template(req.template)
         tin, tout = estimate_messages(list(req.messages)), tpl.expected_output_tokens
         cached = self._cache_estimate.cached_tokens(req.messages, tin) if not self.batched else 0
         cost = self.prices.cost(self.price_model, tin, tout, cached, batch=self.batched)
@@ -231,114 +297,186 @@ class JudgePool:
         tin = round(self.tokens.prompt(message_features(req.messages)))
         return self.prices.cost(self.price_model, tin, estimate_tokens(text), batch=self.batched)
 
-    def _check_budget(self, est_cost: float) -> None:
-        if self.max_cost_usd is None:
-            return
-        if self.stats.cost_usd + self._reserved_cost + est_cost > self.max_cost_usd:
-            self.budget_exhausted = True
-            raise JudgeFailed("budget", f"--max-cost {self.max_cost_usd} reached")
+    async def _send(self, request: ChatRequest) -> tuple[Any, Any]:
+        """One attempt, bounded by ``timeout_s``; every failure is a :class:`JudgeError`
+        with a redacted message."""
+        try:
+            # A batched call waits for its batch (minutes to hours): only the batching
+            # backend's own HTTP timeouts apply.
+            async with asyncio.timeout(None if self.batched else self.timeout_s):
+                return await self.backend.complete(request)
+        except TimeoutError:
+            raise TransientError(f"no answer within {self.timeout_s:g} s (--timeout)", kind="timeout") from None
+        except JudgeError as e:
+            e.args = (redact(str(e)),)
+            raise
+
+    def _fault_stop(self, e: JudgeError, message: str, *, streak: int = 0) -> StopReason:
+        what = ENDPOINT_FAULTS.get(e.kind) or OTHER_FAULTS.get(e.kind) or e.kind
+        lead = f"judge at {self.endpoint}: {what}"
+        if streak:
+            lead += f"; stopped after {streak} consecutive calls failed this way"
+        return StopReason(reason=e.kind, message=f"{lead} ({message})", fatal=True)
+
+    def _rate_limit_stop(self, delay: float) -> StopReason:
+        resets_at = time.time() + delay
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(resets_at))
+        return StopReason(
+            reason="rate_limit", resets_at=resets_at,
+            message=f"judge at {self.endpoint}: rate limited; the quota resets in {_duration(delay)} (at {when}), "
+                    f"beyond --max-rate-limit-wait {self.max_rate_limit_wait_s:g} s. Re-run then to resume "
+                    "from the cache.")
+
+    def _budget_stop(self, worst: float) -> StopReason:
+        b = self.budget
+        return StopReason(
+            reason="budget",
+            message=f"--max-cost ${b.cap:g} reached: ${b.committed:.6f} spent, and the next call could cost up "
+                    f"to ${worst:.6f}. Re-run with a higher --max-cost to resume from the cache.")
 
     async def _call(self, req: ChatRequest, verdict: type[T], key: str, components: dict[str, Any]) -> Judged[T]:
-        tpl = prompts.load(req.template)
-        features = message_features(req.messages)
-        def estimate() -> int:  # evaluated when the call reaches the head of the quota queue
-            return self.tokens.estimate(features, req.template, tpl.expected_output_tokens)
-
-        est_cost = 0.0
-        if self.max_cost_usd is not None:
-            if self.batched:  # reserve the worst case: the whole output cap, at batch prices
-                est_cost = self.prices.cost(self.price_model, round(self.tokens.prompt(features)), req.max_tokens,
-                                            batch=True)
-            else:
-                est_cost = self.prices.cost(self.price_model, estimate(), 0)
-        group = group_key(req.messages) if self.warmup is not None else None
         t0 = time.monotonic()
+        group = group_key(req.messages) if self.warmup is not None else None
         leader = False
         wait_spans: list[Span] = []
-        judge_spans: list[Span] = []
         try:
             if group is not None:
                 leader = await self.warmup.enter(group)
                 if not leader and time.monotonic() > t0:
                     self.stats.warmup_held += 1
                     wait_spans.append((t0, time.monotonic()))
-            return await self._attempts(req, verdict, key, components, features, estimate, est_cost, t0,
-                                        wait_spans, judge_spans)
+            return await self._attempts(req, verdict, key, components, t0, wait_spans)
         finally:
             if leader:
                 self.warmup.leave(group)
 
     async def _attempts(self, req: ChatRequest, verdict: type[T], key: str, components: dict[str, Any],
-                        features: tuple[float, float], estimate: Any, est_cost: float, t0: float,
-                        wait_spans: list[Span], judge_spans: list[Span]) -> Judged[T]:
+                        t0: float, wait_spans: list[Span]) -> Judged[T]:
+        tpl = self._template(req.template)
+        features = message_features(req.messages)
+        def estimate() -> int:  # evaluated when the call reaches the head of the quota queue
+            return self.tokens.estimate(features, req.template, tpl.expected_output_tokens)
+
         attempts = rate_limited = reasks = 0
         current = req
         tin = tout = tcached = 0
         cost = cost_uncached = 0.0
         batched = False
-        limiter = None if self.batched else self.limiter
+        judge_spans: list[Span] = []
+        limiter = None if self.batched else self.limiter  # batch work is not paced by the quota
         while True:
-            self._check_budget(est_cost)
+            if self.stopped is not None:
+                raise self._stopped_error()
+            probe = await self.gate.enter() if self.gate is not None and not self.gate.is_open else False
             permit = None
-            if limiter is not None:
-                tw = time.monotonic()
-                permit = await limiter.acquire(estimate)
-                wait_spans.append((tw, time.monotonic()))
-            self._reserved_cost += est_cost
+            try:
+                if self.stopped is not None:
+                    raise self._stopped_error()
+                if limiter is not None:
+                    tw = time.monotonic()
+                    try:
+                        permit = await limiter.acquire(estimate)
+                    except LimiterStopped:
+                        raise self._stopped_error() from None
+                    finally:
+                        wait_spans.append((tw, time.monotonic()))
+                # The reservation is made now, after the quota wait: the spend it checks
+                # against is current, and the quota wait cannot outdate it.
+                worst = 0.0 if self.budget.cap is None else self.prices.cost(
+                    self.price_model, input_reservation(current, self.tokens), current.max_tokens,
+                    batch=self.batched)
+                try:
+                    reserved = self.budget.try_reserve(worst)
+                    if not reserved:  # waits for calls in flight to settle (a wait, not judge time)
+                        tw = time.monotonic()
+                        reserved = await self.budget.reserve(worst)
+                        wait_spans.append((tw, time.monotonic()))
+                except BaseException:  # cancelled while waiting for room: give the slot back
+                    if permit is not None:
+                        await limiter.release_failed(permit)
+                    raise
+                if not reserved:
+                    if permit is not None:
+                        await limiter.release_failed(permit)
+                    if self.budget.exhausted:
+                        self.halt(self._budget_stop(worst))
+                    raise self._stopped_error()
+            except BaseException:
+                if probe:
+                    self.gate.open()
+                raise
             tj = time.monotonic()
             try:
-                resp, _info = await self.backend.complete(current)
-            except RateLimited as e:
+                resp, info = await self._send(current)
+            except JudgeError as e:
                 judge_spans.append((tj, time.monotonic()))
-                self._reserved_cost -= est_cost
-                delay = await limiter.rate_limited_release(permit, e.limits) if permit is not None else 1.0
-                self.stats.rate_limited += 1
-                rate_limited += 1
-                if rate_limited > self.max_rate_limit_retries:
-                    self.stats.failures += 1
-                    raise JudgeFailed("rate_limited", f"still rate limited after {rate_limited} tries") from None
-                tw = time.monotonic()
-                await asyncio.sleep(delay * random.uniform(0.0, 0.1))  # the limiter pause does the rest
-                wait_spans.append((tw, time.monotonic()))
-                continue
-            except TransientError as e:
-                judge_spans.append((tj, time.monotonic()))
-                self._reserved_cost -= est_cost
+                message = str(e)
+                if e.kind in _MAYBE_BILLED:
+                    self.budget.forfeit(worst)
+                else:
+                    self.budget.release(worst)
+                if probe and e.endpoint_fault:
+                    self.halt(self._fault_stop(e, message))
+                if probe:
+                    self.gate.open()
+                if isinstance(e, RateLimited):
+                    delay = await limiter.rate_limited_release(permit, e.limits) if permit is not None else 1.0
+                    self.stats.rate_limited += 1
+                    rate_limited += 1
+                    if delay > self.max_rate_limit_wait_s:
+                        self.halt(self._rate_limit_stop(delay))
+                        self.stats.failures += 1
+                        raise self._stopped_error() from None
+                    if rate_limited > self.max_rate_limit_retries:
+                        self.stats.failures += 1
+                        raise JudgeFailed("rate_limit", f"still rate limited after {rate_limited} tries") from None
+                    tw = time.monotonic()
+                    await asyncio.sleep(delay * random.uniform(0.0, 0.1))  # the limiter pause does the rest
+                    wait_spans.append((tw, time.monotonic()))
+                    continue
                 if permit is not None:
                     await limiter.release_failed(permit)
-                attempts += 1
-                if attempts > self.max_retries:
+                if self.breaker.failure(e.kind, message):
+                    self.halt(self._fault_stop(e, message, streak=self.breaker.count))
+                if self.stopped is not None:
                     self.stats.failures += 1
-                    raise JudgeFailed(e.reason, str(e)) from None
-                self.stats.retries += 1
-                tw = time.monotonic()
-                await asyncio.sleep(min(self.backoff_cap_s, self.backoff_base_s * 2 ** (attempts - 1))
-                                    * random.uniform(0.5, 1.5))
-                wait_spans.append((tw, time.monotonic()))
-                continue
-            except FatalError as e:
-                self._reserved_cost -= est_cost
-                if permit is not None:
-                    await limiter.release_failed(permit)
+                    raise self._stopped_error() from None
+                if isinstance(e, TransientError):
+                    attempts += 1
+                    if attempts > self.max_retries:
+                        self.stats.failures += 1
+                        raise JudgeFailed(e.kind, message) from None
+                    self.stats.retries += 1
+                    tw = time.monotonic()
+                    await asyncio.sleep(min(self.backoff_cap_s, self.backoff_base_s * 2 ** (attempts - 1))
+                                        * random.uniform(0.5, 1.5))
+                    wait_spans.append((tw, time.monotonic()))
+                    continue
                 self.stats.failures += 1
-                raise JudgeFailed("fatal", str(e)) from None
+                raise JudgeFailed(e.kind, message) from None
             except BaseException:
-                self._reserved_cost -= est_cost
+                self.budget.forfeit(worst)  # cancelled mid-call: it may have been billed
                 if permit is not None:
                     await limiter.release_failed(permit)
+                if probe:
+                    self.gate.open()
                 raise
             judge_spans.append((tj, time.monotonic()))
-            self._reserved_cost -= est_cost
+            if probe:
+                self.gate.open()
+            self.breaker.success()
             if permit is not None:
-                limiter.observe(_info)
+                limiter.observe(info)
                 await permit.done(None if resp.usage_estimated else resp.input_tokens + resp.output_tokens)
             if not resp.usage_estimated and current is req:
                 # re-asks carry extra messages: not the features we measured
                 self.tokens.observe(features, req.template, resp.input_tokens, resp.output_tokens)
+            resp.text = redact(resp.text)  # an endpoint may echo the key inside an answer
             call_cost = self.prices.cost(self.price_model, resp.input_tokens, resp.output_tokens,
                                          resp.cached_input_tokens, batch=resp.batched)
             call_uncached = self.prices.cost(self.price_model, resp.input_tokens, resp.output_tokens,
                                              batch=resp.batched)
+            self.budget.settle(worst, call_cost)
             tin += resp.input_tokens
             tout += resp.output_tokens
             tcached += resp.cached_input_tokens
@@ -373,6 +511,14 @@ class JudgePool:
             return Judged(value, resp.text, key, "network", tin, tout, cost, time.monotonic() - t0,
                           cached_input_tokens=tcached, cost_uncached=cost_uncached, batched=batched,
                           judge_spans=judge_spans, wait_spans=wait_spans)
+
+
+def _duration(seconds: float) -> str:
+    """``3725`` -> ``1h2m5s``."""
+    seconds = max(0, int(round(seconds)))
+    h, rest = divmod(seconds, 3600)
+    m, sec = divmod(rest, 60)
+    return (f"{h}h" if h else "") + (f"{m}m" if h or m else "") + f"{sec}s"
 
 
 def _reask(req: ChatRequest, bad_answer: str, problem: str) -> ChatRequest:

@@ -224,24 +224,30 @@ async def test_expired_batch_failures_are_reported_when_retries_run_out(mock, tm
     with pytest.raises(JudgeFailed) as err:
         await pool.ask("t", Verdict, {"text": "r"})
     await backend.close()
-    assert err.value.reason == "transient" and "batch_expired" in err.value.detail
+    assert err.value.reason == "batch_unfinished" and "batch_expired" in err.value.detail
     assert (await _stats(base))["batches_created"] == 2  # the first try and one bounded retry
 
 
 async def test_max_cost_reserves_each_requests_worst_case_before_it_joins_a_batch(mock, tmp_path):
-    # Worst case of one call at batch prices ($1/M in, $4/M out): the estimated prompt
-    # ("Judge." and "Rate: rN": 2 + (6/4 + 4) + (8/4 + 4) = 13.5 -> 14 tokens) plus the
-    # whole 60-token output cap = (14 + 240) / 1e6 = $0.000254. A cap of 3.5 of those
-    # lets exactly three requests into the batch.
+    from drscore.engine.runtime.verdicts import schema_of
+
+    # Before any usage is known a call reserves its input bound (64 per request + 256 for
+    # a schema hint + the schema's JSON + per message 8 + content bytes + role) plus the
+    # whole 60-token output cap, at batch prices ($1/M in, $4/M out).
+    bound = 64 + 256 + len(orjson.dumps(schema_of(Verdict))) + (8 + 6 + 6) + (8 + 8 + 4)
+    worst = (bound * 1.0 + 60 * 4.0) / 1e6
     base = await mock()
     backend = _backend(base, tmp_path)
-    pool = _pool(backend, max_cost_usd=3.5 * 254e-6)
+    pool = _pool(backend, max_cost_usd=2.5 * worst)  # room for two worst cases at a time
     outcomes = await asyncio.gather(*(pool.ask("t", Verdict, {"text": f"r{i}"}) for i in range(6)),
                                     return_exceptions=True)
     await backend.close()
-    refused = [o for o in outcomes if isinstance(o, JudgeFailed)]
-    assert len(refused) == 3 and all(o.reason == "budget" for o in refused)
-    assert (await _stats(base))["batch_requests"] == 3
+    async with aiohttp.ClientSession() as s, s.get(base + "/v1/batches?limit=100") as r:
+        sizes = [b["request_counts"]["total"] for b in reversed((await r.json())["data"])]
+    assert sizes[0] == 2  # only the requests whose worst case fitted went into the first batch
+    assert pool.stats.cost_usd <= 2.5 * worst and (await _stats(base))["batch_resubmitted"] == 0
+    assert all(not isinstance(o, BaseException) or (isinstance(o, JudgeFailed) and o.reason == "budget")
+               for o in outcomes)
 
 
 def test_error_file_lines_map_to_retryable_or_fatal():

@@ -65,7 +65,7 @@ class ExplodingLimiter(RateLimiter):
         raise AssertionError("a batched call asked the RPM/TPM limiter")
 
 
-def KNOWN_QUOTA():  # noqa: N802 - a known quota: no single-call probe at the start
+def KNOWN_QUOTA():  # noqa: N802 - a known quota: no single-call probe at the start (with preflight=False)
     return RateLimiter(rpm=1e9, concurrency=8)
 
 
@@ -154,7 +154,7 @@ def test_latency_split_unions_concurrent_calls():
 
 async def test_first_call_of_a_prefix_group_goes_alone(templates):
     backend = Backend()
-    pool = JudgePool(backend, cache=None, limiter=KNOWN_QUOTA(), prices=PRICES)
+    pool = JudgePool(backend, cache=None, limiter=KNOWN_QUOTA(), prices=PRICES, preflight=False)
     doc = "shared report text " * 600  # well past the grouping threshold
     await asyncio.gather(*(pool.ask("long", Verdict, {"doc": doc, "item": str(i)}) for i in range(5)))
     first_end = backend.log.index(("end", backend.log[0][1]))
@@ -164,7 +164,7 @@ async def test_first_call_of_a_prefix_group_goes_alone(templates):
 
 async def test_short_prompts_are_not_held(templates):
     backend = Backend()
-    pool = JudgePool(backend, cache=None, limiter=KNOWN_QUOTA(), prices=PRICES)
+    pool = JudgePool(backend, cache=None, limiter=KNOWN_QUOTA(), prices=PRICES, preflight=False)
     await asyncio.gather(*(pool.ask("long", Verdict, {"doc": "short", "item": str(i)}) for i in range(4)))
     assert [k for k, _ in backend.log[:4]] == ["start"] * 4 and pool.stats.warmup_held == 0
 
