@@ -261,3 +261,14 @@ def test_error_file_lines_map_to_retryable_or_fatal():
     assert isinstance(_line_error(expired), TransientError) and "batch_expired" in str(_line_error(expired))
     assert isinstance(_line_error(server), TransientError) and isinstance(_line_error(limited), TransientError)
     assert isinstance(_line_error(bad), FatalError) and "bad schema" in str(_line_error(bad))
+
+
+async def test_a_wrong_url_fails_at_upload_with_the_endpoint_fault(mock, tmp_path):
+    base = await mock()
+    backend = BatchBackend(base + "/no-such-prefix", "mock-judge", journal=tmp_path / "b.sqlite", window_s=0.05)
+    pool = _pool(backend)
+    outcomes = await asyncio.gather(*(pool.ask("t", Verdict, {"text": f"r{i}"}) for i in range(3)),
+                                    return_exceptions=True)
+    await backend.close()
+    assert all(isinstance(o, JudgeFailed) and o.reason == "not_found" for o in outcomes)
+    assert (await _stats(base))["batches_created"] == 0
