@@ -40,7 +40,7 @@ import orjson
 from drscore.engine.runtime.judging import (
     ENDPOINT_FAULTS, ChatRequest, ChatResponse, FatalError, JudgeError, RateLimitInfo, TransientError,
 )
-from drscore.engine.runtime.redact import register_secret
+from drscore.engine.runtime.redact import redact, redact_any, register_secret
 from drscore.judge.http import classify_connection_error, parse_completion, status_error
 from drscore.judge.wire import family_profile, request_body
 
@@ -367,13 +367,14 @@ class BatchBackend:
             for line in await self._retrying("download", lambda: self._content(batch["output_file_id"])):
                 cid, resp = line.get("custom_id"), line.get("response") or {}
                 if resp.get("status_code") == 200 and isinstance(resp.get("body"), dict):
-                    answers.append((cid, orjson.dumps(resp["body"])))
+                    # the journal is a cache too: nothing the endpoint echoed of a key is kept
+                    answers.append((cid, orjson.dumps(redact_any(resp["body"]))))
                 else:
                     errors[cid] = self._line_error(line)
         if batch.get("error_file_id"):
             for line in await self._retrying("download", lambda: self._content(batch["error_file_id"])):
                 errors[line.get("custom_id")] = self._line_error(line)
-        detail = _batch_errors(batch) if status != "completed" else None
+        detail = redact(_batch_errors(batch) or "") or None if status != "completed" else None
         await self._journal.harvest(local_id, self.endpoint, status, answers, detail)
         self._finish_ids(ids)
         self.counts["in_progress"] -= 1
@@ -419,7 +420,7 @@ class BatchBackend:
 
     def _note_failure(self, message: str) -> None:
         if len(self.failures) < 50:
-            self.failures.append(message)
+            self.failures.append(redact(message))
 
     # -- HTTP -----------------------------------------------------------------------
     def _get_session(self) -> aiohttp.ClientSession:
