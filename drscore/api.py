@@ -6,7 +6,7 @@ import contextlib
 import importlib.metadata
 import itertools
 import os
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import msgspec
 
 import drscore.engine.methods as method_registry
+from drscore import prompts
 from drscore.engine.runtime.cache import JudgeCache
 from drscore.engine.runtime.evidence import PageSource, PlaceholderPages
 from drscore.engine.runtime.extras import require
@@ -29,8 +30,10 @@ from drscore.engine.runtime.pool import JudgePool
 from drscore.engine.runtime.pricing import PriceTable
 from drscore.engine.runtime.rundir import RunWriter
 from drscore.engine.runtime.runner import Runner
+from drscore.engine.stats.bootstrap import mean_ci
 
 T = TypeVar("T")
+BATCH_ITEMS_IN_FLIGHT = 10_000
 
 
 class JudgeConfig(msgspec.Struct, kw_only=True):
@@ -42,7 +45,8 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     api_key_env: str = "OPENAI_API_KEY"  # the key itself is read from the environment only
     api_key_header: str = "Authorization"  # "api-key" for Azure OpenAI keys
     json_mode: bool = True  # send the verdict schema as response_format
-    timeout_s: float = 120.0
+    timeout_s: float = 120.0  # per attempt of each judge call
+    max_rate_limit_wait_s: float = 300.0  # a 429 resetting later than this stops the run (exit 3)
     rpm: float = 0  # 0 = no limit
     tpm: float = 0
     concurrency: int = 16
@@ -51,8 +55,15 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     no_cache: bool = False
     prices: str | None = None
     price_as: str | None = None  # price a dry run / offline run as this model
-    max_cost: float | None = None
+    max_cost: float | None = None  # hard ceiling in USD: every call reserves its worst case first
     max_retries: int = 5
+    prompts_dir: str | None = None  # templates here (<name>.md) replace the built-in ones
+    params: dict[str, Any] = {}  # --judge-param KEY=VALUE: extra request-body fields, part of the cache key
+    batch: bool = False  # send calls through the Files + Batches API (half price, hours of latency)
+    batch_window_s: float = 2.0  # a batch goes out after this many quiet seconds
+    batch_poll_s: float = 5.0  # first poll interval (backs off to 2 minutes)
+    batch_max_requests: int = 50_000  # per batch (the provider's limit)
+    prefix_warmup: bool = True  # send the first call of a shared prompt prefix before its siblings
     # Team scale: processes on this Redis share the endpoint's quota, a cache tier and their
     # calls in flight (needs the 'team' extra). None: this process is alone (the default).
     redis: str | None = None
@@ -72,8 +83,16 @@ class RunConfig(msgspec.Struct, kw_only=True):
     allow_private_fetch: bool = False
     offline_pages: bool = False
     fetch_concurrency: int = 32
-    max_in_flight: int = 0  # 0 = auto (4 x judge concurrency, at least 32)
+    max_in_flight: int = 0  # 0 = auto (4 x judge concurrency, at least 32; 10,000 with --batch)
+    limit: int = 0  # score only the first N reports of each reports file (0 = all)
     shard: str | None = None  # "K/N": score only the K-th of N deterministic parts of the reports
+
+
+def task_bootstrap_interval(values: Sequence[float]) -> list[float] | None:
+    """The 95% interval every drscore leaderboard shows: percentile bootstrap over tasks,
+    default resamples, seed 0 (``drscore report``'s defaults), so the numbers agree."""
+    _, interval = mean_ci(values, seed=0)
+    return interval.as_list() if interval else None
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
@@ -98,24 +117,36 @@ def methods() -> dict[str, type[Method]]:
 
 def make_backend(jc: JudgeConfig) -> Backend:
     if not jc.url:
+        if jc.batch:
+            raise ValueError("--batch needs --judge-url (the offline judge has no Batch API)")
         from drscore.judge.offline.backend import OfflineBackend
 
         return OfflineBackend()
     if not jc.model:
         raise ValueError("--judge-model is required with --judge-url")
     key = os.environ.get(jc.api_key_env) or None
+    if jc.batch:
+        if jc.transport != "http":
+            raise ValueError("--batch works with --transport http only")
+        from drscore.judge.batch import BatchBackend
+
+        return BatchBackend(jc.url, jc.model, journal=Path(jc.cache_dir or default_cache_dir()) / "batches.sqlite",
+                            api_key=key, api_key_header=jc.api_key_header, window_s=jc.batch_window_s,
+                            poll_initial_s=jc.batch_poll_s, max_requests=jc.batch_max_requests,
+                            timeout_s=max(jc.timeout_s, 300.0), params=jc.params)
     if jc.transport == "sdk":
         from drscore.judge.sdk import SdkBackend
 
         if jc.api_key_header.lower() != "authorization":
             raise ValueError("--api-key-header works with --transport http only")
-        return SdkBackend(jc.url, jc.model, api_key=key, timeout_s=jc.timeout_s)
+        return SdkBackend(jc.url, jc.model, api_key=key, timeout_s=jc.timeout_s, params=jc.params)
     if jc.transport != "http":
         raise ValueError(f"unknown transport {jc.transport!r}; use http or sdk")
     from drscore.judge.http import HttpBackend
 
     return HttpBackend(jc.url, jc.model, api_key=key, timeout_s=jc.timeout_s,
-                       connections=max(64, jc.concurrency * 2), api_key_header=jc.api_key_header)
+                       connections=max(64, jc.concurrency * 2), api_key_header=jc.api_key_header,
+                       params=jc.params)
 
 
 async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePool, JudgeCache | None]:
@@ -137,13 +168,26 @@ async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePoo
         from drscore.judge.offline.backend import OfflineBackend
 
         dry_backend = OfflineBackend()
+    prices = PriceTable.load(jc.prices)
+    price_model = jc.price_as or backend.model
+    if jc.max_cost is not None and not dry_run and prices.lookup(price_model) is None:
+        if cache is not None:
+            await cache.close()
+        if team is not None:
+            await team.close()
+        await backend.close()
+        raise ValueError(f"--max-cost needs the price of {price_model!r}, which is not in the price table; "
+                         "pass --prices FILE or --price-as MODEL")
     limiter = RateLimiter(jc.rpm, jc.tpm, jc.concurrency, burst_s=jc.burst_s)
     if team is not None:
         limiter.use_shared(team.quota)
+    templates = prompts.Library(jc.prompts_dir) if jc.prompts_dir else None
     pool = JudgePool(
-        backend, cache=cache, prices=PriceTable.load(jc.prices), json_mode=jc.json_mode, limiter=limiter,
+        backend, cache=cache, templates=templates, prices=prices, json_mode=jc.json_mode,
+        limiter=limiter,
         max_retries=jc.max_retries, max_cost_usd=jc.max_cost, dry_run_with=dry_backend, price_model=jc.price_as,
-        claims=team.claims if team is not None else None,
+        timeout_s=jc.timeout_s, max_rate_limit_wait_s=jc.max_rate_limit_wait_s,
+        prefix_warmup=jc.prefix_warmup, claims=team.claims if team is not None else None,
     )
     pool.team = team
     return pool, cache
@@ -157,6 +201,15 @@ async def close_pool(pool: JudgePool, cache: JudgeCache | None) -> None:
     team = getattr(pool, "team", None)
     if team is not None:
         await team.close()
+
+
+def method_instances(names: list[str], options: dict[str, Any]) -> list[Method]:
+    """The named methods configured with a run's method options (``Run`` and ``drscore merge``)."""
+    instances = []
+    for name in names:
+        cls = method_registry.get(name)
+        instances.append(cls({o.flag.replace("-", "_"): options.get(o.flag.replace("-", "_")) for o in cls.options}))
+    return instances
 
 
 class JudgeSession:
@@ -184,7 +237,8 @@ class JudgeSession:
             task_id="", agent="", method=self.purpose, template=template, key=judged.key, cached=judged.cached,
             status="ok", verdict=judged.value, input_tokens=judged.input_tokens,
             output_tokens=judged.output_tokens, cost_usd=judged.cost_usd, latency_s=round(judged.latency_s, 4),
-            label=label))
+            label=label, cached_input_tokens=judged.cached_input_tokens,
+            cost_usd_uncached=round(judged.cost_uncached, 8), batched=judged.batched))
         return judged.value
 
     def _record(self, rec: VerdictRecord) -> None:
@@ -199,7 +253,8 @@ class JudgeSession:
         s = self.pool.stats
         return {"judge": self.pool.judge_label, "calls": s.calls, "cache_hits": s.cache_hits,
                 "retries": s.retries, "rate_limited_429": s.rate_limited, "input_tokens": s.input_tokens,
-                "output_tokens": s.output_tokens, "cost_usd": round(s.cost_usd, 6)}
+                "output_tokens": s.output_tokens, "cost_usd": round(s.cost_usd, 6),
+                "cached_input_tokens": s.cached_input_tokens, "cost_usd_uncached": round(s.cost_usd_uncached, 6)}
 
 
 @contextlib.asynccontextmanager
@@ -232,12 +287,7 @@ class Run:
             raise ValueError("no methods given")
         if not cfg.reports:
             raise ValueError("no reports file given")
-        instances = []
-        for name in cfg.methods:
-            cls = method_registry.get(name)
-            opts = {o.flag.replace("-", "_"): cfg.method_options.get(o.flag.replace("-", "_"))
-                    for o in cls.options}
-            instances.append(cls(opts))
+        instances = method_instances(cfg.methods, cfg.method_options)
         if cfg.tasks:
             self.tasks = load_tasks(cfg.tasks, self.input_errors)
         else:
@@ -260,7 +310,10 @@ class Run:
         self._writer = writer
         self.runner = Runner(
             tasks=self.tasks, methods=instances, pool=pool, pages=self.pages, seed=cfg.seed, writer=writer,
-            executor=executor, max_in_flight=cfg.max_in_flight or max(32, 4 * cfg.judge.concurrency))
+            executor=executor, max_in_flight=cfg.max_in_flight or (
+                # Batch mode: items wait hours, not seconds, so many must be open at once for
+                # their calls to share a batch.
+                BATCH_ITEMS_IN_FLIGHT if cfg.judge.batch else max(32, 4 * cfg.judge.concurrency)))
         return self
 
     async def _open_pages(self, instances: list[Method]) -> PageSource | None:
@@ -292,7 +345,8 @@ class Run:
     def _reports(self) -> Iterator[Report]:
         cfg = self.config
         reports = itertools.chain.from_iterable(
-            iter_reports(p, fmt=cfg.format, agent=cfg.agent, tasks=self.tasks, errors=self.input_errors)
+            itertools.islice(iter_reports(p, fmt=cfg.format, agent=cfg.agent, tasks=self.tasks,
+                                          errors=self.input_errors), cfg.limit or None)
             for p in cfg.reports)
         shard = shard_of(cfg.shard)
         if shard is None:
@@ -304,7 +358,8 @@ class Run:
         assert self.runner is not None, "use 'async with Run(config) as run'"
         async for row in self.runner.run(self._reports()):
             yield row
-        self.summary = self.runner.summary(self.input_errors, dry_run=self.config.dry_run)
+        self.summary = self.runner.summary(self.input_errors, dry_run=self.config.dry_run,
+                                           interval=task_bootstrap_interval)
         if self.config.shard:
             self.summary["shard"] = self.config.shard
         team = getattr(self.runner.pool, "team", None)

@@ -6,8 +6,9 @@ import sys
 
 import orjson
 
+from drscore.api import method_instances, task_bootstrap_interval
 from drscore.engine.runtime.rundir_merge import MergeError, merge_runs
-from drscore.engine.runtime.rundir_read import RunDirError
+from drscore.engine.runtime.rundir_read import RunDirError, read_run_dir
 from drscore.render import leaderboard_text
 
 
@@ -26,7 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _main(args: argparse.Namespace) -> int:
     try:
-        summary = merge_runs(args.dirs, args.out)
+        config = read_run_dir(args.dirs[0]).config
+        methods = method_instances(config.get("methods") or [], config.get("method_options") or {})
+        summary = merge_runs(args.dirs, args.out, interval=task_bootstrap_interval, methods=methods)
     except (MergeError, RunDirError) as e:
         print(f"drscore merge: error: {e}", file=sys.stderr)
         return 1

@@ -16,6 +16,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "pdf": ("pypdf",),
     "sdk": ("openai",),
     "team": ("redis",),
+    "pandas": ("pandas", "pyarrow"),  # drscore.load_run(...).to_pandas(), export --format parquet
 }
 
 

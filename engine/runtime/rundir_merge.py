@@ -1,6 +1,7 @@
 """Join the run directories of ``drscore run --shard K/N`` into one run directory.
 
-Rows are re-aggregated with the same :class:`Aggregator` a single run uses, so the
+Rows are re-aggregated with the same :class:`Aggregator` a single run uses (given the
+same interval function and methods, for their suite figures and notes), so the
 leaderboard statistics (means, intervals, counts) are those of one run over all reports;
 per-method accounting and totals are sums of the shards' (wall time: the longest shard,
 as they ran side by side). Input errors are reported identically by every shard (each
@@ -15,13 +16,14 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import msgspec
 import orjson
 
 from drscore.engine.runtime.aggregate import Aggregator
 from drscore.engine.runtime.io import iter_reports, shard_of
+from drscore.engine.runtime.method import Method
 from drscore.engine.runtime.models import ScoreRow
 from drscore.engine.runtime.rundir import _atomic_write
 from drscore.engine.runtime.rundir_read import RunDir, natural_key, read_run_dir
@@ -30,7 +32,7 @@ from drscore.engine.runtime.rundir_read import RunDir, natural_key, read_run_dir
 _PACING = ("out", "shard", "max_in_flight", "fetch_concurrency")
 _JUDGE_PACING = ("cache_dir", "redis", "api_key_present", "concurrency", "rpm", "tpm", "burst_s", "timeout_s",
                  "max_retries", "max_cost")
-_ADDITIVE_TOTALS_SKIP = {"wall_time_s", "budget_exhausted", "inputs_skipped"}
+_ADDITIVE_TOTALS_SKIP = {"wall_time_s", "budget_exhausted", "inputs_skipped", "max_cost_usd", "priced_as"}
 
 
 class MergeError(ValueError):
@@ -117,17 +119,20 @@ def _sum_into(target: dict[str, Any], source: dict[str, Any]) -> None:
             _sum_into(target.setdefault(k, {}), v)
 
 
-def merge_runs(dirs: list[str | Path], out: str | Path) -> dict[str, Any]:
-    """Join shard run directories into ``out``; returns the merged summary."""
+def merge_runs(dirs: list[str | Path], out: str | Path, *,
+               interval: Callable[[Sequence[float]], list[float] | None] | None = None,
+               methods: list[Method] | None = None) -> dict[str, Any]:
+    """Join shard run directories into ``out``; returns the merged summary. ``interval``
+    and ``methods`` are what the single run's summary used (``drscore merge`` passes them)."""
     runs = [read_run_dir(d) for d in dirs]
     runs.sort(key=lambda r: shard_of(r.config.get("shard")) or (0, 0))
     _check(runs)
-    methods = list(runs[0].config.get("methods") or [])
+    method_order = list(runs[0].config.get("methods") or [])
     order = _input_order(runs[0].config)
     rows: list[ScoreRow] = [row for run in runs for row in run.scores]
 
     def position(row: ScoreRow) -> tuple:
-        m = methods.index(row.method) if row.method in methods else len(methods)
+        m = method_order.index(row.method) if row.method in method_order else len(method_order)
         if order is not None:
             return (order.get((row.task_id, row.agent), 1 << 60), m)
         return (natural_key(row.task_id), row.agent, m)
@@ -145,21 +150,37 @@ def merge_runs(dirs: list[str | Path], out: str | Path) -> dict[str, Any]:
         _sum_into(totals, {k: v for k, v in (run.summary.get("totals") or {}).items()
                            if k not in _ADDITIVE_TOTALS_SKIP})
     for name, meter in per_method.items():
-        if "cost_usd" in meter:
-            meter["cost_usd"] = round(meter["cost_usd"], 6)
+        for key in ("cost_usd", "cost_usd_uncached"):
+            if key in meter:
+                meter[key] = round(meter[key], 6)
     shard_totals = [run.summary.get("totals") or {} for run in runs]
     totals["cost_usd"] = round(totals.get("cost_usd", 0.0), 6)
     totals["inputs_skipped"] = max(t.get("inputs_skipped", 0) for t in shard_totals)
     totals["wall_time_s"] = max(t.get("wall_time_s", 0.0) for t in shard_totals)
     totals["budget_exhausted"] = any(t.get("budget_exhausted") for t in shard_totals)
+    for key in ("max_cost_usd", "priced_as"):
+        if key in shard_totals[0]:
+            totals[key] = shard_totals[0][key]
+    for key in ("cost_usd_uncached", "cost_unsettled_usd"):
+        if key in totals:
+            totals[key] = round(totals[key], 6)
+    table = aggregate.table(interval)
+    by_name = {m.name: m for m in methods or []}
+    for entry in table:
+        method = by_name.get(entry["method"])
+        extra = method.suite(entry) if method is not None else None
+        if extra:
+            entry["suite"] = extra
     errors = list(dict.fromkeys(e for run in runs for e in run.summary.get("input_errors") or []))
     first = runs[0].summary
     summary: dict[str, Any] = {
         "judge": first.get("judge"),
         "dry_run": first.get("dry_run", False),
-        "per_agent_method": aggregate.table(),
+        "per_agent_method": table,
+        "notes": {m.name: m.notes() for m in methods or [] if m.notes()},
         "per_method": per_method,
         "totals": totals,
+        "stopped": next((run.summary["stopped"] for run in runs if run.summary.get("stopped")), None),
         "input_errors": errors[:200],
         "merged_from": [{"dir": run.path, "shard": run.config.get("shard"),
                          "items": (run.summary.get("totals") or {}).get("items"),

@@ -59,10 +59,11 @@ def test_unreachable_redis_is_one_line_and_exit_1(tmp_path, capsys, monkeypatch)
                      "--reports", str(EXAMPLES / "reports.claude-3-7-sonnet.jsonl"), "--judge-url", mock.url,
                      "--judge-model", "mock", "--cache", str(tmp_path / "c"), "--out", str(tmp_path / "run")])
         sent = mock.stats()["requests"]
-    err = capsys.readouterr().err.strip()
+    err = capsys.readouterr().err.strip().splitlines()
     assert code == 1 and sent == 0
-    assert err.startswith(f"drscore: error: cannot reach Redis at redis://127.0.0.1:{port}/0")
-    assert len(err.splitlines()) == 1
+    errors = [line for line in err if not line.startswith("run directory:")]  # announced at start
+    assert len(errors) == 1 and "Traceback" not in "\n".join(err)
+    assert errors[0].startswith(f"drscore: error: cannot reach Redis at redis://127.0.0.1:{port}/0")
 
 
 def test_config_json_never_holds_the_redis_password():
