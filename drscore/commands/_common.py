@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 from collections.abc import AsyncIterator
 
 from drscore.api import JudgeConfig, JudgeSession, judge_session, run_async
@@ -62,7 +61,7 @@ def add_judge_args(p: argparse.ArgumentParser) -> None:
     b.add_argument("--batch-max-requests", type=int, default=50_000, metavar="N",
                    help="requests per batch (default and provider maximum 50,000)")
     t = p.add_argument_group("team (several processes or machines on one quota)")
-    t.add_argument("--redis", metavar="URL", default=os.environ.get("DRSCORE_REDIS") or None,
+    t.add_argument("--redis", metavar="URL",
                    help="share the endpoint's quota, a cache tier and calls in flight with every process using "
                         "this Redis, e.g. redis://127.0.0.1:6379/0 (default: $DRSCORE_REDIS; needs drscore[team])")
 

@@ -18,7 +18,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "merge", help="join shard run directories (run --shard K/N) into one",
         description="Join the run directories of `drscore run --shard K/N` (every part 1..N, one configuration) "
                     "into one run directory: rows, verdicts and a summary with the statistics of a single run. "
-                    "Exit status: 0 joined; 1 the shards cannot be joined (the reason is printed).")
+                    "Exit status: 0 joined; 1 the shards cannot be joined (the reason is printed).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=("examples:\n"
+                "  drscore run --methods race --reports r.jsonl --redis redis://10.0.0.5:6379/0 --shard 2/3 "
+                "--out runs/part2\n"
+                "  drscore merge runs/part1 runs/part2 runs/part3 --out runs/all"))
     p.add_argument("dirs", nargs="+", metavar="DIR", help="shard run directories")
     p.add_argument("--out", required=True, metavar="DIR", help="the merged run directory (created)")
     p.add_argument("--json", action="store_true", help="print the merged summary as JSON")
