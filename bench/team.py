@@ -233,7 +233,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=240, help="judge calls per quota scenario (default 240)")
     ap.add_argument("--rpm", type=float, default=120)
     ap.add_argument("--tpm", type=float, default=48_000,
-                    help="tokens/min of the TPM-bound case (its calls use ~485 tokens: ~99 calls/min)")
+                    help="tokens/min of the TPM-bound case (its calls use ~555 tokens: ~86 calls/min)")
     ap.add_argument("--overhead-calls", type=int, default=3000)
     args = ap.parse_args()
     only = set(args.only.split(","))
