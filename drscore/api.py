@@ -16,7 +16,7 @@ import msgspec
 import drscore.engine.methods as method_registry
 from drscore.engine.runtime.cache import JudgeCache
 from drscore.engine.runtime.evidence import PageSource, PlaceholderPages
-from drscore.engine.runtime.io import iter_reports, load_tasks, tasks_from_reports
+from drscore.engine.runtime.io import iter_reports, load_tasks, open_input, tasks_from_reports
 from drscore.engine.runtime.judging import Backend
 from drscore.engine.runtime.limits import RateLimiter
 from drscore.engine.runtime.meter import Meter
@@ -26,7 +26,7 @@ from drscore.engine.runtime.models import InputError, Report, ScoreRow, VerdictR
 from drscore.engine.runtime.paths import default_cache_dir
 from drscore.engine.runtime.pool import JudgePool
 from drscore.engine.runtime.pricing import PriceTable
-from drscore.engine.runtime.rundir import RunWriter
+from drscore.engine.runtime.rundir import RunDirLock, RunWriter, open_run_dir
 from drscore.engine.runtime.runner import Runner
 
 T = TypeVar("T")
@@ -69,6 +69,7 @@ class RunConfig(msgspec.Struct, kw_only=True):
     offline_pages: bool = False
     fetch_concurrency: int = 32
     max_in_flight: int = 0  # 0 = auto (4 x judge concurrency, at least 32)
+    overwrite: bool = False  # replace a run directory that holds a different run
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
@@ -114,10 +115,16 @@ def make_backend(jc: JudgeConfig) -> Backend:
 
 
 async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePool, JudgeCache | None]:
+    """The judge pool and its cache (None when not cached). A cache that cannot be
+    opened raises ``CacheFileError`` and leaves nothing open."""
     backend = make_backend(jc)
     cache = None
     if not jc.no_cache and getattr(backend, "cacheable", True):
-        cache = await JudgeCache.open(Path(jc.cache_dir or default_cache_dir()) / "judge.sqlite")
+        try:
+            cache = await JudgeCache.open(Path(jc.cache_dir or default_cache_dir()) / "judge.sqlite")
+        except BaseException:
+            await backend.close()
+            raise
     dry_backend = None
     if dry_run:
         from drscore.judge.offline.backend import OfflineBackend
@@ -199,8 +206,18 @@ class Run:
         self._stack = contextlib.AsyncExitStack()
         self.runner: Runner | None = None
         self.pages: Any = None
+        self._cache: JudgeCache | None = None
+        self._writer: RunWriter | None = None
 
     async def __aenter__(self) -> Run:
+        try:
+            await self._open()
+        except BaseException:
+            await self._stack.aclose()  # whatever was opened (cache, pages, lock) is closed again
+            raise
+        return self
+
+    async def _open(self) -> None:
         cfg = self.config
         if not cfg.methods:
             raise ValueError("no methods given")
@@ -212,6 +229,8 @@ class Run:
             opts = {o.flag.replace("-", "_"): cfg.method_options.get(o.flag.replace("-", "_"))
                     for o in cls.options}
             instances.append(cls(opts))
+        for path in cfg.reports:  # fail now, in one line, not halfway through the run
+            open_input(path, "reports").close()
         if cfg.tasks:
             self.tasks = load_tasks(cfg.tasks, self.input_errors)
         else:
@@ -221,22 +240,29 @@ class Run:
                     self.tasks.setdefault(tid, task)
             if not self.tasks:
                 raise ValueError("no --tasks file given and the reports carry no prompt/topic to build tasks from")
+        lock: RunDirLock | None = None
+        if cfg.out and not cfg.dry_run:
+            lock = open_run_dir(cfg.out, self.public_config(), overwrite=cfg.overwrite)
+            self._stack.callback(lock.release)
         pool, cache = await open_pool(cfg.judge, dry_run=cfg.dry_run)
         self._stack.push_async_callback(pool.backend.close)
         if cache is not None:
             self._stack.push_async_callback(cache.close)
+        self._cache = cache
         self.pages = await self._open_pages(instances)
         executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="drscore-cpu")
         self._stack.callback(executor.shutdown, wait=False)
-        writer = None
-        if cfg.out and not cfg.dry_run:
-            writer = RunWriter(cfg.out)
-            writer.write_config(self.public_config())
-        self._writer = writer
+        self._writer = RunWriter(cfg.out, lock) if lock is not None else None
         self.runner = Runner(
-            tasks=self.tasks, methods=instances, pool=pool, pages=self.pages, seed=cfg.seed, writer=writer,
+            tasks=self.tasks, methods=instances, pool=pool, pages=self.pages, seed=cfg.seed, writer=self._writer,
             executor=executor, max_in_flight=cfg.max_in_flight or max(32, 4 * cfg.judge.concurrency))
-        return self
+
+    def _storage_failure(self) -> BaseException | None:
+        """A cache or page store that failed mid-run: the run stops (the files are not
+        trustworthy, and answers could no longer be kept)."""
+        if self._cache is not None and self._cache.failure is not None:
+            return self._cache.failure
+        return getattr(self.pages, "store_failure", None)
 
     async def _open_pages(self, instances: list[Method]) -> PageSource | None:
         if not any(m.needs_pages for m in instances):
@@ -259,16 +285,27 @@ class Run:
 
     def _reports(self) -> Iterator[Report]:
         cfg = self.config
+        seen: dict[tuple[str, str], str] = {}  # one (task, agent) is scored once across all files
         return itertools.chain.from_iterable(
-            iter_reports(p, fmt=cfg.format, agent=cfg.agent, tasks=self.tasks, errors=self.input_errors)
+            iter_reports(p, fmt=cfg.format, agent=cfg.agent, tasks=self.tasks, errors=self.input_errors, seen=seen)
             for p in cfg.reports)
 
     async def rows(self) -> AsyncIterator[ScoreRow]:
         """Score everything; yields each row as soon as it is done."""
         assert self.runner is not None, "use 'async with Run(config) as run'"
         async for row in self.runner.run(self._reports()):
+            failure = self._storage_failure()
+            if failure is not None:
+                raise failure
             yield row
+        failure = self._storage_failure()
+        if failure is not None:
+            raise failure
         self.summary = self.runner.summary(self.input_errors, dry_run=self.config.dry_run)
+        if self._cache is not None:
+            c = self._cache
+            self.summary["cache"] = {"path": str(c.path), "damaged_entries": c.damaged,
+                                     "answers_from_other_processes": c.waited}
         if self.pages is not None and hasattr(self.pages, "stats"):
             self.summary["pages"] = self.pages.stats()
         elif isinstance(self.pages, PlaceholderPages):
@@ -277,8 +314,20 @@ class Run:
             self._writer.finish(self.summary)
             self._writer = None
 
-    async def __aexit__(self, *exc: Any) -> None:
-        if self._writer is not None:
-            self._writer.abort()
-        await self._stack.aclose()
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            if self._writer is not None:
+                self._writer.abort(_stop_reason(exc_type, exc))
+                self._writer = None
+        finally:
+            await self._stack.aclose()
+
+
+def _stop_reason(exc_type: Any, exc: Any) -> str:
+    """Why a run stopped before writing its summary (recorded in state.json)."""
+    if exc_type is None:
+        return "the caller stopped reading rows before the end"
+    if issubclass(exc_type, (KeyboardInterrupt, asyncio.CancelledError)):
+        return "interrupted (Ctrl-C or cancelled)"
+    return f"error: {exc_type.__name__}"  # not the message: it may quote a server's reply
 

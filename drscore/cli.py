@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 
 from drscore.api import version
 from drscore.commands import register_all
+from drscore.engine.runtime.rundir import RunDirError
+from drscore.engine.runtime.sqlitefile import CacheFileError, describe
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,9 +31,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; everything already judged is in the cache — re-run to resume", file=sys.stderr)
         return 130
-    except (ValueError, KeyError, FileNotFoundError) as e:
+    except (ValueError, KeyError, FileNotFoundError, CacheFileError, RunDirError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"drscore: error: {msg}", file=sys.stderr)
+        return 1
+    except OSError as e:  # a path of the wrong type or without permission: one line, no traceback
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"drscore: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 1
+    except sqlite3.Error as e:  # a cache file that failed somewhere not wrapped in CacheFileError
+        print(f"drscore: error: cache file: {describe(e)}; run `drscore cache check`", file=sys.stderr)
         return 1
 
 

@@ -158,15 +158,33 @@ class JudgePool:
         fut = asyncio.get_running_loop().create_future()
         self._inflight[key] = fut
         try:
-            judged = await self._call(req, verdict, key, components)
+            judged = await self._claimed_elsewhere(key, verdict) or await self._call(req, verdict, key, components)
             fut.set_result(judged.text)
             return judged
         except BaseException as e:
+            if self.cache is not None:
+                self.cache.release(key)  # let a process waiting for this answer pay for it
             fut.set_exception(e if isinstance(e, JudgeFailed) else JudgeFailed("error", repr(e)))
             fut.exception()  # mark retrieved: followers may not exist
             raise
         finally:
             del self._inflight[key]
+
+    async def _claimed_elsewhere(self, key: str, verdict: type[T]) -> Judged[T] | None:
+        """Processes sharing the cache pay once per key (see JudgeCache.claim_or_wait):
+        the answer another process paid for, or None when this process holds the claim."""
+        if self.cache is None:
+            return None
+        raw = await self.cache.claim_or_wait(key)
+        if raw is None:
+            return None
+        text = raw.decode("utf-8")
+        try:
+            value = decode_verdict(text, verdict)
+        except VerdictDecodeError:
+            return None  # as for a cache hit that does not decode: ask again
+        self.stats.shared += 1
+        return Judged(value, text, key, "shared")
 
     async def _plan(self, req: ChatRequest, verdict: type[T], key: str) -> Judged[T]:
         resp, _ = await self.dry.complete(req)
