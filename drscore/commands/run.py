@@ -27,7 +27,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tasks", metavar="FILE", help="tasks JSONL (optional when reports carry their prompt)")
     p.add_argument("--format", choices=FORMATS, default="auto", help="report format (default: detected per line)")
     p.add_argument("--agent", help="agent name for formats without one (default: from the file name)")
-    p.add_argument("--out", metavar="DIR", help="run directory (config, verdicts, scores, summary)")
+    p.add_argument("--out", metavar="DIR", help="run directory (config, verdicts, scores, summary); the same "
+                   "command on the same DIR resumes, one process at a time")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a run directory that holds a different run's configuration")
     p.add_argument("--dry-run", action="store_true", help="print calls, tokens and cost; spend nothing")
     p.add_argument("--seed", type=int, default=0, help="seed for every sampled step (default 0)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -71,7 +74,8 @@ def _config(args: argparse.Namespace) -> RunConfig:
     return RunConfig(methods=names, reports=args.reports, tasks=args.tasks, format=args.format, agent=args.agent,
                      out=args.out, judge=judge_config_from_args(args), seed=args.seed, dry_run=args.dry_run,
                      method_options=options, allow_private_fetch=args.allow_private_fetch,
-                     offline_pages=args.offline_pages, fetch_concurrency=args.fetch_concurrency)
+                     offline_pages=args.offline_pages, fetch_concurrency=args.fetch_concurrency,
+                     overwrite=args.overwrite)
 
 
 def _main(args: argparse.Namespace) -> int:

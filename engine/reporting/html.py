@@ -277,6 +277,9 @@ def leaderboard_markdown(run: RunDir, board: dict[str, list[LeaderboardRow]], *,
              f"Run: `{run.path}` · judge: {', '.join(_judges(run)) or 'unknown'} · "
              f"score = mean over tasks; {pct} CI = percentile bootstrap over tasks "
              f"({resamples} resamples, seed {seed}).", ""]
+    note = run.unfinished_note()
+    if note:
+        lines += [f"> **{note}**", ""]
     if _offline(run):
         lines += ["> Scored by the **offline judge**: a deterministic lexical/heuristic "
                   "baseline, not an LLM judgement.", ""]
@@ -422,6 +425,7 @@ def render_html(
         '<link rel="icon" href="data:,">',
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{_e(title)}</h1>",
+        _unfinished(run),
         _section_header(run, confidence, resamples, seed),
         _section_leaderboard(board, ids, confidence),
         _section_dimensions(board, ids),
@@ -434,6 +438,12 @@ def render_html(
         "</body></html>",
     ]
     return "\n".join(parts) + "\n"
+
+
+def _unfinished(run: RunDir) -> str:
+    """A banner above everything when the run did not finish (killed, stopped, running)."""
+    note = run.unfinished_note()
+    return f'<p class="note unfinished" id="unfinished"><b>{_e(note)}</b></p>' if note else ""
 
 
 def _section_header(run: RunDir, confidence: float, resamples: int, seed: int) -> str:
