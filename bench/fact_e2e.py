@@ -2,14 +2,14 @@
 for the judge and the web.
 
 * Reports: ``../shared/data/drb/reports.claude-3-7-sonnet.jsonl``, text untouched.
-* Judge: the project's mock judge (:class:`judge.mock_server.MockServerProcess`, a child
+* Judge: the project's mock judge (:class:`drscore.judge.mock.server.MockServerProcess`, a child
   process, OpenAI-compatible, schema-valid answers; ``--latency`` adds delay per call).
 * Web: a page-server child process on 127.0.0.1 serving ``/p/<sha1(url)>`` for every
   cited URL: generated HTML (navigation, scripts, an article made of the statements
   that cite that URL between filler paragraphs of other reports, footer), 20-80 KB,
   deterministic; URLs whose SHA-1 starts with ``0`` answer 404 (about 1 in 16).
 * :class:`MappedPages` (bench only) maps each cited URL to its local address and asks
-  a real :class:`fetch.pool.FetchPool` (SSRF guard with ``allow_networks=
+  a real :class:`drscore.fetch.pool.FetchPool` (SSRF guard with ``allow_networks=
   ["127.0.0.1/32"]``, HTML extraction in its process pool, page store); the result keeps
   the URL as cited.
 

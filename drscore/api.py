@@ -16,11 +16,12 @@ import msgspec
 import drscore.engine.methods as method_registry
 from drscore.engine.runtime.cache import JudgeCache
 from drscore.engine.runtime.evidence import PageSource, PlaceholderPages
+from drscore.engine.runtime.extras import require
 from drscore.engine.runtime.io import iter_reports, load_tasks, open_input, tasks_from_reports
 from drscore.engine.runtime.judging import Backend
 from drscore.engine.runtime.limits import RateLimiter
 from drscore.engine.runtime.meter import Meter
-from drscore.engine.methods.base import Method
+from drscore.engine.runtime.method import Method
 from drscore.engine.runtime.judging import JudgeFailed
 from drscore.engine.runtime.models import InputError, Report, ScoreRow, VerdictRecord
 from drscore.engine.runtime.paths import default_cache_dir
@@ -271,6 +272,9 @@ class Run:
             return PlaceholderPages()
         from drscore.fetch.pool import FetchPool
 
+        if not self.config.offline_pages:
+            names = ", ".join(m.name for m in instances if m.needs_pages)
+            require("pages", f"fetching the pages cited in reports ({names})")
         pool = FetchPool(Path(self.config.judge.cache_dir or default_cache_dir()),
                          offline=self.config.offline_pages, allow_private=self.config.allow_private_fetch,
                          concurrency=self.config.fetch_concurrency)

@@ -6,6 +6,7 @@ import sqlite3
 import sys
 
 from drscore.api import version
+from drscore.engine.runtime.extras import MissingExtra
 from drscore.commands import register_all
 from drscore.engine.runtime.rundir import RunDirError
 from drscore.engine.runtime.sqlitefile import CacheFileError, describe
@@ -31,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; everything already judged is in the cache — re-run to resume", file=sys.stderr)
         return 130
-    except (ValueError, KeyError, FileNotFoundError, CacheFileError, RunDirError) as e:
+    except (ValueError, KeyError, FileNotFoundError, MissingExtra, CacheFileError, RunDirError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"drscore: error: {msg}", file=sys.stderr)
         return 1

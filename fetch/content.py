@@ -2,7 +2,7 @@
 
 Light and pure (no parser imports), so the event loop can classify a response from its
 headers and first bytes before deciding to read or extract it. The heavy part,
-turning a body into text, is ``fetch.extract`` and runs in worker processes.
+turning a body into text, is ``drscore.fetch.extract`` and runs in worker processes.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Page body -> plain text. Runs inside worker processes (see ``fetch.pool``), never on
+"""Page body -> plain text. Runs inside worker processes (see ``drscore.fetch.pool``), never on
 the event loop: trafilatura and lxml on a 500 KB page take tens to hundreds of ms.
 
 Content kinds: ``html`` (trafilatura main-content extraction, falling back to all visible
@@ -61,6 +61,9 @@ def html_to_text(html: str, url: str | None = None) -> tuple[str, str]:
 
 def pdf_to_text(body: bytes, *, max_pages: int, time_budget_s: float) -> tuple[str, str]:
     """Text of the first ``max_pages`` pages of a PDF (stops early past the time budget)."""
+    from drscore.engine.runtime.extras import require
+
+    require("pdf", "reading PDF pages")  # the page fails with this message as its detail
     from pypdf import PdfReader  # imported here: only PDF pages pay for it
 
     logging.getLogger("pypdf").setLevel(logging.ERROR)  # malformed PDFs warn a lot

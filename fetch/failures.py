@@ -1,4 +1,4 @@
-"""Map what went wrong during a fetch to a page status (``engine.evidence.PAGE_STATUSES``).
+"""Map what went wrong during a fetch to a page status (``drscore.engine.runtime.evidence.PAGE_STATUSES``).
 
 Every failure becomes a status plus a short detail; nothing is swallowed and nothing is
 turned into a verdict. The mapping, most specific first:

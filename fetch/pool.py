@@ -1,4 +1,4 @@
-"""FetchPool: the ``engine.evidence.PageSource`` that fetches cited pages.
+"""FetchPool: the ``drscore.engine.runtime.evidence.PageSource`` that fetches cited pages.
 
 One ``get(url)`` = normalise the URL -> join an identical fetch already in flight, or
 answer from the page store if the entry is fresh (or if offline), or fetch it:
@@ -108,7 +108,7 @@ def _start_worker() -> None:
 
 
 def _extract_in_worker(*args: object, **kwargs: object) -> Extracted:
-    """Runs in a worker. Importing ``fetch.extract`` here, not at the top, keeps
+    """Runs in a worker. Importing ``drscore.fetch.extract`` here, not at the top, keeps
     trafilatura and lxml out of the event-loop process."""
     from drscore.fetch.extract import extract_page
 

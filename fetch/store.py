@@ -100,7 +100,7 @@ def check_content_row(row: tuple) -> bool:
 
 
 def store_path(cache_dir: Path | None = None) -> Path:
-    """``<cache_dir>/pages.sqlite`` (default cache dir from ``engine.paths``)."""
+    """``<cache_dir>/pages.sqlite`` (default cache dir from ``drscore.engine.runtime.paths``)."""
     return Path(cache_dir if cache_dir is not None else default_cache_dir()) / STORE_FILENAME
 
 

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import openai
+from drscore.engine.runtime.extras import require
+
+require("sdk", "--transport sdk")
+
+import openai  # noqa: E402  (after the check, so a missing extra is named)
 
 from drscore.engine.runtime.judging import (
     ChatRequest, ChatResponse, FatalError, RateLimited, RateLimitInfo, TransientError,

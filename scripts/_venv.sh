@@ -9,11 +9,13 @@ fi
 if [ ! -x .venv/bin/python ]; then
   "$py" -m venv .venv
 fi
+# $1 is the extras to install: "dev" (tests: everything) or e.g. "report" (the demo).
 stamp=".venv/.installed-$1"
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  echo "installing drscore into .venv (log: .venv/install.log) ..." >&2
-  target=.; [ "$1" = dev ] && target='.[dev]'
-  if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e "$target"; } \
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
+  echo "installing drscore[$1] into .venv (log: .venv/install.log) ..." >&2
+  target=".[$1]"
+  # constraints.txt pins the versions the test suite last passed with
+  if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -c constraints.txt -e "$target"; } \
       > .venv/install.log 2>&1; then
     tail -n 40 .venv/install.log >&2
     echo "install failed; full log in .venv/install.log" >&2

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import msgspec
 
+from drscore.engine.runtime.extras import require
 from drscore.fetch.pool import FetchPool
 from drscore.fetch.snapshot import SnapshotError, export_snapshot, import_snapshot
 from drscore.fetch.store import PageStore, store_path
@@ -109,6 +110,9 @@ def cmd_get(args: argparse.Namespace) -> int:
     if args.allow_private_fetch:
         print("WARNING: --allow-private-fetch disables the SSRF guard for loopback and "
               "private addresses. Use only for local testing.", file=sys.stderr)
+
+    if not args.offline_pages:
+        require("pages", "drscore pages get")
 
     async def run():  # type: ignore[no-untyped-def]
         async with FetchPool(args.cache, offline=args.offline_pages,

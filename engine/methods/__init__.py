@@ -16,7 +16,7 @@ import importlib
 import importlib.util
 import pkgutil
 
-from drscore.engine.methods.base import Method, MethodResult, Option
+from drscore.engine.runtime.method import Method, MethodResult, Option
 
 __all__ = ["Method", "MethodResult", "Option", "available", "get"]
 
@@ -27,7 +27,7 @@ def _discover() -> None:
     if _REGISTRY:
         return
     for info in pkgutil.iter_modules(__path__):
-        if info.name.startswith("_") or info.name == "base":
+        if info.name.startswith("_"):
             continue
         qualified = f"{__name__}.{info.name}"
         if info.ispkg:

@@ -19,7 +19,7 @@ import msgspec
 
 from drscore.engine.methods.race.criteria import normalise
 from drscore.engine.runtime.judging import JudgeFailed
-from drscore.engine.methods.base import ItemContext, Method, MethodResult
+from drscore.engine.runtime.method import ItemContext, Method, MethodResult
 
 MIN_ITEMS, MAX_ITEMS = 3, 6
 

@@ -2,7 +2,7 @@
 
 Per report:
 
-1. **Pairs.** Statement-URL pairs from :func:`engine.citations.parse_citations`. When
+1. **Pairs.** Statement-URL pairs from :func:`drscore.engine.text.citations.parse_citations`. When
    the report's citations cannot be parsed (``parseable`` is False: it cites something
    but no pair could be built), the judge extracts pairs instead (``fact_extract``, one
    call per chunk of about ``--extract-chunk-tokens``), and URLs it returns that do not
@@ -14,7 +14,7 @@ Per report:
    text makes its pairs ``unreachable`` (``refused`` when the fetch guard refused the
    address) without a judge call. Otherwise the statements of the URL are judged
    together (``fact_support``, at most ``--fact-statements-per-call`` per call) against a
-   window of the page chosen by :func:`engine.passages.select_passages` within
+   window of the page chosen by :func:`drscore.engine.text.passages.select_passages` within
    ``--page-budget-tokens``; the window is described in the verdict's label.
 
 Scores (per report, ``supported`` = N_s, pairs after de-duplication = N_u):
@@ -43,7 +43,7 @@ import msgspec
 from drscore.engine.text.citations import CitationPair, CitationParse, parse_citations
 from drscore.engine.runtime.evidence import PageResult
 from drscore.engine.runtime.judging import JudgeFailed
-from drscore.engine.methods.base import ItemContext, Method, MethodResult, Option
+from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
 from drscore.engine.text.passages import Window, select_passages
 from drscore.engine.runtime.tokens import estimate_tokens
 

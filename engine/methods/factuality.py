@@ -4,7 +4,7 @@ Claims and their cited sources are the statement-URL pairs of the report (parsed
 the judge's extraction as fallback: the same rules and options as FACT, so a run with
 both methods pays for an extraction once). Each pair whose page has usable text gets
 one ``factuality_support`` call on a window of the page chosen for that claim
-(:func:`engine.passages.select_passages`, ``--page-budget-tokens``):
+(:func:`drscore.engine.text.passages.select_passages`, ``--page-budget-tokens``):
 1 fully supported, 0 partially, -1 not supported.
 
 * ``score`` = average support = mean of pair scores, in [-1, 1];
@@ -24,7 +24,7 @@ import msgspec
 
 from drscore.engine.text.citations import CitationPair
 from drscore.engine.runtime.judging import JudgeFailed
-from drscore.engine.methods.base import ItemContext, Method, MethodResult, Option
+from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
 from drscore.engine.methods.fact import (
     PAGE_OUTCOMES, page_options, pair_options, fetch_pages, page_outcome, report_pairs, window_for,
 )

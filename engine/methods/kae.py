@@ -3,11 +3,11 @@
 Per report:
 
 1. **Keypoints per cited page.** Every URL the report cites (numbered markers, links,
-   bare URLs and reference-list entries: :func:`engine.citations.cited_urls`) is
+   bare URLs and reference-list entries: :func:`drscore.engine.text.citations.cited_urls`) is
    fetched once. For each page with usable text one ``kae_keypoints`` call lists up to
    ``--kae-keypoints-per-page`` task-relevant key points, each with verbatim supporting
    spans, from a window of the page chosen for the task prompt
-   (:func:`engine.passages.select_passages`, ``--page-budget-tokens``).
+   (:func:`drscore.engine.text.passages.select_passages`, ``--page-budget-tokens``).
 2. **Verbatim check.** A key point is kept only if it has at least one span and every
    span occurs in the page text after normalisation (Unicode NFKC, case, whitespace,
    quote and dash variants) and is long enough to mean something (12 characters, or 5
@@ -25,7 +25,7 @@ contradicts/|UEK|, KOR = omits/|UEK|, each in [0, 1]. Key points whose label cal
 failed are left out of |UEK| and lower coverage. Without a readable cited page or a
 verified key point the score is undefined (``None``, with the reason in ``errors``).
 
-Dry runs (the page source is :class:`engine.evidence.PlaceholderPages`) cannot know how
+Dry runs (the page source is :class:`drscore.engine.runtime.evidence.PlaceholderPages`) cannot know how
 many key points real pages yield, so the plan assumes the worst case: every page gives
 ``--kae-keypoints-per-page`` key points and the merge keeps them all. The planned merge and
 labelling calls are therefore an upper bound, and the dry-run score means nothing.
@@ -42,7 +42,7 @@ import msgspec
 from drscore.engine.text.citations import cited_urls, parse_citations, strip_citations
 from drscore.engine.runtime.evidence import PlaceholderPages
 from drscore.engine.runtime.judging import JudgeFailed
-from drscore.engine.methods.base import ItemContext, Method, MethodResult, Option
+from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
 from drscore.engine.methods.fact import (
     PAGE_OUTCOMES, page_options, batches, fetch_pages, kept_numbers, numbered, page_outcome, window_for,
 )

@@ -13,7 +13,7 @@ from typing import Annotated, ClassVar
 import msgspec
 
 from drscore.engine.runtime.judging import JudgeFailed
-from drscore.engine.methods.base import ItemContext, Method, MethodResult
+from drscore.engine.runtime.method import ItemContext, Method, MethodResult
 
 Score04 = Annotated[int, msgspec.Meta(ge=0, le=4)]
 DIMENSIONS: tuple[str, ...] = (

@@ -1,6 +1,6 @@
 """Redundancy (DeepResearch-ReportEval, METHODS.md §3): how much a report repeats itself.
 
-The report is cut into units (:mod:`engine.segment`), the first and last unit are set
+The report is cut into units (:mod:`drscore.engine.text.segment`), the first and last unit are set
 aside (introductions and conclusions may legitimately restate the body), and pairs of
 the remaining ``k`` units are judged with ``redundancy_pair``: 0-4, 4 = no repetition.
 The report's score is the mean pair score.
@@ -15,7 +15,7 @@ Two protocols (``--redundancy-protocol``):
 
 ``full``
     Every pair is considered. All k(k-1)/2 pairs are screened locally by
-    :func:`engine.similarity.screen` (character n-gram TF-IDF cosine, off the event
+    :func:`drscore.engine.text.similarity.screen` (character n-gram TF-IDF cosine, off the event
     loop); only pairs at or above ``--screen-threshold`` are judged, the rest are
     *screened out* and count as 4 ("no repetition") in the mean.
 
@@ -35,7 +35,7 @@ from typing import Annotated, Any, ClassVar
 import msgspec
 
 from drscore.engine.runtime.judging import JudgeFailed
-from drscore.engine.methods.base import ItemContext, Method, MethodResult, Option
+from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
 from drscore.engine.text.segment import DEFAULT_MIN_CHARS, Unit, segment
 from drscore.engine.text.similarity import DEFAULT_THRESHOLD, ScreenResult, pair_at, pair_count, screen
 
@@ -55,7 +55,7 @@ class RedundancyPairVerdict(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class PairOutcome(msgspec.Struct, frozen=True):
-    """One compared pair: unit indices (as in :func:`engine.segment.segment`'s
+    """One compared pair: unit indices (as in :func:`drscore.engine.text.segment.segment`'s
     output), the 0-4 score (None when the judge failed) and where it came from."""
 
     i: int

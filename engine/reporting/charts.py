@@ -15,7 +15,11 @@ import math
 import re
 from typing import Mapping, Sequence
 
-import matplotlib
+from drscore.engine.runtime.extras import require
+
+require("report", "the charts of drscore report")
+
+import matplotlib  # noqa: E402  (after the check, so a missing extra is named)
 import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure

@@ -1,9 +1,9 @@
 """Run reports: leaderboard tables (Markdown, CSV) and one self-contained HTML page.
 
-Everything here is a pure function of a loaded :class:`engine.rundir_read.RunDir`: the
+Everything here is a pure function of a loaded :class:`drscore.engine.runtime.rundir_read.RunDir`: the
 command layer reads the run directory and writes the files. The HTML page has no
 scripts, no external stylesheet, font or image: charts are inline SVG from
-:mod:`engine.charts`, so it opens offline and can be mailed as one file.
+:mod:`drscore.engine.reporting.charts`, so it opens offline and can be mailed as one file.
 
 The report shows what the run contains. Sections are driven by the data, not by
 method names: a leaderboard and per-task heatmap for every method; per-dimension bars

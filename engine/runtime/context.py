@@ -1,4 +1,4 @@
-"""The per-report context handed to methods (implements ``engine.methods.base.ItemContext``)."""
+"""The per-report context handed to methods (implements ``drscore.engine.runtime.method.ItemContext``)."""
 from __future__ import annotations
 
 import asyncio

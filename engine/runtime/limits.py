@@ -4,7 +4,7 @@ Callers queue in arrival order; the head of the queue waits until both buckets c
 its request (woken early when quota is refunded), takes its share and goes. No polling,
 no thundering herd, and no caller is scheduled on an estimate made long before it runs.
 
-Token cost is estimated before the call (by :class:`engine.tokens.TokenEstimator`,
+Token cost is estimated before the call (by :class:`drscore.engine.runtime.tokens.TokenEstimator`,
 which learns the server's counting) and corrected from the usage the API returns: the
 difference is charged or refunded to the bucket.
 

@@ -19,7 +19,7 @@ from drscore.engine.runtime.context import ItemContext
 from drscore.engine.runtime.evidence import PageSource
 from drscore.engine.runtime.judging import JudgeFailed
 from drscore.engine.runtime.meter import Meter
-from drscore.engine.methods.base import Method, MethodResult
+from drscore.engine.runtime.method import Method, MethodResult
 from drscore.engine.runtime.models import InputError, Report, ScoreRow, Task
 from drscore.engine.runtime.pool import JudgePool
 from drscore.engine.runtime.rundir import RunWriter

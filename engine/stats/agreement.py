@@ -29,8 +29,12 @@ Units and conventions (also in ``docs/agreement.md``):
   (ties included) equals the mean-human ranking, i.e. every pair of the task agrees.
 
 Every figure gets a percentile interval from a seeded bootstrap over tasks
-(:mod:`engine.bootstrap`). Undefined figures are None with a note; nothing here raises
-on constant or tiny inputs.
+(:mod:`drscore.engine.stats.bootstrap`). Undefined figures are None with a note; nothing
+here raises on constant or tiny inputs.
+
+One module (~510 lines) because every figure is computed from the same aligned,
+per-task prepared arrays inside each bootstrap resample; the pure metric functions
+above :func:`agreement` are small and separately tested.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Offline (lexical) rules for the claim-level prompts of FACT, factuality and KAE.
 
 Baselines, not judges: deterministic, fast, explainable. Terms are those of
-:func:`engine.passages.terms` (words and numbers without stop words; character bigrams
+:func:`drscore.engine.text.passages.terms` (words and numbers without stop words; character bigrams
 for Chinese/Japanese).
 
 * ``fact_extract``: the citation parser run on the chunk plus the report's URL lines;

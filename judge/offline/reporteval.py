@@ -6,7 +6,7 @@ Baselines, not judges: deterministic, fast, and explained in their own justifica
   (:func:`report_features`): size, heading structure, lexical diversity, repeated
   sentences, citation density and the density of reasoning connectives.
 * ``redundancy_pair``: how much of the shorter passage's phrasing (4-character CJK /
-  12-character other shingles, :func:`engine.similarity.containment`) recurs in the
+  12-character other shingles, :func:`drscore.engine.text.similarity.containment`) recurs in the
   other passage; high overlap gives a low score.
 """
 from __future__ import annotations

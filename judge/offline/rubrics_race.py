@@ -6,7 +6,7 @@ These are baselines, not judges: deterministic, fast and explainable.
 * criteria and checklist items: the task prompt's clauses, one criterion per clause
   (generic items fill up short prompts);
 * criterion and item scores: how many of the criterion's content terms (the project's
-  index terms of :mod:`engine.passages`: words and numbers, character bigrams for
+  index terms of :mod:`drscore.engine.text.passages`: words and numbers, character bigrams for
   Chinese/Japanese text) occur in the article, on a square-root
   scale so partial coverage is not crushed; readability criteria also look at structure
   (headings, lists/tables, paragraph length).
@@ -59,7 +59,7 @@ GENERIC_CHECKLIST_ZH = (
 # Bounded: keys are whole articles; a task's reference and target are reused within a task.
 @functools.lru_cache(maxsize=64)
 def terms(text: str) -> frozenset[str]:
-    """Content terms: :func:`engine.passages.terms` (words, numbers, CJK bigrams) without
+    """Content terms: :func:`drscore.engine.text.passages.terms` (words, numbers, CJK bigrams) without
     topic-free boilerplate."""
     return frozenset(t for t in index_terms(text) if t not in _BOILERPLATE)
 

@@ -10,7 +10,7 @@ A criteria file in the benchmark's format (``--criteria``) replaces both steps.
 Per report: optional cleaning of citations (deterministic by default, ``race_clean``
 with the judge as an option; the reference's cleaning is task-level too), then one
 ``race_score`` call that scores target and reference on every criterion, aggregated by
-:mod:`engine.race_rescore` (the same code the ``drscore race rescore`` command uses, so
+:mod:`drscore.engine.methods.race.rescore` (the same code the ``drscore race rescore`` command uses, so
 a stored verdict re-scores to the same numbers).
 
 Scores are x100: ``score`` = S_int(t) / (S_int(t) + S_int(r)), subscores per dimension.
@@ -43,7 +43,7 @@ from drscore.engine.methods.race.criteria import (
 )
 from drscore.engine.runtime.io import iter_reports
 from drscore.engine.runtime.judging import JudgeFailed
-from drscore.engine.methods.base import ItemContext, Method, MethodResult, Option
+from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
 from drscore.engine.runtime.models import InputError
 from drscore.engine.methods.race.rescore import RaceAggregate, aggregate
 from drscore.engine.runtime.tokens import estimate_messages

@@ -2,7 +2,7 @@
 TrustworthyBoost, Quality, IntegratedScore and the supplementary efficiency metrics.
 
 Every function here is pure (no I/O, no judge); the method module
-:mod:`engine.methods.rigorous` gathers the judge verdicts and calls these. Parameter
+:mod:`drscore.engine.methods.rigorous.method` gathers the judge verdicts and calls these. Parameter
 defaults are the published ones (METHODS.md §4).
 """
 from __future__ import annotations

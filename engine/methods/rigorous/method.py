@@ -1,5 +1,5 @@
 """Rigorous Bench: IntegratedScore = Quality x (1 - SemanticDrift) x TrustworthyBoost x 100
-(METHODS.md §4; formulas in :mod:`engine.drift`, bundles in :mod:`engine.rubrics`).
+(METHODS.md §4; formulas in :mod:`drscore.engine.methods.rigorous.drift`, bundles in :mod:`drscore.engine.methods.rigorous.rubrics`).
 
 Per report, with the task's reference bundle:
 
@@ -32,7 +32,7 @@ import msgspec
 from drscore.engine.methods.rigorous import drift
 from drscore.engine.text.citations import cited_urls, strip_citations
 from drscore.engine.runtime.judging import JudgeFailed
-from drscore.engine.methods.base import ItemContext, Method, MethodResult, Option
+from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
 from drscore.engine.runtime.models import Task
 from drscore.engine.methods.rigorous.rubrics import (
     STANDARD_QSR_MAX,

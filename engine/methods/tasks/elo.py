@@ -4,7 +4,7 @@ Every task starts at 1200. Each round pairs the tasks at random into disjoint pa
 judge names the better task with a confidence C in [0.5, 1], which becomes the soft
 outcome s_winner = C, s_loser = 1 - C. Ratings move by K * (s - e) with
 e_a = 1 / (1 + 10^((r_b - r_a) / 400)). Pure functions only; the judge calls live in
-:mod:`engine.tasktools`.
+:mod:`drscore.engine.methods.tasks.tools`.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ continuation of a task's first half and the task's true second half.
 ``string`` = 2 |LCS| / (|a| + |b|) over characters, ``tfidf`` = cosine of TF-IDF
 vectors, ``overlap`` = |words(a) & words(b)| / |words(b)| (b is the true suffix);
 ``composite`` = 0.4 string + 0.4 tfidf + 0.2 overlap; leaked when composite > 0.7.
-Pure functions only; the judge call lives in :mod:`engine.tasktools`.
+Pure functions only; the judge call lives in :mod:`drscore.engine.methods.tasks.tools`.
 """
 from __future__ import annotations
 

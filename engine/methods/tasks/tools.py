@@ -3,9 +3,9 @@ Elo ranking of candidate tasks and the continuation-based leakage check
 (DeepResearch Arena; METHODS.md §5).
 
 ``judge`` is anything with ``async ask(template, Verdict, variables, *, sample=0,
-label="")`` returning a decoded verdict and raising :class:`engine.judging.JudgeFailed`
+label="")`` returning a decoded verdict and raising :class:`drscore.engine.runtime.judging.JudgeFailed`
 when it cannot (the CLI passes its judge session; tests pass a fake). The arithmetic is
-in the pure modules :mod:`engine.elo` and :mod:`engine.leakage`.
+in the pure modules :mod:`drscore.engine.methods.tasks.elo` and :mod:`drscore.engine.methods.tasks.leakage`.
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """The contract every scoring method implements.
 
 A method module defines a subclass of :class:`Method` with a unique ``name``; the
-registry (:mod:`engine.methods`) discovers it. The runner creates one instance per run
+registry (:mod:`drscore.engine.methods`) discovers it. The contract lives in the runtime,
+which drives methods without importing any of them. The runner creates one instance per run
 (``__init__`` gets the parsed options, e.g. to load a criteria file once) and calls
 :meth:`Method.score` once per report with an :class:`ItemContext`.
 """
@@ -63,7 +64,7 @@ class ItemContext(Protocol):
     ) -> T:
         """Render ``prompts/<template>.md`` with ``variables``, ask the judge for a
         ``verdict`` Struct (its JSON Schema is the response format) and decode it.
-        Raises :class:`engine.judging.JudgeFailed` after bounded retries."""
+        Raises :class:`drscore.engine.runtime.judging.JudgeFailed` after bounded retries."""
 
     def rng(self, *salt: Any) -> random.Random:
         """A generator seeded by the run seed, task, agent, method and ``salt``."""
