@@ -187,14 +187,18 @@ async def judge_session(config: JudgeConfig | None = None, *, verdicts: str | Pa
                         purpose: str = "session") -> AsyncIterator[JudgeSession]:
     """A :class:`JudgeSession` configured like a run's judge (limits, cache, prices)."""
     pool, cache = await open_pool(config or JudgeConfig())
-    session = JudgeSession(pool, verdicts, purpose)
+    session = None
     try:
+        session = JudgeSession(pool, verdicts, purpose)
         yield session
     finally:
-        session.close()
-        await pool.backend.close()
-        if cache is not None:
-            await cache.close()
+        try:
+            if session is not None:
+                session.close()
+            await pool.backend.close()
+        finally:
+            if cache is not None:
+                await cache.close()  # always: an open cache keeps the process alive
 
 
 class Run:
