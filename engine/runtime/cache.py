@@ -263,11 +263,13 @@ class JudgeCache:
                 return raw
 
     def release(self, key: str) -> None:
-        """Give up a claim without an answer (the call failed): waiters take it over."""
-        if key in self._held and not self._closed:
-            self._held.discard(key)
-            self._ops.append(("DELETE FROM claims WHERE key = ? AND owner = ?", (key, self.owner)))
-            self._wakeup.set()
+        """Give up a claim without an answer (the call failed): waiters take it over.
+        Harmless for a key this process does not hold."""
+        if self._closed or self.failure is not None:
+            return
+        self._held.discard(key)
+        self._ops.append(("DELETE FROM claims WHERE key = ? AND owner = ?", (key, self.owner)))
+        self._wakeup.set()
 
     async def _wait(self, key: str) -> bytes | None:
         """The answer once its claim holder stores it, or None when the claim ends without
