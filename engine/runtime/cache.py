@@ -129,7 +129,7 @@ class JudgeCache:
         self.commits = 0
         self.damaged_keys: set[str] = set()  # rows read as a miss because they were not readable
         self.claimed = 0  # claims won (this process paid for the call)
-        self.waited = 0  # answers another process paid for, waited for here
+        self.waited = 0  # answers another process paid for (stored meanwhile, or waited for)
 
     @classmethod
     async def open(cls, path: str | Path, **kwargs: Any) -> JudgeCache:
@@ -256,6 +256,7 @@ class JudgeCache:
                 self.claimed += 1
                 return None
             if state == "answered":
+                self.waited += 1
                 return raw
             raw = await self._wait(key)
             if raw is not None:

@@ -17,8 +17,10 @@ so one connection left open keeps the process alive forever after the error. Her
 """
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import struct
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -89,6 +91,25 @@ def header_problem(path: Path) -> str | None:
     return None
 
 
+async def _settled_header_problem(path: Path, settle_s: float = 1.0) -> str | None:
+    """:func:`header_problem`, but fair to a file another process is checkpointing: SQLite
+    copies a WAL back page by page, header page first, so for a moment a growing file
+    is shorter than its header says. With a non-empty ``-wal`` beside it, a "truncated"
+    verdict is re-checked for ``settle_s``; if it persists, SQLite itself is left to judge
+    (a real truncation then fails on the first read it breaks)."""
+    problem = header_problem(path)
+    wal = Path(f"{path}-wal")
+    if problem is None or not problem.startswith("truncated") or not wal.exists() or wal.stat().st_size == 0:
+        return problem
+    deadline = time.monotonic() + settle_s
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+        problem = header_problem(path)
+        if problem is None or not problem.startswith("truncated"):
+            return problem
+    return None
+
+
 def describe(exc: BaseException) -> str:
     """A short description of a SQLite failure for a :class:`CacheFileError`."""
     text = str(exc) or type(exc).__name__
@@ -121,9 +142,13 @@ def prepare_path(path: Path) -> None:
 async def open_db(path: Path, *, pragmas: tuple[str, ...], schema: str,
                   timeout_s: float = 30.0) -> aiosqlite.Connection:
     """Connect to ``path``, apply ``pragmas`` and ``schema``; on any failure the
-    connection is closed again and SQLite errors become :class:`CacheFileError`."""
+    connection is closed again and SQLite errors become :class:`CacheFileError`.
+
+    Several processes may open one new file at once; switching it to WAL and creating
+    the schema can then meet "database is locked" without SQLite's busy handler being
+    consulted, so those steps are retried for up to ``timeout_s``."""
     prepare_path(path)
-    problem = header_problem(path)
+    problem = await _settled_header_problem(path)
     if problem is not None:
         raise CacheFileError(path, problem)
     try:
@@ -132,10 +157,24 @@ async def open_db(path: Path, *, pragmas: tuple[str, ...], schema: str,
         raise CacheFileError(path, describe(exc)) from None
     try:
         db.text_factory = text_or_damaged
-        for pragma in pragmas:
-            await db.execute(pragma)
-        await db.executescript(schema)
-        await db.commit()
+        deadline = time.monotonic() + timeout_s
+        delay = 0.01
+        while True:
+            try:
+                for pragma in pragmas:
+                    if pragma.replace(" ", "").lower() == "pragmajournal_mode=wal":
+                        async with db.execute("PRAGMA journal_mode") as cur:
+                            if (await cur.fetchone())[0].lower() == "wal":
+                                continue  # already WAL: switching needs a lock, skip it
+                    await db.execute(pragma)
+                await db.executescript(schema)
+                await db.commit()
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(0.5, delay * 2)
     except sqlite3.Error as exc:
         await db.close()
         raise CacheFileError(path, describe(exc)) from None

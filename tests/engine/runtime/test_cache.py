@@ -17,10 +17,10 @@ from drscore.engine.runtime.sqlitefile import CacheFileError
 COMPONENTS = {"template": "t", "model": "m"}
 
 
-def _sqlite_threads() -> int:
-    # aiosqlite names nothing: count its worker threads by their target's module
-    return sum(1 for t in threading.enumerate()
-               if "aiosqlite" in str(getattr(getattr(t, "_target", None), "__module__", "")))
+def _sqlite_threads() -> set[threading.Thread]:
+    # aiosqlite names nothing: find its worker threads by their target's module
+    return {t for t in threading.enumerate()
+            if "aiosqlite" in str(getattr(getattr(t, "_target", None), "__module__", ""))}
 
 
 async def test_a_claimed_key_is_waited_for_and_its_answer_shared(tmp_path: Path) -> None:
@@ -134,14 +134,18 @@ async def test_a_file_that_is_not_a_cache_fails_and_leaves_no_thread(tmp_path: P
     path = tmp_path / "judge.sqlite"
     path.write_bytes(content)
     before = _sqlite_threads()
-    probe = await JudgeCache.open(tmp_path / "probe.sqlite")  # the count does see a live connection
-    assert _sqlite_threads() == before + 1
-    await probe.close()
-    await asyncio.sleep(0.05)
+    probe = await JudgeCache.open(tmp_path / "probe.sqlite")  # the probe does see a live connection
+    try:
+        assert len(_sqlite_threads() - before) == 1
+    finally:
+        await probe.close()
+    before = _sqlite_threads()
     with pytest.raises(CacheFileError, match="drscore cache check"):
         await JudgeCache.open(path)
-    await asyncio.sleep(0.05)
-    assert _sqlite_threads() == before
+    started = _sqlite_threads() - before
+    for thread in started:  # a closed connection's thread ends; a leaked one waits forever
+        thread.join(timeout=5)
+    assert not [t for t in started if t.is_alive()]
 
 
 async def test_a_file_going_bad_mid_run_fails_every_later_call(tmp_path: Path, monkeypatch) -> None:
