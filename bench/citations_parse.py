@@ -18,9 +18,10 @@ from pathlib import Path
 import orjson
 
 from bench.machine import machine
+from bench.shared_data import DRB, require_data
 from drscore.engine.text.citations import cited_urls, parse_citations, strip_citations
 
-REPORTS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "drb" / "reports.claude-3-7-sonnet.jsonl"
+REPORTS = DRB / "reports.claude-3-7-sonnet.jsonl"
 
 
 def timed(fn, texts: list[str], rounds: int, max_seconds: float) -> tuple[float, int]:
@@ -43,6 +44,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--max-seconds", type=float, default=20.0)
     args = ap.parse_args()
+    require_data("citations_parse", args.reports)
     rows = [orjson.loads(line) for line in Path(args.reports).read_bytes().splitlines() if line.strip()]
     texts = [r.get("article") or r.get("report") or "" for r in rows]
     mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6

@@ -39,10 +39,10 @@ from pathlib import Path
 import msgspec
 
 from bench.machine import machine
+from bench.shared_data import DRB, require_data
 from drscore.engine.runtime.evidence import PageResult
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-REPORTS = DATA / "drb" / "reports.claude-3-7-sonnet.jsonl"
+REPORTS = DRB / "reports.claude-3-7-sonnet.jsonl"
 
 
 def url_key(url: str) -> str:
@@ -206,6 +206,7 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.0, help="mock judge seconds per call (default 0)")
     ap.add_argument("--concurrency", type=int, default=64, help="judge calls in flight (default 64)")
     args = ap.parse_args()
+    require_data("fact_e2e", REPORTS)
     t0 = time.perf_counter()
     result = asyncio.run(run(args.reports, args.latency, args.concurrency))
     print(json.dumps({

@@ -25,9 +25,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from bench.machine import machine
+from bench.shared_data import DRB, require_data
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-REPORTS = DATA / "drb" / "reports.claude-3-7-sonnet.jsonl"
+REPORTS = DRB / "reports.claude-3-7-sonnet.jsonl"
 
 
 def _paragraphs() -> list[str]:
@@ -173,6 +173,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=default_extract_workers())
     parser.add_argument("--concurrency", type=int, default=32)
     args = parser.parse_args()
+    require_data("fetch_throughput", REPORTS)
     print(json.dumps(asyncio.run(run(args.pages, args.workers, args.concurrency))))
 
 

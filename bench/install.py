@@ -51,7 +51,7 @@ def measure(source: Path, extras: str, constraints: Path | None, cache: bool) ->
         target = f"{source}[{extras}]" if extras else str(source)
         cmd = [str(py), "-m", "pip", "install", "-q", target]
         if constraints:
-            cmd += ["-c", str(constraints)]
+            cmd += ["-c", str(constraints.resolve())]
         if not cache:
             cmd.append("--no-cache-dir")
         t0 = time.monotonic()

@@ -20,13 +20,12 @@ from pathlib import Path
 import orjson
 
 from bench.machine import machine
+from bench.shared_data import RIGOROUS as DATA, require_data
 from bench.timing import timed_run
 from drscore.api import JudgeConfig, RunConfig, run_async
 from drscore.engine.methods.tasks import leakage
 from drscore.engine.methods.rigorous.rubrics import load_bundles, load_general_rubrics
 from drscore.judge.mock.server import MockConfig, MockServerProcess
-
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "rigorous"
 
 
 def _lcs_dp(a: str, b: str) -> int:
@@ -70,6 +69,7 @@ def main() -> None:
     ap.add_argument("--bundles", type=int, default=214, help="how many bundles to score (default all 214)")
     ap.add_argument("--concurrency", type=int, default=64)
     args = ap.parse_args()
+    require_data("rigorous", DATA / "bundles.jsonl", DATA / "general_rubrics.json")
 
     t0 = time.perf_counter()
     bs = load_bundles(DATA / "bundles.jsonl")

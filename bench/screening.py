@@ -28,10 +28,11 @@ from typing import Any, Callable
 import orjson
 
 from bench.machine import machine
+from bench.shared_data import DRB, require_data
 from drscore.engine.text.segment import segment
 from drscore.engine.text.similarity import DEFAULT_THRESHOLD, screen
 
-REPORTS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "drb" / "reports.claude-3-7-sonnet.jsonl"
+REPORTS = DRB / "reports.claude-3-7-sonnet.jsonl"
 TARGET_MS_200 = 100.0
 
 
@@ -70,6 +71,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD)
     args = ap.parse_args()
+    require_data("screening", args.reports)
     rows = [orjson.loads(line) for line in Path(args.reports).read_bytes().splitlines() if line.strip()]
 
     seg_t0 = time.perf_counter()

@@ -13,10 +13,17 @@ The async API (the CLI is a thin shell over it)::
         print(run.summary["totals"])
 
     asyncio.run(main())
+
+A finished run as data (pandas is the optional ``drscore[pandas]`` extra)::
+
+    run = drscore.load_run("runs/r1")
+    run.rows.to_pandas().groupby(["method", "agent"]).score.mean()
+    run.verdicts.to_pandas()              # one row per judge call
 """
 from drscore.api import JudgeConfig, Run, RunConfig, judge_session, methods, run_async, version
 from drscore.engine.runtime.models import Report, ScoreRow, Task
+from drscore.results import load_run
 
-__all__ = ["JudgeConfig", "Report", "Run", "RunConfig", "ScoreRow", "Task", "judge_session", "methods",
-           "run_async", "version"]
+__all__ = ["JudgeConfig", "Report", "Run", "RunConfig", "ScoreRow", "Task", "judge_session", "load_run",
+           "methods", "run_async", "version"]
 __version__ = version()

@@ -6,7 +6,7 @@ import contextlib
 import importlib.metadata
 import itertools
 import os
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import msgspec
 
 import drscore.engine.methods as method_registry
+from drscore import prompts
 from drscore.engine.runtime.cache import JudgeCache
 from drscore.engine.runtime.evidence import PageSource, PlaceholderPages
 from drscore.engine.runtime.extras import require
@@ -29,6 +30,7 @@ from drscore.engine.runtime.pool import JudgePool
 from drscore.engine.runtime.pricing import PriceTable
 from drscore.engine.runtime.rundir import RunDirLock, RunWriter, open_run_dir
 from drscore.engine.runtime.runner import Runner
+from drscore.engine.stats.bootstrap import mean_ci
 
 T = TypeVar("T")
 
@@ -42,7 +44,8 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     api_key_env: str = "OPENAI_API_KEY"  # the key itself is read from the environment only
     api_key_header: str = "Authorization"  # "api-key" for Azure OpenAI keys
     json_mode: bool = True  # send the verdict schema as response_format
-    timeout_s: float = 120.0
+    timeout_s: float = 120.0  # per attempt of each judge call
+    max_rate_limit_wait_s: float = 300.0  # a 429 resetting later than this stops the run (exit 3)
     rpm: float = 0  # 0 = no limit
     tpm: float = 0
     concurrency: int = 16
@@ -51,8 +54,10 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     no_cache: bool = False
     prices: str | None = None
     price_as: str | None = None  # price a dry run / offline run as this model
-    max_cost: float | None = None
+    max_cost: float | None = None  # hard ceiling in USD: every call reserves its worst case first
     max_retries: int = 5
+    prompts_dir: str | None = None  # templates here (<name>.md) replace the built-in ones
+    params: dict[str, Any] = {}  # --judge-param KEY=VALUE: extra request-body fields, part of the cache key
 
 
 class RunConfig(msgspec.Struct, kw_only=True):
@@ -71,6 +76,14 @@ class RunConfig(msgspec.Struct, kw_only=True):
     fetch_concurrency: int = 32
     max_in_flight: int = 0  # 0 = auto (4 x judge concurrency, at least 32)
     overwrite: bool = False  # replace a run directory that holds a different run
+    limit: int = 0  # score only the first N reports of each reports file (0 = all)
+
+
+def task_bootstrap_interval(values: Sequence[float]) -> list[float] | None:
+    """The 95% interval every drscore leaderboard shows: percentile bootstrap over tasks,
+    default resamples, seed 0 (``drscore report``'s defaults), so the numbers agree."""
+    _, interval = mean_ci(values, seed=0)
+    return interval.as_list() if interval else None
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
@@ -106,13 +119,14 @@ def make_backend(jc: JudgeConfig) -> Backend:
 
         if jc.api_key_header.lower() != "authorization":
             raise ValueError("--api-key-header works with --transport http only")
-        return SdkBackend(jc.url, jc.model, api_key=key, timeout_s=jc.timeout_s)
+        return SdkBackend(jc.url, jc.model, api_key=key, timeout_s=jc.timeout_s, params=jc.params)
     if jc.transport != "http":
         raise ValueError(f"unknown transport {jc.transport!r}; use http or sdk")
     from drscore.judge.http import HttpBackend
 
     return HttpBackend(jc.url, jc.model, api_key=key, timeout_s=jc.timeout_s,
-                       connections=max(64, jc.concurrency * 2), api_key_header=jc.api_key_header)
+                       connections=max(64, jc.concurrency * 2), api_key_header=jc.api_key_header,
+                       params=jc.params)
 
 
 async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePool, JudgeCache | None]:
@@ -131,10 +145,20 @@ async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePoo
         from drscore.judge.offline.backend import OfflineBackend
 
         dry_backend = OfflineBackend()
+    prices = PriceTable.load(jc.prices)
+    price_model = jc.price_as or backend.model
+    if jc.max_cost is not None and not dry_run and prices.lookup(price_model) is None:
+        if cache is not None:
+            await cache.close()
+        await backend.close()
+        raise ValueError(f"--max-cost needs the price of {price_model!r}, which is not in the price table; "
+                         "pass --prices FILE or --price-as MODEL")
+    templates = prompts.Library(jc.prompts_dir) if jc.prompts_dir else None
     pool = JudgePool(
-        backend, cache=cache, prices=PriceTable.load(jc.prices), json_mode=jc.json_mode,
+        backend, cache=cache, templates=templates, prices=prices, json_mode=jc.json_mode,
         limiter=RateLimiter(jc.rpm, jc.tpm, jc.concurrency, burst_s=jc.burst_s),
         max_retries=jc.max_retries, max_cost_usd=jc.max_cost, dry_run_with=dry_backend, price_model=jc.price_as,
+        timeout_s=jc.timeout_s, max_rate_limit_wait_s=jc.max_rate_limit_wait_s,
     )
     return pool, cache
 
@@ -295,7 +319,8 @@ class Run:
         cfg = self.config
         seen: dict[tuple[str, str], str] = {}  # one (task, agent) is scored once across all files
         return itertools.chain.from_iterable(
-            iter_reports(p, fmt=cfg.format, agent=cfg.agent, tasks=self.tasks, errors=self.input_errors, seen=seen)
+            itertools.islice(iter_reports(p, fmt=cfg.format, agent=cfg.agent, tasks=self.tasks,
+                                          errors=self.input_errors, seen=seen), cfg.limit or None)
             for p in cfg.reports)
 
     async def rows(self) -> AsyncIterator[ScoreRow]:
@@ -309,7 +334,8 @@ class Run:
         failure = self._storage_failure()
         if failure is not None:
             raise failure
-        self.summary = self.runner.summary(self.input_errors, dry_run=self.config.dry_run)
+        self.summary = self.runner.summary(self.input_errors, dry_run=self.config.dry_run,
+                                           interval=task_bootstrap_interval)
         if self._cache is not None:
             c = self._cache
             self.summary["cache"] = {"path": str(c.path), "damaged_entries": c.damaged,

@@ -1,7 +1,9 @@
 """Plain-text views of a run summary for the terminal."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
+
+from drscore.engine.runtime.models import ScoreRow
 
 
 def _fmt(v: Any, nd: int = 3) -> str:
@@ -12,13 +14,60 @@ def _fmt(v: Any, nd: int = 3) -> str:
     return str(v)
 
 
-def leaderboard_text(summary: dict[str, Any]) -> str:
-    """One block per method, agents sorted by mean score (best first)."""
-    rows = summary.get("per_agent_method", [])
+def leaderboard_text(summary: dict[str, Any], rows: Iterable[ScoreRow] | None = None, *,
+                     seed: int = 0, resamples: int | None = None) -> str:
+    """One block per method, agents ranked best first. With the run's score ``rows``
+    the table is :func:`engine.reporting.tables.leaderboard`'s, the one ``drscore
+    report`` writes: percentile bootstrap intervals over tasks, agents ranked on the
+    tasks they share (and a line saying so when their task sets differ)."""
     lines = []
     judge = summary.get("judge", "")
     label = " (offline judge: a lexical baseline, not an LLM verdict)" if judge == "offline" else f" (judge: {judge})"
     lines.append(f"Leaderboard{label}")
+    if rows is not None:
+        lines += _board_lines(summary, rows, seed, resamples)
+    else:
+        lines += _summary_lines(summary)
+    lines.append(_totals_line(summary))
+    return "\n".join(lines)
+
+
+def _board_lines(summary: dict[str, Any], rows: Iterable[ScoreRow], seed: int, resamples: int | None) -> list[str]:
+    from drscore.engine.reporting.tables import comparison_note, leaderboard, task_sets_differ
+    from drscore.engine.stats.bootstrap import DEFAULT_RESAMPLES
+
+    skipped = {(r["method"], r["agent"]): r.get("skipped", 0) for r in summary.get("per_agent_method", [])}
+    board = leaderboard(rows, resamples=resamples or DEFAULT_RESAMPLES, seed=seed)
+    lines: list[str] = []
+    for method in sorted(board):
+        entries = board[method]
+        differ = task_sets_differ(entries)
+        lines.append(f"\n  {method}")
+        shared_head = f"{'shared':>9}{'95% CI':>20}" if differ else ""
+        lines.append(f"    {'rank':<5}{'agent':<32}{'mean':>9}{'95% CI':>20}{shared_head}{'n':>6}{'failed':>8}"
+                     f"{'skipped':>9}{'cost $':>10}")
+        for e in entries:
+            shared = ""
+            if differ:
+                shared = f"{_fmt(e.shared_score):>9}{_ci(e.shared_ci_low, e.shared_ci_high):>20}"
+            lines.append(f"    {e.rank or '-'!s:<5}{e.agent[:31]:<32}{_fmt(e.score):>9}{_ci(e.ci_low, e.ci_high):>20}"
+                         f"{shared}{e.tasks_scored:>6}{e.failed:>8}{skipped.get((method, e.agent), 0):>9}"
+                         f"{e.cost_usd:>10.4f}")
+        note = comparison_note(entries)
+        if note:
+            lines.append(f"    note: {note}")
+        lines += _method_extras(summary, method)
+    return lines
+
+
+def _ci(low: float | None, high: float | None) -> str:
+    return f"[{low:.2f}, {high:.2f}]" if low is not None and high is not None else "-"
+
+
+def _summary_lines(summary: dict[str, Any]) -> list[str]:
+    """The table from the summary alone (no rows at hand): its own means and intervals."""
+    rows = summary.get("per_agent_method", [])
+    lines: list[str] = []
     for method in sorted({r["method"] for r in rows}):
         block = sorted((r for r in rows if r["method"] == method),
                        key=lambda r: (r["mean"] is None, -(r["mean"] or 0.0)))
@@ -29,15 +78,68 @@ def leaderboard_text(summary: dict[str, Any]) -> str:
             ci = f"[{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]" if r.get("ci95") else "-"
             lines.append(f"    {i:<5}{r['agent'][:31]:<32}{_fmt(r['mean']):>9}{ci:>20}{r['n']:>6}"
                          f"{r['failed']:>8}{r.get('skipped', 0):>9}{r['cost_usd']:>10.4f}")
+        lines += _method_extras(summary, method)
+    return lines
+
+
+def _method_extras(summary: dict[str, Any], method: str) -> list[str]:
+    """A method's own suite figures (e.g. FACT's pooled valid rate) and its notes."""
+    lines = []
+    for r in summary.get("per_agent_method", []):
+        if r["method"] != method:
+            continue
+        for convention, figures in (r.get("suite") or {}).items():
+            shown = ", ".join(f"{k} {_fmt(v)}" for k, v in figures.items())
+            lines.append(f"      {r['agent'][:31]} · {convention}: {shown}")
+    for note in (summary.get("notes") or {}).get(method, []):
+        lines.append(f"    NOTE: {note}")
+    return lines
+
+
+def _totals_line(summary: dict[str, Any]) -> str:
     t = summary.get("totals", {})
-    lines.append(
+    return (
         f"\n  items {t.get('items', 0)} (failed {t.get('items_failed', 0)}, not applicable "
         f"{t.get('items_skipped', 0)}, inputs skipped "
         f"{t.get('inputs_skipped', 0)}) · calls {t.get('calls', 0)} · cache hits {t.get('cache_hits', 0)} · "
         f"retries {t.get('retries', 0)} · 429s {t.get('rate_limited_429', 0)} · tokens "
         f"{t.get('input_tokens', 0)}+{t.get('output_tokens', 0)} · cost ${t.get('cost_usd', 0):.4f} · "
         f"{t.get('wall_time_s', 0):.1f}s")
-    return "\n".join(lines)
+
+
+def failures_text(summary: dict[str, Any]) -> str | None:
+    """``failed items by reason: budget 12, auth 3`` (None when nothing failed)."""
+    reasons = summary.get("totals", {}).get("failure_reasons") or {}
+    if not reasons:
+        return None
+    return "failed items by reason: " + ", ".join(f"{r} {n}" for r, n in reasons.items())
+
+
+def stop_text(summary: dict[str, Any]) -> str | None:
+    """Why the run stopped early, as one line (None when it ran to the end)."""
+    stop = summary.get("stopped")
+    if not stop:
+        return None
+    return ("drscore: error: " if stop.get("fatal") else "drscore: stopped: ") + stop["message"]
+
+
+def only_the_stop(summary: dict[str, Any]) -> bool:
+    """True when the stop explains the whole run: nothing was scored and every item
+    failed for the stop's reason (a broken endpoint met at the first call, say). The
+    terminal then shows that one message and nothing else."""
+    stop, t = summary.get("stopped"), summary.get("totals", {})
+    return bool(stop) and t.get("items", 0) > 0 and t.get("items_failed") == t.get("items") and \
+        t.get("failure_reasons") == {stop["reason"]: t["items"]}
+
+
+def end_of_run_lines(summary: dict[str, Any]) -> list[str]:
+    """What the terminal's error stream shows after every run: the failure reasons with
+    their counts, then why the run stopped (or only the latter, see :func:`only_the_stop`)."""
+    stop = stop_text(summary)
+    if only_the_stop(summary):
+        n = summary["totals"]["items"]
+        return [f"{stop} — all {n} items failed for this reason"]
+    return [line for line in (failures_text(summary), stop) if line]
 
 
 def _pair_totals(summary: dict[str, Any]) -> dict[str, int]:

@@ -1,21 +1,118 @@
 """OpenAI-compatible chat completions over aiohttp (OpenAI, Azure, Gemini's compatible
-endpoint, vLLM, Ollama, llama.cpp server, OpenRouter, the mock)."""
+endpoint, vLLM, Ollama, llama.cpp server, OpenRouter, the mock).
+
+Every failure is classified (``JudgeError.kind``, see ``engine.runtime.judging``) so the
+pool can stop a run on an endpoint that cannot work and say why: :func:`classify_status`
+for HTTP statuses and error bodies, :func:`classify_connection_error` for failures before
+any status (refused, DNS, TLS, connect timeout). Error messages carry a redacted excerpt
+of the body, never the key.
+"""
 from __future__ import annotations
 
 import asyncio
+import re
+import socket
+import ssl
 from typing import Any
 
 import aiohttp
 import orjson
 
 from drscore.engine.runtime.judging import (
-    ChatRequest, ChatResponse, FatalError, RateLimited, RateLimitInfo, TransientError,
+    ChatRequest, ChatResponse, FatalError, JudgeError, RateLimited, RateLimitInfo, TransientError,
 )
+from drscore.engine.runtime.redact import redact, register_secret
 from drscore.engine.runtime.tokens import estimate_messages, estimate_tokens
-from drscore.judge.ratelimit_headers import parse_rate_limit_headers
-from drscore.judge.wire import request_body
+from drscore.judge.ratelimit_headers import parse_rate_limit_headers, retry_after_from_text
+from drscore.judge.wire import family_profile, request_body
 
 _RETRYABLE = {408, 409, 425, 500, 502, 503, 504, 520, 522, 524, 529}
+_UNSUPPORTED = re.compile(
+    r"unsupported (?:parameter|value|argument)|(?:unrecognized|unknown|unexpected) (?:request )?"
+    r"(?:parameter|argument|field|key)|not supported|does not support|extra (?:inputs|fields) (?:are )?not permitted"
+    r"|extra_forbidden", re.IGNORECASE)
+_MODEL_MISSING = re.compile(r"model\b.*\b(?:not found|does not exist|not exist|unknown|no such)|"
+                            r"(?:unknown|invalid) model|model_not_found", re.IGNORECASE)
+CONNECT_TIMEOUT_S = 10.0  # a TCP/TLS connection that takes longer is an unreachable host
+
+
+def classify_status(status: int, body: bytes) -> tuple[str, str | None]:
+    """``(kind, param)`` of an error status: 401/403 ``auth``; 404 ``model_not_found``
+    (the body names a model) or ``not_found`` (the URL); 400/422 naming an unsupported
+    parameter ``unsupported_parameter`` (with the parameter when the body says), one
+    naming an unknown model ``model_not_found``; other 4xx ``bad_request``; 429
+    ``rate_limit``; 5xx ``server_error``."""
+    if status == 429:
+        return "rate_limit", None
+    if status in (401, 403):
+        return "auth", None
+    if status in _RETRYABLE or status >= 500:
+        return "server_error", None
+    message, code, param = _error_fields(body)
+    if status == 404:
+        return ("model_not_found" if _MODEL_MISSING.search(message) or code == "model_not_found"
+                else "not_found"), None
+    if status in (400, 422):
+        if code in ("unsupported_parameter", "unsupported_value") or _UNSUPPORTED.search(message):
+            return "unsupported_parameter", param
+        if code == "model_not_found" or _MODEL_MISSING.search(message):
+            return "model_not_found", None
+    return "bad_request", param
+
+
+def _error_fields(body: bytes) -> tuple[str, str | None, str | None]:
+    """(message, code, param) of an OpenAI-style error body; the raw text otherwise."""
+    text = body[:4000].decode("utf-8", "replace")
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return text, None, None
+    err = obj.get("error") if isinstance(obj, dict) else None
+    if isinstance(err, dict):
+        msg = err.get("message")
+        code, param = err.get("code"), err.get("param")
+        return (msg if isinstance(msg, str) else text, code if isinstance(code, str) else None,
+                param if isinstance(param, str) else None)
+    if isinstance(err, str):  # {"error": "..."} (Ollama, llama.cpp)
+        return err, None, None
+    return text, None, None
+
+
+def classify_connection_error(exc: BaseException) -> str:
+    """The kind of a failure before any HTTP status: ``dns``, ``tls``,
+    ``connection_refused``, ``connect_timeout`` or plain ``connection`` (reset,
+    disconnected mid-answer: retried, and it may have been billed)."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        name = type(e).__name__
+        if isinstance(e, socket.gaierror) or name in ("ClientConnectorDNSError",):
+            return "dns"
+        if isinstance(e, (ssl.SSLError, ssl.CertificateError)) or name in (
+                "ClientConnectorCertificateError", "ClientConnectorSSLError", "ClientSSLError"):
+            return "tls"
+        if isinstance(e, ConnectionRefusedError):
+            return "connection_refused"
+        if name in ("ConnectionTimeoutError", "ConnectTimeout"):
+            return "connect_timeout"
+        if isinstance(e, OSError) and e.errno is not None and e.errno in (111, 61, 10061):  # ECONNREFUSED
+            return "connection_refused"
+        e = e.__cause__ or e.__context__ or getattr(e, "os_error", None)
+    return "connection"
+
+
+def status_error(status: int, raw: bytes, where: str, info: RateLimitInfo | None) -> JudgeError:
+    """The classified exception for an error status (message: a redacted body excerpt)."""
+    kind, param = classify_status(status, raw)
+    text = f"HTTP {status} from {where}: {excerpt(raw)}"
+    if kind == "rate_limit":
+        if info is not None and info.retry_after_s is None and not (info.reset_requests_s or info.reset_tokens_s):
+            info.retry_after_s = retry_after_from_text(_error_fields(raw)[0])
+        return RateLimited(text, limits=info, kind=kind, status=status)
+    if kind == "server_error" or status in _RETRYABLE:
+        return TransientError(text, limits=info, kind="server_error", status=status)
+    return FatalError(text, limits=info, kind=kind, status=status, param=param)
 
 
 class HttpBackend:
@@ -24,21 +121,24 @@ class HttpBackend:
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 120.0,
                  connections: int = 256, extra_headers: dict[str, str] | None = None,
-                 api_key_header: str = "Authorization") -> None:
+                 api_key_header: str = "Authorization", params: dict[str, Any] | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
+        self.wire = family_profile(model, params)  # body spelling per model family (judge/wire.py)
         self._url = self.base_url + "/chat/completions"
         self._headers = {"Content-Type": "application/json", **(extra_headers or {})}
         if api_key:
+            register_secret(api_key)  # from here on, no message can carry it
             # Most endpoints take "Authorization: Bearer KEY"; Azure OpenAI keys go in "api-key".
             self._headers[api_key_header] = f"Bearer {api_key}" if api_key_header.lower() == "authorization" \
                 else api_key
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self.timeout_s = timeout_s
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=min(timeout_s, CONNECT_TIMEOUT_S))
         self._connections = connections
         self._session: aiohttp.ClientSession | None = None
 
     def identity(self) -> dict[str, Any]:
-        return {"base_url": self.base_url, "model": self.model}
+        return {"base_url": self.base_url, "model": self.model, **self.wire.identity()}
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -48,23 +148,27 @@ class HttpBackend:
         return self._session
 
     async def complete(self, request: ChatRequest) -> tuple[ChatResponse, RateLimitInfo | None]:
-        body = orjson.dumps(request_body(request, self.model))
+        sent = self.wire.spelling()
+        body = orjson.dumps(request_body(request, self.model, self.wire))
         try:
             async with self._get_session().post(self._url, data=body, headers=self._headers) as resp:
                 raw = await resp.read()
                 status = resp.status
                 headers = resp.headers
+        except aiohttp.ConnectionTimeoutError:
+            raise TransientError(f"could not connect to {self.base_url} within "
+                                 f"{min(self.timeout_s, CONNECT_TIMEOUT_S):g} s", kind="connect_timeout") from None
         except asyncio.TimeoutError:
-            raise TransientError("judge call timed out") from None
+            raise TransientError(f"no answer from {self.base_url} within {self.timeout_s:g} s (--timeout)",
+                                 kind="timeout") from None
         except aiohttp.ClientError as e:
-            raise TransientError(f"connection error: {type(e).__name__}: {e}") from None
+            raise TransientError(redact(f"cannot reach {self.base_url}: {type(e).__name__}: {e}"),
+                                 kind=classify_connection_error(e)) from None
         info = parse_rate_limit_headers(headers)
-        if status == 429:
-            raise RateLimited(f"429 from {self.base_url}", limits=info)
-        if status in _RETRYABLE or status >= 500:
-            raise TransientError(f"HTTP {status} from {self.base_url}: {_excerpt(raw)}", limits=info)
+        if status == 400 and self.wire.learn(status, raw, sent):
+            return await self.complete(request)  # adapted once (e.g. max_completion_tokens); remembered
         if status >= 400:
-            raise FatalError(f"HTTP {status} from {self.base_url}: {_excerpt(raw)}", limits=info)
+            raise status_error(status, raw, self.base_url, info)
         return parse_completion(raw, request), info
 
     async def close(self) -> None:
@@ -79,7 +183,7 @@ def parse_completion(raw: bytes, request: ChatRequest) -> ChatResponse:
         choice = obj["choices"][0]
         text = choice["message"].get("content") or ""
     except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
-        raise TransientError(f"unexpected response body: {_excerpt(raw)}") from None
+        raise TransientError(f"unexpected response body: {excerpt(raw)}", kind="bad_response") from None
     usage = obj.get("usage") or {}
     pin, pout = usage.get("prompt_tokens"), usage.get("completion_tokens")
     estimated = not (isinstance(pin, int) and isinstance(pout, int))
@@ -89,5 +193,6 @@ def parse_completion(raw: bytes, request: ChatRequest) -> ChatResponse:
                         finish_reason=choice.get("finish_reason"), model=obj.get("model"))
 
 
-def _excerpt(raw: bytes, n: int = 300) -> str:
-    return raw[:n].decode("utf-8", "replace").replace("\n", " ")
+def excerpt(raw: bytes, n: int = 300) -> str:
+    """The start of a body for an error message, on one line, redacted."""
+    return redact(raw[:2000].decode("utf-8", "replace").replace("\n", " "))[:n]

@@ -1,7 +1,9 @@
 """Reading what an OpenAI-compatible server says about its quota."""
 from __future__ import annotations
 
+import email.utils
 import re
+import time
 from collections.abc import Mapping
 
 from drscore.engine.runtime.judging import RateLimitInfo
@@ -25,6 +27,29 @@ def parse_duration(value: str | None) -> float | None:
     return total if matched else None
 
 
+# OpenAI's daily-limit 429s say when to come back only in prose: "Please try again in
+# 23h59m12.5s." (also "in 20s", "in 120ms").
+_TRY_AGAIN = re.compile(r"(?:try again|retry) in\s+((?:\d+(?:\.\d+)?\s*(?:ms|h|m|s)\s*)+)", re.IGNORECASE)
+
+
+def retry_after_from_text(text: str) -> float | None:
+    """Seconds from a "try again in 23h59m12s" phrase in an error body, if any."""
+    m = _TRY_AGAIN.search(text or "")
+    return parse_duration(m.group(1).replace(" ", "")) if m else None
+
+
+def _retry_after(value: str | None) -> float | None:
+    """``Retry-After``: delta-seconds, or an HTTP date (seconds from now)."""
+    seconds = _float(value)
+    if seconds is not None or not value:
+        return seconds
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
 def _float(value: str | None) -> float | None:
     try:
         return float(value) if value is not None else None
@@ -33,12 +58,12 @@ def _float(value: str | None) -> float | None:
 
 
 def parse_rate_limit_headers(headers: Mapping[str, str]) -> RateLimitInfo:
-    """``retry-after-ms`` wins over ``Retry-After`` (seconds, or an HTTP date we ignore).
+    """``retry-after-ms`` wins over ``Retry-After`` (seconds or an HTTP date).
     ``headers`` may be a case-insensitive mapping (aiohttp, httpx) or a plain dict."""
     h = headers if hasattr(headers, "getall") or hasattr(headers, "get_list") else \
         {k.lower(): v for k, v in headers.items()}
     retry = _float(h.get("retry-after-ms"))
-    retry_s = retry / 1000.0 if retry is not None else _float(h.get("retry-after"))
+    retry_s = retry / 1000.0 if retry is not None else _retry_after(h.get("retry-after"))
     return RateLimitInfo(
         retry_after_s=retry_s,
         limit_requests=_float(h.get("x-ratelimit-limit-requests")),

@@ -13,44 +13,55 @@ require("sdk", "--transport sdk")
 
 import openai  # noqa: E402  (after the check, so a missing extra is named)
 
-from drscore.engine.runtime.judging import (
-    ChatRequest, ChatResponse, FatalError, RateLimited, RateLimitInfo, TransientError,
-)
-from drscore.judge.http import parse_completion
+from drscore.engine.runtime.judging import ChatRequest, ChatResponse, RateLimitInfo, TransientError
+from drscore.engine.runtime.redact import redact, register_secret
+from drscore.judge.http import CONNECT_TIMEOUT_S, classify_connection_error, parse_completion, status_error
 from drscore.judge.ratelimit_headers import parse_rate_limit_headers
-from drscore.judge.wire import request_body
+from drscore.judge.wire import family_profile, request_body
 
 
 class SdkBackend:
     name = "sdk"
     cacheable = True
 
-    def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 120.0) -> None:
+    def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 120.0,
+                 params: dict[str, Any] | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
+        self.timeout_s = timeout_s
+        register_secret(api_key)
+        self.wire = family_profile(model, params)
         # Local servers need no key, but the SDK insists on one.
         self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=api_key or "not-needed",
-                                          max_retries=0, timeout=timeout_s)
+                                          max_retries=0,
+                                          timeout=openai.Timeout(timeout_s, connect=min(timeout_s, CONNECT_TIMEOUT_S)))
 
     def identity(self) -> dict[str, Any]:
         # Same answers as the HTTP transport: share its cache entries.
-        return {"base_url": self.base_url, "model": self.model}
+        return {"base_url": self.base_url, "model": self.model, **self.wire.identity()}
 
     async def complete(self, request: ChatRequest) -> tuple[ChatResponse, RateLimitInfo | None]:
-        body = request_body(request, self.model)
+        sent = self.wire.spelling()
+        body = request_body(request, self.model, self.wire)
         try:
-            raw = await self._client.chat.completions.with_raw_response.create(**body)
-        except openai.RateLimitError as e:
-            raise RateLimited("429 from judge", limits=parse_rate_limit_headers(e.response.headers)) from None
-        except openai.APITimeoutError:
-            raise TransientError("judge call timed out") from None
+            # --judge-param fields travel as extra_body: the SDK rejects keyword arguments it does not know.
+            extra = {k: body.pop(k) for k in self.wire.params if k in body}
+            raw = await self._client.chat.completions.with_raw_response.create(**body, extra_body=extra or None)
+        except openai.APITimeoutError as e:
+            if classify_connection_error(e) == "connect_timeout":
+                raise TransientError(f"could not connect to {self.base_url} in time", kind="connect_timeout") from None
+            raise TransientError(f"no answer from {self.base_url} within {self.timeout_s:g} s (--timeout)",
+                                 kind="timeout") from None
         except openai.APIConnectionError as e:
-            raise TransientError(f"connection error: {type(e).__name__}") from None
+            raise TransientError(redact(f"cannot reach {self.base_url}: {type(e).__name__}"),
+                                 kind=classify_connection_error(e)) from None
         except openai.APIStatusError as e:
+            # The same classification as the aiohttp transport, from the raw status and body.
             info = parse_rate_limit_headers(e.response.headers)
-            if e.status_code >= 500 or e.status_code in (408, 409):
-                raise TransientError(f"HTTP {e.status_code} from judge", limits=info) from None
-            raise FatalError(f"HTTP {e.status_code} from judge: {e.message[:300]}", limits=info) from None
+            content = e.response.content or b""
+            if e.status_code == 400 and self.wire.learn(e.status_code, content, sent):
+                return await self.complete(request)
+            raise status_error(e.status_code, content, self.base_url, info) from None
         return parse_completion(raw.content, request), parse_rate_limit_headers(raw.headers)
 
     async def close(self) -> None:

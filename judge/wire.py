@@ -1,22 +1,132 @@
-"""The OpenAI chat-completions request body shared by the HTTP and SDK transports."""
+"""The OpenAI chat-completions request body shared by the HTTP and SDK transports.
+
+Two things beyond the plain body live here:
+
+* **Model families** (:func:`family_profile`): OpenAI's reasoning models (o1, o3, o4-mini,
+  the gpt-5 family) refuse ``max_tokens`` ("use ``max_completion_tokens``") and any
+  temperature but the default. Their bodies carry ``max_completion_tokens`` and no
+  ``temperature``. Names are matched after an optional ``provider/`` prefix, so
+  OpenRouter's ``openai/o3`` is covered too.
+* **Learning once** (:class:`WireProfile`): an endpoint whose model is not in the table
+  but answers 400 "unsupported parameter" for ``max_tokens`` or ``temperature`` is
+  adapted to once, and the profile remembers it for the rest of the run.
+
+Neither changes the cache key: the key is built from the template's temperature and
+output cap (:mod:`engine.runtime.pool`), not from the body's spelling of them. User
+``--judge-param KEY=VALUE`` pairs are merged into every body and are part of the
+backend's identity (hence of the key) only when given, so keys of runs without them
+stay what they were.
+"""
 from __future__ import annotations
 
+import re
 from typing import Any
 
+import msgspec
 import orjson
 
 from drscore.engine.runtime.judging import ChatRequest
 
 SCHEMA_OPEN, SCHEMA_CLOSE = "<json-schema>", "</json-schema>"
 
+# Families that take max_completion_tokens and only the default temperature.
+# o1 / o1-mini / o1-preview, o3 / o3-mini / o3-pro, o4-mini, gpt-5 / gpt-5-mini / gpt-5-nano.
+_REASONING = re.compile(r"^(?:o1|o3|o4)(?:$|[-_.])|^gpt-5(?:$|[-_.])", re.IGNORECASE)
+# Body keys a user may not override with --judge-param: they carry the request itself.
+RESERVED_PARAMS = frozenset({"model", "messages", "response_format"})
 
-def request_body(req: ChatRequest, model: str) -> dict[str, Any]:
+
+class WireProfile(msgspec.Struct, kw_only=True):
+    """How bodies are spelled for one endpoint and model, for one run.
+
+    ``completion_tokens``: send the output cap as ``max_completion_tokens``;
+    ``omit_temperature``: leave ``temperature`` out; ``params``: extra body fields from
+    ``--judge-param``; ``learned``: what was adapted from a 400 answer (for the logs)."""
+
+    completion_tokens: bool = False
+    omit_temperature: bool = False
+    params: dict[str, Any] = {}
+    learned: list[str] = []
+
+    def identity(self) -> dict[str, Any]:
+        """The part of the backend identity that changes answers: the user's extra
+        parameters, and nothing at all when there are none (old cache keys hold)."""
+        return {"params": dict(sorted(self.params.items()))} if self.params else {}
+
+    def spelling(self) -> tuple[bool, bool]:
+        """How bodies are spelled now; a call remembers it to know, on a 400, whether a
+        concurrent call has already adapted the profile."""
+        return self.completion_tokens, self.omit_temperature
+
+    def learn(self, status: int, raw: bytes, sent: tuple[bool, bool] | None = None) -> bool:
+        """Adapt to a 400 answer that names ``max_tokens`` or ``temperature`` as
+        unsupported. Returns True when the call should be sent again: something new was
+        learned, or another call learned it while this one (spelled ``sent``) was in
+        flight. False when the error is something else, or nothing is left to change
+        (fail as before)."""
+        if status != 400:
+            return False
+        param, message = _error_fields(raw)
+        text = f"{param} {message}".lower()
+        if "unsupported" not in text and "not supported" not in text and "only the default" not in text:
+            return False
+        changed = False
+        if "max_tokens" in text.replace("max_completion_tokens", "") and not self.completion_tokens:
+            self.completion_tokens = True
+            self.learned.append("max_completion_tokens")
+            changed = True
+        if "temperature" in text and not self.omit_temperature:
+            self.omit_temperature = True
+            self.learned.append("omit temperature")
+            changed = True
+        return changed or (sent is not None and sent != self.spelling())
+
+
+def is_reasoning_model(model: str) -> bool:
+    """True for OpenAI reasoning-model names (o1, o3, o4-mini, gpt-5 ...), with or
+    without a ``provider/`` prefix."""
+    return bool(_REASONING.match(model.rsplit("/", 1)[-1].strip()))
+
+
+def family_profile(model: str, params: dict[str, Any] | None = None) -> WireProfile:
+    """The starting profile for ``model``: reasoning families get
+    ``max_completion_tokens`` and no temperature; everything else the classic body."""
+    reasoning = is_reasoning_model(model)
+    params = dict(params or {})
+    bad = sorted(RESERVED_PARAMS & params.keys())
+    if bad:
+        raise ValueError(f"--judge-param cannot set {', '.join(bad)}: drscore builds those itself")
+    return WireProfile(completion_tokens=reasoning, omit_temperature=reasoning, params=params)
+
+
+def parse_judge_params(items: list[str] | None) -> dict[str, Any]:
+    """``["reasoning_effort=high", "seed=7", 'extra_body={"a": 1}']`` -> a dict; each
+    value is read as JSON when it parses (numbers, booleans, objects), else kept as text."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"--judge-param {item!r}: expected KEY=VALUE")
+        try:
+            out[key] = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def request_body(req: ChatRequest, model: str, profile: WireProfile | None = None) -> dict[str, Any]:
     """Body for ``POST /chat/completions``. With ``json_mode`` the verdict's schema goes out
     as ``response_format``; without it (endpoints that lack structured outputs) the schema
-    is appended to the system prompt between ``<json-schema>`` markers."""
+    is appended to the system prompt between ``<json-schema>`` markers. ``profile``
+    (default: the model's family profile) decides how the output cap and temperature are
+    spelled and adds the user's extra parameters."""
+    profile = profile if profile is not None else family_profile(model)
     messages = [{"role": m.role, "content": m.content} for m in req.messages]
-    body: dict[str, Any] = {"model": model, "messages": messages, "temperature": req.temperature,
-                            "max_tokens": req.max_tokens}
+    body: dict[str, Any] = {"model": model, "messages": messages}
+    if not profile.omit_temperature:
+        body["temperature"] = req.temperature
+    body["max_completion_tokens" if profile.completion_tokens else "max_tokens"] = req.max_tokens
     if req.sample:
         body["seed"] = req.sample  # distinct samples of one step must not look identical
     if req.json_mode:
@@ -29,4 +139,19 @@ def request_body(req: ChatRequest, model: str) -> dict[str, Any]:
             messages[0] = {"role": "system", "content": messages[0]["content"] + hint}
         else:
             messages.insert(0, {"role": "system", "content": hint.strip()})
+    body.update(profile.params)  # the user's parameters win over ours (e.g. their own seed)
     return body
+
+
+def _error_fields(raw: bytes) -> tuple[str, str]:
+    """``(param, message)`` of an OpenAI-style error body; the raw text when not JSON."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return "", raw[:500].decode("utf-8", "replace")
+    err = obj.get("error") if isinstance(obj, dict) else None
+    if isinstance(err, list) and err:  # some gateways wrap errors in a list
+        err = err[0]
+    if isinstance(err, dict):
+        return str(err.get("param") or ""), str(err.get("message") or "")
+    return "", str(obj)[:500]

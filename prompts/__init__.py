@@ -15,6 +15,12 @@ File format (``prompts/<name>.md``)::
 Variables use ``string.Template`` syntax (``${name}``) so JSON braces and dollar signs
 inside reports need no escaping. A template's hash is part of every cache key, so
 editing one file re-asks only the calls made with it.
+
+A :class:`Library` with an override directory (``drscore run --prompts DIR``) answers a
+name from ``DIR/<name>.md`` when that file exists and from the built-in set otherwise.
+An override must use exactly the placeholders of the built-in template it replaces (the
+verdict schema is the caller's, so it cannot change); its own hash goes into the cache
+key, so answers to the built-in prompt are never served for it.
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ import hashlib
 import re
 import string
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -100,3 +107,59 @@ def names() -> list[str]:
     return sorted(
         p.name[:-3] for p in resources.files(__name__).iterdir() if p.name.endswith(".md")
     )
+
+
+class PromptOverrideError(ValueError):
+    """An override template that cannot replace its built-in one (names the file)."""
+
+
+class Library:
+    """Templates by name: ``DIR/<name>.md`` overrides when given, else the built-in one.
+
+    Every override file is checked when the library is made, so a typo in a file name or
+    a placeholder fails before the first call is paid for.
+    """
+
+    def __init__(self, override_dir: str | Path | None = None) -> None:
+        self.override_dir = Path(override_dir) if override_dir else None
+        self._overrides: dict[str, Template] = {}
+        if self.override_dir is None:
+            return
+        if not self.override_dir.is_dir():
+            raise PromptOverrideError(f"{self.override_dir}: --prompts must be a directory of <name>.md files")
+        builtin = set(names())
+        for path in sorted(self.override_dir.glob("*.md")):
+            name = path.name[:-3]
+            if name not in builtin:
+                raise PromptOverrideError(f"{path}: no built-in template named {name!r} to override "
+                                          f"(see `drscore prompts list`)")
+            try:
+                tpl = parse(name, path.read_text(encoding="utf-8"))
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise PromptOverrideError(f"{path}: {exc}") from None
+            want = load(name).variables
+            if tpl.variables != want:
+                extra, missing = sorted(tpl.variables - want), sorted(want - tpl.variables)
+                raise PromptOverrideError(
+                    f"{path}: placeholders differ from the built-in {name!r}: "
+                    + "; ".join(x for x in (f"unknown {extra}" if extra else "",
+                                            f"missing {missing}" if missing else "") if x))
+            self._overrides[name] = tpl
+
+    @property
+    def overridden(self) -> list[str]:
+        """Names of the templates this library takes from the override directory."""
+        return sorted(self._overrides)
+
+    def load(self, name: str) -> Template:
+        """The template called ``name`` (override first)."""
+        tpl = self._overrides.get(name)
+        return tpl if tpl is not None else load(name)
+
+
+def source_of(name: str) -> str:
+    """The text of the built-in template ``name`` (for ``drscore prompts show``)."""
+    path = resources.files(__name__).joinpath(f"{name}.md")
+    if not path.is_file():
+        raise KeyError(f"no prompt template named {name!r}; see `drscore prompts list`")
+    return path.read_text(encoding="utf-8")

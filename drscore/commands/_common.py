@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from drscore.api import JudgeConfig, JudgeSession, judge_session, run_async
+from drscore.judge.wire import parse_judge_params
 
 __all__ = ["add_judge_args", "judge_config_from_args", "open_judge_session", "run_async"]
 
@@ -22,20 +23,31 @@ def add_judge_args(p: argparse.ArgumentParser) -> None:
                    help="header carrying the key: Authorization (Bearer, default) or e.g. api-key for Azure OpenAI")
     g.add_argument("--no-json-schema", action="store_true",
                    help="do not send response_format json_schema (for endpoints without structured outputs)")
-    g.add_argument("--timeout", type=float, default=120.0, help="seconds per judge call (default 120)")
+    g.add_argument("--judge-param", action="append", metavar="KEY=VALUE", default=None,
+                   help="extra request-body field, repeatable (e.g. reasoning_effort=high, seed=7); values "
+                        "are read as JSON when they parse; part of the cache key and of config.json")
+    g.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds each judge call may take per attempt (default 120)")
     g.add_argument("--max-retries", type=int, default=5, help="retries on 5xx/timeouts per call (default 5)")
+    g.add_argument("--prompts", metavar="DIR", help="directory of <name>.md templates that replace the built-in "
+                   "ones of that name (same placeholders; see `drscore prompts list`)")
     lim = p.add_argument_group("limits")
     lim.add_argument("--rpm", type=float, default=0, help="requests per minute (0 = unlimited)")
     lim.add_argument("--tpm", type=float, default=0, help="tokens per minute (0 = unlimited)")
     lim.add_argument("--concurrency", type=int, default=16, help="max judge calls in flight (default 16)")
     lim.add_argument("--burst", type=float, default=1.0, metavar="SECONDS",
                      help="quota that may be used at once, in seconds of quota (default 1)")
+    lim.add_argument("--max-rate-limit-wait", type=float, default=300.0, metavar="SECONDS",
+                     help="a 429 whose quota resets later than this stops the run (exit 3; re-run to resume) "
+                          "instead of waiting (default 300)")
     c = p.add_argument_group("cache and cost")
     c.add_argument("--cache", metavar="DIR", help="cache directory (default: $DRSCORE_CACHE or the user cache dir)")
     c.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     c.add_argument("--prices", metavar="FILE", help='JSON price table {"model": {"input": $/Mtok, "output": $/Mtok}}')
     c.add_argument("--price-as", metavar="MODEL", help="price calls as this model (e.g. for a dry run offline)")
-    c.add_argument("--max-cost", type=float, metavar="USD", help="stop scheduling new calls past this spend")
+    c.add_argument("--max-cost", type=float, metavar="USD",
+                   help="hard ceiling on spend: each call reserves its worst case (input bound + max_tokens of "
+                        "output) before it is sent; items left over fail with reason 'budget' (exit 3)")
 
 
 def judge_config_from_args(args: argparse.Namespace) -> JudgeConfig:
@@ -43,8 +55,10 @@ def judge_config_from_args(args: argparse.Namespace) -> JudgeConfig:
         url=args.judge_url, model=args.judge_model, transport=args.transport, api_key_env=args.api_key_env,
         api_key_header=args.api_key_header,
         json_mode=not args.no_json_schema, timeout_s=args.timeout, rpm=args.rpm, tpm=args.tpm,
-        concurrency=args.concurrency, burst_s=args.burst, cache_dir=args.cache, no_cache=args.no_cache,
-        prices=args.prices, price_as=args.price_as, max_cost=args.max_cost, max_retries=args.max_retries)
+        concurrency=args.concurrency, burst_s=args.burst, max_rate_limit_wait_s=args.max_rate_limit_wait, cache_dir=args.cache, no_cache=args.no_cache,
+        prices=args.prices, price_as=args.price_as, max_cost=args.max_cost, max_retries=args.max_retries,
+        prompts_dir=getattr(args, "prompts", None),
+        params=parse_judge_params(getattr(args, "judge_param", None)))
 
 
 @contextlib.asynccontextmanager

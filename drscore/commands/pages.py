@@ -1,7 +1,8 @@
 """``drscore pages``: inspect, export and import the page cache.
 
 - ``drscore pages export FILE [--cache DIR] [--only-ok]``: write a portable snapshot
-- ``drscore pages import FILE [--cache DIR]``: load a snapshot (validated first)
+- ``drscore pages import FILE [--cache DIR]``: load a snapshot (validated first), or
+  DeepResearch Bench's ``scraped.jsonl`` (see :mod:`drscore.fetch.scraped`)
 - ``drscore pages stats [--cache DIR]``: what the cache holds
 - ``drscore pages get URL [--cache DIR] [--allow-private-fetch] [--offline-pages]``:
   fetch one URL through the same pool and policy as ``drscore run`` (debugging aid)
@@ -43,7 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("import", parents=[common],
                        help="load a snapshot into the page cache (newer entries win)")
-    p.add_argument("file", type=Path, help="snapshot written by 'drscore pages export'")
+    p.add_argument("file", type=Path, help="snapshot written by 'drscore pages export', or DeepResearch "
+                   "Bench's scraped.jsonl (the page texts its FACT judge read)")
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("stats", parents=[common], help="summarise the page cache")
@@ -82,8 +84,14 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Import ``args.file`` into the cache (all-or-nothing validation)."""
+    from drscore.fetch.scraped import import_scraped, is_scraped_file
+
+    scraped = is_scraped_file(args.file)
+
     async def run():  # type: ignore[no-untyped-def]
         async with PageStore(store_path(args.cache)) as store:
+            if scraped:  # the benchmark's scraped.jsonl
+                return await import_scraped(store, args.file)
             return await import_snapshot(store, args.file)
     try:
         summary = asyncio.run(run())

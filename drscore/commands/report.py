@@ -1,5 +1,6 @@
-"""``drscore report DIR``: leaderboard.md, leaderboard.csv and a self-contained
-report.html for a run directory (see ``docs/reports.md``)."""
+"""``drscore report DIR``: leaderboard.md, leaderboard.csv, a self-contained
+report.html and, beside it, viewer.html (every row, its judge calls and verdicts) for a
+run directory (see ``docs/reports.md``)."""
 from __future__ import annotations
 
 import argparse
@@ -16,10 +17,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``report`` sub-command."""
     p = subparsers.add_parser(
         "report",
-        help="write leaderboard.md, leaderboard.csv and report.html for a run",
+        help="write leaderboard.md, leaderboard.csv, report.html and viewer.html for a run",
         description="Summarise a run directory: per-method leaderboards with bootstrap "
-                    "confidence intervals over tasks (Markdown and CSV) and one HTML page "
-                    "with charts that opens offline.")
+                    "confidence intervals over tasks (Markdown and CSV), one HTML page "
+                    "with charts, and a viewer page to open any (task, agent, method) row "
+                    "with its judge calls and verdicts. Both pages open offline.")
     p.add_argument("dir", type=Path, metavar="DIR", help="run directory (drscore run --out)")
     p.add_argument("--out", type=Path, metavar="OUTDIR",
                    help="where to write the files (default: DIR)")
@@ -34,6 +36,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--redundancy-agent", metavar="AGENT",
                    help="agent of the report whose paragraph matrix to draw")
     p.add_argument("--title", help="page title (default: the run directory)")
+    p.add_argument("--no-viewer", action="store_true",
+                   help="do not write viewer.html (and do not link to it from report.html)")
     p.set_defaults(func=run_report)
 
 
@@ -46,7 +50,8 @@ def run_report(args: argparse.Namespace) -> int:
         pick_redundancy_row,
         render_html,
     )
-    from drscore.engine.runtime.rundir_read import RunDirError, read_run_dir
+    from drscore.engine.reporting.viewer import render_viewer
+    from drscore.engine.runtime.rundir_read import RunDirError, iter_verdicts, read_run_dir
 
     if args.resamples < 1:
         return _fail("--resamples must be >= 1")
@@ -79,8 +84,13 @@ def run_report(args: argparse.Namespace) -> int:
             "leaderboard.csv": leaderboard_csv(board),
             "report.html": render_html(run, board, redundancy_row=redundancy,
                                        confidence=args.confidence, resamples=args.resamples,
-                                       seed=args.seed, title=args.title),
+                                       seed=args.seed, title=args.title,
+                                       viewer=None if args.no_viewer else "viewer.html"),
         }
+        if not args.no_viewer:
+            verdicts_path = args.dir / "verdicts.jsonl"
+            verdicts = iter_verdicts(verdicts_path) if verdicts_path.is_file() else iter(())
+            files["viewer.html"] = render_viewer(run, verdicts, title=args.title and f"{args.title}: viewer")
         for name, text in files.items():
             (out / name).write_text(text, encoding="utf-8")
     except OSError as exc:

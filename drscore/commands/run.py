@@ -2,38 +2,64 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+import time
+from pathlib import Path
 
+import msgspec
 import orjson
 
 from drscore.api import Run, RunConfig, methods
 from drscore.commands._common import add_judge_args, judge_config_from_args, run_async
-from drscore.render import dry_run_text, leaderboard_text
+from drscore.render import dry_run_text, end_of_run_lines, leaderboard_text, only_the_stop
 from drscore.engine.runtime.io import FORMATS, count_lines
-from drscore.engine.runtime.progress import Progress, progress_enabled
+from drscore.engine.runtime.models import ScoreRow
+from drscore.engine.runtime.progress import Progress, progress_mode
+from drscore.settings import to_toml
 
-EXIT_INCOMPLETE = 3  # finished, but some inputs were skipped or some items failed
+EXIT_INCOMPLETE = 3  # finished, but some inputs were skipped or some items failed (or budget/quota ran out)
+EXIT_ERROR = 1  # includes an endpoint that cannot work (refused, DNS, TLS, 401/403, 404, bad parameter)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     available = methods()
-    p = sub.add_parser("run", help="score reports", description=(
+    p = sub.add_parser("run", help="score reports", formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description=(
         "Score reports with the given methods. Without --judge-url the offline judge is used. "
         f"Methods: {', '.join(available)}. Exit status: 0 all scored (items a method does not apply to, "
-        f"status 'skipped', included); {EXIT_INCOMPLETE} finished with skipped inputs or failed items; 1 error."))
-    p.add_argument("--methods", required=True, help="comma-separated method names")
-    p.add_argument("--reports", required=True, action="append", metavar="FILE",
-                   help="reports JSONL (repeat for several agents)")
+        f"status 'skipped', included); {EXIT_INCOMPLETE} finished with skipped inputs or failed items, or stopped "
+        f"by --max-cost or a rate-limit reset beyond --max-rate-limit-wait (re-run to resume); {EXIT_ERROR} error, "
+        "including a judge endpoint that cannot work (stopped at the first call, or after repeated identical "
+        "failures).\n\n"
+        "Every option can come from a TOML file (--config); flags given here override it, and\n"
+        "DRSCORE_JUDGE_URL, DRSCORE_JUDGE_MODEL, DRSCORE_API_KEY_ENV, DRSCORE_CACHE, DRSCORE_REDIS\n"
+        "give defaults for the options they name."),
+        epilog=("examples:\n"
+                "  drscore run --methods quality,redundancy --tasks tasks.jsonl --reports reports.a.jsonl --limit 5\n"
+                "  drscore run --methods race --reports r.jsonl --judge-url https://api.openai.com/v1 "
+                "--judge-model gpt-4.1 --print-config > run.toml\n"
+                "  drscore run --config run.toml --max-cost 5"))
+    p.add_argument("--methods", help="comma-separated method names (required, here or in --config)")
+    p.add_argument("--reports", action="append", metavar="FILE",
+                   help="reports JSONL (repeat for several agents; required, here or in --config)")
     p.add_argument("--tasks", metavar="FILE", help="tasks JSONL (optional when reports carry their prompt)")
     p.add_argument("--format", choices=FORMATS, default="auto", help="report format (default: detected per line)")
     p.add_argument("--agent", help="agent name for formats without one (default: from the file name)")
-    p.add_argument("--out", metavar="DIR", help="run directory (config, verdicts, scores, summary); the same "
-                   "command on the same DIR resumes, one process at a time")
+    p.add_argument("--out", metavar="DIR", help="run directory (config, verdicts, scores, summary; default: "
+                   "runs/<date>-<time>-<methods>/); the same command on the same DIR resumes, one process at a time")
     p.add_argument("--overwrite", action="store_true",
                    help="replace a run directory that holds a different run's configuration")
+    p.add_argument("--limit", type=int, metavar="N", help="score only the first N reports of each reports file")
+    p.add_argument("--config", metavar="FILE", help="TOML file with any of these options (flags override it)")
+    p.add_argument("--print-config", action="store_true",
+                   help="print this command line as a TOML config file and exit")
     p.add_argument("--dry-run", action="store_true", help="print calls, tokens and cost; spend nothing")
     p.add_argument("--seed", type=int, default=0, help="seed for every sampled step (default 0)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--progress-every", type=float, default=30.0, metavar="SECONDS",
+                   help="when stderr is not a terminal (CI, a pipe), print one progress line this often "
+                        "(default 30; 0 = never)")
     f = p.add_argument_group("pages (methods that read cited pages)")
     f.add_argument("--allow-private-fetch", action="store_true",
                    help="DANGEROUS: allow fetching loopback/private addresses (local testing only)")
@@ -56,10 +82,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                 if o.choices:
                     kwargs["choices"] = o.choices
             g.add_argument(f"--{o.flag}", **kwargs)
-    p.set_defaults(func=_main)
+    p.set_defaults(func=_main, run_parser=p)
 
 
 def _config(args: argparse.Namespace) -> RunConfig:
+    if not args.methods or not args.reports:
+        missing = " and ".join(f for f, v in (("--methods", args.methods), ("--reports", args.reports)) if not v)
+        raise ValueError(f"{missing} required (on the command line or in the --config file)")
+    if args.limit is not None and args.limit < 1:
+        raise ValueError("--limit must be at least 1")
     names = [m.strip() for m in args.methods.split(",") if m.strip()]
     available = methods()
     unknown = [n for n in names if n not in available]
@@ -75,36 +106,69 @@ def _config(args: argparse.Namespace) -> RunConfig:
                      out=args.out, judge=judge_config_from_args(args), seed=args.seed, dry_run=args.dry_run,
                      method_options=options, allow_private_fetch=args.allow_private_fetch,
                      offline_pages=args.offline_pages, fetch_concurrency=args.fetch_concurrency,
-                     overwrite=args.overwrite)
+                     limit=args.limit or 0, overwrite=args.overwrite)
+
+
+def default_out_dir(methods: list[str], root: Path = Path("runs"), now: float | None = None) -> Path:
+    """``runs/<date>-<time>-<methods>/``; a suffix keeps two runs in one second apart."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(methods))[:60]
+    base = root / f"{stamp}-{name}"
+    path, k = base, 1
+    while path.exists():
+        k += 1
+        path = base.with_name(f"{base.name}-{k}")
+    return path
 
 
 def _main(args: argparse.Namespace) -> int:
+    if args.print_config:
+        sys.stdout.write(to_toml(args.run_parser, args, "drscore run config (drscore run --config FILE)"))
+        return 0
     config = _config(args)
+    if not config.out and not config.dry_run:
+        config.out = str(default_out_dir(config.methods))
+    if config.out and not config.dry_run:
+        print(f"run directory: {config.out}", file=sys.stderr)
     if config.allow_private_fetch:
         print("WARNING: --allow-private-fetch: cited URLs may reach loopback and private addresses. "
               "Use only for local testing with trusted reports.", file=sys.stderr)
-    summary = run_async(_run(config))
+    summary, rows = run_async(_run(config, args.progress_every))
+    t = summary["totals"]
+    stop = summary.get("stopped")
     if args.json:
         sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
+        if config.out and not config.dry_run:
+            print(f"run directory: {config.out}", file=sys.stderr)
     elif config.dry_run:
         print(dry_run_text(summary, config.judge.price_as or config.judge.model))
-    else:
-        print(leaderboard_text(summary))
+    elif not only_the_stop(summary):  # a run stopped at its first call gets its one line, no table
+        print(leaderboard_text(summary, rows))
         if config.out:
             print(f"\n  run directory: {config.out}")
+    for line in end_of_run_lines(summary):
+        print(line, file=sys.stderr)
     errors = summary.get("input_errors", [])
     for e in errors[:20]:
         print(f"skipped: {e}", file=sys.stderr)
     if len(errors) > 20:
         print(f"... and {len(errors) - 20} more skipped inputs (see summary.json)", file=sys.stderr)
-    t = summary["totals"]
-    return EXIT_INCOMPLETE if t["inputs_skipped"] or t["items_failed"] else 0
+    if stop and stop["fatal"]:
+        return EXIT_ERROR
+    return EXIT_INCOMPLETE if stop or t["inputs_skipped"] or t["items_failed"] else 0
 
 
-async def _run(config: RunConfig) -> dict:
+async def _run(config: RunConfig, progress_every: float) -> tuple[dict, list[ScoreRow]]:
     async with Run(config) as run:
-        total = sum(count_lines(p) for p in config.reports) * len(config.methods)
-        with Progress(run.runner.snapshot, total, progress_enabled()):
-            async for _ in run.rows():
-                pass
-        return run.summary
+        per_method = {m: sum(_capped(count_lines(p), config.limit) for p in config.reports) for m in config.methods}
+        rows: list[ScoreRow] = []
+        with Progress(run.runner.snapshot, per_method, mode=progress_mode(), every_s=progress_every,
+                      max_cost=config.judge.max_cost):
+            async for row in run.rows():
+                # the leaderboard needs scores, not details: keep memory flat on big runs
+                rows.append(msgspec.structs.replace(row, details={}, errors=row.errors[:1]))
+        return run.summary, rows
+
+
+def _capped(n: int, limit: int) -> int:
+    return min(n, limit) if limit else n

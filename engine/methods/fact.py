@@ -11,23 +11,33 @@ Per report:
 2. **De-duplication.** Per URL with two or more statements, one ``fact_dedup`` call
    keeps one statement per distinct fact (if the call fails, every statement is kept).
 3. **Support.** Each URL's page is fetched once (``ctx.pages``). A page without usable
-   text makes its pairs ``unreachable`` (``refused`` when the fetch guard refused the
-   address) without a judge call. Otherwise the statements of the URL are judged
-   together (``fact_support``, at most ``--fact-statements-per-call`` per call) against a
-   window of the page chosen by :func:`drscore.engine.text.passages.select_passages` within
-   ``--page-budget-tokens``; the window is described in the verdict's label.
+   text (a failed fetch, or an imported page holding the benchmark's "scrape failed"
+   placeholder) makes its pairs ``unreachable`` (``refused`` when the fetch guard
+   refused the address) without a judge call. Otherwise the statements of the URL are
+   judged together (``fact_support``, at most ``--fact-statements-per-call`` per call)
+   against a window of the page chosen by :func:`drscore.engine.text.passages.select_passages` within
+   ``--page-budget-tokens``. The judge answers ``supported``, ``partially``,
+   ``unsupported`` or ``unknown`` (the page has no usable content) per statement.
 
-Scores (per report, ``supported`` = N_s, pairs after de-duplication = N_u):
+Figures, the benchmark's convention first (its ``utils/stat.py``):
 
-* ``acc_published`` = supported / (supported + unsupported + unreachable + refused):
-  the published convention, a page that cannot be read counts as "not support";
-  0 when the report has no pair (as published). This is the row's ``score``.
-* ``acc_reachable`` = supported / (supported + unsupported): the benchmark code's
-  convention, pairs whose page has no text are "unknown" and excluded (None if none).
+* per report: ``citations`` = pairs judged supported, partially or unsupported (unknown
+  and unreadable pages are excluded), ``valid_citations`` = supported + partially (the
+  benchmark's judge counts a statement found entirely *or partially* on the page as
+  supported); the row's ``score`` is ``valid_rate`` = valid / citations (0 when nothing
+  could be judged, as the benchmark's own empty-denominator rule). A report that cites
+  nothing is ``skipped``, as the benchmark skips it.
+* suite (:func:`benchmark_figures`, used by live runs, :func:`fact_suite` and ``drscore
+  fact rescore`` alike): ``total_citations`` and ``total_valid_citations`` are sums over
+  the reports that have at least one citation divided by their number, and
+  ``valid_rate`` = Σ valid / Σ citations, pooled over every pair of the suite.
 
-Suite level (:func:`fact_suite`): C.Acc = mean of per-report accuracy, E.Cit = mean
-supported pairs per report. Pairs whose judge call failed count in neither; they lower
-coverage (``judged/expected``) and make the row ``partial``.
+The paper's stricter formulas are kept beside them, named ``acc_paper`` (supported only,
+partial and every unreadable or unknown pair counting as not supported, 0 without
+pairs), ``c_acc_paper`` (its mean over all reports, uncited ones counting 0) and
+``e_cit_paper`` (strictly supported pairs over all reports). Pairs whose judge call
+failed count in neither; they lower coverage (``judged/expected``) and make the row
+``partial``.
 
 The pair-extraction and page helpers here are shared with ``factuality`` and ``kae``.
 """
@@ -72,9 +82,12 @@ class FactDedup(msgspec.Struct, forbid_unknown_fields=True):
     keep: list[Annotated[int, msgspec.Meta(ge=1)]]
 
 
+SUPPORT_LABELS = ("supported", "partially", "unsupported", "unknown")
+
+
 class FactJudgment(msgspec.Struct, forbid_unknown_fields=True):
     statement: Annotated[int, msgspec.Meta(ge=1)]
-    verdict: Literal["supported", "not_supported"]
+    verdict: Literal["supported", "partially", "unsupported", "unknown"]
 
 
 class FactSupport(msgspec.Struct, forbid_unknown_fields=True):
@@ -90,11 +103,19 @@ REFUSED_STATUSES = frozenset({"ssrf_refused"})
 PAGE_OUTCOMES = ("ok", "unreachable", "refused")
 
 
+# The placeholder text the benchmark's scraper stores for a page it could not fetch.
+SCRAPE_FAILED = "scrape failed"
+
+
 def page_outcome(page: PageResult) -> str:
-    """``ok`` (usable text), ``refused`` (the fetch guard refused it) or ``unreachable``."""
+    """``ok`` (usable text), ``refused`` (the fetch guard refused it) or ``unreachable``
+    (no text, or the benchmark's "scrape failed: ..." placeholder imported as text)."""
     if page.status in REFUSED_STATUSES:
         return "refused"
-    return "ok" if page.ok and page.text.strip() else "unreachable"
+    text = page.text.strip() if page.ok else ""
+    if not text or text[:len(SCRAPE_FAILED)].lower() == SCRAPE_FAILED:
+        return "unreachable"
+    return "ok"
 
 
 async def fetch_pages(ctx: ItemContext, urls: Iterable[str]) -> dict[str, PageResult]:
@@ -255,17 +276,19 @@ def batches(items: list[Any], size: int) -> list[list[Any]]:
 
 # --------------------------------------------------------------------------- aggregation
 
-OUTCOMES = ("supported", "unsupported", "unreachable", "refused", "failed")
+OUTCOMES = ("supported", "partially", "unsupported", "unknown", "unreachable", "refused", "failed")
 
 
 class FactTally(msgspec.Struct):
     """Pair outcomes of one report, folded in as verdicts arrive."""
 
     supported: int = 0
+    partially: int = 0
     unsupported: int = 0
-    unreachable: int = 0
-    refused: int = 0
-    failed: int = 0
+    unknown: int = 0  # the judge found no usable content on the page
+    unreachable: int = 0  # no page text at all (fetch failed, "scrape failed")
+    refused: int = 0  # the fetch guard refused the address
+    failed: int = 0  # no verdict (judge call failed)
 
     def add(self, outcome: str, n: int = 1) -> None:
         if outcome not in OUTCOMES:
@@ -273,70 +296,110 @@ class FactTally(msgspec.Struct):
         setattr(self, outcome, getattr(self, outcome) + n)
 
     @property
+    def labelled(self) -> int:
+        """Pairs with a final label (everything but failed judge calls)."""
+        return self.supported + self.partially + self.unsupported + self.unknown + self.unreachable + self.refused
+
+    @property
     def judged(self) -> int:
-        """Pairs with a final label under the published convention."""
-        return self.supported + self.unsupported + self.unreachable + self.refused
+        return self.labelled
 
     @property
     def expected(self) -> int:
-        return self.judged + self.failed
+        return self.labelled + self.failed
+
+    @property
+    def citations(self) -> int:
+        """The benchmark's judged citations: unknown and unreadable pages excluded."""
+        return self.supported + self.partially + self.unsupported
+
+    @property
+    def valid(self) -> int:
+        """The benchmark's valid citations: found entirely or partially on the page."""
+        return self.supported + self.partially
 
 
-def accuracy_published(t: FactTally) -> float:
-    """supported / all labelled pairs (unreadable pages count as not supported); 0 when
-    there is no pair, as published."""
-    return t.supported / t.judged if t.judged else 0.0
+def valid_rate(t: FactTally) -> float:
+    """The report's valid / citations under the benchmark's convention; 0 when nothing
+    could be judged (the benchmark's rule for an empty denominator)."""
+    return t.valid / t.citations if t.citations else 0.0
 
 
-def accuracy_reachable(t: FactTally) -> float | None:
-    """supported / (supported + unsupported): pairs without page text are excluded."""
-    n = t.supported + t.unsupported
-    return t.supported / n if n else None
+def accuracy_paper(t: FactTally) -> float:
+    """The paper's stricter Acc_t: strictly supported / every labelled pair (partial,
+    unknown and unreadable pages count as not supported); 0 without pairs."""
+    return t.supported / t.labelled if t.labelled else 0.0
+
+
+def benchmark_figures(reports: int, citations: float, valid: float) -> dict[str, Any]:
+    """The benchmark's ``stat.py`` figures from sums over the ``reports`` that have at
+    least one citation: citations and valid citations per report, and the pooled
+    ``valid_rate`` = Σ valid / Σ citations (0 when nothing was judged). The one
+    aggregation used by live runs, :func:`fact_suite` and ``drscore fact rescore``."""
+    return {
+        "reports": reports,
+        "total_citations": citations / reports if reports else None,
+        "total_valid_citations": valid / reports if reports else None,
+        "valid_rate": valid / citations if citations else 0.0,
+    }
+
+
+def paper_figures(all_reports: int, acc_sum: float, strictly_supported: float) -> dict[str, Any]:
+    """The paper's formulas over every report of the suite (uncited ones count 0):
+    C.Acc = mean Acc_t (:func:`accuracy_paper`), E.Cit = strictly supported pairs per report."""
+    return {
+        "reports": all_reports,
+        "c_acc_paper": acc_sum / all_reports if all_reports else None,
+        "e_cit_paper": strictly_supported / all_reports if all_reports else None,
+    }
+
+
+def suite_from_tallies(tallies: Iterable[FactTally | None]) -> dict[str, Any]:
+    """Both conventions for a suite given one tally per report (``None`` for a report
+    that cites nothing: skipped by the benchmark, 0 in the paper's means)."""
+    n_all = n_cited = 0
+    citations = valid = strict = acc = 0.0
+    for t in tallies:
+        n_all += 1
+        if t is None:
+            continue
+        n_cited += 1
+        citations += t.citations
+        valid += t.valid
+        strict += t.supported
+        acc += accuracy_paper(t)
+    return {"benchmark": benchmark_figures(n_cited, citations, valid),
+            "paper": paper_figures(n_all, acc, strict)}
 
 
 def _get(row: Any, name: str, default: Any = None) -> Any:
     return row.get(name, default) if isinstance(row, Mapping) else getattr(row, name, default)
 
 
-def _mean(xs: list[float]) -> float | None:
-    return sum(xs) / len(xs) if xs else None
+def tally_of(subscores: Mapping[str, Any]) -> FactTally:
+    """A report's tally back from its row's subscores (the counts are stored there)."""
+    return FactTally(**{o: int(subscores.get(o) or 0) for o in OUTCOMES})
 
 
 def fact_suite(rows: Iterable[Any]) -> dict[str, Any]:
-    """Suite metrics from FACT score rows (``ScoreRow`` objects or their dicts; rows of
-    other methods are ignored; failed rows are counted, not averaged).
-
-    ``c_acc`` = mean per-report ``acc_published`` (the published C.Acc);
-    ``c_acc_reachable`` = mean per-report ``acc_reachable`` over reports that have one;
-    ``e_cit`` = mean supported pairs per report (E.Cit); also mean pairs, unreachable
-    and refused pairs per report.
-    """
-    acc, acc_r, sup, pairs, unreach, refused = [], [], [], [], [], []
+    """Suite figures from FACT score rows (``ScoreRow`` objects or their dicts; rows of
+    other methods are ignored). Skipped rows (the report cites nothing) are left out of
+    the benchmark figures and count 0 in the paper's; failed rows are counted apart."""
+    tallies: list[FactTally | None] = []
     failed = 0
     for row in rows:
         if _get(row, "method", "fact") != "fact":
             continue
-        subs = _get(row, "subscores", {}) or {}
-        if _get(row, "status") == "failed" or _get(row, "score") is None:
+        status = _get(row, "status")
+        if status == "skipped":
+            tallies.append(None)
+        elif status == "failed" or _get(row, "score") is None:
             failed += 1
-            continue
-        acc.append(float(subs.get("acc_published", _get(row, "score"))))
-        if subs.get("acc_reachable") is not None:
-            acc_r.append(float(subs["acc_reachable"]))
-        sup.append(float(subs.get("supported", 0)))
-        pairs.append(float(subs.get("pairs", 0)))
-        unreach.append(float(subs.get("unreachable", 0)))
-        refused.append(float(subs.get("refused", 0)))
-    return {
-        "reports": len(acc),
-        "failed_reports": failed,
-        "c_acc": _mean(acc),
-        "c_acc_reachable": _mean(acc_r),
-        "e_cit": _mean(sup),
-        "pairs_per_report": _mean(pairs),
-        "unreachable_per_report": _mean(unreach),
-        "refused_per_report": _mean(refused),
-    }
+        else:
+            tallies.append(tally_of(_get(row, "subscores", {}) or {}))
+    out = suite_from_tallies(tallies)
+    out["failed_reports"] = failed
+    return out
 
 
 def fact_suite_by_agent(rows: Iterable[Any]) -> dict[str, dict[str, Any]]:
@@ -345,6 +408,19 @@ def fact_suite_by_agent(rows: Iterable[Any]) -> dict[str, dict[str, Any]]:
     for row in rows:
         groups.setdefault(str(_get(row, "agent", "")), []).append(row)
     return {agent: fact_suite(rs) for agent, rs in groups.items()}
+
+
+def suite_from_means(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """Both conventions from a run summary's per (agent, method) entry: its subscore
+    means over the ``n`` scored rows give the sums back (mean x n), ``skipped`` rows are
+    the reports that cite nothing."""
+    n = int(entry.get("n") or 0)
+    subs = entry.get("subscores") or {}
+    total = n + int(entry.get("skipped") or 0)
+    return {"benchmark": benchmark_figures(n, n * float(subs.get("citations", 0.0)),
+                                           n * float(subs.get("valid_citations", 0.0))),
+            "paper": paper_figures(total, n * float(subs.get("acc_paper", 0.0)),
+                                   n * float(subs.get("supported", 0.0)))}
 
 
 # --------------------------------------------------------------------------- the method
@@ -358,6 +434,22 @@ class _UrlResult(msgspec.Struct):
     outcomes: list[tuple[str, str]]  # (statement, outcome) after de-duplication
     windows: list[str] = []
     errors: list[str] = []
+
+
+def _subscores(t: FactTally, extracted: int, urls: int, pages_ok: int) -> dict[str, float | None]:
+    """The row's figures: the benchmark's per-report ones, the paper's, and every count
+    (the suite figures are rebuilt from the counts)."""
+    return {
+        "valid_rate": valid_rate(t),
+        "citations": float(t.citations),
+        "valid_citations": float(t.valid),
+        "acc_paper": accuracy_paper(t),
+        **{o: float(getattr(t, o)) for o in OUTCOMES},
+        "pairs": float(t.expected),
+        "pairs_extracted": float(extracted),
+        "urls": float(urls),
+        "pages_ok": float(pages_ok),
+    }
 
 
 def page_options() -> tuple[Option, ...]:
@@ -384,7 +476,8 @@ class Fact(Method):
     name: ClassVar[str] = "fact"
     description: ClassVar[str] = (
         "FACT (DeepResearch Bench): statement-URL pairs, per-URL de-duplication, support by the cited "
-        "page; score = citation accuracy (published convention), also accuracy over reachable pages")
+        "page; score = the report's valid rate as the benchmark computes it (partial support counts, "
+        "unknown excluded); suite figures pooled as its stat.py; the paper's stricter accuracy beside it")
     needs_pages: ClassVar[bool] = True
     options: ClassVar[tuple[Option, ...]] = (
         *page_options(),
@@ -393,9 +486,21 @@ class Fact(Method):
                DEFAULT_STATEMENTS_PER_CALL, "int"),
     )
 
+    @classmethod
+    def suite(cls, entry: Mapping[str, Any]) -> dict[str, Any]:
+        """Suite figures for a run summary entry (see :func:`suite_from_means`)."""
+        return suite_from_means(entry)
+
     async def score(self, ctx: ItemContext) -> MethodResult:
         rp = await report_pairs(ctx, scope=self.opts["statement_scope"], extractor=self.opts["citation_extractor"],
                                 chunk_tokens=int(self.opts["extract_chunk_tokens"]))
+        if not rp.pairs and rp.extractor == "parser" or (rp.extractor == "llm" and not rp.pairs
+                                                          and not rp.chunks_failed):
+            # The benchmark skips reports without citations (its stat.py); the paper's
+            # means count them as 0 (see fact_suite).
+            return MethodResult(score=None, status="skipped", subscores=_subscores(FactTally(), 0, 0, 0),
+                                errors=["no_citations: no statement-URL pair in the report (parser or judge extraction)"],
+                                details={"extractor": rp.extractor})
         by_url = group_by_url(rp.pairs)
         results = await asyncio.gather(*(self._one_url(ctx, url, stmts) for url, stmts in by_url.items()))
         tally = FactTally()
@@ -440,9 +545,7 @@ class Fact(Method):
             for j in v.judgments:
                 verdicts.setdefault(j.statement, j.verdict)
             for k, s in enumerate(batch, 1):
-                got = verdicts.get(k)
-                result.outcomes.append((s, "failed" if got is None else
-                                        "supported" if got == "supported" else "unsupported"))
+                result.outcomes.append((s, verdicts.get(k, "failed")))
             missing = sum(1 for k in range(1, len(batch) + 1) if k not in verdicts)
             if missing:
                 result.errors.append(f"fact_support {url}: no verdict for {missing} statement(s)")
@@ -472,24 +575,14 @@ class Fact(Method):
         if extraction_failed or (tally.expected and not tally.judged):
             status, score = "failed", None
         else:
-            if results and not pages["ok"]:
-                # The published convention scores these pairs as unsupported (0); say why.
-                errors.append(f"none of the {len(results)} cited pages could be read; "
-                              "acc_published counts their pairs as unsupported")
+            if results and not tally.citations:
+                # Nothing judgeable: the benchmark's rule gives 0; say why instead of looking healthy.
+                errors.append(f"none of the {tally.labelled} pair(s) could be judged (pages unreadable or "
+                              "unknown); valid_rate is 0 by the benchmark's rule")
             status = "partial" if (tally.failed or errors or rp.chunks_failed) else "ok"
-            score = accuracy_published(tally)
-        subscores: dict[str, float | None] = {
-            "acc_published": None if score is None else score,
-            "acc_reachable": accuracy_reachable(tally),
-            "supported": float(tally.supported),
-            "unsupported": float(tally.unsupported),
-            "unreachable": float(tally.unreachable),
-            "refused": float(tally.refused),
-            "failed": float(tally.failed),
-            "pairs": float(tally.expected),
-            "pairs_extracted": float(len(rp.pairs)),
-            "urls": float(len(results)),
-            "pages_ok": float(pages["ok"]),
-        }
+            score = valid_rate(tally)
+        subscores = _subscores(tally, len(rp.pairs), len(results), pages["ok"])
+        if score is None:
+            subscores["valid_rate"] = subscores["acc_paper"] = None
         return MethodResult(score=score, subscores=subscores, judged=tally.judged, expected=tally.expected,
                             status=status, errors=errors[:50], details=details)

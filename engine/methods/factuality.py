@@ -11,8 +11,12 @@ one ``factuality_support`` call on a window of the page chosen for that claim
 * ``strong_support_rate`` = share of judged pairs scored 1 (also ``partial_rate``,
   ``unsupported_rate``).
 
-Pairs whose page cannot be read (``unreachable``/``refused``) are not scored: they are
-counted and lower coverage (``judged/expected``). ``--factuality-max-pairs`` caps the pairs judged
+A page that cannot be read (``unreachable``/``refused``) is handled by
+``--factuality-unreadable``: ``judge`` (default, as the authors' pipeline) shows the judge
+the failure text in place of the page (the fetch status and detail, or an imported
+"scrape failed: ..." placeholder), so such pairs are scored, usually -1, and counted in
+``judged_unreadable``; ``skip`` leaves them unscored, counted apart and lowering
+coverage (``judged/expected``). ``--factuality-max-pairs`` caps the pairs judged
 per report with a seeded sample (0 = all); the cap is recorded in ``details``.
 """
 from __future__ import annotations
@@ -23,11 +27,24 @@ from typing import Any, ClassVar, Literal
 import msgspec
 
 from drscore.engine.text.citations import CitationPair
+from drscore.engine.runtime.evidence import PageResult
 from drscore.engine.runtime.judging import JudgeFailed
 from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
 from drscore.engine.methods.fact import (
     PAGE_OUTCOMES, page_options, pair_options, fetch_pages, page_outcome, report_pairs, window_for,
 )
+
+
+UNREADABLE_MODES = ("judge", "skip")
+
+
+def failure_text(page: PageResult) -> str:
+    """What the judge reads in place of a page that could not be read: the imported
+    placeholder when there is one, else the fetch status and detail."""
+    if page.text.strip():
+        return page.text.strip()
+    detail = f": {page.detail}" if page.detail else ""
+    return f"[the page could not be retrieved ({page.status}{detail})]"
 
 
 class FactualityVerdict(msgspec.Struct, forbid_unknown_fields=True):
@@ -46,6 +63,7 @@ class SupportTally(msgspec.Struct):
     unreachable: int = 0
     refused: int = 0
     failed: int = 0
+    judged_unreadable: int = 0  # scored against the failure text (--factuality-unreadable judge)
 
     def add_score(self, score: int) -> None:
         if score == 1:
@@ -86,7 +104,15 @@ class Factuality(Method):
         *pair_options(),
         Option("factuality-max-pairs", "judge at most this many claim-source pairs per report, a seeded sample "
                "(0 = all)", 0, "int"),
+        Option("factuality-unreadable", "a cited page that cannot be read: 'judge' shows the judge the failure "
+               "text, as the authors' pipeline does; 'skip' leaves the pair unscored", "judge",
+               choices=UNREADABLE_MODES),
     )
+
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        super().__init__(options)
+        if self.opts["factuality_unreadable"] not in UNREADABLE_MODES:
+            raise ValueError(f"--factuality-unreadable must be one of {', '.join(UNREADABLE_MODES)}")
 
     async def score(self, ctx: ItemContext) -> MethodResult:
         rp = await report_pairs(ctx, scope=self.opts["statement_scope"], extractor=self.opts["citation_extractor"],
@@ -103,23 +129,29 @@ class Factuality(Method):
         async def judge(p: CitationPair) -> tuple[CitationPair, str, int | None, str]:
             page = pages[p.url]
             outcome = page_outcome(page)
-            if outcome != "ok":
+            if outcome != "ok" and self.opts["factuality_unreadable"] == "skip":
                 return p, outcome, None, ""
-            window = await window_for(ctx, page.text, p.statement, budget)
+            if outcome == "ok":
+                window = await window_for(ctx, page.text, p.statement, budget)
+                shown, note, described = window.text, window.note("the claim"), window.describe()
+            else:  # the authors' pipeline hands the judge whatever the fetch produced
+                shown, note, described = failure_text(page), "the fetch failure text (no page content)", \
+                    f"unreadable ({page.status})"
             try:
                 v = await ctx.ask("factuality_support", FactualityVerdict, {
-                    "url": p.url, "page": window.text, "window": window.note("the claim"), "claim": p.statement},
-                    label=f"{p.url} | {window.describe()}")
+                    "url": p.url, "page": shown, "window": note, "claim": p.statement},
+                    label=f"{p.url} | {described}")
             except JudgeFailed as e:
                 return p, "failed", None, f"factuality_support {p.url}: {e}"
-            return p, "judged", v.score, ""
+            return p, "judged" if outcome == "ok" else "judged_unreadable", v.score, ""
 
         results = await asyncio.gather(*(judge(p) for p in pairs))
         tally = SupportTally()
         errors = list(rp.errors)
         for _, outcome, score, err in results:
-            if outcome == "judged":
+            if outcome in ("judged", "judged_unreadable"):
                 tally.add_score(score)  # type: ignore[arg-type]
+                tally.judged_unreadable += outcome == "judged_unreadable"
             else:
                 setattr(tally, outcome, getattr(tally, outcome) + 1)
             if err:
@@ -145,6 +177,7 @@ class Factuality(Method):
                        "unreachable": tally.unreachable, "refused": tally.refused, "failed": tally.failed},
             "pages": page_counts,
             "pairs_available": sampled_from,
+            "unreadable": self.opts["factuality_unreadable"],
             "max_pairs": cap,
             "claims": [{"url": p.url, "claim": p.statement, "outcome": o, "score": s} for p, o, s, _ in results],
         }
@@ -158,6 +191,7 @@ class Factuality(Method):
             "unreachable": float(tally.unreachable),
             "refused": float(tally.refused),
             "failed": float(tally.failed),
+            "judged_unreadable": float(tally.judged_unreadable),
         }
         return MethodResult(score=avg, subscores=subscores, judged=tally.judged, expected=tally.expected,
                             status=status, errors=errors[:50], details=details)

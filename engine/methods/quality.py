@@ -13,7 +13,8 @@ from typing import Annotated, ClassVar
 import msgspec
 
 from drscore.engine.runtime.judging import JudgeFailed
-from drscore.engine.runtime.method import ItemContext, Method, MethodResult
+from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
+from drscore.engine.methods.language import language_option, task_language, template_for
 
 Score04 = Annotated[int, msgspec.Meta(ge=0, le=4)]
 DIMENSIONS: tuple[str, ...] = (
@@ -51,11 +52,13 @@ class Quality(Method):
         "DeepResearch-ReportEval quality: one call, five 0-4 scores (comprehensiveness, coherence, "
         "clarity, insightfulness, overall); score = overall"
     )
+    options: ClassVar[tuple[Option, ...]] = (language_option(),)
 
     async def score(self, ctx: ItemContext) -> MethodResult:
         variables = {"question": ctx.task.prompt, "report": ctx.report.report}
+        language = task_language(ctx.task, self.opts["prompt_language"])
         try:
-            verdict = await ctx.ask("quality", QualityVerdict, variables, label="quality")
+            verdict = await ctx.ask(template_for("quality", language), QualityVerdict, variables, label="quality")
         except JudgeFailed as e:
             return MethodResult(score=None, judged=0, expected=1, status="failed",
                                 errors=[str(e)])
@@ -67,5 +70,6 @@ class Quality(Method):
             details={
                 "justification": verdict.justification,
                 "dimension_mean": dimension_mean(verdict),
+                "prompt_language": language,
             },
         )

@@ -1,9 +1,11 @@
-"""Run reports: leaderboard tables (Markdown, CSV) and one self-contained HTML page.
+"""The self-contained HTML run report (``drscore report``'s ``report.html``).
 
-Everything here is a pure function of a loaded :class:`drscore.engine.runtime.rundir_read.RunDir`: the
-command layer reads the run directory and writes the files. The HTML page has no
-scripts, no external stylesheet, font or image: charts are inline SVG from
-:mod:`drscore.engine.reporting.charts`, so it opens offline and can be mailed as one file.
+The page is built from the data in :mod:`drscore.engine.reporting.tables` (leaderboard,
+groupings); this module is only markup. It has no scripts, no external stylesheet, font
+or image: charts are inline SVG from :mod:`drscore.engine.reporting.charts`, so it opens
+offline and can be mailed as one file. The per-report viewer, which needs a script, is a
+second page beside it (:mod:`drscore.engine.reporting.viewer`), linked from the
+leaderboard.
 
 The report shows what the run contains. Sections are driven by the data, not by
 method names: a leaderboard and per-task heatmap for every method; per-dimension bars
@@ -14,326 +16,23 @@ row. A section without data says so.
 """
 from __future__ import annotations
 
-import csv
 import html
-import io
 import json
-import math
 import re
-from collections import defaultdict
+import urllib.parse
 from typing import Any, Iterable, Sequence
 
-import msgspec
-
 from drscore.engine.reporting import charts
-from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, mean_ci
+from drscore.engine.reporting.tables import (  # noqa: F401  (re-exported: the report's data API)
+    OUTCOMES, LeaderboardRow, _fmt, _judges, _offline, _pairs, _units, citation_counts, comparison_note,
+    cost_by, dimension_names, leaderboard, leaderboard_csv, leaderboard_markdown, pick_redundancy_row,
+    redact, task_sets_differ,
+)
+from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 from drscore.engine.runtime.models import ScoreRow
 from drscore.engine.runtime.rundir_read import RunDir, natural_key
 
-OUTCOMES = ("supported", "unsupported", "unreachable", "refused", "failed")
-# Subscores that are counts or bookkeeping rather than quality dimensions (e.g. the
-# redundancy method's pairs_total, FACT's supported/urls counts): listed in the
-# Markdown tables, kept out of the dimension bars.
-_COUNT_LIKE = re.compile(
-    r"^(n_|num_|pairs|urls|pages|items|calls|tokens|units)"
-    r"|(_total|_judged|_screened|_count|_expected|_pairs|_units|_extracted|_ok)$"
-    r"|^(supported|unsupported|unreachable|refused|failed)$")
-# ...and a subscore far off the method's score scale is not a dimension of that score.
-_SCALE_FACTOR = 2.0
-_SECRET_KEY = re.compile(r"(api[_-]?key|secret|passw(or)?d|authori[sz]ation|bearer|"
-                         r"access[_-]?token|^token$|cookie)", re.I)
 _MAX_PROBLEMS = 50
-
-
-class LeaderboardRow(msgspec.Struct, kw_only=True):
-    """One agent under one method, aggregated over tasks."""
-
-    method: str
-    rank: int | None
-    agent: str
-    score: float | None  # mean over tasks with a score
-    ci_low: float | None
-    ci_high: float | None
-    tasks_scored: int
-    tasks_total: int
-    coverage: float | None  # mean judged/expected over the rows that state it
-    failed: int
-    partial: int
-    calls: int
-    cache_hits: int
-    input_tokens: int
-    output_tokens: int
-    cost_usd: float
-    latency_s: float
-    judge: str
-    subscores: dict[str, float | None]
-
-
-# --------------------------------------------------------------------------- data
-
-
-def leaderboard(
-    rows: Iterable[ScoreRow],
-    *,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = 0,
-    confidence: float = DEFAULT_CONFIDENCE,
-) -> dict[str, list[LeaderboardRow]]:
-    """Per method, the agents ranked by mean score (higher is better) with a seeded
-    bootstrap interval over tasks. Agents without any score come last, unranked."""
-    grouped: dict[str, dict[str, list[ScoreRow]]] = defaultdict(lambda: defaultdict(list))
-    for row in rows:
-        grouped[row.method][row.agent].append(row)
-    board: dict[str, list[LeaderboardRow]] = {}
-    for method, by_agent in grouped.items():
-        entries = [_board_row(method, agent, rs, resamples, seed, confidence)
-                   for agent, rs in by_agent.items()]
-        entries.sort(key=lambda e: (e.score is None, -(e.score or 0.0), e.agent))
-        rank = 0
-        previous: float | None = None
-        for position, entry in enumerate(entries, start=1):
-            if entry.score is None:
-                break
-            if previous is None or entry.score != previous:
-                rank = position  # competition ranking: equal scores share a rank
-            entry.rank = rank
-            previous = entry.score
-        board[method] = entries
-    return board
-
-
-def _board_row(method: str, agent: str, rows: list[ScoreRow], resamples: int, seed: int,
-               confidence: float) -> LeaderboardRow:
-    rows = sorted(rows, key=lambda r: natural_key(r.task_id))
-    values = [r.score for r in rows if r.score is not None]
-    mean, ci = mean_ci(values, resamples=resamples, seed=seed, confidence=confidence)
-    coverages = [r.coverage for r in rows if r.coverage is not None]
-    return LeaderboardRow(
-        method=method,
-        rank=None,
-        agent=agent,
-        score=mean,
-        ci_low=ci.low if ci else None,
-        ci_high=ci.high if ci else None,
-        tasks_scored=len(values),
-        tasks_total=len(rows),
-        coverage=sum(coverages) / len(coverages) if coverages else None,
-        failed=sum(r.status == "failed" for r in rows),
-        partial=sum(r.status == "partial" for r in rows),
-        calls=sum(r.calls for r in rows),
-        cache_hits=sum(r.cache_hits for r in rows),
-        input_tokens=sum(r.input_tokens for r in rows),
-        output_tokens=sum(r.output_tokens for r in rows),
-        cost_usd=sum(r.cost_usd for r in rows),
-        latency_s=sum(r.latency_s for r in rows),
-        judge=", ".join(sorted({r.judge for r in rows if r.judge})),
-        subscores=_subscore_means(rows),
-    )
-
-
-def _subscore_means(rows: Sequence[ScoreRow]) -> dict[str, float | None]:
-    sums: dict[str, list[float]] = {}
-    for row in rows:
-        for key, value in row.subscores.items():
-            bucket = sums.setdefault(key, [])
-            if value is not None and math.isfinite(value):
-                bucket.append(value)
-    return {k: (sum(v) / len(v) if v else None) for k, v in sums.items()}
-
-
-def dimension_names(entries: Sequence[LeaderboardRow]) -> list[str]:
-    """Subscore names that look like quality dimensions, in first-seen order: not a
-    count by name, and on the method's score scale (every agent's mean subscore is at
-    most twice the largest mean score, or 2 when scores are within [-1, 1])."""
-    top = max((abs(e.score) for e in entries if e.score is not None), default=0.0)
-    bound = _SCALE_FACTOR * max(top, 1.0)
-    names: dict[str, None] = {}
-    for entry in entries:
-        for key in entry.subscores:
-            if not _COUNT_LIKE.search(key):
-                names[key] = None
-    return [k for k in names
-            if all(e.subscores.get(k) is None or abs(e.subscores[k]) <= bound for e in entries)]
-
-
-def pick_redundancy_row(rows: Iterable[ScoreRow], task_id: str | None = None,
-                        agent: str | None = None) -> ScoreRow | None:
-    """The row whose paragraph-pair matrix to draw: the given task/agent if any, else
-    the row with the most pairs (ties: first method, task, agent)."""
-    candidates = [r for r in rows if _pairs(r)]
-    if task_id is not None:
-        candidates = [r for r in candidates if r.task_id == task_id]
-    if agent is not None:
-        candidates = [r for r in candidates if r.agent == agent]
-    if not candidates:
-        return None
-    candidates.sort(key=lambda r: (-len(_pairs(r)), r.method, natural_key(r.task_id), r.agent))
-    return candidates[0]
-
-
-def _pairs(row: ScoreRow) -> list[tuple[int, int, float | None, str]]:
-    """Valid ``details["pairs"]`` entries as (i, j, score, kind); malformed ones dropped."""
-    out = []
-    for item in row.details.get("pairs") or []:
-        if not isinstance(item, (list, tuple)) or len(item) < 3:
-            continue
-        i, j, score = item[0], item[1], item[2]
-        kind = str(item[3]) if len(item) > 3 else "judged"
-        if isinstance(i, int) and isinstance(j, int) and (
-                score is None or isinstance(score, (int, float))):
-            out.append((i, j, None if score is None else float(score), kind))
-    return out
-
-
-def _units(row: ScoreRow, pairs: Sequence[tuple[int, int, float | None, str]]) -> tuple[int, list[str]]:
-    """Number of paragraphs and their texts when the row carries them."""
-    units = row.details.get("units")
-    texts: list[str] = []
-    if isinstance(units, list):
-        texts = [u if isinstance(u, str) else str(u.get("text", "")) if isinstance(u, dict)
-                 else str(u) for u in units]
-        count = len(units)
-    elif isinstance(units, int):
-        count = units
-    else:
-        count = 0
-    highest = max((max(i, j) for i, j, _, _ in pairs), default=-1) + 1
-    return max(count, highest), texts
-
-
-def citation_counts(rows: Iterable[ScoreRow]) -> dict[str, dict[str, dict[str, float]]]:
-    """method -> agent -> outcome -> pairs, summed over tasks, for rows that carry any
-    outcome count in ``details`` (top level or under ``details["counts"]``)."""
-    out: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
-    for row in rows:
-        sources = [row.details]
-        if isinstance(row.details.get("counts"), dict):
-            sources.append(row.details["counts"])
-        found = {}
-        for source in sources:
-            for outcome in OUTCOMES:
-                value = source.get(outcome)
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    found[outcome] = float(value)
-        if not found:
-            continue
-        slot = out[row.method][row.agent]
-        for outcome in OUTCOMES:
-            slot[outcome] = slot.get(outcome, 0.0) + found.get(outcome, 0.0)
-    return {m: dict(a) for m, a in out.items()}
-
-
-def cost_by(rows: Iterable[ScoreRow], key: str) -> list[tuple[str, dict[str, float]]]:
-    """Sums of cost, latency, calls, cache hits and tokens grouped by ``task_id`` or
-    ``method``, plus the number of rows (reports)."""
-    acc: dict[str, dict[str, float]] = {}
-    for row in rows:
-        slot = acc.setdefault(getattr(row, key), dict.fromkeys(
-            ("reports", "cost_usd", "latency_s", "calls", "cache_hits", "input_tokens",
-             "output_tokens"), 0.0))
-        slot["reports"] += 1
-        slot["cost_usd"] += row.cost_usd
-        slot["latency_s"] += row.latency_s
-        slot["calls"] += row.calls
-        slot["cache_hits"] += row.cache_hits
-        slot["input_tokens"] += row.input_tokens
-        slot["output_tokens"] += row.output_tokens
-    order = sorted(acc, key=natural_key) if key == "task_id" else list(acc)
-    return [(k, acc[k]) for k in order]
-
-
-def redact(value: Any) -> Any:
-    """A copy of a config with secret-looking values replaced (never show keys)."""
-    if isinstance(value, dict):
-        return {k: ("***" if _SECRET_KEY.search(str(k)) and v not in (None, "") else redact(v))
-                for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact(v) for v in value]
-    return value
-
-
-# --------------------------------------------------------------------------- text tables
-
-
-def _fmt(value: float | None, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "–"
-    return f"{value:.{digits}f}"
-
-
-def _judges(run: RunDir) -> list[str]:
-    return sorted({r.judge for r in run.scores if r.judge})
-
-
-def _offline(run: RunDir) -> bool:
-    return any("offline" in j.lower() for j in _judges(run))
-
-
-def leaderboard_markdown(run: RunDir, board: dict[str, list[LeaderboardRow]], *,
-                         confidence: float, resamples: int, seed: int) -> str:
-    """``leaderboard.md``: one table per method, then its subscore means."""
-    pct = f"{confidence * 100:g}%"
-    lines = ["# Leaderboard", "",
-             f"Run: `{run.path}` · judge: {', '.join(_judges(run)) or 'unknown'} · "
-             f"score = mean over tasks; {pct} CI = percentile bootstrap over tasks "
-             f"({resamples} resamples, seed {seed}).", ""]
-    note = run.unfinished_note()
-    if note:
-        lines += [f"> **{note}**", ""]
-    if _offline(run):
-        lines += ["> Scored by the **offline judge**: a deterministic lexical/heuristic "
-                  "baseline, not an LLM judgement.", ""]
-    if not board:
-        lines += ["No scores in this run.", ""]
-    for method, entries in board.items():
-        lines += [f"## {method}", "",
-                  f"| rank | agent | score | {pct} CI | tasks | coverage | failed | cost (USD) |",
-                  "|---:|---|---:|---|---:|---:|---:|---:|"]
-        for e in entries:
-            ci = f"[{_fmt(e.ci_low)}, {_fmt(e.ci_high)}]" if e.ci_low is not None else "–"
-            lines.append(
-                f"| {e.rank or '–'} | {_md(e.agent)} | {_fmt(e.score)} | {ci} | "
-                f"{e.tasks_scored}/{e.tasks_total} | {_fmt(e.coverage, 2)} | {e.failed} | "
-                f"{e.cost_usd:.4f} |")
-        subs = list(dict.fromkeys(k for e in entries for k in e.subscores))
-        if subs:
-            lines += ["", "Subscores (mean over tasks):", "",
-                      "| agent | " + " | ".join(_md(s) for s in subs) + " |",
-                      "|---|" + "---:|" * len(subs)]
-            for e in entries:
-                lines.append(f"| {_md(e.agent)} | "
-                             + " | ".join(_fmt(e.subscores.get(s)) for s in subs) + " |")
-        lines.append("")
-    return "\n".join(lines)
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def leaderboard_csv(board: dict[str, list[LeaderboardRow]]) -> str:
-    """``leaderboard.csv``: one row per method x agent; subscores as ``sub.<name>``."""
-    subs = sorted({k for entries in board.values() for e in entries for k in e.subscores})
-    fields = ["method", "rank", "agent", "score", "ci_low", "ci_high", "tasks_scored",
-              "tasks_total", "coverage", "failed", "partial", "calls", "cache_hits",
-              "input_tokens", "output_tokens", "cost_usd", "latency_s", "judge"]
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(fields + [f"sub.{s}" for s in subs])
-    for entries in board.values():
-        for e in entries:
-            record = msgspec.structs.asdict(e)
-            writer.writerow([_csv(record[f]) for f in fields]
-                            + [_csv(e.subscores.get(s)) for s in subs])
-    return buf.getvalue()
-
-
-def _csv(value: Any) -> Any:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return "" if not math.isfinite(value) else f"{value:.6g}"
-    return value
 
 
 # --------------------------------------------------------------------------- HTML
@@ -412,8 +111,10 @@ def render_html(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     title: str | None = None,
+    viewer: str | None = None,
 ) -> str:
-    """The whole report page as one string (inline CSS and SVG, no scripts)."""
+    """The whole report page as one string (inline CSS and SVG, no scripts). With
+    ``viewer`` (the viewer page's file name), the leaderboard links into it."""
     ids = _Ids()
     title = title or f"drscore report: {run.path}"
     parts = [
@@ -427,7 +128,7 @@ def render_html(
         f"<h1>{_e(title)}</h1>",
         _unfinished(run),
         _section_header(run, confidence, resamples, seed),
-        _section_leaderboard(board, ids, confidence),
+        _section_leaderboard(board, ids, confidence, viewer),
         _section_dimensions(board, ids),
         _section_heatmaps(run, ids),
         _section_redundancy(redundancy_row, ids),
@@ -465,20 +166,41 @@ def _section_header(run: RunDir, confidence: float, resamples: int, seed: int) -
     return "<section id=\"overview\"><h2>Overview</h2>" + "".join(out) + "</section>"
 
 
+def _ci(low: float | None, high: float | None) -> str:
+    return f"[{_fmt(low)}, {_fmt(high)}]" if low is not None else "–"
+
+
+def viewer_link(href: str, method: str, agent: str | None = None) -> str:
+    """URL of the viewer filtered to one method (and agent)."""
+    query = {"method": method, **({"agent": agent} if agent is not None else {})}
+    return f"{href}#{urllib.parse.urlencode(query, quote_via=urllib.parse.quote)}"
+
+
 def _section_leaderboard(board: dict[str, list[LeaderboardRow]], ids: _Ids,
-                         confidence: float) -> str:
+                         confidence: float, viewer: str | None = None) -> str:
     out = ['<section id="leaderboard"><h2>Leaderboard</h2>']
     if not board:
         out.append(_nodata("the run has no score rows"))
     pct = f"{confidence * 100:g}%"
     for method, entries in board.items():
         out.append(f"<h3>{_e(method)}</h3>")
+        differ = task_sets_differ(entries)
         out.append(_table(
-            ["agent", "rank", "score", f"{pct} CI", "tasks", "coverage", "failed", "partial"],
-            [(e.agent, e.rank or "–", _fmt(e.score),
-              f"[{_fmt(e.ci_low)}, {_fmt(e.ci_high)}]" if e.ci_low is not None else "–",
+            ["agent", "rank", "score", f"{pct} CI",
+             *(("shared mean", f"shared {pct} CI") if differ else ()),
+             "tasks", "coverage", "failed", "partial"],
+            [(e.agent, e.rank or "–", _fmt(e.score), _ci(e.ci_low, e.ci_high),
+              *((_fmt(e.shared_score), _ci(e.shared_ci_low, e.shared_ci_high)) if differ else ()),
               f"{e.tasks_scored}/{e.tasks_total}", _fmt(e.coverage, 2), e.failed, e.partial)
              for e in entries]))
+        note = comparison_note(entries)
+        if note:
+            out.append(f'<p class="note">{_e(note)}</p>')
+        if viewer:
+            links = " · ".join(f'<a href="{_e(viewer_link(viewer, method, e.agent))}">{_e(e.agent)}</a>'
+                               for e in entries)
+            out.append(f'<p class="open">Every report, its judge calls and verdicts: '
+                       f'<a href="{_e(viewer_link(viewer, method))}">all {_e(method)} rows</a> · {links}</p>')
         scored = [e for e in entries if e.score is not None]
         if scored:
             cid = ids("leaderboard", method)

@@ -1,12 +1,15 @@
 """Streaming aggregation of score rows into per (agent, method) summaries.
 
-Rows are folded in as they arrive (constant memory per agent x method), so a run over
-thousands of reports never holds them all.
+Rows are folded in as they arrive, so a run over thousands of reports never holds them
+all: per agent x method, sums and the (task, score) pairs an interval needs. The caller
+may pass the interval (``drscore.api`` passes the bootstrap over tasks that ``drscore
+report`` and the terminal leaderboard use, so ``summary.json`` agrees with them); without
+one, a normal approximation is used.
 """
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import msgspec
 
@@ -29,6 +32,7 @@ class _Acc(msgspec.Struct):
     rows: int = 0
     sub_sum: dict[str, float] = {}
     sub_n: dict[str, int] = {}
+    scores: list[tuple[str, float]] = []  # (task_id, score), for an interval over tasks
 
 
 class Aggregator:
@@ -53,6 +57,7 @@ class Aggregator:
         acc.n += 1
         acc.total += row.score
         acc.total_sq += row.score * row.score
+        acc.scores.append((row.task_id, row.score))
         if row.coverage is not None:
             acc.coverage_sum += row.coverage
             acc.coverage_n += 1
@@ -61,13 +66,18 @@ class Aggregator:
                 acc.sub_sum[k] = acc.sub_sum.get(k, 0.0) + v
                 acc.sub_n[k] = acc.sub_n.get(k, 0) + 1
 
-    def table(self) -> list[dict[str, Any]]:
-        """One dict per (agent, method): mean with a normal-approximation 95% CI, counts."""
+    def table(self, interval: Callable[[Sequence[float]], list[float] | None] | None = None
+              ) -> list[dict[str, Any]]:
+        """One dict per (agent, method): mean with a 95% CI, counts. ``interval`` gets
+        the scores in natural task order (numeric ids numerically); without it the CI is
+        a normal approximation."""
         out = []
         for (agent, method), a in sorted(self._acc.items(), key=lambda kv: (kv[0][1], kv[0][0])):
             mean = a.total / a.n if a.n else None
             ci = None
-            if a.n >= 2 and mean is not None:
+            if interval is not None and a.n >= 2:
+                ci = interval([v for _, v in sorted(a.scores, key=lambda p: _task_order(p[0]))])
+            elif a.n >= 2 and mean is not None:
                 var = max(0.0, (a.total_sq - a.n * mean * mean) / (a.n - 1))
                 half = 1.96 * math.sqrt(var / a.n)
                 ci = [mean - half, mean + half]
@@ -81,3 +91,8 @@ class Aggregator:
                 "mean_latency_s": a.latency_s / a.rows if a.rows else None,
             })
         return out
+
+
+def _task_order(task_id: str) -> tuple[int, int | str]:
+    """Numeric task ids in numeric order, then the others (as rundir_read.natural_key)."""
+    return (0, int(task_id)) if task_id.isdigit() else (1, task_id)

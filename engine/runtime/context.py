@@ -15,6 +15,26 @@ from drscore.engine.runtime.pool import JudgePool
 
 T = TypeVar("T")
 
+INPUT_KEEP_CHARS = 1500  # a variable up to this long is recorded whole
+INPUT_HEAD_CHARS = 400  # of a longer one (up to INPUT_MAX_CHARS) the start is kept
+INPUT_MAX_CHARS = 6000  # beyond this (a page, a report) only the length is recorded
+
+
+def call_inputs(variables: dict[str, Any]) -> dict[str, str]:
+    """The variables of a judge call as recorded in ``verdicts.jsonl``: short text whole
+    (a statement, a URL, a passage), longer text clipped, page- or report-sized text as
+    its length only, so the record says what was judged without copying the report."""
+    out: dict[str, str] = {}
+    for name, value in variables.items():
+        text = value if isinstance(value, str) else str(value)
+        if len(text) <= INPUT_KEEP_CHARS:
+            out[name] = text
+        elif len(text) <= INPUT_MAX_CHARS:
+            out[name] = text[:INPUT_HEAD_CHARS] + f" … [{len(text):,} chars]"
+        else:
+            out[name] = f"[{len(text):,} chars]"
+    return out
+
 
 def seeded_rng(*parts: Any) -> random.Random:
     """A generator seeded from ``parts`` (stable across processes, unlike ``hash``)."""
@@ -38,14 +58,16 @@ class ItemContext:
             self.meter.failed += 1
             self._record(VerdictRecord(task_id=self.task.task_id, agent=self.report.agent, method=self.method,
                                        template=template, key="", cached=False, status="failed",
-                                       error=f"{e.reason}: {e.detail}" if e.detail else e.reason, label=label))
+                                       error=f"{e.reason}: {e.detail}" if e.detail else e.reason, label=label,
+                                       inputs=call_inputs(variables) if self._on_verdict else {}))
             raise
         self.meter.add(judged)
         self._record(VerdictRecord(
             task_id=self.task.task_id, agent=self.report.agent, method=self.method, template=template,
             key=judged.key, cached=judged.cached, status="ok", verdict=judged.value,
             input_tokens=judged.input_tokens, output_tokens=judged.output_tokens, cost_usd=judged.cost_usd,
-            latency_s=round(judged.latency_s, 4), label=label))
+            latency_s=round(judged.latency_s, 4), label=label,
+            inputs=call_inputs(variables) if self._on_verdict else {}))
         return judged.value
 
     def _record(self, rec: VerdictRecord) -> None:

@@ -15,6 +15,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "pages": ("trafilatura", "lxml_html_clean"),
     "pdf": ("pypdf",),
     "sdk": ("openai",),
+    "pandas": ("pandas", "pyarrow"),  # drscore.load_run(...).to_pandas(), export --format parquet
 }
 
 

@@ -58,20 +58,55 @@ class RateLimitInfo(msgspec.Struct, kw_only=True):
     reset_tokens_s: float | None = None
 
 
+# What went wrong with a call, as a backend classifies it (``JudgeError.kind``). The
+# ENDPOINT_FAULTS mean the endpoint itself is unusable (wrong URL, bad key, unknown model, a
+# request shape it refuses): the first call that meets one stops the run at once.
+ENDPOINT_FAULTS: dict[str, str] = {
+    "connection_refused": "connection refused (is the server running on that port?)",
+    "dns": "DNS lookup failed (check the host name)",
+    "tls": "TLS/SSL error (check https vs http and the certificate)",
+    "connect_timeout": "could not connect within the connect timeout (host unreachable?)",
+    "auth": "authentication failed (check the API key and --api-key-env/--api-key-header)",
+    "model_not_found": "model not found (check --judge-model)",
+    "not_found": "URL not found (check --judge-url; most servers want the base URL ending in /v1)",
+    "unsupported_parameter": "the endpoint rejects a request parameter this judge call uses",
+}
+OTHER_FAULTS: dict[str, str] = {
+    "timeout": "no answer within the call timeout (--timeout)",
+    "connection": "connection error",
+    "server_error": "server error (HTTP 5xx)",
+    "bad_request": "request rejected (HTTP 4xx)",
+    "bad_response": "answer was not a chat completion",
+    "rate_limit": "rate limited (HTTP 429)",
+}
+
+
 class JudgeError(Exception):
-    """Base class for backend failures. ``reason`` is a short machine-readable word."""
+    """Base class for backend failures. ``reason`` is the coarse class (retry or not);
+    ``kind`` says what happened (a key of :data:`ENDPOINT_FAULTS` or :data:`OTHER_FAULTS`),
+    ``status`` the HTTP status when there was one, ``param`` the offending request
+    parameter of a 400 when the server named it."""
 
     reason = "error"
 
-    def __init__(self, message: str, *, limits: RateLimitInfo | None = None) -> None:
+    def __init__(self, message: str, *, limits: RateLimitInfo | None = None, kind: str | None = None,
+                 status: int | None = None, param: str | None = None) -> None:
         super().__init__(message)
         self.limits = limits
+        self.kind = kind or self.reason
+        self.status = status
+        self.param = param
+
+    @property
+    def endpoint_fault(self) -> bool:
+        """True when the endpoint as configured cannot work (see :data:`ENDPOINT_FAULTS`)."""
+        return self.kind in ENDPOINT_FAULTS
 
 
 class RateLimited(JudgeError):
     """HTTP 429: retry after the server's delay; the pool also cuts concurrency."""
 
-    reason = "rate_limited"
+    reason = "rate_limit"
 
 
 class TransientError(JudgeError):
@@ -87,12 +122,29 @@ class FatalError(JudgeError):
 
 
 class JudgeFailed(Exception):
-    """Raised to methods when a verdict could not be obtained after bounded retries."""
+    """Raised to methods when a verdict could not be obtained after bounded retries.
+    ``reason`` is one word (``budget``, ``rate_limit``, ``auth``, ``timeout``, ...)."""
 
     def __init__(self, reason: str, detail: str = "") -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
         self.detail = detail
+
+
+class StopReason(msgspec.Struct, frozen=True, kw_only=True):
+    """Why a run stopped scheduling judge calls before its work was done.
+
+    ``reason`` is the word recorded on every item not run (``budget``, ``rate_limit``,
+    or an endpoint fault such as ``auth``); ``message`` is the one line shown to the user;
+    ``fatal`` is True for endpoint faults (the command exits 1; budget and rate-limit
+    stops exit 3 and resume on a re-run); ``resets_at`` is the wall-clock time (epoch
+    seconds) a rate-limit quota resets, when known.
+    """
+
+    reason: str
+    message: str
+    fatal: bool = False
+    resets_at: float | None = None
 
 
 class Backend(Protocol):

@@ -118,6 +118,10 @@ class AdaptiveConcurrency:
             self.cuts += 1
 
 
+class LimiterStopped(Exception):
+    """Raised by :meth:`RateLimiter.acquire` once :meth:`RateLimiter.stop` was called."""
+
+
 class Permit:
     """A granted call slot. Call :meth:`done` exactly once with the real usage (if known)."""
 
@@ -151,9 +155,11 @@ class RateLimiter:
         self.requests = TokenBucket(rpm * safety, burst_s) if rpm else None
         self.tokens = TokenBucket(tpm * safety, burst_s, minimum_capacity=0.0) if tpm else None
         self.concurrency = AdaptiveConcurrency(concurrency, cooldown_s)
-        # Quota unknown: one call in flight until the first answer, whose headers usually
-        # announce the limits; then full concurrency. A first wave of N blind calls would
-        # otherwise be N-capacity 429s.
+        # Quota unknown: one call in flight until the first attempt comes back (answered,
+        # failed or timed out), whose headers usually announce the limits; then full
+        # concurrency. A first wave of N blind calls would otherwise be N-capacity 429s,
+        # and ending the probe only on a success would serialize a run whose judge never
+        # answers.
         self._probing = not rpm and not tpm
         if self._probing:
             self.concurrency.limit = 1.0
@@ -162,11 +168,18 @@ class RateLimiter:
         self._changed = asyncio.Event()
         self.waiting = 0  # callers queued for quota (shown as "waiting for rate limit")
         self.rate_limited = 0
+        self.stopped = False
 
     async def acquire(self, estimate: int | Callable[[], int]) -> Permit:
         """Wait for a concurrency slot and for quota covering ``estimate`` tokens (a number,
-        or a function evaluated when this caller reaches the head of the queue)."""
+        or a function evaluated when this caller reaches the head of the queue).
+        Raises :class:`LimiterStopped` after :meth:`stop`."""
+        if self.stopped:
+            raise LimiterStopped()
         await self.concurrency.acquire()
+        if self.stopped:
+            await self.concurrency.release()
+            raise LimiterStopped()
         if not self._queue:  # nobody waiting: go now if the buckets allow, without queueing
             now = time.monotonic()
             if self._paused_until <= now:
@@ -187,6 +200,8 @@ class RateLimiter:
             if self._queue[0] is not turn:
                 await turn  # the previous head hands over when it is admitted
             while True:
+                if self.stopped:
+                    raise LimiterStopped()
                 now = time.monotonic()
                 tokens = estimate() if callable(estimate) else estimate
                 wait = self._paused_until - now
@@ -222,14 +237,26 @@ class RateLimiter:
         self.concurrency.on_success()
         await self.concurrency.release()
 
-    def observe(self, info: RateLimitInfo | None) -> None:
-        """Adopt the limits a server announces (``x-ratelimit-limit-*``) when they are
-        tighter than ours (or we have none): a run without ``--rpm``/``--tpm`` then paces
-        itself after the first answer instead of learning the quota from 429s."""
+    def stop(self) -> None:
+        """Make every waiting and future :meth:`acquire` raise :class:`LimiterStopped`
+        (the run stops scheduling: a budget, a long rate-limit reset, a broken endpoint)."""
+        self.stopped = True
+        self._changed.set()
+        for turn in self._queue:
+            if not turn.done():
+                turn.set_result(None)
+
+    def _end_probe(self) -> None:
         if self._probing:
             self._probing = False
             if self.concurrency.cuts == 0:
                 self.concurrency.raise_to_maximum()
+
+    def observe(self, info: RateLimitInfo | None) -> None:
+        """Adopt the limits a server announces (``x-ratelimit-limit-*``) when they are
+        tighter than ours (or we have none): a run without ``--rpm``/``--tpm`` then paces
+        itself after the first answer instead of learning the quota from 429s."""
+        self._end_probe()
         if info is None:
             return
         now = time.monotonic()
@@ -280,6 +307,7 @@ class RateLimiter:
         if permit._released:
             return
         permit._released = True
+        self._end_probe()
         await self.concurrency.release()
 
     def snapshot(self) -> dict[str, Any]:

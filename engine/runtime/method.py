@@ -85,3 +85,14 @@ class Method:
 
     async def score(self, ctx: ItemContext) -> MethodResult:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    @classmethod
+    def suite(cls, entry: dict[str, Any]) -> dict[str, Any] | None:
+        """Suite-level figures that are not a mean of row scores (e.g. FACT's pooled
+        valid rate), computed from the run summary's entry for one agent; None if none."""
+        return None
+
+    def notes(self) -> list[str]:
+        """Plain statements about this run's configuration that readers of the
+        leaderboard must see (e.g. scores not comparable with the published ones)."""
+        return []

@@ -68,6 +68,10 @@ class VerdictRecord(msgspec.Struct, kw_only=True):
     cost_usd: float = 0.0
     latency_s: float = 0.0
     label: str = ""
+    # What the call judged, for reading it back (the report viewer): the short template
+    # variables (statements, URLs, passages), each clipped; long ones (pages, whole
+    # reports) only as their length. See engine.runtime.context.call_inputs.
+    inputs: dict[str, str] = {}
 
 
 class InputError(msgspec.Struct):

@@ -6,6 +6,16 @@ decode into the verdict Struct (re-asking a bounded number of times when the ans
 not decode), commit the raw answer to the cache, and account tokens, cost and latency.
 Failures after bounded retries raise :class:`JudgeFailed` with a reason; they never
 crash the run.
+
+Around each send (in this order): the preflight gate (:mod:`engine.runtime.health`:
+the run's first call goes alone and classifies the endpoint), the quota wait
+(:mod:`engine.runtime.limits`), the budget reservation of the call's worst case
+(:mod:`engine.runtime.budget`, made after the quota wait so the spend it sees is
+current), a per-call timeout, and after the answer the circuit breaker and redaction
+(:mod:`engine.runtime.redact`) of everything the endpoint said. A budget that cannot
+cover the next call, a rate-limit reset beyond ``max_rate_limit_wait_s``, an endpoint
+fault at preflight or a tripped breaker *stop* the pool (:attr:`JudgePool.stopped`):
+every later call fails at once with the stop's reason, cache hits are still served.
 """
 from __future__ import annotations
 
@@ -18,16 +28,24 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from drscore import prompts
+from drscore.engine.runtime.budget import Budget, input_reservation
 from drscore.engine.runtime.cache import JudgeCache, request_key
+from drscore.engine.runtime.health import CircuitBreaker, EndpointGate
 from drscore.engine.runtime.judging import (
-    Backend, ChatRequest, FatalError, JudgeFailed, Message, RateLimited, TransientError,
+    ENDPOINT_FAULTS, OTHER_FAULTS, Backend, ChatRequest, JudgeError, JudgeFailed, Message, RateLimited,
+    StopReason, TransientError,
 )
-from drscore.engine.runtime.limits import RateLimiter
+from drscore.engine.runtime.limits import LimiterStopped, RateLimiter
 from drscore.engine.runtime.pricing import PriceTable
+from drscore.engine.runtime.redact import redact
 from drscore.engine.runtime.tokens import TokenEstimator, estimate_messages, message_features
 from drscore.engine.runtime.verdicts import VerdictDecodeError, decode_verdict, schema_of
 
 T = TypeVar("T")
+
+# Failures after which the request may have reached the model and been billed, without
+# usage to say how much: the budget keeps their worst case.
+_MAYBE_BILLED = frozenset({"timeout", "connection", "bad_response"})
 
 
 class Judged(Generic[T]):
@@ -81,8 +99,20 @@ class JudgePool:
         max_cost_usd: float | None = None,
         dry_run_with: Backend | None = None,
         price_model: str | None = None,
+        timeout_s: float | None = None,
+        max_rate_limit_wait_s: float = 300.0,
+        breaker_threshold: int = 10,
+        preflight: bool = True,
+        templates: prompts.Library | None = None,
     ) -> None:
+        """``timeout_s`` bounds each attempt (None: only the backend's own timeout);
+        ``max_rate_limit_wait_s`` is the longest 429 reset the pool waits for before it
+        stops; ``breaker_threshold`` consecutive same-kind failures stop it too;
+        ``preflight`` sends the first call alone (see :mod:`engine.runtime.health`)."""
         self.backend = backend
+        # Where templates come from (``--prompts DIR`` overrides); looked up per call so
+        # the hash of the template actually used goes into the cache key.
+        self.templates = templates
         self.cache = cache if getattr(backend, "cacheable", True) else None
         self.limiter = limiter
         self.prices = prices
@@ -93,27 +123,58 @@ class JudgePool:
         self.backoff_base_s = backoff_base_s
         self.backoff_cap_s = backoff_cap_s
         self.max_cost_usd = max_cost_usd
+        self.budget = Budget(max_cost_usd)
+        self.timeout_s = timeout_s
+        self.max_rate_limit_wait_s = max_rate_limit_wait_s
+        self.breaker = CircuitBreaker(breaker_threshold)
+        self.gate = EndpointGate() if preflight and getattr(backend, "cacheable", True) else None
+        self.stopped: StopReason | None = None
         self.dry = dry_run_with  # when set: plan calls, answer with this backend, spend nothing
         self.price_model = price_model or backend.model
         self.stats = PoolStats()
         self.tokens = TokenEstimator()
         self._identity = {"backend": backend.name, **backend.identity()}
         self._inflight: dict[str, asyncio.Future[str]] = {}
-        self._reserved_cost = 0.0
         self._planned: set[str] = set()
         # Backends that are not cached (the offline judge) still answer a repeated request
         # once per run, so task-level steps are counted once, as with a real judge.
         self._memo: OrderedDict[str, str] | None = None if self.cache is not None or not \
             hasattr(backend, "cacheable") or backend.cacheable else OrderedDict()
-        self.budget_exhausted = False
+
+    @property
+    def budget_exhausted(self) -> bool:
+        return self.budget.exhausted
+
+    @property
+    def endpoint(self) -> str:
+        """The judge's URL (or backend name) for messages."""
+        return str(self._identity.get("base_url") or self.backend.name)
+
+    def halt(self, stop: StopReason) -> None:
+        """Stop scheduling calls: the first stop wins; waiters for quota, budget and the
+        preflight gate are woken and fail with ``stop.reason``. Calls already sent finish."""
+        if self.stopped is not None:
+            return
+        self.stopped = stop
+        self.limiter.stop()
+        self.budget.close()
+        if self.gate is not None:
+            self.gate.open()
+
+    def _stopped_error(self) -> JudgeFailed:
+        assert self.stopped is not None
+        return JudgeFailed(self.stopped.reason, self.stopped.message)
 
     @property
     def judge_label(self) -> str:
         return "offline" if self.backend.name == "offline" else self.backend.model
 
+    def _template(self, name: str) -> prompts.Template:
+        return self.templates.load(name) if self.templates is not None else prompts.load(name)
+
     def build(self, template: str, verdict: type, variables: dict[str, Any], sample: int = 0) -> tuple[ChatRequest, dict[str, Any]]:
         """The request and its cache-key components (public for ``cache explain`` and tests)."""
-        tpl = prompts.load(template)
+        tpl = self._template(template)
         messages = tuple(Message(role, content) for role, content in tpl.render(variables))
         schema = schema_of(verdict)
         req = ChatRequest(
@@ -150,6 +211,8 @@ class JudgePool:
             return Judged(decode_verdict(text, verdict), text, key, "shared")
         if self.dry is not None:
             return await self._plan(req, verdict, key)
+        if self.stopped is not None:
+            raise self._stopped_error()
         fut = self._inflight.get(key)
         if fut is not None:
             text = await asyncio.shield(fut)
@@ -164,7 +227,7 @@ class JudgePool:
         except BaseException as e:
             if self.cache is not None:
                 self.cache.release(key)  # let a process waiting for this answer pay for it
-            fut.set_exception(e if isinstance(e, JudgeFailed) else JudgeFailed("error", repr(e)))
+            fut.set_exception(e if isinstance(e, JudgeFailed) else JudgeFailed("error", redact(repr(e))))
             fut.exception()  # mark retrieved: followers may not exist
             raise
         finally:
@@ -192,7 +255,7 @@ class JudgePool:
             self.stats.shared += 1
             return Judged(decode_verdict(resp.text, verdict), resp.text, key, "shared")
         self._planned.add(key)
-        tpl = prompts.load(req.template)
+        tpl = self._template(req.template)
         tin, tout = estimate_messages(list(req.messages)), tpl.expected_output_tokens
         cost = self.prices.cost(self.price_model, tin, tout)
         s = self.stats
@@ -202,70 +265,142 @@ class JudgePool:
         s.planned_cost_usd += cost
         return Judged(decode_verdict(resp.text, verdict), resp.text, key, "dry", tin, tout, cost)
 
-    def _check_budget(self, est_cost: float) -> None:
-        if self.max_cost_usd is None:
-            return
-        if self.stats.cost_usd + self._reserved_cost + est_cost > self.max_cost_usd:
-            self.budget_exhausted = True
-            raise JudgeFailed("budget", f"--max-cost {self.max_cost_usd} reached")
+    async def _send(self, request: ChatRequest) -> tuple[Any, Any]:
+        """One attempt, bounded by ``timeout_s``; every failure is a :class:`JudgeError`
+        with a redacted message."""
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                return await self.backend.complete(request)
+        except TimeoutError:
+            raise TransientError(f"no answer within {self.timeout_s:g} s (--timeout)", kind="timeout") from None
+        except JudgeError as e:
+            e.args = (redact(str(e)),)
+            raise
+
+    def _fault_stop(self, e: JudgeError, message: str, *, streak: int = 0) -> StopReason:
+        what = ENDPOINT_FAULTS.get(e.kind) or OTHER_FAULTS.get(e.kind) or e.kind
+        lead = f"judge at {self.endpoint}: {what}"
+        if streak:
+            lead += f"; stopped after {streak} consecutive calls failed this way"
+        return StopReason(reason=e.kind, message=f"{lead} ({message})", fatal=True)
+
+    def _rate_limit_stop(self, delay: float) -> StopReason:
+        resets_at = time.time() + delay
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(resets_at))
+        return StopReason(
+            reason="rate_limit", resets_at=resets_at,
+            message=f"judge at {self.endpoint}: rate limited; the quota resets in {_duration(delay)} (at {when}), "
+                    f"beyond --max-rate-limit-wait {self.max_rate_limit_wait_s:g} s. Re-run then to resume "
+                    "from the cache.")
+
+    def _budget_stop(self, worst: float) -> StopReason:
+        b = self.budget
+        return StopReason(
+            reason="budget",
+            message=f"--max-cost ${b.cap:g} reached: ${b.committed:.6f} spent, and the next call could cost up "
+                    f"to ${worst:.6f}. Re-run with a higher --max-cost to resume from the cache.")
 
     async def _call(self, req: ChatRequest, verdict: type[T], key: str, components: dict[str, Any]) -> Judged[T]:
-        tpl = prompts.load(req.template)
+        tpl = self._template(req.template)
         features = message_features(req.messages)
         def estimate() -> int:  # evaluated when the call reaches the head of the quota queue
             return self.tokens.estimate(features, req.template, tpl.expected_output_tokens)
 
-        est_cost = self.prices.cost(self.price_model, estimate(), 0) if self.max_cost_usd is not None else 0.0
         attempts = rate_limited = reasks = 0
         current = req
         t0 = time.monotonic()
         tin = tout = 0
         cost = 0.0
         while True:
-            self._check_budget(est_cost)
-            permit = await self.limiter.acquire(estimate)
-            self._reserved_cost += est_cost
+            if self.stopped is not None:
+                raise self._stopped_error()
+            probe = await self.gate.enter() if self.gate is not None and not self.gate.is_open else False
             try:
-                resp, _info = await self.backend.complete(current)
-            except RateLimited as e:
-                self._reserved_cost -= est_cost
-                delay = await self.limiter.rate_limited_release(permit, e.limits)
-                self.stats.rate_limited += 1
-                rate_limited += 1
-                if rate_limited > self.max_rate_limit_retries:
-                    self.stats.failures += 1
-                    raise JudgeFailed("rate_limited", f"still rate limited after {rate_limited} tries") from None
-                await asyncio.sleep(delay * random.uniform(0.0, 0.1))  # the limiter pause does the rest
-                continue
-            except TransientError as e:
-                self._reserved_cost -= est_cost
-                await self.limiter.release_failed(permit)
-                attempts += 1
-                if attempts > self.max_retries:
-                    self.stats.failures += 1
-                    raise JudgeFailed(e.reason, str(e)) from None
-                self.stats.retries += 1
-                await asyncio.sleep(min(self.backoff_cap_s, self.backoff_base_s * 2 ** (attempts - 1))
-                                    * random.uniform(0.5, 1.5))
-                continue
-            except FatalError as e:
-                self._reserved_cost -= est_cost
-                await self.limiter.release_failed(permit)
-                self.stats.failures += 1
-                raise JudgeFailed("fatal", str(e)) from None
+                if self.stopped is not None:
+                    raise self._stopped_error()
+                try:
+                    permit = await self.limiter.acquire(estimate)
+                except LimiterStopped:
+                    raise self._stopped_error() from None
+                # The reservation is made now, after the quota wait: the spend it checks
+                # against is current, and the quota wait cannot outdate it.
+                worst = 0.0 if self.budget.cap is None else self.prices.cost(
+                    self.price_model, input_reservation(current, self.tokens), current.max_tokens)
+                try:
+                    reserved = self.budget.try_reserve(worst) or await self.budget.reserve(worst)
+                except BaseException:  # cancelled while waiting for room: give the slot back
+                    await self.limiter.release_failed(permit)
+                    raise
+                if not reserved:
+                    await self.limiter.release_failed(permit)
+                    if self.budget.exhausted:
+                        self.halt(self._budget_stop(worst))
+                    raise self._stopped_error()
             except BaseException:
-                self._reserved_cost -= est_cost
-                await self.limiter.release_failed(permit)
+                if probe:
+                    self.gate.open()
                 raise
-            self._reserved_cost -= est_cost
-            self.limiter.observe(_info)
+            try:
+                resp, info = await self._send(current)
+            except JudgeError as e:
+                message = str(e)
+                if e.kind in _MAYBE_BILLED:
+                    self.budget.forfeit(worst)
+                else:
+                    self.budget.release(worst)
+                if probe and e.endpoint_fault:
+                    self.halt(self._fault_stop(e, message))
+                if probe:
+                    self.gate.open()
+                if isinstance(e, RateLimited):
+                    delay = await self.limiter.rate_limited_release(permit, e.limits)
+                    self.stats.rate_limited += 1
+                    rate_limited += 1
+                    if delay > self.max_rate_limit_wait_s:
+                        self.halt(self._rate_limit_stop(delay))
+                        self.stats.failures += 1
+                        raise self._stopped_error() from None
+                    if rate_limited > self.max_rate_limit_retries:
+                        self.stats.failures += 1
+                        raise JudgeFailed("rate_limit", f"still rate limited after {rate_limited} tries") from None
+                    await asyncio.sleep(delay * random.uniform(0.0, 0.1))  # the limiter pause does the rest
+                    continue
+                await self.limiter.release_failed(permit)
+                if self.breaker.failure(e.kind, message):
+                    self.halt(self._fault_stop(e, message, streak=self.breaker.count))
+                if self.stopped is not None:
+                    self.stats.failures += 1
+                    raise self._stopped_error() from None
+                if isinstance(e, TransientError):
+                    attempts += 1
+                    if attempts > self.max_retries:
+                        self.stats.failures += 1
+                        raise JudgeFailed(e.kind, message) from None
+                    self.stats.retries += 1
+                    await asyncio.sleep(min(self.backoff_cap_s, self.backoff_base_s * 2 ** (attempts - 1))
+                                        * random.uniform(0.5, 1.5))
+                    continue
+                self.stats.failures += 1
+                raise JudgeFailed(e.kind, message) from None
+            except BaseException:
+                self.budget.forfeit(worst)  # cancelled mid-call: it may have been billed
+                await self.limiter.release_failed(permit)
+                if probe:
+                    self.gate.open()
+                raise
+            if probe:
+                self.gate.open()
+            self.breaker.success()
+            self.limiter.observe(info)
             if resp.usage_estimated:
                 await permit.done(None)
             else:
                 await permit.done(resp.input_tokens + resp.output_tokens)
                 if current is req:  # re-asks carry extra messages: not the features we measured
                     self.tokens.observe(features, req.template, resp.input_tokens, resp.output_tokens)
+            resp.text = redact(resp.text)  # an endpoint may echo the key inside an answer
             call_cost = self.prices.cost(self.price_model, resp.input_tokens, resp.output_tokens)
+            self.budget.settle(worst, call_cost)
             tin += resp.input_tokens
             tout += resp.output_tokens
             cost += call_cost
@@ -291,6 +426,14 @@ class JudgePool:
                 if len(self._memo) > 20_000:
                     self._memo.popitem(last=False)
             return Judged(value, resp.text, key, "network", tin, tout, cost, time.monotonic() - t0)
+
+
+def _duration(seconds: float) -> str:
+    """``3725`` -> ``1h2m5s``."""
+    seconds = max(0, int(round(seconds)))
+    h, rest = divmod(seconds, 3600)
+    m, sec = divmod(rest, 60)
+    return (f"{h}h" if h else "") + (f"{m}m" if h or m else "") + f"{sec}s"
 
 
 def _reask(req: ChatRequest, bad_answer: str, problem: str) -> ChatRequest:

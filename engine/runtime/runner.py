@@ -3,6 +3,11 @@
 Reports are read lazily; at most ``max_in_flight`` items exist at once, so memory stays
 flat over thousands of reports. Each finished item becomes a :class:`ScoreRow`, written
 to the run directory and yielded to the caller immediately.
+
+When the pool stops (budget, a long rate-limit reset, a broken endpoint; see
+:attr:`JudgePool.stopped`), no further item is started: every remaining item still gets
+its row, status ``failed`` with the stop's reason, so the run directory lists what was
+not done and why, and a re-run resumes from the cache.
 """
 from __future__ import annotations
 
@@ -10,19 +15,34 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Iterable
 from concurrent.futures import Executor
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import msgspec
 
 from drscore.engine.runtime.aggregate import Aggregator
 from drscore.engine.runtime.context import ItemContext
 from drscore.engine.runtime.evidence import PageSource
-from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.runtime.judging import ENDPOINT_FAULTS, OTHER_FAULTS, JudgeFailed
 from drscore.engine.runtime.meter import Meter
 from drscore.engine.runtime.method import Method, MethodResult
 from drscore.engine.runtime.models import InputError, Report, ScoreRow, Task
 from drscore.engine.runtime.pool import JudgePool
+from drscore.engine.runtime.redact import redact
 from drscore.engine.runtime.rundir import RunWriter
+
+
+_KNOWN_REASONS = frozenset({*ENDPOINT_FAULTS, *OTHER_FAULTS, "budget", "undecodable", "fatal", "transient",
+                            "error", "internal error"})
+
+
+def failure_reason(errors: list[str]) -> str:
+    """The reason word of a failed item: the first known reason among the ``: ``-separated
+    parts of its first error (methods prefix their own context, ``pair 1-2: timeout: ...``),
+    else that error's first part."""
+    if not errors:
+        return "unknown"
+    parts = [p.strip() for p in errors[0].split(":")]
+    return next((p for p in parts if p in _KNOWN_REASONS), parts[0])
 
 
 class Runner:
@@ -38,6 +58,7 @@ class Runner:
         self.items_done = 0
         self.items_failed = 0
         self.items_skipped = 0
+        self.failure_reasons: dict[str, int] = {}
         self.started = time.monotonic()
         self.finished: float | None = None
 
@@ -45,7 +66,11 @@ class Runner:
         s = self.pool.stats
         return {"items_done": self.items_done, "items_failed": self.items_failed, "calls": s.calls,
                 "cache_hits": s.cache_hits, "shared": s.shared, "retries": s.retries,
-                "rate_limited": s.rate_limited, "cost_usd": s.cost_usd, **self.pool.limiter.snapshot()}
+                "rate_limited": s.rate_limited, "cost_usd": s.cost_usd, **self.pool.limiter.snapshot(),
+                # for the progress display: per-method counts and what the quota allows
+                "done_by_method": {m: sum(c.values()) for m, c in list(self.status_counts.items())},
+                "rpm": self.pool.limiter.rpm, "tpm": self.pool.limiter.tpm,
+                "input_tokens": s.input_tokens, "output_tokens": s.output_tokens}
 
     async def run(self, reports: Iterable[Report]) -> AsyncIterator[ScoreRow]:
         """Score every report with every method; yields rows as they complete."""
@@ -54,7 +79,10 @@ class Runner:
 
         async def one(order: int, task: Task, report: Report, method: Method) -> None:
             try:
-                row = await self._score(task, report, method)
+                if self.pool.stopped is not None:  # stopped while this item waited for a slot
+                    row = self._not_run(task, report, method)
+                else:
+                    row = await self._score(task, report, method)
                 if self.writer is not None:
                     self.writer.score(row, order)
                 await queue.put(row)
@@ -68,6 +96,13 @@ class Runner:
                 for report in reports:
                     task = self.tasks[report.task_id]
                     for method in self.methods:
+                        if self.pool.stopped is not None:
+                            row = self._not_run(task, report, method)
+                            if self.writer is not None:
+                                self.writer.score(row, order)
+                            order += 1
+                            await queue.put(row)
+                            continue
                         await slots.acquire()
                         t = asyncio.create_task(one(order, task, report, method))
                         order += 1
@@ -103,7 +138,8 @@ class Runner:
         except JudgeFailed as e:
             result = MethodResult(score=None, status="failed", errors=[f"{e.reason}: {e.detail}".rstrip(": ")])
         except Exception as e:  # a method bug must not take the run down; it is reported
-            result = MethodResult(score=None, status="failed", errors=[f"internal error: {type(e).__name__}: {e}"])
+            result = MethodResult(score=None, status="failed",
+                                  errors=[redact(f"internal error: {type(e).__name__}: {e}")])
         row = ScoreRow(
             task_id=task.task_id, agent=report.agent, method=method.name, score=result.score,
             subscores=result.subscores, judged=result.judged, expected=result.expected,
@@ -113,21 +149,49 @@ class Runner:
             cache_hits=meter.cache_hits, input_tokens=meter.input_tokens, output_tokens=meter.output_tokens,
             cost_usd=round(meter.cost_usd, 8), latency_s=round(time.monotonic() - t0, 4), details=result.details,
         )
-        self.items_done += 1
-        if row.status == "failed":
-            self.items_failed += 1
-        elif row.status == "skipped":
-            self.items_skipped += 1
-        counts = self.status_counts[method.name]
-        key = row.status
-        if row.status in ("failed", "skipped") and row.errors:
-            key = f"{row.status}:{row.errors[0].split(':', 1)[0]}"
-        counts[key] = counts.get(key, 0) + 1
+        self._count(row)
         self.per_method[method.name].merge(meter)
-        self.aggregate.add(row)
         return row
 
-    def summary(self, input_errors: list[InputError], *, dry_run: bool = False) -> dict[str, Any]:
+    def _not_run(self, task: Task, report: Report, method: Method) -> ScoreRow:
+        """The row of an item never started because the pool stopped."""
+        stop = self.pool.stopped
+        assert stop is not None
+        row = ScoreRow(task_id=task.task_id, agent=report.agent, method=method.name, score=None, status="failed",
+                       errors=[f"{stop.reason}: {stop.message}"], judge=self.pool.judge_label)
+        self._count(row)
+        return row
+
+    def _count(self, row: ScoreRow) -> None:
+        self.items_done += 1
+        reason = ""
+        if row.status == "failed":
+            self.items_failed += 1
+            reason = failure_reason(row.errors)
+            self.failure_reasons[reason] = self.failure_reasons.get(reason, 0) + 1
+        elif row.status == "skipped":
+            self.items_skipped += 1
+        counts = self.status_counts[row.method]
+        key = row.status
+        if row.status == "failed":
+            key = f"failed:{reason}"
+        elif row.status == "skipped" and row.errors:
+            key = f"skipped:{row.errors[0].split(':', 1)[0]}"
+        counts[key] = counts.get(key, 0) + 1
+        self.aggregate.add(row)
+
+    def _with_suite(self, table: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Add each method's own suite figures (``Method.suite``) to its entries."""
+        by_name = {m.name: m for m in self.methods}
+        for entry in table:
+            method = by_name.get(entry["method"])
+            extra = method.suite(entry) if method is not None else None
+            if extra:
+                entry["suite"] = extra
+        return table
+
+    def summary(self, input_errors: list[InputError], *, dry_run: bool = False,
+                interval: Callable[[Sequence[float]], list[float] | None] | None = None) -> dict[str, Any]:
         s = self.pool.stats
         wall = (self.finished or time.monotonic()) - self.started
         totals = {
@@ -137,7 +201,12 @@ class Runner:
             "reasks": s.reasks, "judge_failures": s.failures, "input_tokens": s.input_tokens,
             "output_tokens": s.output_tokens, "cost_usd": round(s.cost_usd, 6), "wall_time_s": round(wall, 3),
             "budget_exhausted": self.pool.budget_exhausted,
+            "failure_reasons": dict(sorted(self.failure_reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
         }
+        budget = self.pool.budget
+        if budget.cap is not None:
+            totals["max_cost_usd"] = budget.cap
+            totals["cost_unsettled_usd"] = round(budget.unsettled, 6)  # timed out: may have been billed
         if dry_run:
             totals.update({"planned_calls": s.planned_calls, "planned_input_tokens": s.planned_input_tokens,
                            "planned_output_tokens": s.planned_output_tokens,
@@ -145,10 +214,12 @@ class Runner:
         return {
             "judge": self.pool.judge_label,
             "dry_run": dry_run,
-            "per_agent_method": self.aggregate.table(),
+            "per_agent_method": self._with_suite(self.aggregate.table(interval)),
+            "notes": {m.name: m.notes() for m in self.methods if m.notes()},
             "per_method": {name: {**msgspec.structs.asdict(m), "cost_usd": round(m.cost_usd, 6),
                                    "statuses": self.status_counts[name]}
                            for name, m in self.per_method.items()},
             "totals": totals,
+            "stopped": msgspec.to_builtins(self.pool.stopped) if self.pool.stopped is not None else None,
             "input_errors": [str(e) for e in input_errors[:200]],
         }

@@ -5,7 +5,11 @@ actually emit:
 
 * numbered markers ``[3]``, ``[3][7]``, ``[3, 7]``, ranges ``[3-5]``, footnotes ``[^3]``
   and full-width ``【3】``, resolved through a reference list in the common shapes
-  (``[3] url - title``, ``[3]: url``, ``3. [title](url)``, ``[3],url``, ``[^3]: ...``);
+  (``[3] url - title``, ``[3]: url``, ``3. [title](url)``, ``[3],url``, ``[^3]: ...``)
+  and in the shapes of OpenAI Deep Research exports (several markers on one entry, the
+  URL on a line after the title, URLs repeated on their own line); reference lists are
+  read by :mod:`drscore.engine.text.reference_list`, sentences split by
+  :mod:`drscore.engine.text.sentences`;
 * inline links ``[text](url)`` (the link text stays in the statement; a link whose text
   is itself a marker, ``[[3]](url)``, counts as that marker);
 * autolinks ``<url>`` and bare URLs.
@@ -23,6 +27,15 @@ import re
 from typing import Iterator
 
 import msgspec
+
+from drscore.engine.text.reference_list import FENCE as _FENCE
+from drscore.engine.text.reference_list import HEADING as _HEADING
+from drscore.engine.text.reference_list import URL_BODY as _URL_BODY
+from drscore.engine.text.reference_list import URL_RE as _URL_RE
+from drscore.engine.text.reference_list import clean_url as _clean_url
+from drscore.engine.text.reference_list import layout as _layout
+from drscore.engine.text.sentences import boundaries as _boundaries
+from drscore.engine.text.sentences import split_sentences
 
 __all__ = [
     "CitationPair",
@@ -76,12 +89,6 @@ class CitationParse(msgspec.Struct):
 
 # --------------------------------------------------------------------------- patterns
 
-# Characters that end a bare URL: whitespace, brackets that delimit markdown, quotes and
-# CJK punctuation (Chinese text often runs straight into a URL without a space).
-_URL_BODY = r"""[^\s<>\[\]"'`|（）【】「」『』《》，。；！？、：]+"""
-_URL_RE = re.compile(r"https?://" + _URL_BODY, re.IGNORECASE)
-_URL_TRAILING = ".,;:!?*_~'\""
-
 # Inline link; the target may contain one level of balanced parentheses (Wikipedia).
 _LINK_TARGET = r"<?(https?://(?:[^\s()<>]|\([^\s()<>]*\))+)>?(?:\s+(?:\"[^\"]*\"|'[^']*'))?\s*"
 _CITE_RE = re.compile(
@@ -98,44 +105,6 @@ _MARKER_TEXT = re.compile(r"^\s*\[?\^?(\d{1,3}(?:\s*[,，、;；\-–—~]\s*\d{
 _NUM_PART = re.compile(r"\d{1,3}(?:\s*[-–—~]\s*\d{1,3})?")
 _MAX_RANGE = 50  # [3-50] is a plausible range; [41-23] or [1-900] is not
 
-# Reference section headings (whole line), in English and Chinese, optionally numbered
-# ("## 7. 参考资料") or bold ("**Sources:**").
-_REF_HEADING = re.compile(
-    r"^\s*(?:#{1,6})?\s*(?:\*\*|__)?\s*"
-    r"(?:(?:\d+(?:\.\d+)*|[一二三四五六七八九十]+|[IVXivx]+)\s*[.、)]?\s+)?"
-    r"(?:references?|sources?|citations?|bibliography|works\s+cited|reference\s+list|"
-    r"sources\s+cited|cited\s+sources|source\s+list|footnotes|further\s+reading|"
-    r"references\s+and\s+sources|sources\s+and\s+references|"
-    r"参考文献|参考资料|参考来源|参考链接|引用来源|引用文献|资料来源|信息来源|数据来源|来源|引用|注释|文献)"
-    r"\s*(?:\*\*|__)?\s*[:：]?\s*(?:\*\*|__)?\s*$",
-    re.IGNORECASE,
-)
-_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s")
-_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
-# An entry that is unambiguous anywhere in a document: "[3] <url>", "[3]: url",
-# "[3],url", "[^3]: anything".
-_ENTRY_ANYWHERE = re.compile(
-    r"^\s*(?:[-*+•]\s+)?(?:\[(?P<num>\d{1,3})\]\s*[:：,，.\-–]?\s*(?=<?https?://)"
-    r"|\[(?P<num2>\d{1,3})\]\s*[:：]\s*"
-    r"|\[\^(?P<foot>[^\]\s]{1,40})\]\s*[:：]\s*)",
-    re.IGNORECASE,
-)
-# Inside a reference section labels may also be "3." / "3)" / "[3]" followed by a title.
-_ENTRY_IN_SECTION = re.compile(
-    r"^\s*(?:[-*+•]\s+)?(?:\[(?P<num>\d{1,3})\](?!\()\s*[:：,，.\-–]?\s*"
-    r"|\[\^(?P<foot>[^\]\s]{1,40})\]\s*[:：]?\s*"
-    r"|(?P<num2>\d{1,3})\s*[.)、:：]\s*)",
-)
-
-# Sentence boundaries: CJK terminators always end a sentence; ASCII ones only before
-# whitespace (so "3.5", "e.g.the" and URLs are not split).
-_BOUNDARY = re.compile(r"(?:[。！？]+|[!?]+|\.+)[”’\"'」』）)\]]*")
-_ABBREVIATIONS = frozenset(
-    """mr mrs ms dr prof sr jr st vs etc e.g eg i.e ie al fig figs no nos vol vols pp p
-    inc ltd co corp dept est approx ca cf u.s u.k u.n e.u jan feb mar apr jun jul aug sep
-    sept oct nov dec mt ft op ed eds rev gen gov sen rep ph.d""".split()
-)
-_INITIALS = re.compile(r"^(?:[a-z]\.)*[a-z]$")  # "J. Smith", "A.M. Best", "U.S.A."
 _WS = re.compile(r"\s+")
 _EMPHASIS = re.compile(r"(\*\*|__|~~|(?<!\w)[*_](?=\S)|(?<=\S)[*_](?!\w))")
 _HTML_TAG = re.compile(r"</?[A-Za-z][^<>]{0,200}>")
@@ -149,19 +118,6 @@ _SHORT_CLAIM = 8  # below this weight a citing sentence is not a claim on its ow
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _clean_url(url: str) -> str:
-    """Drop punctuation that ends a sentence rather than the URL, and unbalanced ')'."""
-    url = url.strip().strip("<>")
-    while url:
-        if url[-1] in _URL_TRAILING:
-            url = url[:-1]
-        elif url[-1] == ")" and url.count("(") < url.count(")"):
-            url = url[:-1]
-        else:
-            break
-    return url
 
 
 def _labels(num_group: str) -> list[str]:
@@ -179,120 +135,6 @@ def _labels(num_group: str) -> list[str]:
         else:
             out.append(str(int(bounds[0])))
     return out
-
-
-def _first_url(text: str) -> str | None:
-    m = _URL_RE.search(text)
-    return _clean_url(m.group(0)) if m else None
-
-
-def _heading_level(line: str) -> int | None:
-    m = _HEADING.match(line)
-    return len(m.group(1)) if m else None
-
-
-class _Layout(msgspec.Struct):
-    """Which lines are body text, plus what the reference lists define."""
-
-    body: list[tuple[int, str]]  # (line number, line) of body lines, code fences removed
-    references: dict[str, str]
-    unlinked: list[str]  # labels defined without a URL, in order
-    order: list[str]  # labels in definition order (linked and unlinked)
-    unlabeled: list[str]  # URLs listed in a reference section without a label
-    skipped: set[int]  # line numbers that belong to reference sections or entries
-
-
-def _layout(text: str) -> _Layout:
-    """Split ``text`` into body lines and reference definitions (one pass over lines)."""
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    body: list[tuple[int, str]] = []
-    refs: dict[str, str] = {}
-    unlinked: list[str] = []
-    order: list[str] = []
-    unlabeled: list[str] = []
-    skipped: set[int] = set()
-    in_fence = False
-    section_level: int | None = None  # None: not in a section; 0: plain-line heading
-    in_section = False
-    pending_label: str | None = None  # entry seen without URL; next URL line completes it
-
-    def define(label: str, url: str | None) -> None:
-        nonlocal pending_label
-        if label in unlinked and url:
-            # A later list that gives URLs beats an earlier URL-less bibliography (some
-            # reports print a readable list first, then the "[n] url" list).
-            unlinked.remove(label)
-            refs[label] = url
-            pending_label = None
-            return
-        if label in refs or label in unlinked:
-            pending_label = None
-            return  # otherwise the first definition wins
-        order.append(label)
-        if url:
-            refs[label] = url
-            pending_label = None
-        else:
-            unlinked.append(label)
-            pending_label = label
-
-    for i, line in enumerate(lines):
-        if _FENCE.match(line):
-            in_fence = not in_fence
-            if not in_section:
-                body.append((i, line))
-            else:
-                skipped.add(i)
-            continue
-        if in_fence:
-            (skipped.add(i) if in_section else body.append((i, line)))
-            continue
-        level = _heading_level(line)
-        if _REF_HEADING.match(line):
-            in_section = True
-            section_level = level or 0
-            pending_label = None
-            skipped.add(i)
-            continue
-        if in_section and level is not None and (section_level == 0 or level <= section_level):
-            in_section = False
-            section_level = None
-        if in_section:
-            skipped.add(i)
-            if not line.strip():
-                continue
-            m = _ENTRY_IN_SECTION.match(line)
-            if m:
-                label = m.group("num") or m.group("num2") or m.group("foot")
-                define(str(int(label)) if label.isdigit() else label, _first_url(line[m.end():]))
-                continue
-            url = _first_url(line)
-            if url:
-                if pending_label is not None:
-                    refs[pending_label] = url
-                    unlinked.remove(pending_label)
-                    pending_label = None
-                elif url not in unlabeled:
-                    unlabeled.append(url)
-            continue
-        m = _ENTRY_ANYWHERE.match(line)
-        if m:
-            label = m.group("num") or m.group("num2") or m.group("foot")
-            define(str(int(label)) if label.isdigit() else label, _first_url(line[m.end():]))
-            skipped.add(i)
-            continue
-        if pending_label is not None and line[:1] in (" ", "\t") and (url := _first_url(line)):
-            # Indented continuation of a footnote definition that gave no URL yet.
-            refs[pending_label] = url
-            unlinked.remove(pending_label)
-            pending_label = None
-            skipped.add(i)
-            continue
-        if line.strip():
-            pending_label = None
-        body.append((i, line))
-    return _Layout(body=body, references=refs, unlinked=unlinked, order=order,
-                   unlabeled=unlabeled, skipped=skipped)
 
 
 def _units(body: list[tuple[int, str]]) -> Iterator[tuple[str, bool]]:
@@ -339,41 +181,6 @@ def _units(body: list[tuple[int, str]]) -> Iterator[tuple[str, bool]]:
         para.append(stripped)
     if para:
         yield " ".join(para), False
-
-
-def _boundaries(clean: str) -> list[int]:
-    """Start offsets of the sentences of ``clean`` (always begins with 0)."""
-    starts = [0]
-    n = len(clean)
-    for m in _BOUNDARY.finditer(clean):
-        end = m.end()
-        first = clean[m.start()]
-        if first not in "。！？":
-            # ASCII terminator: needs whitespace (or the end) after it.
-            if end < n and not clean[end].isspace():
-                continue
-            if first == ".":
-                token_start = clean.rfind(" ", 0, m.start()) + 1
-                token = clean[token_start:m.start()].lower().lstrip("(\"'*_")
-                if token in _ABBREVIATIONS or _INITIALS.match(token):
-                    continue
-            j = end
-            while j < n and clean[j].isspace():
-                j += 1
-            if j < n and clean[j].islower():
-                continue  # "e.g. the", "approx. three"
-        while end < n and clean[end].isspace():
-            end += 1
-        if end < n and end != starts[-1]:
-            starts.append(end)
-    return starts
-
-
-def split_sentences(text: str) -> list[str]:
-    """Split plain text into sentences (English and Chinese terminators)."""
-    starts = _boundaries(text)
-    bounds = starts[1:] + [len(text)]
-    return [s for a, b in zip(starts, bounds) if (s := text[a:b].strip())]
 
 
 def _statement_text(raw: str) -> str:

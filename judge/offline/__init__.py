@@ -24,6 +24,13 @@ def rule(template: str) -> Callable[[Rule], Rule]:
     return deco
 
 
+def rule_for(template: str) -> Rule | None:
+    """The rule for ``template``; a language version (``<name>_zh``) has the same inputs
+    and verdict as its base template, so it shares the base template's rule."""
+    found = rules()
+    return found.get(template) or found.get(template.removesuffix("_zh"))
+
+
 def rules() -> dict[str, Rule]:
     global _loaded
     if not _loaded:

@@ -15,7 +15,7 @@ import orjson
 
 from drscore.engine.runtime.judging import ChatRequest, ChatResponse, RateLimitInfo
 from drscore.engine.runtime.tokens import estimate_messages, estimate_tokens
-from drscore.judge.offline import rules
+from drscore.judge.offline import rule_for
 
 
 class OfflineBackend:
@@ -27,7 +27,7 @@ class OfflineBackend:
         return {"model": "offline"}
 
     def answer(self, request: ChatRequest) -> Any:
-        rule = rules().get(request.template)
+        rule = rule_for(request.template)
         if rule is not None:
             return rule(request.variables, request.schema)
         from drscore.judge.mock.schema_fill import fill  # only for templates without a heuristic

@@ -103,8 +103,11 @@ def fact_support(variables: dict[str, Any], schema: dict[str, Any]) -> dict[str,
     page_terms = set(terms(page))
     out = []
     for i, statement in enumerate(numbered_items(variables["statements"]), 1):
-        ok = coverage(statement, page_terms) >= SUPPORT_COVERAGE and numbers_present(statement, page)
-        out.append({"statement": i, "verdict": "supported" if ok else "not_supported"})
+        cov = coverage(statement, page_terms)
+        numbers = numbers_present(statement, page)
+        verdict = ("supported" if cov >= SUPPORT_COVERAGE and numbers
+                   else "partially" if cov >= PARTIAL_COVERAGE else "unsupported")
+        out.append({"statement": i, "verdict": verdict})
     return {"judgments": out}
 
 

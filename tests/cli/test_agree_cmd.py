@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 
 from drscore.cli import main as drscore_main
-from support.data import DATA as SHARED_DATA
+from support.data import DATA
 
-DATA = SHARED_DATA
 KEYS = ("par", "opc", "fap", "fas", "spearman", "pearson", "kendall", "mad", "exact_match",
         "tasks_kept", "human_par")
 

@@ -7,9 +7,7 @@ import pytest
 
 from drscore.cli import main
 from drscore.engine.runtime.io import load_tasks
-from support.data import DATA as SHARED_DATA
-
-DATA = SHARED_DATA
+from support.data import DATA
 
 
 @pytest.fixture

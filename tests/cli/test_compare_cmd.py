@@ -10,9 +10,7 @@ import numpy as np
 import pytest
 
 from drscore.cli import main as drscore_main
-from support.data import DATA as SHARED_DATA
-
-DATA = SHARED_DATA
+from support.data import DATA
 
 
 def write_jsonl(path: Path, rows: list) -> Path:

@@ -1,12 +1,12 @@
 """``drscore report`` checked in a real browser.
 
 A run is made with the offline judge over a slice of the real DeepResearch Bench data
-(``../shared/data/drb``): Claude 3.7 Sonnet's reports and a second "agent" derived from
+(``tests/data/drb``): Claude 3.7 Sonnet's reports and a second "agent" derived from
 them deterministically (every other blank-line block of each report is dropped, see
 :func:`every_other_block`). ``drscore report`` renders it and headless Chromium
 (Debian's ``chromium``; installed by ``scripts/install-chromium`` when missing) opens
-``report.html`` from disk. Through the DevTools protocol (a small client over aiohttp's
-websocket, 127.0.0.1 only) the test collects console errors, exceptions and network
+``report.html`` from disk. Through the DevTools protocol (``support.browser``, a small
+client over aiohttp's websocket, 127.0.0.1 only) the test collects console errors, exceptions and network
 requests, and checks every chart container: an ``<svg>`` with a non-zero box, shapes
 that drew, embedded rasters that decode, and pixels that are not blank.
 """
@@ -16,9 +16,7 @@ import asyncio
 import base64
 import io
 import json
-import os
 import re
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -29,18 +27,11 @@ import pytest
 from PIL import Image
 
 from drscore.cli import main as drscore_main
-from support.data import ROOT as REPO_ROOT
+from support.browser import CHROMIUM_FLAGS, DevTools, ensure_chromium
+from support.browser import console_errors as _console_errors
+from support.data import DATA
 
-ROOT = REPO_ROOT
-DATA = ROOT.parent / "shared" / "data"
-CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 TASK_IDS = ("1", "2", "51", "52", "53", "54", "55", "56")
-CHROMIUM_FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--disable-dev-shm-usage", "--hide-scrollbars", "--remote-debugging-port=0",
-)
-STEP_TIMEOUT = 60.0
 
 
 # --------------------------------------------------------------------------- the run
@@ -94,68 +85,6 @@ def make_run(tmp: Path) -> Path:
 
 
 # --------------------------------------------------------------------------- the browser
-
-
-def ensure_chromium() -> Path:
-    """Chromium's path; installs Debian's package through scripts/install-chromium when
-    it is missing. Fails (never skips) when it cannot be had."""
-    if os.access(CHROMIUM, os.X_OK):
-        return CHROMIUM
-    proc = subprocess.run([str(ROOT / "scripts" / "install-chromium")], capture_output=True,
-                          text=True, timeout=900)
-    if os.access(CHROMIUM, os.X_OK):
-        return CHROMIUM
-    pytest.fail(f"headless Chromium is required for the report browser test and {CHROMIUM} is "
-                f"missing; scripts/install-chromium exited {proc.returncode}: "
-                f"{(proc.stdout + proc.stderr)[-1500:]}\nInstall it (apt-get install chromium) "
-                "or set CHROMIUM=/path/to/chromium.", pytrace=False)
-
-
-class DevTools:
-    """A minimal Chrome DevTools Protocol client for one page target."""
-
-    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
-        self.ws = ws
-        self.events: list[dict[str, Any]] = []
-        self._pending: dict[int, asyncio.Future] = {}
-        self._next = 0
-        self._arrived = asyncio.Event()
-        self._reader = asyncio.create_task(self._read())
-
-    async def _read(self) -> None:
-        async for msg in self.ws:
-            if msg.type != aiohttp.WSMsgType.TEXT:
-                continue
-            data = json.loads(msg.data)
-            if "id" in data:
-                future = self._pending.pop(data["id"], None)
-                if future and not future.done():
-                    if "error" in data:
-                        future.set_exception(RuntimeError(f"CDP error: {data['error']}"))
-                    else:
-                        future.set_result(data.get("result", {}))
-            else:
-                self.events.append(data)
-                self._arrived.set()
-
-    async def call(self, method: str, **params: Any) -> dict[str, Any]:
-        self._next += 1
-        future = asyncio.get_running_loop().create_future()
-        self._pending[self._next] = future
-        await self.ws.send_json({"id": self._next, "method": method, "params": params})
-        return await asyncio.wait_for(future, STEP_TIMEOUT)
-
-    async def wait_for(self, method: str, after: int) -> None:
-        """Wait for an event named ``method`` among events[after:]."""
-        async def seen() -> None:
-            while not any(e["method"] == method for e in self.events[after:]):
-                self._arrived.clear()
-                await self._arrived.wait()
-        await asyncio.wait_for(seen(), STEP_TIMEOUT)
-
-    async def close(self) -> None:
-        self._reader.cancel()
-        await self.ws.close()
 
 
 # Runs in the page: one record per chart container.
@@ -260,20 +189,6 @@ async def _ink(cdp: DevTools, chart: dict[str, Any]) -> float:
     return float(np.mean(pixels.astype(int).sum(axis=2) < 720))
 
 
-def _console_errors(events: list[dict[str, Any]]) -> list[str]:
-    errors = []
-    for e in events:
-        p = e.get("params", {})
-        if e["method"] == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
-            errors.append("console: " + " ".join(str(a.get("value", a.get("description")))
-                                                  for a in p.get("args", [])))
-        elif e["method"] == "Runtime.exceptionThrown":
-            errors.append("exception: " + json.dumps(p.get("exceptionDetails", {}))[:300])
-        elif e["method"] == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
-            errors.append("log: " + p["entry"].get("text", ""))
-    return errors
-
-
 def chart_problems(result: dict[str, Any]) -> list[str]:
     """Everything wrong with a page, as readable lines (empty = all charts drew)."""
     problems = list(result["errors"])
@@ -353,5 +268,6 @@ def test_html_is_self_contained(rendered):
     html = rendered["html"]
     assert "<script" not in html
     # Only XML namespace declarations mention http; nothing is fetched from anywhere.
+    # The one other link is to the viewer page written beside the report.
     for attr in re.findall(r'(?:src|href)="([^"]*)"', html):
-        assert attr.startswith(("#", "data:")), attr
+        assert attr.startswith(("#", "data:", "viewer.html#")), attr

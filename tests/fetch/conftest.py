@@ -21,9 +21,8 @@ from aiohttp import web
 from aiohttp.abc import AbstractResolver
 
 from drscore.fetch.pool import make_extract_executor
-from support.data import DATA as SHARED_DATA
+from support.data import DATA
 
-DATA = SHARED_DATA
 LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
 HUGE_BYTES = 50 * 1024 * 1024
 

@@ -7,9 +7,7 @@ import re
 import pytest
 
 from drscore.fetch.urls import InvalidURL, normalize_url, parse_ipv4_host
-from support.data import DATA as SHARED_DATA
-
-DATA = SHARED_DATA
+from support.data import DATA
 
 
 @pytest.mark.parametrize("raw, expected", [

@@ -2,18 +2,24 @@
 fallback, error classification, re-ask on malformed answers, and no key leaks."""
 from __future__ import annotations
 
+import email.utils
+import socket
+import ssl
+import time
 from typing import Annotated, Literal
 
 import msgspec
 import pytest
 
-from drscore.engine.runtime.judging import ChatRequest, FatalError, JudgeFailed, Message
+from drscore.engine.runtime.judging import ChatRequest, FatalError, JudgeFailed, Message, RateLimited
 from drscore.engine.runtime.limits import RateLimiter
 from drscore.engine.runtime.pool import JudgePool
 from drscore.engine.runtime.pricing import PriceTable
 from drscore.engine.runtime.verdicts import schema_of
-from drscore.judge.http import HttpBackend
+from drscore.judge.http import HttpBackend, classify_connection_error, classify_status
+from drscore.judge.mock.scripted import ScriptedJudge, free_port
 from drscore.judge.mock.server import MockConfig, start
+from drscore.judge.ratelimit_headers import parse_rate_limit_headers, retry_after_from_text
 from drscore.judge.sdk import SdkBackend
 from drscore.judge.wire import request_body
 
@@ -101,20 +107,76 @@ async def test_malformed_answers_are_reasked_and_server_errors_retried(mock, mon
     assert pool.stats.reasks > 0 and pool.stats.retries > 0
 
 
-async def test_connection_refused_is_transient_then_failed_with_reason(monkeypatch):
+async def test_connection_refused_stops_at_preflight_or_is_retried_mid_run(monkeypatch):
     from drscore import prompts
 
     monkeypatch.setattr(prompts, "load", lambda name: prompts.parse("t", "## user\nx ${i}"))
-    pool = JudgePool(HttpBackend("http://127.0.0.1:9/v1", "m"), cache=None, limiter=RateLimiter(),
-                     prices=PriceTable(), backoff_base_s=0.001, max_retries=2)
-    try:
-        with pytest.raises(JudgeFailed) as err:
-            await pool.ask("t", Verdict, {"i": 1})
-    finally:
-        await pool.backend.close()
-    assert err.value.reason == "transient" and pool.stats.retries == 2
+    port = free_port()
+    for preflight, retries in ((True, 0), (False, 2)):
+        pool = JudgePool(HttpBackend(f"http://127.0.0.1:{port}/v1", "m"), cache=None, limiter=RateLimiter(),
+                         prices=PriceTable(), backoff_base_s=0.001, max_retries=2, preflight=preflight)
+        try:
+            with pytest.raises(JudgeFailed) as err:
+                await pool.ask("t", Verdict, {"i": 1})
+        finally:
+            await pool.backend.close()
+        assert err.value.reason == "connection_refused" and pool.stats.retries == retries
+        assert (pool.stopped is not None) is preflight
 
 
+@pytest.mark.parametrize("status, body, kind, param", [
+    (401, b'{"error": {"message": "Incorrect API key", "code": "invalid_api_key"}}', "auth", None),
+    (403, b"forbidden", "auth", None),
+    (404, b'{"error": {"message": "The model `gpt-9` does not exist", "code": "model_not_found"}}',
+     "model_not_found", None),
+    (404, b'{"error": "model \'llama9\' not found"}', "model_not_found", None),  # Ollama's shape
+    (404, b"<html>Not Found</html>", "not_found", None),  # a wrong path
+    (400, b'{"error": {"message": "Unsupported parameter: \'max_tokens\' is not supported with this model.", '
+          b'"param": "max_tokens", "code": "unsupported_parameter"}}', "unsupported_parameter", "max_tokens"),
+    (400, b'{"error": {"message": "Unsupported value: \'temperature\' does not support 0.0 with this model.", '
+          b'"param": "temperature", "code": "unsupported_value"}}', "unsupported_parameter", "temperature"),
+    (400, b'{"error": {"message": "This model\'s maximum context length is 128000 tokens.", '
+          b'"code": "context_length_exceeded"}}', "bad_request", None),
+    (429, b"{}", "rate_limit", None),
+    (503, b"overloaded", "server_error", None),
+])
+def test_error_statuses_are_classified(status, body, kind, param):
+    assert classify_status(status, body) == (kind, param)
+
+
+def test_connection_failures_are_classified_through_their_causes():
+    def chained(inner):
+        try:
+            try:
+                raise inner
+            except Exception as e:
+                raise OSError("wrapped") from e
+        except OSError as outer:
+            return outer
+    assert classify_connection_error(chained(socket.gaierror(-2, "Name or service not known"))) == "dns"
+    assert classify_connection_error(chained(ssl.SSLError(1, "CERTIFICATE_VERIFY_FAILED"))) == "tls"
+    assert classify_connection_error(chained(ConnectionRefusedError(111, "refused"))) == "connection_refused"
+    assert classify_connection_error(ConnectionResetError(104, "reset")) == "connection"
+
+
+def test_retry_delays_from_headers_and_from_openai_prose():
+    assert retry_after_from_text("Please try again in 23h59m12.5s. Visit ...") == pytest.approx(86352.5)
+    assert retry_after_from_text("Please try again in 120ms.") == pytest.approx(0.12)
+    assert retry_after_from_text("Rate limit reached.") is None
+    assert parse_rate_limit_headers({"Retry-After": "3600"}).retry_after_s == 3600.0
+    when = email.utils.formatdate(time.time() + 600, usegmt=True)
+    assert parse_rate_limit_headers({"Retry-After": when}).retry_after_s == pytest.approx(600, abs=2)
+
+
+async def test_a_429_with_the_delay_only_in_prose_carries_it_as_retry_after():
+    with ScriptedJudge("daily429") as judge:
+        backend = HttpBackend(judge.url, "m")
+        try:
+            with pytest.raises(RateLimited) as err:
+                await backend.complete(_request())
+        finally:
+            await backend.close()
+    assert err.value.limits.retry_after_s == pytest.approx(86352.5)
 
 
 def test_key_header_bearer_by_default_or_named_for_azure():

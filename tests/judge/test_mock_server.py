@@ -24,9 +24,7 @@ from drscore.judge.mock.server import (
     format_duration,
     start,
 )
-from support.data import DATA as SHARED_DATA
-
-DATA = SHARED_DATA
+from support.data import DATA
 
 
 class Verdict(msgspec.Struct, forbid_unknown_fields=True):

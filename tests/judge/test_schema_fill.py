@@ -10,9 +10,8 @@ import msgspec
 import pytest
 
 from drscore.judge.mock.schema_fill import SchemaFillError, compile_schema, fill
-from support.data import DATA as SHARED_DATA
+from support.data import DATA
 
-DATA = SHARED_DATA
 SEEDS = [i.to_bytes(4, "big") for i in range(300)]
 
 

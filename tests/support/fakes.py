@@ -10,7 +10,7 @@ from drscore import prompts
 from drscore.engine.runtime.evidence import PageResult
 from drscore.engine.runtime.models import Report, Task
 from drscore.engine.runtime.verdicts import schema_of
-from drscore.judge.offline import rules
+from drscore.judge.offline import rule_for
 
 
 class FakePages:
@@ -48,7 +48,7 @@ class FakeContext:
         if isinstance(answer, Exception):
             raise answer
         if answer is None:
-            answer = rules()[template](variables, schema_of(verdict))
+            answer = rule_for(template)(variables, schema_of(verdict))
         return msgspec.convert(answer, verdict)
 
     def rng(self, *salt):

@@ -37,6 +37,14 @@ DIMENSION_DESCRIPTIONS: dict[str, str] = {
     "appropriate use of headings, lists and tables, easy to follow",
 }
 
+# The same meanings in Chinese, for the Chinese criteria template (project's own wording).
+DIMENSION_DESCRIPTIONS_ZH: dict[str, str] = {
+    "comprehensiveness": "覆盖面的广度与完整性：报告回应了问题的每个部分，并给出足够的相关事实、数据和视角",
+    "insight": "分析的深度与独到程度：原因、影响、取舍，以及超越复述资料、有依据的判断和结论",
+    "instruction_following": "报告在多大程度上做了任务要求的事：要求的范围、对象、问题、限制条件和输出形式",
+    "readability": "结构与语言的清晰度：组织有条理，表达流畅，标题、列表和表格使用得当，易于阅读",
+}
+
 
 class CriteriaError(ValueError):
     """A criteria file (or record) that cannot be used; the message names file and line."""

@@ -135,25 +135,30 @@ def unique_normalized(urls: Iterable[str]) -> list[str]:
     return list(seen)
 
 
-TSL_COUNTING = ("pairs", "links")
+# "code": the authors' released code (the published numbers): (TSL, cited URL) pairs, and
+# the host term counts host matches that are not full matches.
+# "paper-formula": the paper's equation, match_host / (T + 1) with match_host the cited
+# links sharing a TSL's host name (full matches included, nothing subtracted).
+TSL_COUNTING = ("code", "paper-formula")
 
 
-def match_tsl(tsl: Sequence[str], cited: Sequence[str], counting: str = "pairs") -> TslMatch:
+def match_tsl(tsl: Sequence[str], cited: Sequence[str], counting: str = "code") -> TslMatch:
     """Match trusted source links against the URLs a report cites. Both lists are
-    normalised and de-duplicated first; ``n_annotations`` is the number of distinct
+    normalised and de-duplicated first; ``n_annotations`` (T) is the number of distinct
     cited URLs.
 
-    ``counting="pairs"`` (the benchmark's code, METHODS.md): ``match_full`` counts
+    ``counting="code"`` (the authors' code, METHODS.md): ``match_full`` counts
     (TSL, cited URL) pairs where the normalised TSL URL is a substring of the normalised
     cited URL, ``match_host`` pairs where the TSL's host name is.
-    ``counting="links"`` (the paper's prose): ``match_full`` counts TSLs matched by at
-    least one cited URL, ``match_host`` cited URLs whose text contains any TSL host."""
+    ``counting="paper-formula"`` (the paper's equation): ``match_full`` counts TSLs
+    matched by at least one cited URL, ``match_host`` cited URLs whose text contains any
+    TSL host."""
     if counting not in TSL_COUNTING:
         raise ValueError(f"counting must be one of {TSL_COUNTING}, not {counting!r}")
     tsl_n = unique_normalized(tsl)
     cited_n = unique_normalized(cited)
     hosts = [h for h in (url_host(t) for t in tsl_n) if h]
-    if counting == "pairs":
+    if counting == "code":
         full = sum(1 for t in tsl_n for c in cited_n if t in c)
         host = sum(1 for h in hosts for c in cited_n if h in c)
     else:
@@ -162,16 +167,21 @@ def match_tsl(tsl: Sequence[str], cited: Sequence[str], counting: str = "pairs")
     return TslMatch(match_full=full, match_host=host, n_tsl=len(tsl_n), n_annotations=len(cited_n))
 
 
-def trustworthy_boost(m: TslMatch, eta: float = ETA, theta: float = THETA, kappa: float = KAPPA) -> float:
-    """``1 + eta * (theta * match_full / |TSL| + kappa * (match_host - match_full) /
-    (|annotations| + 1))``. A bundle without TSLs contributes no full-match term.
+def trustworthy_boost(m: TslMatch, eta: float = ETA, theta: float = THETA, kappa: float = KAPPA, *,
+                      counting: str = "code") -> float:
+    """``1 + eta * (theta * match_full / |TSL| + kappa * host_rate)``. A bundle without
+    TSLs contributes no full-match term.
 
-    With pair counting, several TSLs on one host can push the host term above 1 (and the
-    boost above 1 + eta); the value is returned as the formula gives it, not clipped.
-    A negative host term (possible with link counting) counts as zero."""
+    ``counting="code"``: host_rate = (match_host - match_full) / (T + 1), as the authors'
+    code (a negative difference counts as zero); several TSLs on one host can push it
+    above 1 (and the boost above 1 + eta), returned as the formula gives it.
+    ``counting="paper-formula"``: host_rate = match_host / (T + 1), as the paper's
+    equation; it stays within [0, 1] since each cited link counts once."""
+    if counting not in TSL_COUNTING:
+        raise ValueError(f"counting must be one of {TSL_COUNTING}, not {counting!r}")
     full_rate = m.match_full / m.n_tsl if m.n_tsl else 0.0
-    host_rate = max(m.match_host - m.match_full, 0) / (m.n_annotations + 1)
-    return 1.0 + eta * (theta * full_rate + kappa * host_rate)
+    host = m.match_host if counting == "paper-formula" else max(m.match_host - m.match_full, 0)
+    return 1.0 + eta * (theta * full_rate + kappa * host / (m.n_annotations + 1))
 
 
 # --------------------------------------------------------------------------- totals

@@ -116,6 +116,13 @@ def _round(x: float | None, nd: int = 6) -> float | None:
     return None if x is None else round(x, nd)
 
 
+# Said on the leaderboard and in summary.json when the benchmark's own GRR file is not given.
+GRR_NOT_COMPARABLE = (
+    "rigorous: no --general-rubrics file was given, so the general-report rubrics are drscore's own "
+    "list, not the benchmark's; Quality and the integrated scores are NOT comparable with the "
+    "published Rigorous Bench numbers (pass the benchmark's general_rubrics.json to compare)")
+
+
 class Rigorous(Method):
     name: ClassVar[str] = "rigorous"
     description: ClassVar[str] = (
@@ -127,9 +134,10 @@ class Rigorous(Method):
                "matched to tasks by task id == uid", type="path"),
         Option("general-rubrics", "general-report rubric list (JSON array of {rule, max_points}); "
                "default: drscore's own list (docs/rigorous.md)", type="path"),
-        Option("tsl-counting", "how TSL matches are counted: 'pairs' of (TSL, cited URL) as in the "
-               "benchmark's code, or 'links' as in the paper's text (docs/rigorous.md)",
-               default="pairs", choices=drift.TSL_COUNTING),
+        Option("tsl-counting", "TrustworthyBoost's host term: 'code' = the authors' code, which the "
+               "published numbers used ((TSL, cited URL) pairs, full matches subtracted); "
+               "'paper-formula' = the paper's equation match_host/(T+1) (docs/rigorous.md)",
+               default="code", choices=drift.TSL_COUNTING),
     )
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
@@ -140,9 +148,14 @@ class Rigorous(Method):
         self.grr: tuple[RubricItem, ...] = (
             load_general_rubrics(grr_path) if grr_path else default_general_rubrics())
         self.grr_source = str(grr_path) if grr_path else "drscore-default"
-        self.tsl_counting = str(self.opts.get("tsl_counting") or "pairs")
+        self.tsl_counting = str(self.opts.get("tsl_counting") or "code")
         if self.tsl_counting not in drift.TSL_COUNTING:
             raise ValueError(f"--tsl-counting must be one of {', '.join(drift.TSL_COUNTING)}")
+
+    def notes(self) -> list[str]:
+        if self.grr_source != "drscore-default":
+            return []
+        return [GRR_NOT_COMPARABLE]
 
     def bundle_for(self, task: Task) -> Bundle | str:
         """The task's bundle (``task.fields["bundle"]`` first, then the bundles file by
@@ -204,7 +217,7 @@ class Rigorous(Method):
         fdk = [drift.KeywordScore(kw, drift.count_keyword(plain, kw), rel)
                for kw, rel in zip(bundle.fdk, ok[n_q + n_g + n_a:]) if rel is not None]
         match = drift.match_tsl(bundle.tsl, cited, self.tsl_counting)
-        boost = drift.trustworthy_boost(match)
+        boost = drift.trustworthy_boost(match, counting=self.tsl_counting)
 
         fak_d = drift.fak_drift(fak)
         # No FDK keywords rated (or none given) contributes no deviation.
@@ -237,6 +250,7 @@ class Rigorous(Method):
             "qsr_points": qsr.points,
             "qsr_labels": qsr.labels,
             "grr_source": self.grr_source,
+            "comparable_with_published": self.grr_source != "drscore-default",
             "grr_max": grr.maximum,
             "grr_points": grr.points,
             "grr_labels": grr.labels,

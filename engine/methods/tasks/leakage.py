@@ -40,9 +40,10 @@ def _ascii_alnum(ch: str) -> bool:
 
 
 def split_at_middle_punctuation(text: str) -> tuple[str, str]:
-    """Split ``text`` at the punctuation mark nearest its middle; the mark ends the
-    prefix. A mark between two ASCII letters or digits ("3.5", "1,000", "e.g") is not a
-    split point.
+    """Split ``text`` at the punctuation mark nearest its middle; the mark starts the
+    suffix, as the paper defines prefix = T[:i*] and suffix = T[i*:]. A mark between two
+    ASCII letters or digits ("3.5", "1,000", "e.g") is not a split point, nor is a mark
+    that would leave an empty prefix or a suffix of the mark alone.
     Without any mark, split at the whitespace nearest the middle, else at the middle
     character. Ties go to the earlier position. Both parts are stripped."""
     text = text.strip()
@@ -54,11 +55,11 @@ def split_at_middle_punctuation(text: str) -> tuple[str, str]:
         if text[i] not in SPLIT_PUNCTUATION:
             return False
         inside = 0 < i < len(text) - 1 and _ascii_alnum(text[i - 1]) and _ascii_alnum(text[i + 1])
-        return not inside and i < len(text) - 1  # a final mark would leave no suffix
+        return not inside and 0 < i < len(text) - 1  # a first or final mark leaves a part empty
 
     candidates = [i for i in range(len(text)) if usable(i)]
     if candidates:
-        cut = min(candidates, key=lambda i: abs(i - middle)) + 1
+        cut = min(candidates, key=lambda i: abs(i - middle))
     else:
         spaces = [i for i, ch in enumerate(text) if ch.isspace()]
         cut = min(spaces, key=lambda i: abs(i - middle)) if spaces else len(text) // 2

@@ -14,10 +14,9 @@ from drscore.engine.runtime.judging import JudgeFailed
 from drscore.engine.methods.ace import Ace, AceChecklist, AceItemScore, ChecklistRejected, repair_checklist, weighted_mean
 from drscore.engine.runtime.models import Report, Task
 from drscore.engine.runtime.verdicts import schema_of
-from drscore.judge.offline import rules
-from support.data import DATA as SHARED_DATA
+from drscore.judge.offline import rule_for, rules
+from support.data import DRB as DATA
 
-DATA = SHARED_DATA / "drb"
 TASKS = {str(json.loads(line)["id"]): json.loads(line)["prompt"]
          for line in open(DATA / "tasks.jsonl", encoding="utf-8")}
 REPORTS = {str(json.loads(line)["id"]): json.loads(line)["article"]
@@ -41,7 +40,7 @@ class CannedContext:
         if self.fail is not None and self.fail(template, variables):
             raise JudgeFailed("invalid_output", "answer does not match the schema")
         data = (self.answers[template](variables) if template in self.answers
-                else rules()[template](variables, schema_of(verdict)))
+                else rule_for(template)(variables, schema_of(verdict)))
         return msgspec.json.decode(orjson.dumps(data), type=verdict)
 
 

@@ -76,21 +76,25 @@ def test_trustworthy_boost_hand_computed():
     assert drift.trustworthy_boost(TslMatch(match_full=0, match_host=0, n_tsl=0, n_annotations=0)) == 1.0
 
 
-def test_pair_counting_can_exceed_one_plus_eta_and_links_counting_cannot():
+def test_code_counting_can_exceed_one_plus_eta_and_the_paper_formula_cannot():
     tsl = ["https://a.org/1", "https://a.org/2", "https://a.org/3"]
     cited = ["https://a.org/1", "https://a.org/x", "https://a.org/y", "https://a.org/z"]
-    pairs = drift.match_tsl(tsl, cited, "pairs")
+    code = drift.match_tsl(tsl, cited, "code")
     # full: only a.org/1 in a.org/1 -> 1 (a.org/1 is not inside a.org/x ...); host: 3 TSL x 4 cited = 12
-    assert (pairs.match_full, pairs.match_host) == (1, 12)
-    # 1 + 0.2 * (0.7 * 1/3 + 0.3 * 11/5) = 1 + 0.2 * (0.233333 + 0.66) = 1.178667
-    assert drift.trustworthy_boost(pairs) == pytest.approx(1.1786667, abs=1e-6)
-    links = drift.match_tsl(tsl, cited, "links")
+    assert (code.match_full, code.match_host) == (1, 12)
+    # authors' code subtracts full matches: 1 + 0.2 * (0.7 * 1/3 + 0.3 * (12 - 1)/5) = 1.178667
+    assert drift.trustworthy_boost(code) == pytest.approx(1.1786667, abs=1e-6)
+    paper = drift.match_tsl(tsl, cited, "paper-formula")
     # full: 1 TSL matched; host: 4 cited URLs on a TSL host
-    assert (links.match_full, links.match_host) == (1, 4)
-    # 1 + 0.2 * (0.7/3 + 0.3 * 3/5) = 1 + 0.2 * (0.233333 + 0.18) = 1.082667
-    assert drift.trustworthy_boost(links) == pytest.approx(1.0826667, abs=1e-6)
+    assert (paper.match_full, paper.match_host) == (1, 4)
+    # paper's equation, nothing subtracted: 1 + 0.2 * (0.7/3 + 0.3 * 4/5) = 1 + 0.2 * (0.233333 + 0.24) = 1.094667
+    assert drift.trustworthy_boost(paper, counting="paper-formula") == pytest.approx(1.0946667, abs=1e-6)
+    # the same counts under the code's formula would subtract: 0.3 * 3/5 -> 1.082667
+    assert drift.trustworthy_boost(paper, counting="code") == pytest.approx(1.0826667, abs=1e-6)
     with pytest.raises(ValueError, match="counting"):
-        drift.match_tsl(tsl, cited, "hosts")
+        drift.match_tsl(tsl, cited, "links")
+    with pytest.raises(ValueError, match="counting"):
+        drift.trustworthy_boost(paper, counting="pairs")
 
 
 def test_integrated_score_hand_computed():

@@ -1,4 +1,5 @@
-"""FACT with a fake context: pairs, de-duplication, support, both accuracy conventions."""
+"""FACT with a fake context: pairs, de-duplication, support, the benchmark's convention
+(partial counts, unknown excluded, pooled valid rate) and the paper's stricter one."""
 from __future__ import annotations
 
 import asyncio
@@ -24,9 +25,7 @@ from drscore.engine.methods.fact import (
 from drscore.engine.runtime.models import Report, ScoreRow, Task
 from drscore.engine.runtime.tokens import estimate_tokens
 from drscore.judge.offline import rules
-from support.data import DATA as SHARED_DATA
-
-DATA = SHARED_DATA
+from support.data import drb_report
 
 
 FakeContext = functools.partial(FakeContext, method="fact")
@@ -64,7 +63,7 @@ def scripted(overrides=None):
             return {"keep": [1]}
         if template == "fact_support":
             n = len(variables["statements"].splitlines())
-            verdict = "supported" if variables["url"] == "https://a.example/prices" else "not_supported"
+            verdict = "supported" if variables["url"] == "https://a.example/prices" else "unsupported"
             return {"judgments": [{"statement": i, "verdict": verdict} for i in range(1, n + 1)]}
         return None
 
@@ -87,11 +86,14 @@ def test_outcomes_and_both_accuracy_conventions():
     res = run(ctx)
     # 5 parsed pairs; URL a's two statements de-duplicate to 1 -> N_u = 4:
     # a supported, b unsupported, c unreachable (4xx), d refused (SSRF guard).
-    # published: 1 / (1 + 1 + 1 + 1) = 0.25; reachable: 1 / (1 + 1) = 0.5
-    assert res.score == pytest.approx(0.25)
-    assert res.subscores["acc_published"] == pytest.approx(0.25)
-    assert res.subscores["acc_reachable"] == pytest.approx(0.5)
-    assert res.details["counts"] == {"supported": 1, "unsupported": 1, "unreachable": 1, "refused": 1, "failed": 0}
+    # benchmark: unreadable pages are unknown, excluded: 1 / (1 + 1) = 0.5
+    # paper: 1 / (1 + 1 + 1 + 1) = 0.25
+    assert res.score == pytest.approx(0.5)
+    assert res.subscores["valid_rate"] == pytest.approx(0.5)
+    assert res.subscores["acc_paper"] == pytest.approx(0.25)
+    assert (res.subscores["citations"], res.subscores["valid_citations"]) == (2, 1)
+    assert res.details["counts"] == {"supported": 1, "partially": 0, "unsupported": 1, "unknown": 0,
+                                     "unreachable": 1, "refused": 1, "failed": 0}
     assert res.subscores["pairs"] == 4 and res.subscores["pairs_extracted"] == 5
     assert (res.judged, res.expected, res.status) == (4, 4, "ok")
     assert res.details["pages"] == {"ok": 2, "unreachable": 1, "refused": 1}
@@ -111,9 +113,9 @@ def test_outcomes_and_both_accuracy_conventions():
 def test_failed_support_call_lowers_coverage_not_accuracy():
     fail = {("fact_support", "https://b.example/catch"): JudgeFailed("transient", "HTTP 503")}
     res = run(FakeContext(REPORT, FakePages(PAGES), scripted(fail)))
-    # b's pair has no verdict: published 1 / (1 + 0 + 1 + 1) = 1/3; reachable 1 / 1 = 1.0
-    assert res.score == pytest.approx(1 / 3)
-    assert res.subscores["acc_reachable"] == 1.0
+    # b's pair has no verdict: benchmark 1 / 1 = 1.0; paper 1 / (1 + 1 + 1) = 1/3
+    assert res.score == 1.0
+    assert res.subscores["acc_paper"] == pytest.approx(1 / 3)
     assert (res.judged, res.expected, res.status) == (3, 4, "partial")
     assert any("fact_support https://b.example/catch: transient" in e for e in res.errors)
 
@@ -121,9 +123,9 @@ def test_failed_support_call_lowers_coverage_not_accuracy():
 def test_failed_dedup_keeps_every_statement():
     fail = {("fact_dedup", "https://a.example/prices"): JudgeFailed("undecodable")}
     res = run(FakeContext(REPORT, FakePages(PAGES), scripted(fail)))
-    # both statements of a are judged (supported): published 2 / 5 = 0.4; reachable 2 / 3
-    assert res.score == pytest.approx(0.4)
-    assert res.subscores["acc_reachable"] == pytest.approx(2 / 3)
+    # both statements of a are judged (supported): benchmark 2 / 3; paper 2 / 5 = 0.4
+    assert res.score == pytest.approx(2 / 3)
+    assert res.subscores["acc_paper"] == pytest.approx(0.4)
     assert res.status == "partial" and any("all statements kept" in e for e in res.errors)
 
 
@@ -180,13 +182,49 @@ def test_parser_only_mode_never_asks_for_extraction():
     report = "Mackerel prices rose 12% in 2023.\n\n## Sources\n- https://a.example/prices\n"
     ctx = FakeContext(report, FakePages(PAGES), scripted())
     res = run(ctx, citation_extractor="parser")
-    assert ctx.calls == [] and res.score == 0.0 and res.expected == 0
+    assert ctx.calls == [] and res.score is None and res.status == "skipped" and res.expected == 0
 
 
-def test_report_without_citations_scores_zero_as_published():
+def test_report_without_citations_is_skipped_as_the_benchmark_does():
     res = run(FakeContext("Plain prose with no sources at all.", FakePages({}), scripted()))
-    assert res.score == 0.0 and res.status == "ok" and res.expected == 0
-    assert res.subscores["acc_reachable"] is None
+    assert res.score is None and res.status == "skipped" and res.expected == 0
+    assert res.errors[0].startswith("no_citations")
+
+
+def test_partial_support_counts_as_supported_and_unknown_is_excluded():
+    report = ("Alpha rose 5% [1]. Beta fell 3% [2]. Gamma held [3]. Delta moved [4].\n\n"
+              "References\n[1] https://a.example/1\n[2] https://b.example/2\n[3] https://c.example/3\n"
+              "[4] https://d.example/4\n")
+    pages = {u: "A page with some real text on it." for u in
+             ("https://a.example/1", "https://b.example/2", "https://c.example/3", "https://d.example/4")}
+    labels = {"https://a.example/1": "supported", "https://b.example/2": "partially",
+              "https://c.example/3": "unsupported", "https://d.example/4": "unknown"}
+
+    def script(template, variables, label):
+        if template == "fact_support":
+            return {"judgments": [{"statement": 1, "verdict": labels[variables["url"]]}]}
+        return None
+
+    res = run(FakeContext(report, FakePages(pages), script))
+    # benchmark: judged = supported + partially + unsupported = 3, valid = 2 -> 2/3
+    # paper: strictly supported 1 of 4 labelled -> 0.25
+    assert res.score == pytest.approx(2 / 3)
+    assert (res.subscores["citations"], res.subscores["valid_citations"]) == (3, 2)
+    assert res.subscores["acc_paper"] == pytest.approx(0.25)
+    assert (res.subscores["partially"], res.subscores["unknown"]) == (1, 1)
+    assert [s["outcome"] for s in res.details["statements"]] == ["supported", "partially", "unsupported",
+                                                                  "unknown"]
+
+
+def test_scrape_failed_placeholder_is_unreadable_without_a_judge_call():
+    report = "Alpha rose 5% [1]. Beta fell [2].\n\nReferences\n[1] https://a.example/1\n[2] https://b.example/2\n"
+    pages = {"https://a.example/1": "Scrape failed: HTTP 403 Forbidden", "https://b.example/2": "Alpha Beta text."}
+    ctx = FakeContext(report, FakePages(pages), lambda t, v, label: {"judgments": [
+        {"statement": 1, "verdict": "supported"}]} if t == "fact_support" else None)
+    res = run(ctx)
+    assert res.details["counts"]["unreachable"] == 1 and res.details["counts"]["supported"] == 1
+    assert [v["url"] for t, _, v in ctx.calls if t == "fact_support"] == ["https://b.example/2"]
+    assert res.score == 1.0
 
 
 def test_chunk_report_respects_budget_at_paragraphs():
@@ -202,36 +240,35 @@ def test_offline_rules_support_and_dedup():
     got = support({"page": page, "statements": "[1] Japan landed 376,600 tons in 2020\n"
                                                   "[2] Japan landed 300,000 tons in 2020\n"
                                                   "[3] Korea banned imports"}, {})
-    # 1: all terms and numbers present; 2: the number differs; 3: no overlap
-    assert [j["verdict"] for j in got["judgments"]] == ["supported", "not_supported", "not_supported"]
+    # 1: all terms and numbers present; 2: the terms are there but the number differs; 3: no overlap
+    assert [j["verdict"] for j in got["judgments"]] == ["supported", "partially", "unsupported"]
     dedup = rules()["fact_dedup"]({"statements": "[1] Prices rose 12% in 2023\n[2] prices rose 12% in 2023.\n"
                                                  "[3] Exports doubled"}, {})
     assert dedup == {"keep": [1, 3]}
 
 
-def real_reports(n):
-    lines = (DATA / "drb" / "reports.claude-3-7-sonnet.jsonl").read_bytes().splitlines()
-    return [orjson.loads(line) for line in lines[:n]]
+def real_reports(*ids):
+    return [drb_report(i) for i in ids]
 
 
 def test_offline_judge_on_real_reports_with_pages_quoting_the_statements():
     # Each URL's page is built from the statements that cite it, so the offline judge
     # must find every (de-duplicated) pair supported: accuracy 1.0 under both conventions.
-    for row in real_reports(3) + real_reports(70)[60:62]:
+    for row in real_reports(1, 2, 3, 61, 62):
         parse = parse_citations(row["article"])
         pages: dict[str, str] = {}
         for p in parse.pairs:
             pages[p.url] = pages.get(p.url, "Header.") + "\n\n" + p.statement
         res = run(FakeContext(row["article"], FakePages(pages), prompt=row["prompt"]))
-        assert res.score == 1.0 and res.subscores["acc_reachable"] == 1.0, row["id"]
+        assert res.score == 1.0 and res.subscores["acc_paper"] == 1.0, row["id"]
         assert res.subscores["pairs"] <= res.subscores["pairs_extracted"] == len(parse.pairs)
         assert res.status == "ok"
 
 
 def test_no_page_source_makes_every_pair_unreachable():
-    row = real_reports(1)[0]
+    (row,) = real_reports(1)
     res = run(FakeContext(row["article"], None))
-    assert res.score == 0.0 and res.subscores["acc_reachable"] is None
+    assert res.score == 0.0 and res.subscores["acc_paper"] == 0.0 and res.status == "partial"
     assert res.details["counts"]["unreachable"] == res.expected > 0
 
 
@@ -239,7 +276,7 @@ def test_dry_run_with_placeholder_pages_plans_every_call():
     # Dry runs answer with the offline judge and placeholder pages: every URL is read and
     # judged, so calls = dedup calls (URLs with >= 2 statements) + one support call per
     # URL per 20 kept statements.
-    row = real_reports(61)[60]
+    (row,) = real_reports(61)
     ctx = FakeContext(row["article"], PlaceholderPages())
     res = run(ctx)
     by_url: dict[str, set[str]] = {}
@@ -253,27 +290,52 @@ def test_dry_run_with_placeholder_pages_plans_every_call():
     assert res.details["pages"]["ok"] == len(by_url) == len(ctx.pages.urls)
 
 
-def test_fact_suite_means():
+def _counts(**kw):
+    base = {o: 0 for o in ("supported", "partially", "unsupported", "unknown", "unreachable", "refused", "failed")}
+    base.update(kw)
+    return {k: float(v) for k, v in base.items()}
+
+
+def test_fact_suite_pools_like_the_benchmark_and_keeps_the_paper_figures():
     rows = [
+        # report 1: 3 supported, 1 partial, 4 unsupported, 2 unknown
         ScoreRow(task_id="1", agent="x", method="fact", score=0.5,
-                 subscores={"acc_published": 0.5, "acc_reachable": 0.8, "supported": 4, "pairs": 8,
-                            "unreachable": 3, "refused": 0}),
+                 subscores=_counts(supported=3, partially=1, unsupported=4, unknown=2)),
+        # report 2: 1 supported, 1 unreachable
         {"task_id": "2", "agent": "x", "method": "fact", "score": 1.0, "status": "ok",
-         "subscores": {"acc_published": 1.0, "acc_reachable": None, "supported": 2, "pairs": 2,
-                       "unreachable": 0, "refused": 1}},
-        ScoreRow(task_id="3", agent="x", method="fact", score=None, status="failed"),
+         "subscores": _counts(supported=1, unreachable=1)},
+        # report 3 cites nothing; report 4 failed
+        ScoreRow(task_id="3", agent="x", method="fact", score=None, status="skipped"),
+        ScoreRow(task_id="4", agent="x", method="fact", score=None, status="failed"),
         ScoreRow(task_id="1", agent="x", method="race", score=0.1),
     ]
     suite = fact_suite(rows)
-    # C.Acc = (0.5 + 1.0) / 2; reachable only from row 1; E.Cit = (4 + 2) / 2
-    assert suite["c_acc"] == pytest.approx(0.75)
-    assert suite["c_acc_reachable"] == pytest.approx(0.8)
-    assert suite["e_cit"] == pytest.approx(3.0)
-    assert suite["pairs_per_report"] == pytest.approx(5.0)
-    assert suite["unreachable_per_report"] == pytest.approx(1.5)
-    assert suite["refused_per_report"] == pytest.approx(0.5)
-    assert (suite["reports"], suite["failed_reports"]) == (2, 1)
+    bench = suite["benchmark"]
+    # judged (unknown/unreadable excluded): 8 + 1 = 9 over 2 cited reports; valid 4 + 1 = 5
+    assert bench["reports"] == 2
+    assert bench["total_citations"] == pytest.approx(9 / 2)
+    assert bench["total_valid_citations"] == pytest.approx(5 / 2)
+    assert bench["valid_rate"] == pytest.approx(5 / 9)  # pooled, not (0.5 + 1.0) / 2
+    paper = suite["paper"]
+    # Acc_t strict: 3/10 and 1/2; the uncited report counts 0 over 3 reports
+    assert paper["c_acc_paper"] == pytest.approx((0.3 + 0.5 + 0.0) / 3)
+    assert paper["e_cit_paper"] == pytest.approx((3 + 1) / 3)
+    assert suite["failed_reports"] == 1
     assert set(fact_suite_by_agent(rows)) == {"x"}
+
+
+def test_suite_from_summary_means_matches_rows():
+    from drscore.engine.methods.fact import suite_from_means
+
+    # two scored rows: citations 8 and 1, valid 4 and 1, acc_paper 0.3 and 0.5, supported 3 and 1;
+    # one skipped row
+    entry = {"n": 2, "skipped": 1, "subscores": {"citations": 4.5, "valid_citations": 2.5, "acc_paper": 0.4,
+                                                 "supported": 2.0}}
+    got = suite_from_means(entry)
+    assert got["benchmark"] == {"reports": 2, "total_citations": 4.5, "total_valid_citations": 2.5,
+                                "valid_rate": pytest.approx(5 / 9)}
+    assert got["paper"]["c_acc_paper"] == pytest.approx(0.8 / 3)
+    assert got["paper"]["e_cit_paper"] == pytest.approx(4 / 3)
 
 
 # --------------------------------------------------------------------------- end to end
@@ -340,17 +402,21 @@ async def test_end_to_end_offline_and_mock_judge_with_local_pages(tmp_path):
         # Offline judge: deterministic verdicts, so exact numbers.
         rows = await score(JudgeConfig(cache_dir=cache), "offline")
         fact = rows["fact"]
-        # prices supported, catch unsupported (376,600 vs 300,000), 404 unreachable,
-        # metadata address refused: published 1/4, reachable 1/2
+        # prices supported, catch partially (its terms match but 376,600 is not 300,000), 404
+        # unreachable, metadata address refused: benchmark 2/2 (partial counts, unreadable
+        # excluded), paper 1/4
         assert fact.judge == "offline"
-        assert fact.details["counts"] == {"supported": 1, "unsupported": 1, "unreachable": 1, "refused": 1,
-                                          "failed": 0}
-        assert fact.score == pytest.approx(0.25) and fact.subscores["acc_reachable"] == pytest.approx(0.5)
+        assert fact.details["counts"] == {"supported": 1, "partially": 1, "unsupported": 0, "unknown": 0,
+                                          "unreachable": 1, "refused": 1, "failed": 0}
+        assert fact.score == pytest.approx(1.0) and fact.subscores["acc_paper"] == pytest.approx(0.25)
         assert {u["url"].rsplit("/", 1)[-1]: u["page"] for u in fact.details["urls"]} == {
             "prices": "ok", "catch": "ok", "missing": "http_4xx", "meta-data": "ssrf_refused"}
-        # factuality: prices 1, catch 0 (terms match, figure differs) -> (1 + 0) / 2
-        assert rows["factuality"].score == pytest.approx(0.5)
-        assert rows["factuality"].subscores["strong_support_rate"] == pytest.approx(0.5)
+        # factuality: prices 1, catch 0 (terms match, figure differs); the 404 and the refused
+        # address are judged on their failure text (the authors' way) and score -1:
+        # (1 + 0 - 1 - 1) / 4
+        assert rows["factuality"].score == pytest.approx(-0.25)
+        assert rows["factuality"].subscores["strong_support_rate"] == pytest.approx(0.25)
+        assert rows["factuality"].subscores["judged_unreadable"] == 2
         assert rows["kae"].details["pages"] == {"ok": 2, "unreachable": 1, "refused": 1}
         assert rows["kae"].score is not None
         # three methods, one fetch per page
@@ -391,8 +457,8 @@ def test_offline_extraction_rule():
 
 
 async def test_no_readable_page_is_scored_by_convention_but_flagged_partial():
-    """Every cited page unreachable: acc_published is 0 by the published convention,
-    acc_reachable is undefined, and the row says why instead of looking healthy."""
+    """Every cited page unreachable: nothing is judgeable, valid_rate is 0 by the
+    benchmark's empty-denominator rule, and the row says why instead of looking healthy."""
     from drscore.engine.methods.fact import Fact
 
     class DeadPages:
@@ -416,6 +482,6 @@ async def test_no_readable_page_is_scored_by_convention_but_flagged_partial():
             return fn(*args)
 
     result = await Fact().score(Ctx())
-    assert result.score == 0.0 and result.subscores["acc_reachable"] is None
+    assert result.score == 0.0 and result.subscores["citations"] == 0
     assert result.subscores["unreachable"] == 2 and result.status == "partial"
-    assert "none of the 2 cited pages could be read" in result.errors[-1]
+    assert "none of the 2 pair(s) could be judged" in result.errors[-1]

@@ -4,7 +4,6 @@ from __future__ import annotations
 import asyncio
 import functools
 
-import orjson
 import pytest
 from support.fakes import FakeContext, FakePages
 
@@ -13,9 +12,7 @@ from drscore.engine.runtime.judging import JudgeFailed
 from drscore.engine.methods import get
 from drscore.engine.methods.factuality import Factuality, SupportTally, average_support
 from drscore.judge.offline import rules
-from support.data import DATA as SHARED_DATA
-
-DATA = SHARED_DATA
+from support.data import drb_report
 
 
 FakePages = functools.partial(FakePages, missing="dns")
@@ -52,8 +49,29 @@ def test_registered():
     assert {"page-budget-tokens", "factuality-max-pairs", "citation-extractor"} <= {o.flag for o in Factuality.options}
 
 
+def test_unreadable_page_is_judged_on_its_failure_text_by_default():
+    seen = {}
+
+    def script(template, variables, label):
+        seen[variables["claim"]] = (variables["page"], variables["window"], label)
+        return {"reason": "x", "score": SCORES.get(variables["claim"], -1)}
+
+    res = run(FakeContext(REPORT, FakePages(PAGES), script))
+    page, window, label = seen["Norway exports doubled."]
+    assert page.startswith("[the page could not be retrieved (http_5xx") and "failure text" in window
+    assert label.endswith("| unreadable (http_5xx)")
+    # 1, 0, -1, 1 and -1 for the unreadable page: (1 + 0 - 1 + 1 - 1) / 5 = 0
+    assert res.score == pytest.approx(0.0)
+    assert (res.judged, res.expected) == (5, 5) and res.subscores["judged_unreadable"] == 1
+    assert res.details["unreadable"] == "judge"
+    # an imported "scrape failed" placeholder is what the judge reads
+    placeholder = dict(PAGES, **{"https://d.example/gone": "scrape failed: HTTP 403"})
+    run(FakeContext(REPORT, FakePages(placeholder), script))
+    assert seen["Norway exports doubled."][0] == "scrape failed: HTTP 403"
+
+
 def test_average_support_and_strong_support_rate():
-    res = run(FakeContext(REPORT, FakePages(PAGES), by_claim))
+    res = run(FakeContext(REPORT, FakePages(PAGES), by_claim), factuality_unreadable="skip")
     # judged scores 1, 0, -1, 1 (page d unreachable): average (1 + 0 - 1 + 1) / 4 = 0.25
     # strong support rate 2/4; partial 1/4; unsupported 1/4
     assert res.score == pytest.approx(0.25)
@@ -76,7 +94,7 @@ def test_failed_pair_is_counted_not_scored():
             raise JudgeFailed("transient", "timeout")
         return {"reason": "x", "score": SCORES_FAIL[variables["claim"]]}
 
-    res = run(FakeContext(REPORT, FakePages(PAGES), script))
+    res = run(FakeContext(REPORT, FakePages(PAGES), script), factuality_unreadable="skip")
     # (1 + 0 + 1) / 3
     assert res.score == pytest.approx(2 / 3)
     assert (res.judged, res.expected, res.status) == (3, 5, "partial")
@@ -92,7 +110,7 @@ def test_max_pairs_samples_with_the_seeded_rng():
 
 
 def test_no_readable_page_is_an_explained_failure():
-    res = run(FakeContext(REPORT, FakePages({}), by_claim))
+    res = run(FakeContext(REPORT, FakePages({}), by_claim), factuality_unreadable="skip")
     assert res.score is None and res.status == "failed"
     assert res.errors == ["none of the 4 cited pages could be read"]
     empty = run(FakeContext("No citations here.", FakePages({}), by_claim))
@@ -111,7 +129,7 @@ def test_offline_rule_scale():
 
 
 def test_offline_judge_on_a_real_report():
-    row = orjson.loads((DATA / "drb" / "reports.claude-3-7-sonnet.jsonl").read_bytes().splitlines()[60])
+    row = drb_report(61)
     parse = parse_citations(row["article"])
     pages: dict[str, str] = {}
     for p in parse.pairs:

@@ -4,7 +4,6 @@ from __future__ import annotations
 import asyncio
 import functools
 
-import orjson
 import pytest
 from support.fakes import FakeContext, FakePages
 
@@ -20,9 +19,7 @@ from drscore.engine.methods.kae import (
     span_found,
     verified,
 )
-from support.data import DATA as SHARED_DATA
-
-DATA = SHARED_DATA
+from support.data import drb_report
 
 
 FakePages = functools.partial(FakePages, missing="timeout")
@@ -154,7 +151,7 @@ def test_offline_judge_on_a_real_report():
     # them in the report.
     from drscore.engine.text.citations import parse_citations
 
-    row = orjson.loads((DATA / "drb" / "reports.claude-3-7-sonnet.jsonl").read_bytes().splitlines()[60])
+    row = drb_report(61)
     pages: dict[str, str] = {}
     for p in parse_citations(row["article"]).pairs:
         pages[p.url] = pages.get(p.url, "") + "\n" + p.statement
@@ -166,7 +163,7 @@ def test_offline_judge_on_a_real_report():
 
 
 def test_dry_run_with_placeholder_pages_plans_the_worst_case():
-    row = orjson.loads((DATA / "drb" / "reports.claude-3-7-sonnet.jsonl").read_bytes().splitlines()[60])
+    row = drb_report(61)
     ctx = FakeContext(row["article"], PlaceholderPages(), prompt=row["prompt"])
     res = run(ctx, kae_keypoints_per_page=8, kae_keypoints_per_call=20)
     n_urls = len(ctx.pages.urls)

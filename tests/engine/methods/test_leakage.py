@@ -7,9 +7,7 @@ import orjson
 import pytest
 
 from drscore.engine.methods.tasks import leakage
-from support.data import DATA as SHARED_DATA
-
-DATA = SHARED_DATA
+from support.data import DATA
 
 
 def _lcs_dp(a: str, b: str) -> int:
@@ -77,9 +75,12 @@ def test_composite_and_strict_threshold():
 
 def test_split_at_middle_punctuation():
     text = "Alpha beta, gamma delta epsilon; zeta eta theta iota kappa."
-    # len 59, middle 29.5; marks at 10 (",") and 31 (";"), final "." excluded -> 31 wins
+    # len 59, middle 29.5; marks at 10 (",") and 31 (";"), final "." excluded -> 31 wins;
+    # the mark opens the suffix (paper: prefix T[:i*], suffix T[i*:])
     assert leakage.split_at_middle_punctuation(text) == (
-        "Alpha beta, gamma delta epsilon;", "zeta eta theta iota kappa.")
+        "Alpha beta, gamma delta epsilon", "; zeta eta theta iota kappa.")
+    # a mark at position 0 would leave no prefix
+    assert leakage.split_at_middle_punctuation(", ab") == (",", "ab")
     # Decimal points are not split points; falls back to the whitespace nearest the middle.
     # len 25, middle 12.5; spaces at 4, 8, 16, 20 -> 16 is nearest
     assert leakage.split_at_middle_punctuation("grow 3.5 percent per year") == ("grow 3.5 percent", "per year")
@@ -91,14 +92,14 @@ def test_split_real_tasks_in_chinese_and_english():
     tasks = [orjson.loads(line) for line in (DATA / "drb" / "tasks.jsonl").read_bytes().splitlines()]
     by_id = {str(t["id"]): t["prompt"] for t in tasks}
     prefix, suffix = leakage.split_at_middle_punctuation(by_id["1"])
-    assert prefix == "收集整理目前中国9阶层实际收入和财务状况，"
-    assert suffix.startswith("特别研究得出")
+    assert prefix == "收集整理目前中国9阶层实际收入和财务状况"
+    assert suffix.startswith("，特别研究得出")
     no_mark = set()
     for t in tasks:
         p, s = leakage.split_at_middle_punctuation(t["prompt"])
         assert p and s
         assert "".join((p + s).split()) == "".join(t["prompt"].split())
-        if p[-1] not in leakage.SPLIT_PUNCTUATION:
+        if s[0] not in leakage.SPLIT_PUNCTUATION:
             no_mark.add(str(t["id"]))
     # Only tasks whose sole marks are final (or inside "500,000") fall back to whitespace.
     assert no_mark == {"13", "20", "43", "45", "53", "77", "97"}

@@ -17,11 +17,9 @@ from drscore.engine.methods import available
 from drscore.engine.methods.quality import Quality, QualityVerdict, dimension_mean, quality_subscores
 from drscore.engine.runtime.models import Report, Task
 from drscore.engine.runtime.verdicts import schema_of
-from drscore.judge.offline import rules
+from drscore.judge.offline import rule_for
 from drscore.judge.offline.reporteval import ReportFeatures, moving_ttr, quality_scores, report_features
-from support.data import DATA as SHARED_DATA
-
-DATA = SHARED_DATA / "drb"
+from support.data import DRB as DATA
 
 
 def _jsonl(name: str) -> dict[int, dict[str, Any]]:
@@ -50,7 +48,7 @@ class FakeContext:
         self.calls.append((template, variables, label))
         if self.fail:
             raise JudgeFailed("invalid_output", "answer does not match the schema")
-        data = self.answer(variables) if self.answer else rules()[template](variables, schema_of(verdict))
+        data = self.answer(variables) if self.answer else rule_for(template)(variables, schema_of(verdict))
         return msgspec.json.decode(orjson.dumps(data), type=verdict)
 
     def rng(self, *salt: Any) -> random.Random:
@@ -75,7 +73,8 @@ async def test_score_is_overall_and_subscores_are_the_five():
     assert r.subscores == {"comprehensiveness": 4.0, "coherence": 3.0, "clarity": 3.0,
                            "insightfulness": 2.0, "overall": 3.0}
     # mean of the four specific dimensions: (4 + 3 + 3 + 2) / 4 = 3.0
-    assert r.details == {"justification": "Covers most parts.", "dimension_mean": 3.0}
+    assert r.details == {"justification": "Covers most parts.", "dimension_mean": 3.0,
+                         "prompt_language": "en"}
     assert (r.judged, r.expected, r.status) == (1, 1, "ok")
     assert [(t, v) for t, v, _ in ctx.calls] == [("quality", {"question": "What is X?", "report": "Some report."})]
 
@@ -148,3 +147,15 @@ async def test_offline_rule_separates_a_real_report_from_a_stub():
     assert real.details["justification"].startswith("Offline heuristic baseline")
     zh = await Quality().score(FakeContext(REPORTS[1]["article"], TASKS[1]["prompt"]))
     assert zh.score >= 3
+
+
+def test_quality_prompt_carries_the_published_calibration():
+    from drscore import prompts
+
+    user = dict(prompts.load("quality").sections)["user"]
+    calibration = user[:user.index("comprehensiveness:")]
+    # a satisfactory report sits in the middle (2 of 0-4), the ends are rare
+    assert "satisfactory" in calibration and "middle of the scale, at 2" in calibration
+    assert "rare" in calibration
+    overall = user[user.index("overall:"):user.index("First write")]
+    assert "preference" in overall and "not an average" in overall

@@ -25,11 +25,10 @@ from drscore.engine.methods.race.method import (
 )
 from drscore.engine.runtime.models import Report, Task
 from drscore.engine.runtime.verdicts import schema_of
-from drscore.judge.offline import rules
+from drscore.judge.offline import rule_for, rules
 from drscore.judge.offline.rubrics_race import clauses, cue_weights
-from support.data import DATA as SHARED_DATA
+from support.data import DRB as DATA
 
-DATA = SHARED_DATA / "drb"
 CRITERIA = DATA / "criteria.jsonl"
 TASKS = {str(json.loads(line)["id"]): json.loads(line) for line in open(DATA / "tasks.jsonl", encoding="utf-8")}
 REPORTS = {str(json.loads(line)["id"]): json.loads(line)["article"]
@@ -59,7 +58,7 @@ class FakeContext:
         if template in self.answers:
             data = self.answers[template](variables, sample)
         else:
-            data = rules()[template](variables, schema_of(verdict))
+            data = rule_for(template)(variables, schema_of(verdict))
         return msgspec.json.decode(orjson.dumps(data), type=verdict)
 
     async def offload(self, fn, *args):
@@ -122,7 +121,7 @@ CANNED = {"race_weights": _weights, "race_criteria": _criteria,
 
 async def test_full_variant_hand_computed_and_call_plan():
     ctx = FakeContext(_task(), _report(), CANNED)
-    r = await Race({"race_clean": "none"}).score(ctx)
+    r = await Race({"race_clean": "none", "race_weight_samples": 3}).score(ctx)
     # Weights: mean of the three renormalised samples:
     #   comp (0.4+0.2+0.3)/3 = 0.3, insight (0.3+0.4+0.2)/3 = 0.3, inst 0.2, read 0.2.
     # Criteria 3:1 -> 0.75/0.25. Every dimension: t = 0.75*8 + 0.25*4 = 7, r = 0.75*4 + 0.25*8 = 5.
@@ -145,7 +144,7 @@ async def test_full_variant_hand_computed_and_call_plan():
 
 
 async def test_task_level_steps_use_identical_requests_for_every_report():
-    method = Race({"race_clean": "none"})
+    method = Race({"race_clean": "none", "race_weight_samples": 3})
     seen = []
     for agent in ("a", "b"):
         ctx = FakeContext(_task(), _report(f"TARGET by {agent} " * 20, agent=agent), CANNED)
@@ -169,7 +168,7 @@ async def test_task_level_steps_use_identical_requests_for_every_report():
 )
 async def test_weight_and_position_variants(variant, expected):
     ctx = FakeContext(_task(), _report(), CANNED)
-    r = await Race({"race_variant": variant, "race_clean": "none"}).score(ctx)
+    r = await Race({"race_variant": variant, "race_clean": "none", "race_weight_samples": 3}).score(ctx)
     assert r.status == "ok"
     assert r.score == pytest.approx(100 * expected, abs=1e-4)
     score_vars = next(c[1] for c in ctx.calls if c[0] == "race_score")
@@ -187,8 +186,8 @@ async def test_dimension_weights_matter_when_dimensions_differ():
                 for d in DIMENSIONS}
 
     answers = {**CANNED, "race_score": uneven}
-    full = await Race({"race_clean": "none"}).score(FakeContext(_task(), _report(), answers))
-    flat = await Race({"race_variant": "no-dim-weights", "race_clean": "none"}).score(
+    full = await Race({"race_clean": "none", "race_weight_samples": 3}).score(FakeContext(_task(), _report(), answers))
+    flat = await Race({"race_variant": "no-dim-weights", "race_clean": "none", "race_weight_samples": 3}).score(
         FakeContext(_task(), _report(), answers))
     # full: W = .3/.3/.2/.2 -> t = .3*9 + .7*5 = 6.2, r = .3*1 + .7*5 = 3.8 -> 6.2/10 = 62 %
     assert full.score == pytest.approx(62.0, abs=1e-4)
@@ -223,7 +222,7 @@ async def test_missing_task_in_criteria_file_fails_the_item():
 
 async def test_static_variant_uses_the_generic_criteria():
     ctx = FakeContext(_task(), _report(), CANNED)
-    r = await Race({"race_variant": "static", "race_clean": "none"}).score(ctx)
+    r = await Race({"race_variant": "static", "race_clean": "none", "race_weight_samples": 3}).score(ctx)
     shown = orjson.loads(next(c[1] for c in ctx.calls if c[0] == "race_score")["criteria_list"])
     assert {d: [c["criterion"] for c in shown[d]] for d in DIMENSIONS} == {
         d: [c.criterion for c in STATIC_CRITERIA[d]] for d in DIMENSIONS}
@@ -240,7 +239,7 @@ async def test_pointwise_scores_the_target_alone_without_reference():
                 for d in DIMENSIONS}
 
     ctx = FakeContext(_task(reference=None), _report(), {**CANNED, "race_score_pointwise": point})
-    r = await Race({"race_variant": "pointwise", "race_clean": "none"}).score(ctx)
+    r = await Race({"race_variant": "pointwise", "race_clean": "none", "race_weight_samples": 3}).score(ctx)
     # Every dimension 0.75*8 + 0.25*4 = 7 -> 7/10 -> 70.
     assert r.status == "ok" and r.score == pytest.approx(70.0)
     assert r.details["pointwise"] is True and r.details["reference"] is None
@@ -268,11 +267,11 @@ async def test_references_file_wins_over_task_reference(tmp_path):
     refs.write_text(json.dumps({"id": "t1", "prompt": "p", "article": "REF from the file " * 30}) + "\n",
                     encoding="utf-8")
     ctx = FakeContext(_task(reference="REF from the task"), _report(), CANNED)
-    await Race({"references": str(refs), "race_clean": "none"}).score(ctx)
+    await Race({"references": str(refs), "race_clean": "none", "race_weight_samples": 3}).score(ctx)
     assert next(c[1] for c in ctx.calls if c[0] == "race_score")["article_2"].startswith("REF from the file")
     # A task absent from the file falls back to its own reference.
     ctx = FakeContext(_task(tid="t2", reference="REF from the task"), _report(tid="t2"), CANNED)
-    await Race({"references": str(refs), "race_clean": "none"}).score(ctx)
+    await Race({"references": str(refs), "race_clean": "none", "race_weight_samples": 3}).score(ctx)
     assert next(c[1] for c in ctx.calls if c[0] == "race_score")["article_2"] == "REF from the task"
 
 
@@ -312,19 +311,19 @@ async def test_context_budget_fails_the_item_without_calling_the_judge():
 async def test_judge_failures_are_counted_not_raised():
     # One weight sample fails: the other two are averaged.
     ctx = FakeContext(_task(), _report(), CANNED, fail=lambda t, s: t == "race_weights" and s == 2)
-    r = await Race({"race_clean": "none"}).score(ctx)
+    r = await Race({"race_clean": "none", "race_weight_samples": 3}).score(ctx)
     # (0.4+0.2)/2 = 0.3, (0.3+0.4)/2 = 0.35, 0.2, (0.1+0.2)/2 = 0.15
     assert r.status == "ok" and r.details["weight_samples"] == 2
     assert r.details["dimension_weights"] == pytest.approx(
         {"comprehensiveness": 0.3, "insight": 0.35, "instruction_following": 0.2, "readability": 0.15})
     # Every sample fails: the item fails with the reason.
     ctx = FakeContext(_task(), _report(), CANNED, fail=lambda t, s: t == "race_weights")
-    r = await Race({"race_clean": "none"}).score(ctx)
+    r = await Race({"race_clean": "none", "race_weight_samples": 3}).score(ctx)
     assert r.status == "failed" and r.errors[0].startswith("criteria: transient: all 3 weight samples failed")
     assert "race_score" not in ctx.templates()
     # The scoring call fails.
     ctx = FakeContext(_task(), _report(), CANNED, fail=lambda t, s: t == "race_score")
-    r = await Race({"race_clean": "none"}).score(ctx)
+    r = await Race({"race_clean": "none", "race_weight_samples": 3}).score(ctx)
     assert r.status == "failed" and r.errors == ["score: transient: HTTP 503 after 3 retries"]
 
 
@@ -334,7 +333,7 @@ async def test_judge_that_skips_criteria_gives_partial_coverage():
         full["readability"] = full["readability"][:1]  # "readability minor" not scored
         return full
 
-    r = await Race({"race_clean": "none"}).score(
+    r = await Race({"race_clean": "none", "race_weight_samples": 3}).score(
         FakeContext(_task(), _report(), {**CANNED, "race_score": skipping}))
     assert r.status == "partial" and (r.judged, r.expected) == (7, 8)
     assert r.errors == ["1 of 8 criteria not matched by the judge's answer"]
@@ -349,7 +348,7 @@ CITED = ("Solar costs fell 80% [1] while wind fell 50% [2, 3].\n\nSee [the IEA](
 
 async def test_deterministic_cleaning_strips_markers_links_and_references():
     ctx = FakeContext(_task(reference="REF " + CITED), _report("TARGET " + CITED), CANNED)
-    await Race({}).score(ctx)
+    await Race({"race_weight_samples": 3}).score(ctx)
     shown = next(c[1] for c in ctx.calls if c[0] == "race_score")
     for text in (shown["article_1"], shown["article_2"]):
         assert "[1]" not in text and "http" not in text and "References" not in text
@@ -360,7 +359,7 @@ async def test_deterministic_cleaning_strips_markers_links_and_references():
 async def test_llm_cleaning_asks_the_judge_and_shares_the_reference_call():
     cleaned = lambda v, s: {"article": v["article"].split(" ")[0] + " cleaned"}  # noqa: E731
     answers = {**CANNED, "race_clean": cleaned}
-    method = Race({"race_clean": "llm"})
+    method = Race({"race_clean": "llm", "race_weight_samples": 3})
     ref_calls = []
     for agent in ("a", "b"):
         ctx = FakeContext(_task(reference="REF " + CITED), _report(f"TARGET {agent} " + CITED, agent=agent),
@@ -438,7 +437,7 @@ async def test_judge_that_rewrites_criterion_texts_is_partial_but_scored():
         full["insight"][1]["criterion"] = "something the criteria never said"
         return full
 
-    r = await Race({"race_clean": "none"}).score(
+    r = await Race({"race_clean": "none", "race_weight_samples": 3}).score(
         FakeContext(_task(), _report(), {**CANNED, "race_score": paraphrasing}))
     # The benchmark still uses the item, with the dimension's mean weight (0.5 each here):
     # insight t = (0.75*8 + 0.5*4) / 1.25 = 6.4, r = (0.75*4 + 0.5*8) / 1.25 = 5.6.
@@ -508,8 +507,12 @@ def test_run_race_and_ace_offline_then_rescore_the_stored_verdicts(drb_slice, tm
 
     # The race_score verdicts in verdicts.jsonl re-score to the same numbers.
     verdicts = [json.loads(line) for line in (out / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()]
-    stored = [{"id": v["task_id"], "judgement": v["verdict"]} for v in verdicts if v["template"] == "race_score"]
+    stored = [{"id": v["task_id"], "judgement": v["verdict"]} for v in verdicts
+              if v["template"] in ("race_score", "race_score_zh")]
     assert len(stored) == 3
+    # The Chinese task was judged with the Chinese template, recorded in its verdict.
+    by_task = {v["task_id"]: v["template"] for v in verdicts if v["template"].startswith("race_score")}
+    assert {t: by_task[t] for t in SLICE} == {t: "race_score_zh" if int(t) <= 50 else "race_score" for t in SLICE}
     judgements = _write_jsonl(tmp_path / "judgements.jsonl", stored)
     rescored, errors = rescore_file(CRITERIA, judgements, io.BytesIO())
     assert errors == []
@@ -533,9 +536,9 @@ def test_task_level_steps_are_paid_once_per_task(drb_slice, tmp_path, monkeypatc
     rows = _rows(out)
     assert len(rows) == 12
     ace_items = sum(r["expected"] for r in rows if r["method"] == "ace")
-    # Per task: 3 weight samples + 4 criteria calls (RACE) and 1 checklist (ACE), shared by
+    # Per task: 5 weight samples + 4 criteria calls (RACE) and 1 checklist (ACE), shared by
     # both agents; per report: 1 RACE scoring call and one ACE call per checklist item.
-    assert stats["ok"] == stats["distinct_requests"] == 3 * (3 + 4) + 6 * 1 + 3 * 1 + ace_items
+    assert stats["ok"] == stats["distinct_requests"] == 3 * (5 + 4) + 6 * 1 + 3 * 1 + ace_items
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert summary["totals"]["calls"] == stats["ok"]
     assert summary["totals"]["cache_hits"] + summary["totals"]["shared_in_flight"] > 0
@@ -551,10 +554,10 @@ def test_offline_judge_ranks_short_reports_below_their_references(drb_slice, tmp
     # A quarter of the report against its first half loses; the full report wins.
     assert all((r["score"] < 50) == (r["agent"] == "short") for r in rows)
     # Offline answers are not cached across runs, but within a run a repeated request is
-    # answered once: per task 3 weight samples + 4 criteria calls are shared by both agents,
-    # and each report adds its own scoring call. 3 tasks x 7 + 6 reports x 1 = 27.
-    assert all(r["calls"] + r["cache_hits"] == 8 for r in rows)
-    assert sum(r["calls"] for r in rows) == 3 * 7 + 6
+    # answered once: per task 5 weight samples + 4 criteria calls are shared by both agents,
+    # and each report adds its own scoring call. 3 tasks x 9 + 6 reports x 1 = 33.
+    assert all(r["calls"] + r["cache_hits"] == 10 for r in rows)
+    assert sum(r["calls"] for r in rows) == 3 * 9 + 6
 
 
 def test_run_race_and_ace_against_the_mock_judge(drb_slice, tmp_path, monkeypatch):
@@ -587,7 +590,9 @@ def test_run_race_and_ace_against_the_mock_judge(drb_slice, tmp_path, monkeypatc
     assert code in (0, 3)
 
 
-def test_dry_run_over_all_100_tasks(tmp_path, monkeypatch, capsys):
+def test_dry_run_over_every_report_of_the_slice(tmp_path, monkeypatch, capsys):
+    # The 21 reports of tests/data (all 100 tasks are in the task file; a task without a
+    # report is not an item).
     reports = DATA / "reports.claude-3-7-sonnet.jsonl"
     base = ["run", "--dry-run", "--json", "--methods", "race", "--criteria", CRITERIA, "--reports", reports,
             "--tasks", DATA / "tasks.jsonl", "--references", reports, "--price-as", "gemini-2.5-pro",
@@ -596,12 +601,46 @@ def test_dry_run_over_all_100_tasks(tmp_path, monkeypatch, capsys):
     summary = json.loads(capsys.readouterr().out)
     totals = summary["totals"]
     # Criteria file: one call per report, nothing sent.
-    assert totals["planned_calls"] == 100 and totals["calls"] == 0
-    assert summary["per_method"]["race"]["statuses"] == {"ok": 100}
-    assert totals["planned_input_tokens"] > 100 * 5000 and totals["planned_cost_usd"] > 0
+    assert totals["planned_calls"] == 21 and totals["calls"] == 0
+    assert summary["per_method"]["race"]["statuses"] == {"ok": 21}
+    assert totals["planned_input_tokens"] > 21 * 5000 and totals["planned_cost_usd"] > 0
     # A small input budget: the dry run shows how many items would hit it.
     assert _cli([*base, "--race-context-tokens", "20000"], monkeypatch) == 3
     tight = json.loads(capsys.readouterr().out)
     statuses = tight["per_method"]["race"]["statuses"]
     assert statuses.get("failed:context", 0) > 0
-    assert tight["totals"]["planned_calls"] + statuses["failed:context"] == 100
+    assert tight["totals"]["planned_calls"] + statuses["failed:context"] == 21
+
+
+async def test_default_draws_five_weight_samples_as_the_benchmark():
+    five = WEIGHT_SAMPLES + [
+        {"comprehensiveness": 0.25, "insight": 0.25, "instruction_following": 0.25, "readability": 0.25},
+        {"comprehensiveness": 0.1, "insight": 0.2, "instruction_following": 0.3, "readability": 0.4}]
+    answers = {**CANNED, "race_weights": lambda variables, sample: {"rationale": "r", **five[sample]}}
+    ctx = FakeContext(_task(), _report(), answers)
+    r = await Race({"race_clean": "none"}).score(ctx)
+    assert sorted(c[2] for c in ctx.calls if c[0] == "race_weights") == [0, 1, 2, 3, 4]
+    # comp: (0.4 + 0.2 + 0.3 + 0.25 + 0.1) / 5 = 0.25; readability (0.1 + 0.2 + 0.3 + 0.25 + 0.4) / 5 = 0.25
+    assert r.details["weight_samples"] == 5
+    assert r.details["dimension_weights"]["comprehensiveness"] == pytest.approx(0.25)
+    assert r.details["dimension_weights"]["readability"] == pytest.approx(0.25)
+
+
+def test_scoring_prompt_says_nothing_about_the_order_of_the_reports():
+    from drscore import prompts
+
+    text = " ".join(body for _, body in prompts.load("race_score").sections).lower()
+    assert "order" not in text.replace("in the order given", "")
+    assert "position" not in text
+
+
+async def test_criteria_entry_for_the_same_id_but_another_prompt_is_partial():
+    task = Task(task_id="51", prompt="A different question that shares only the id.", reference="REF " * 100)
+    ctx = FakeContext(task, _report("TARGET " * 100, tid="51"))
+    r = await Race({"criteria": str(CRITERIA), "race_clean": "none"}).score(ctx)
+    assert r.score is not None and r.status == "partial"
+    assert r.errors[0].startswith("criteria_prompt_differs: ") and "'51'" in r.errors[0]
+    same = await Race({"criteria": str(CRITERIA), "race_clean": "none"}).score(
+        FakeContext(Task(task_id="51", prompt=TASKS["51"]["prompt"], reference="REF " * 100),
+                    _report("TARGET " * 100, tid="51")))
+    assert same.status == "ok"

@@ -16,7 +16,7 @@ from drscore import prompts
 from drscore.engine.runtime.judging import JudgeFailed
 from drscore.engine.methods import available
 from drscore.engine.methods.redundancy import (
-    PairOutcome, Redundancy, RedundancyPairVerdict, listed_pairs, redundancy_score, resolve_segmentation,
+    PairOutcome, Redundancy, RedundancyPairVerdict, listed_pairs, redundancy_score,
     sample_pairs, screened_out_pairs,
 )
 from drscore.engine.runtime.models import Report, Task
@@ -25,9 +25,7 @@ from drscore.engine.text.similarity import ScreenResult, screen
 from drscore.engine.runtime.verdicts import schema_of
 from drscore.judge.offline import rules
 from drscore.judge.offline.reporteval import redundancy_from_overlap
-from support.data import DATA as SHARED_DATA
-
-DATA = SHARED_DATA / "drb"
+from support.data import DRB as DATA
 
 
 def _reports() -> dict[int, str]:
@@ -107,8 +105,8 @@ def test_registered_with_its_options():
     cls = available()["redundancy"]
     assert cls is Redundancy
     flags = {o.flag: o.default for o in cls.options}
-    assert flags == {"redundancy-protocol": "sampled", "redundancy-max-pairs": 30, "segmentation": "auto",
-                     "screen-threshold": 0.15, "redundancy-min-chars": None}
+    assert flags == {"redundancy-protocol": "sampled", "redundancy-max-pairs": 30, "segmentation": "paragraphs",
+                     "screen-threshold": 0.15, "redundancy-min-chars": None, "prompt-language": "auto"}
 
 
 def test_redundancy_score_hand_computed():
@@ -127,10 +125,10 @@ def test_sample_pairs_all_when_under_the_cap_else_seeded():
     assert a != sample_pairs(200, 30, random.Random("other"))
 
 
-def test_resolve_segmentation():
-    assert resolve_segmentation("auto", "sampled") == "sections"
-    assert resolve_segmentation("auto", "full") == "paragraphs"
-    assert resolve_segmentation("paragraphs", "sampled") == "paragraphs"
+def test_published_protocol_segments_by_paragraphs_and_sections_is_a_named_option():
+    assert Redundancy().opts["segmentation"] == "paragraphs"
+    with pytest.raises(ValueError, match="segmentation"):
+        Redundancy({"segmentation": "auto"})
 
 
 def test_listed_pairs_caps_judged_first_then_screened():
@@ -160,7 +158,7 @@ async def test_sampled_protocol_judges_all_pairs_under_the_cap():
     # 8 sections -> units 0..7, first and last excluded -> units 1..6: 15 pairs <= 30.
     # Pairs touching S3 score 2 (5 pairs), the other 10 score 4: (5*2 + 10*4) / 15 = 50/15.
     ctx = FakeContext(_sections_report(8), answer=_score_if(lambda v: _mentions(v, "## S3"), 2))
-    r = await Redundancy().score(ctx)
+    r = await Redundancy({"segmentation": "sections"}).score(ctx)
     assert r.score == pytest.approx(50 / 15)
     assert (r.status, r.judged, r.expected) == ("ok", 15, 15)
     assert r.subscores == {"units": 8.0, "pairs_total": 15.0, "pairs_judged": 15.0, "pairs_failed": 0.0,
@@ -175,13 +173,13 @@ async def test_sampled_protocol_judges_all_pairs_under_the_cap():
 async def test_sampled_protocol_caps_with_a_seeded_sample():
     # 12 sections -> 10 compared units -> 45 pairs; 30 are sampled.
     text = _sections_report(12)
-    r1 = await Redundancy().score(ctx1 := FakeContext(text, answer=_score_if(lambda v: False, 0)))
-    r2 = await Redundancy().score(FakeContext(text, answer=_score_if(lambda v: False, 0)))
-    r3 = await Redundancy().score(FakeContext(text, answer=_score_if(lambda v: False, 0), seed=1))
+    r1 = await Redundancy({"segmentation": "sections"}).score(ctx1 := FakeContext(text, answer=_score_if(lambda v: False, 0)))
+    r2 = await Redundancy({"segmentation": "sections"}).score(FakeContext(text, answer=_score_if(lambda v: False, 0)))
+    r3 = await Redundancy({"segmentation": "sections"}).score(FakeContext(text, answer=_score_if(lambda v: False, 0), seed=1))
     assert (r1.judged, r1.expected, r1.subscores["pairs_total"], r1.subscores["pairs_unsampled"]) == (30, 30, 45, 15)
     assert r1.details["pairs"] == r2.details["pairs"] != r3.details["pairs"]
     assert ctx1.rng_salts == [("redundancy",)]
-    small = await Redundancy({"redundancy_max_pairs": 5}).score(FakeContext(text))
+    small = await Redundancy({"redundancy_max_pairs": 5, "segmentation": "sections"}).score(FakeContext(text))
     assert (small.judged, small.details["max_pairs"]) == (5, 5)
 
 
@@ -213,7 +211,7 @@ async def test_failed_pairs_are_reported_not_dropped():
     def fail(v):
         return _mentions(v, "## S1") and (_mentions(v, "## S2") or _mentions(v, "## S3"))
 
-    r = await Redundancy().score(FakeContext(_sections_report(8), answer=_score_if(lambda v: True, 2), fail=fail))
+    r = await Redundancy({"segmentation": "sections"}).score(FakeContext(_sections_report(8), answer=_score_if(lambda v: True, 2), fail=fail))
     assert (r.score, r.status, r.judged, r.expected) == (2.0, "partial", 13, 15)
     assert r.subscores["pairs_failed"] == 2
     assert r.errors == ["pair 1-2: invalid_output: answer does not match the schema",
@@ -228,7 +226,7 @@ async def test_every_candidate_failing_fails_the_report():
 
 
 async def test_too_few_units_is_skipped_with_a_clear_reason():
-    r = await Redundancy().score(FakeContext(_sections_report(3)))
+    r = await Redundancy({"segmentation": "sections"}).score(FakeContext(_sections_report(3)))
     assert (r.score, r.status, r.judged, r.expected) == (None, "skipped", 0, 0)
     assert r.errors[0].startswith("too_few_units: 3 unit(s) after sections segmentation")
     assert r.subscores["units"] == 3
@@ -251,11 +249,16 @@ async def test_full_protocol_on_a_real_report_with_the_offline_judge():
 
 
 async def test_sampled_protocol_on_real_reports():
-    # Report 51: 7 sections kept -> 5 compared -> 10 pairs. Report 1 (Chinese): 5 -> 3 -> 3.
-    en = await Redundancy().score(FakeContext(REPORTS[51]))
-    zh = await Redundancy().score(FakeContext(REPORTS[1]))
+    # Sections, as the released script: report 51 keeps 7 sections -> 5 compared -> 10 pairs;
+    # report 1 (Chinese): 5 -> 3 -> 3.
+    en = await Redundancy({"segmentation": "sections"}).score(FakeContext(REPORTS[51]))
+    zh = await Redundancy({"segmentation": "sections"}).score(FakeContext(REPORTS[1]))
     assert (en.judged, en.subscores["units"], zh.judged, zh.subscores["units"]) == (10, 7, 3, 5)
     assert en.status == zh.status == "ok" and 0 <= en.score <= 4 and 0 <= zh.score <= 4
+    # The published protocol's paragraphs: report 51 has 55 -> 53 compared -> 1378 pairs, 30 judged.
+    default = await Redundancy().score(FakeContext(REPORTS[51]))
+    assert default.details["segmentation"] == "paragraphs"
+    assert (default.subscores["units"], default.subscores["pairs_total"], default.judged) == (55, 1378, 30)
 
 
 def test_offline_rule_scale():

@@ -14,9 +14,7 @@ from drscore.engine.runtime.models import Report, Task
 from drscore.engine.methods.rigorous.rubrics import parse_rubric_item
 from drscore.engine.runtime.verdicts import schema_of
 from drscore.judge.offline import rules
-from support.data import DATA as SHARED_DATA
-
-DATA = SHARED_DATA / "rigorous"
+from support.data import RIGOROUS as DATA
 
 BUNDLE = {
     "uid": "05999", "query": "Compare alpha and beta.",
@@ -105,7 +103,8 @@ def test_hand_computed_integrated_score(grr_file):
     assert (d["domain"], d["qsr_max"], d["qsr_points"], d["grr_max"], d["grr_points"]) == ("05", 5, 3, 3, 2)
     assert d["qsr_labels"] == ["Yes", "Partial"] and d["grr_labels"] == ["Yes", "No"]
     assert d["fak"] == [{"keyword": "alpha", "freq": 2, "relevance": 5}, {"keyword": "beta", "freq": 2, "relevance": 3}]
-    assert d["tsl"] == {"match_full": 1, "match_host": 1, "n_tsl": 2, "n_annotations": 2, "counting": "pairs"}
+    assert d["tsl"] == {"match_full": 1, "match_host": 1, "n_tsl": 2, "n_annotations": 2, "counting": "code"}
+    assert d["comparable_with_published"] is True and method.notes() == []
     # Keyword calls see the report without citations; rubric calls see it whole.
     kw_vars = [v for t, _, v in ctx.calls if t == "rigorous_keyword"]
     assert all("https://" not in v["report"] and "[1]" not in v["report"] for v in kw_vars)
@@ -267,10 +266,15 @@ def test_run_end_to_end_with_the_offline_judge(rigorous_inputs, tmp_path, capsys
         assert r["details"]["tsl"]["match_full"] == 1  # each report cites its first TSL
         assert 0 <= r["score"] <= 120
     assert rows["10502"]["details"]["qsr_max"] == 22 and rows["07001"]["details"]["qsr_max"] == 30
+    # No --general-rubrics: the leaderboard and summary.json say the scores are not comparable.
+    board = capsys.readouterr().out
+    assert "NOTE: rigorous: no --general-rubrics file was given" in board and "NOT comparable" in board
+    summary = orjson.loads((tmp_path / "run" / "summary.json").read_bytes())
+    assert "NOT comparable" in summary["notes"]["rigorous"][0]
+    assert all(r["details"]["comparable_with_published"] is False for r in rows.values())
 
     from drscore.cli import main
 
-    capsys.readouterr()
     assert main(["tasks", "domains", str(tmp_path / "run")]) == 0
     table = orjson.loads(capsys.readouterr().out)
     assert sorted(table["demo"]) == ["05", "07", "10"]

@@ -97,16 +97,16 @@ async def test_leakage_flags_a_verbatim_continuation():
         Task(task_id="short", prompt="Hi"),
         Task(task_id="fails", prompt="Alpha beta gamma, delta epsilon zeta."),
     ]
-    judge = FakeJudge(continuations={"Compare the two rulings,": "then explain what changed afterwards."},
-                      fail_with={"Alpha beta gamma,"})
+    judge = FakeJudge(continuations={"Compare the two rulings": ", then explain what changed afterwards."},
+                      fail_with={"Alpha beta gamma"})
     rows = await check_leakage(judge, tasks)
     assert [r.task_id for r in rows] == ["leaky", "clean", "short", "fails"]
     leaky, clean, short, fails = rows
     assert leaky.status == "ok" and leaky.leaked is True
     assert leaky.composite == pytest.approx(1.0)
-    assert leaky.suffix == "then explain what changed afterwards."
+    assert leaky.suffix == ", then explain what changed afterwards."  # the mark opens the suffix
     assert clean.status == "ok" and clean.leaked is False and clean.composite < 0.7
-    assert clean.prefix == "List the main causes;"
+    assert clean.prefix == "List the main causes"
     assert short.status == "skipped" and short.composite is None and "too short" in short.error
     assert fails.status == "failed" and fails.leaked is None and "not JSON" in fails.error
     assert len(judge.calls) == 3  # the short task asks nothing
@@ -114,7 +114,7 @@ async def test_leakage_flags_a_verbatim_continuation():
 
 async def test_leakage_threshold_is_configurable():
     tasks = [Task(task_id="t", prompt="The cat sat on the mat, and the dog ran in the park.")]
-    judge = FakeJudge(continuations={"The cat sat on the mat,": "and the dog sat in the park."})
+    judge = FakeJudge(continuations={"The cat sat on the mat": ", and the dog sat in the park."})
     (row,) = await check_leakage(judge, tasks, threshold=0.95)
     assert 0.7 < row.composite < 0.95 and row.leaked is False
     (row,) = await check_leakage(judge, tasks)

@@ -25,9 +25,7 @@ from drscore.engine.reporting.html import (
     render_html,
 )
 from drscore.engine.runtime.rundir_read import RunDir, read_run_dir
-from support.data import DATA as SHARED_DATA
-
-DATA = SHARED_DATA
+from support.data import DATA
 
 
 def row(task: str, agent: str, score: float | None, method: str = "m", **kw) -> ScoreRow:
@@ -46,17 +44,37 @@ def small_rows() -> list[ScoreRow]:
 
 
 def test_leaderboard_means_ranks_and_intervals():
-    board = leaderboard(small_rows(), resamples=300, seed=0)["m"]
+    same_tasks = [r for r in small_rows() if r.agent != "C"] + [
+        row("1", "C", 1.0), row("2", "C", 2.0), row("3", "C", 3.0)]  # mean 2, like A
+    board = leaderboard(same_tasks, resamples=300, seed=0)["m"]
     assert [e.agent for e in board] == ["B", "A", "C", "D"]
     # competition ranking: A and C tie on 2.0 and share rank 2; D has no score
     assert [e.rank for e in board] == [1, 2, 2, None]
     b, a, c, d = board
     assert (b.score, b.ci_low, b.ci_high) == (3.0, 3.0, 3.0)  # constant: zero-width CI
     assert a.score == pytest.approx(2.0) and 1.0 <= a.ci_low < 2.0 < a.ci_high <= 3.0
-    assert (c.tasks_scored, c.tasks_total, c.failed) == (2, 3, 1)
     assert d.score is None and d.ci_low is None and d.tasks_scored == 0
+    # every scored agent has the same tasks: no shared-task columns
+    assert all(e.shared_tasks is None for e in board)
     # same seed, same table
-    assert leaderboard(small_rows(), resamples=300, seed=0)["m"] == board
+    assert leaderboard(same_tasks, resamples=300, seed=0)["m"] == board
+
+
+def test_agents_are_ranked_on_the_tasks_they_share():
+    # C has no score for task 3. Over its own tasks C's mean is 2.0 (= A's 2.0 over 3
+    # tasks), but on the shared tasks 1 and 2, A scores (1+2)/2 = 1.5 and C (2+2)/2 = 2.
+    board = leaderboard(small_rows(), resamples=300, seed=0)["m"]
+    assert [e.agent for e in board] == ["B", "C", "A", "D"]
+    assert [e.rank for e in board] == [1, 2, 3, None]
+    b, c, a, d = board
+    assert (a.score, a.shared_score) == (pytest.approx(2.0), pytest.approx(1.5))
+    assert (c.score, c.shared_score) == (pytest.approx(2.0), pytest.approx(2.0))
+    assert b.shared_score == 3.0 and (b.shared_ci_low, b.shared_ci_high) == (3.0, 3.0)
+    assert all(e.shared_tasks == 2 for e in board) and d.shared_score is None
+    assert (c.tasks_scored, c.tasks_total, c.failed) == (2, 3, 1)
+    from drscore.engine.reporting.tables import comparison_note
+    note = comparison_note(board)
+    assert "different tasks" in note and "2 task(s) all of them scored" in note and "A 3" in note
 
 
 def test_dimension_names_skip_counts_and_off_scale_subscores():
@@ -112,11 +130,25 @@ def test_markdown_and_csv_tables():
     board = leaderboard(run.scores, resamples=200, seed=0)
     md = leaderboard_markdown(run, board, confidence=0.95, resamples=200, seed=0)
     assert "## m" in md and "offline judge" in md
-    assert "| 1 | B | 3.000 | [3.000, 3.000] | 3/3 | – | 0 | 0.0000 |" in md
-    assert "| – | D | – | – | 0/2 | – | 2 | 0.0000 |" in md
+    # C lacks task 3, so the table carries the shared-task mean and says why
+    assert "| 1 | B | 3.000 | [3.000, 3.000] | 3.000 | [3.000, 3.000] | 3/3 | – | 0 | 0.0000 |" in md
+    assert "| – | D | – | – | – | – | 0/2 | – | 2 | 0.0000 |" in md
+    assert "> Agents were scored on different tasks" in md
     table = list(csv.DictReader(io.StringIO(leaderboard_csv(board))))
-    assert [r["agent"] for r in table] == ["B", "A", "C", "D"]
-    assert table[0]["score"] == "3" and table[2]["rank"] == "2" and table[3]["score"] == ""
+    assert [r["agent"] for r in table] == ["B", "C", "A", "D"]
+    assert table[0]["score"] == "3" and table[2]["rank"] == "3" and table[3]["score"] == ""
+    assert table[2]["shared_score"] == "1.5" and table[2]["shared_tasks"] == "2"
+
+
+def test_markdown_carries_suite_figures_and_notes_from_the_summary():
+    summary = {"per_agent_method": [{"agent": "B", "method": "m", "suite": {
+        "benchmark": {"reports": 3, "valid_rate": 0.625}}}],
+        "notes": {"m": ["scores are NOT comparable with the published ones"]}}
+    run = run_of(small_rows(), summary=summary)
+    md = leaderboard_markdown(run, leaderboard(run.scores, resamples=10, seed=0), confidence=0.95,
+                              resamples=10, seed=0)
+    assert "B · benchmark: reports 3, valid_rate 0.625" in md
+    assert "> **Note:** scores are NOT comparable with the published ones" in md
 
 
 def test_html_sections_no_data_ids_and_secrets():

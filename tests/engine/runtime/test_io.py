@@ -7,6 +7,7 @@ import orjson
 
 from drscore.engine.runtime.io import agent_from_path, iter_reports, load_tasks, tasks_from_reports
 from drscore.engine.runtime.models import InputError
+from support.data import drb_report_ids
 
 
 def _write(path, lines):
@@ -22,9 +23,11 @@ def test_drb_tasks_and_reports_are_read_as_published(drb):
     assert tasks["7"].topic  # DRB tasks carry a topic
     reports = list(iter_reports(drb / "reports.claude-3-7-sonnet.jsonl", tasks=tasks, errors=errors))
     assert errors == []
-    assert len(reports) == 100
+    # The slice in tests/data holds 21 of the 100 reports (see its README), every one read.
+    assert [r.task_id for r in reports] == drb_report_ids() and len(reports) == 21
     assert {r.agent for r in reports} == {"claude-3-7-sonnet"}  # from the file name
     assert reports[0].task_id == "1" and reports[0].origin.endswith("reports.claude-3-7-sonnet.jsonl:1")
+    assert reports[-1].origin.endswith("reports.claude-3-7-sonnet.jsonl:21")
 
 
 def test_agent_flag_overrides_file_name(drb):

@@ -165,3 +165,26 @@ def test_configured_limits_tighter_than_the_servers_are_kept():
     lim = RateLimiter(rpm=60, tpm=1000)
     lim.observe(RateLimitInfo(limit_requests=600, limit_tokens=500))
     assert lim.rpm == 60 and lim.tpm == 500  # the tighter of ours and the server's
+
+
+async def test_without_quota_flags_a_failed_first_attempt_ends_the_one_at_a_time_probe():
+    # Before, only a success ended the probe: against a judge that never answers every
+    # call went alone, one timeout after another.
+    limiter = RateLimiter(concurrency=16)
+    permit = await limiter.acquire(10)
+    assert limiter.concurrency.limit == 1
+    await limiter.release_failed(permit)
+    assert limiter.concurrency.limit == 16
+
+
+async def test_stop_wakes_callers_waiting_for_quota():
+    from drscore.engine.runtime.limits import LimiterStopped
+
+    limiter = RateLimiter(rpm=60, concurrency=4, burst_s=1.0)  # one request a second
+    await limiter.acquire(1)
+    waiter = asyncio.ensure_future(limiter.acquire(1))
+    await asyncio.sleep(0.01)
+    assert not waiter.done()
+    limiter.stop()
+    with pytest.raises(LimiterStopped):
+        await waiter

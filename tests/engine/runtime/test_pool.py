@@ -9,6 +9,7 @@ import msgspec
 import pytest
 
 from drscore import prompts
+from drscore.engine.runtime.budget import input_token_bound
 from drscore.engine.runtime.cache import JudgeCache, request_key
 from drscore.engine.runtime.judging import ChatRequest, ChatResponse, FatalError, JudgeFailed, TransientError
 from drscore.engine.runtime.limits import RateLimiter
@@ -159,19 +160,78 @@ async def test_transient_errors_retry_fatal_do_not(tmp_path, templates):
     assert err.value.reason == "fatal" and len(pool.backend.requests) == 1
 
 
-async def test_budget_cap_stops_new_calls(tmp_path, templates):
+async def test_budget_reserves_the_worst_case_output_and_never_crosses_the_cap(tmp_path, templates):
+    # Output-heavy prices: input free, output $1000 per Mtok. Each call may write
+    # max_tokens=50 (worst case $0.05) and writes 20 ($0.02). Cap $0.10, ten calls at once:
+    # after k settled calls the next goes only if 0.02k + 0.05 <= 0.10, so k = 0, 1, 2
+    # go (3 calls, $0.06) and the 4th would risk $0.11: the run stops with 'budget'.
     backend = FakeBackend()
-    pool, cache = await _pool(tmp_path, backend, max_cost_usd=0.0003)
-    outcomes = []
-    for i in range(5):  # each call costs 0.00014 (see above): the third would pass the cap
+    cache = await JudgeCache.open(tmp_path / "judge.sqlite")
+    pool = JudgePool(backend, cache=cache, limiter=RateLimiter(concurrency=8),
+                     prices=PriceTable({"m1": Price(0.0, 1000.0)}), max_cost_usd=0.10)
+
+    async def one(i):
         try:
             await pool.ask("alpha", Verdict, {"text": f"r{i}"})
-            outcomes.append("ok")
+            return "ok"
         except JudgeFailed as e:
-            outcomes.append(e.reason)
+            return e.reason
+
+    outcomes = await asyncio.gather(*(one(i) for i in range(10)))
     await cache.close()
-    assert outcomes == ["ok", "ok", "budget", "budget", "budget"]
-    assert pool.budget_exhausted and len(backend.requests) == 2
+    assert sorted(outcomes) == ["budget"] * 7 + ["ok"] * 3
+    assert len(backend.requests) == 3 and pool.stats.cost_usd == pytest.approx(0.06)
+    assert pool.budget_exhausted and pool.stopped.reason == "budget" and not pool.stopped.fatal
+
+
+async def test_budget_with_input_heavy_prices_stops_within_one_call_of_the_cap(tmp_path, templates):
+    # Input-heavy prices: $1000 per Mtok of input, output free. The reservation bounds the
+    # input by the request's bytes, so spend stays under the cap and what is left unspent
+    # is less than one call's worst case.
+    backend = FakeBackend()
+    cache = await JudgeCache.open(tmp_path / "judge.sqlite")
+    pool = JudgePool(backend, cache=cache, limiter=RateLimiter(concurrency=8),
+                     prices=PriceTable({"m1": Price(1000.0, 0.0)}), max_cost_usd=2.0)
+    results = await asyncio.gather(*(pool.ask("alpha", Verdict, {"text": f"r{i:03d}"}) for i in range(200)),
+                                   return_exceptions=True)
+    await cache.close()
+    spent = len(backend.requests) * 100 * 1000 / 1e6  # the fake bills 100 input tokens a call
+    worst = input_token_bound(backend.requests[-1]) * 1000 / 1e6
+    assert pool.stats.cost_usd == pytest.approx(spent) and spent <= 2.0
+    assert 2.0 - spent < worst and pool.budget_exhausted
+    assert sum(isinstance(r, JudgeFailed) and r.reason == "budget" for r in results) == 200 - len(backend.requests)
+
+
+async def test_cache_hits_are_served_after_the_budget_stops_the_run(tmp_path, templates):
+    backend = FakeBackend()
+    cache = await JudgeCache.open(tmp_path / "judge.sqlite")
+    prices = PriceTable({"m1": Price(0.0, 1000.0)})
+    pool = JudgePool(backend, cache=cache, limiter=RateLimiter(), prices=prices, max_cost_usd=0.06)
+    await pool.ask("alpha", Verdict, {"text": "paid"})  # worst 0.05 fits; spends 0.02
+    with pytest.raises(JudgeFailed) as err:  # 0.02 + 0.05 > 0.06
+        await pool.ask("alpha", Verdict, {"text": "new"})
+    assert err.value.reason == "budget" and "--max-cost" in err.value.detail
+    assert (await pool.ask("alpha", Verdict, {"text": "paid"})).source == "cache"
+    # a re-run with a higher cap resumes: the paid call comes from the cache
+    rerun = JudgePool(backend, cache=cache, limiter=RateLimiter(), prices=prices, max_cost_usd=1.0)
+    assert (await rerun.ask("alpha", Verdict, {"text": "paid"})).source == "cache"
+    assert (await rerun.ask("alpha", Verdict, {"text": "new"})).source == "network"
+    await cache.close()
+    assert len(backend.requests) == 2
+
+
+def test_input_bound_covers_the_mock_judges_billing_in_any_script():
+    from drscore.engine.runtime.judging import Message
+    from drscore.engine.runtime.tokens import estimate_messages
+    from drscore.judge.mock.server import count_tokens
+
+    texts = ["plain English words, with punctuation!!! ...", "一二三四五六七八九十" * 50, "🙂 " * 300,
+             "a-b-c-d-e-f " * 200, "x" * 5000, "{\"k\": [1, 2, 3]}" * 100]
+    for text in texts:
+        req = ChatRequest(messages=(Message("system", "Judge."), Message("user", text)), template="t",
+                          template_hash="h", schema_name="V", schema={"type": "object"})
+        billed = sum(count_tokens(m.content) + 3 for m in req.messages)  # the mock's own count
+        assert input_token_bound(req) >= max(billed, estimate_messages(req.messages))
 
 
 async def test_dry_run_plans_misses_and_counts_hits_without_calling(tmp_path, templates):

@@ -20,9 +20,7 @@ from drscore.engine.stats.agreement import (
     rater_pair_agreement,
 )
 from drscore.engine.runtime.rundir_read import HumanScore
-from support.data import DATA as SHARED_DATA
-
-DATA = SHARED_DATA
+from support.data import DATA
 
 
 def H(task: str, agent: str, rater: str, score: float) -> HumanScore:

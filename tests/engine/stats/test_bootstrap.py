@@ -13,9 +13,7 @@ from drscore.engine.stats.bootstrap import (
     percentile_interval,
     resample_counts,
 )
-from support.data import DATA as SHARED_DATA
-
-DATA = SHARED_DATA
+from support.data import DATA
 
 
 def test_resample_counts_equal_draws_with_replacement():

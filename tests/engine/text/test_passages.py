@@ -3,13 +3,9 @@ from __future__ import annotations
 
 import random
 
-import orjson
-
 from drscore.engine.text.passages import GAP, Window, select_passages, split_passages, terms
 from drscore.engine.runtime.tokens import estimate_tokens
-from support.data import DATA as SHARED_DATA
-
-DATA = SHARED_DATA
+from support.data import drb_report
 
 FILLER = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda omicron".split()
 
@@ -100,7 +96,7 @@ def test_chinese_page_window():
 def test_real_report_used_as_a_long_page():
     # A real 20k-char Chinese report standing in for a long page: the passage naming
     # the statement's key figure must be kept under a small budget.
-    row = orjson.loads((DATA / "drb" / "reports.claude-3-7-sonnet.jsonl").read_bytes().splitlines()[0])
+    row = drb_report(1)
     text = row["article"]
     w = select_passages(text, "2024年“中产及格线”出炉，全中国仅3320万户", 400)
     assert w.page_tokens > 4000 and w.tokens <= 400
@@ -114,7 +110,7 @@ def test_postings_match_a_plain_term_count():
 
     from drscore.engine.text.passages import _postings
 
-    row = orjson.loads((DATA / "drb" / "reports.claude-3-7-sonnet.jsonl").read_bytes().splitlines()[3])
+    row = drb_report(4)
     text = row["article"]
     spans = split_passages(text, 120)
     vocab = set(terms("黄金价格 2025年 central bank gold 3,500 美元 央行购金")) | {"金"}

@@ -7,9 +7,7 @@ import json
 import pytest
 
 from drscore.engine.text.segment import Unit, segment
-from support.data import DATA as SHARED_DATA
-
-DATA = SHARED_DATA / "drb"
+from support.data import DRB as DATA
 
 
 def _reports() -> dict[int, str]:

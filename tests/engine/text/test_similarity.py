@@ -14,9 +14,7 @@ from drscore.engine.text.segment import segment
 from drscore.engine.text.similarity import (
     DEFAULT_THRESHOLD, containment, featurize, iter_similar_pairs, normalize, pair_at, pair_count, screen,
 )
-from support.data import DATA as SHARED_DATA
-
-DATA = SHARED_DATA / "drb"
+from support.data import DRB as DATA
 
 
 def _reports() -> dict[int, str]:

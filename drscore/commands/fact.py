@@ -1,0 +1,50 @@
+"""``drscore fact``: FACT utilities that need no judge.
+
+``drscore fact rescore FILE [--json]`` reads DeepResearch Bench's stored FACT judgements
+(``validated.jsonl``) and prints its figures (citations and valid citations per cited
+report, the pooled valid rate) with the aggregation live FACT runs use, plus the paper's
+stricter figures under their own names.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import orjson
+
+from drscore.engine.methods.fact_rescore import rescore_validated
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    fact = subparsers.add_parser("fact", help="FACT utilities (re-scoring stored judgements)")
+    sub = fact.add_subparsers(dest="fact_command", required=True)
+    p = sub.add_parser(
+        "rescore", help="FACT figures from the benchmark's validated.jsonl, without calling a judge",
+        description="Compute DeepResearch Bench's FACT figures (as its utils/stat.py) from its stored "
+                    "judgements, with the same aggregation as live FACT runs.")
+    p.add_argument("file", help="validated.jsonl written by the benchmark's FACT pipeline")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=run_rescore)
+
+
+def run_rescore(args: argparse.Namespace) -> int:
+    res = rescore_validated(args.file)
+    for e in res.errors[:20]:
+        print(f"skipped: {e}", file=sys.stderr)
+    out = {**res.figures, "file": args.file, "lines": res.lines,
+           "reports_with_citations": res.reports_with_citations, "urls": res.urls,
+           "urls_with_validate_error": res.urls_errored, "bad_lines": len(res.errors)}
+    if args.json:
+        sys.stdout.write(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        b, p = res.figures["benchmark"], res.figures["paper"]
+
+        def f(x: object) -> str:
+            return "-" if x is None else f"{x:.4f}" if isinstance(x, float) else str(x)
+
+        print(f"{args.file}: {res.lines} reports, {res.reports_with_citations} with citations, "
+              f"{res.urls} URLs ({res.urls_errored} with a validation error, left out)")
+        print(f"  benchmark (utils/stat.py): total_citations {f(b['total_citations'])}  "
+              f"total_valid_citations {f(b['total_valid_citations'])}  valid_rate {f(b['valid_rate'])}")
+        print(f"  paper (stricter):          c_acc_paper {f(p['c_acc_paper'])}  e_cit_paper {f(p['e_cit_paper'])}")
+    return 3 if res.errors else 0

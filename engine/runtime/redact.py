@@ -1,0 +1,117 @@
+"""Secret redaction: the one step every string from an endpoint (or about one) passes
+before it reaches a log, the terminal, an exception, the run directory or the cache.
+
+Two things are removed: the secrets registered with :func:`register_secret` (the
+configured API key, registered when a backend is built from the environment) in every
+spelling they take in text (raw, JSON-escaped, URL-encoded), and anything shaped like a
+bearer token even when it is not ours (``sk-...``, ``Bearer ...``): an endpoint that
+echoes a request header may echo a proxy's token too. Each becomes ``[REDACTED]``.
+
+The registry is process-wide on purpose: exception messages and log lines are built far
+from the backend that knows the key, and they must be clean wherever they are built.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import urllib.parse
+from typing import Any
+
+MASK = "[REDACTED]"
+# Shorter values are not treated as secrets: masking "abc" everywhere would mangle text,
+# and a key that short is not a key a provider issues.
+MIN_SECRET_LEN = 8
+
+_TOKEN_SHAPES = re.compile(
+    r"(?:\bsk-[A-Za-z0-9_\-]{12,}"  # OpenAI-style secret keys (sk-..., sk-proj-...)
+    r"|\b[Bb]earer\s+[A-Za-z0-9._~+/=\-]{8,})"  # any bearer token
+)
+
+_lock = threading.Lock()
+_secrets: tuple[str, ...] = ()
+_pattern: re.Pattern[str] | None = None
+
+
+def _spellings(secret: str) -> set[str]:
+    return {secret, json.dumps(secret)[1:-1], urllib.parse.quote(secret, safe=""),
+            urllib.parse.quote_plus(secret)}
+
+
+def register_secret(secret: str | None) -> None:
+    """Remember ``secret`` (an API key) so :func:`redact` removes it from now on."""
+    global _secrets, _pattern
+    if not secret or len(secret) < MIN_SECRET_LEN:
+        return
+    with _lock:
+        if secret in _secrets:
+            return
+        _secrets = (*_secrets, secret)
+        spellings = sorted({s for x in _secrets for s in _spellings(x)}, key=len, reverse=True)
+        _pattern = re.compile("|".join(re.escape(s) for s in spellings))
+
+
+def forget_secrets() -> None:
+    """Clear the registry (tests)."""
+    global _secrets, _pattern
+    with _lock:
+        _secrets, _pattern = (), None
+
+
+def redact(text: str) -> str:
+    """``text`` without registered secrets and bearer-token-like strings."""
+    if not text:
+        return text
+    pattern = _pattern
+    if pattern is not None:
+        text = pattern.sub(MASK, text)
+    return _TOKEN_SHAPES.sub(MASK, text)
+
+
+def redact_any(value: Any) -> Any:
+    """:func:`redact` applied to every string inside ``value`` (dicts, lists, tuples)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact_any(k): redact_any(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact_any(v) for v in value)
+    return value
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that redacts each record's message and traceback text."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = redact(record.getMessage()), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)  # formatters use exc_text when it is set
+        return True
+
+
+def install_log_filter() -> None:
+    """Attach :class:`RedactingFilter` to every handler a drscore record can reach (the
+    root logger's and Python's last-resort handler), once. Handler filters see records
+    propagated from every child logger, unlike logger filters."""
+    targets = [*logging.getLogger().handlers, logging.lastResort]
+    for target in targets:
+        if target is not None and not any(isinstance(f, RedactingFilter) for f in target.filters):
+            target.addFilter(RedactingFilter())
+
+
+def install_excepthook() -> None:
+    """Redact uncaught tracebacks too (the last way a string reaches the terminal)."""
+    import sys
+    import traceback
+
+    if getattr(sys.excepthook, "_drscore_redacting", False):
+        return
+
+    def hook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
+        sys.stderr.write(redact("".join(traceback.format_exception(exc_type, exc, tb))))
+
+    hook._drscore_redacting = True  # type: ignore[attr-defined]
+    sys.excepthook = hook

@@ -1,0 +1,252 @@
+"""Where a report defines its references: URLs in text and reference-list entries.
+
+:func:`layout` splits a report into body lines (what the citation parser reads for
+statements) and the reference definitions it finds, in the shapes agents emit:
+
+* a reference section under a heading (``## References``, ``**Sources:**``, ``参考资料``)
+  whose entries are ``[3] url - title``, ``3. [title](url)``, ``[3]: url``, ``[^3]: ...``;
+* unambiguous entries anywhere (``[3] <url>``, ``[3]: url``, ``[3],url``, ``[^3]: ...``);
+* exports of OpenAI Deep Research, which list **several markers on one entry**
+  (``[31] [48] [54] https://...``), put **the URL on a following line** after a title
+  line and a blank line (``[40] [44] Some Title`` / blank / ``https://...``), and repeat
+  each URL on a line of its own after the entry. Every label of a multi-marker entry
+  gets the URL; a title entry gets the next URL-only line within two lines; a URL-only
+  line repeating the URL just defined is part of the entry, not body text or an
+  unlabeled reference.
+
+The URL helpers (:data:`URL_RE`, :func:`clean_url`, :func:`first_url`) are shared with
+the marker scanner in :mod:`drscore.engine.text.citations`.
+"""
+from __future__ import annotations
+
+import re
+
+import msgspec
+
+__all__ = ["URL_BODY", "URL_RE", "FENCE", "HEADING", "Layout", "clean_url", "first_url", "layout"]
+
+# Characters that end a bare URL: whitespace, brackets that delimit markdown, quotes and
+# CJK punctuation (Chinese text often runs straight into a URL without a space).
+URL_BODY = r"""[^\s<>\[\]"'`|（）【】「」『』《》，。；！？、：]+"""
+URL_RE = re.compile(r"https?://" + URL_BODY, re.IGNORECASE)
+_URL_TRAILING = ".,;:!?*_~'\""
+# A line that is nothing but one URL (plain, <autolink> or [url](url)).
+_URL_ONLY = re.compile(r"^\s*(?:[-*+•]\s+)?(?:<(https?://\S+)>|(https?://\S+)|\[[^\]]*\]\((https?://\S+)\))\s*$",
+                       re.IGNORECASE)
+
+# Reference section headings (whole line), in English and Chinese, optionally numbered
+# ("## 7. 参考资料") or bold ("**Sources:**").
+_REF_HEADING = re.compile(
+    r"^\s*(?:#{1,6})?\s*(?:\*\*|__)?\s*"
+    r"(?:(?:\d+(?:\.\d+)*|[一二三四五六七八九十]+|[IVXivx]+)\s*[.、)]?\s+)?"
+    r"(?:references?|sources?|citations?|bibliography|works\s+cited|reference\s+list|"
+    r"sources\s+cited|cited\s+sources|source\s+list|footnotes|further\s+reading|"
+    r"references\s+and\s+sources|sources\s+and\s+references|"
+    r"参考文献|参考资料|参考来源|参考链接|引用来源|引用文献|资料来源|信息来源|数据来源|来源|引用|注释|文献)"
+    r"\s*(?:\*\*|__)?\s*[:：]?\s*(?:\*\*|__)?\s*$",
+    re.IGNORECASE,
+)
+HEADING = re.compile(r"^\s{0,3}(#{1,6})\s")
+FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+# An entry that is unambiguous anywhere in a document: "[3] <url>", "[3]: url",
+# "[3],url", "[^3]: anything", and several markers before a URL ("[31] [48] url").
+_ENTRY_ANYWHERE = re.compile(
+    r"^\s*(?:[-*+•]\s+)?(?:\[(?P<num>\d{1,3})\](?P<more>(?:\s*[,，]?\s*\[\d{1,3}\])*)\s*[:：,，.\-–]?\s*"
+    r"(?=<?https?://)"
+    r"|\[(?P<num2>\d{1,3})\]\s*[:：]\s*"
+    r"|\[\^(?P<foot>[^\]\s]{1,40})\]\s*[:：]\s*)",
+    re.IGNORECASE,
+)
+# Inside a reference section labels may also be "3." / "3)" / "[3]" followed by a title;
+# "[40] [44] title" gives both labels.
+_ENTRY_IN_SECTION = re.compile(
+    r"^\s*(?:[-*+•]\s+)?(?:\[(?P<num>\d{1,3})\](?!\()(?P<more>(?:\s*[,，]?\s*\[\d{1,3}\](?!\())*)"
+    r"\s*[:：,，.\-–]?\s*"
+    r"|\[\^(?P<foot>[^\]\s]{1,40})\]\s*[:：]?\s*"
+    r"|(?P<num2>\d{1,3})\s*[.)、:：]\s*)",
+)
+# Outside a section: markers then a title, only an entry when a URL-only line follows.
+_TITLE_ENTRY = re.compile(r"^\s*(?:[-*+•]\s+)?\[(?P<num>\d{1,3})\](?!\()(?P<more>(?:\s*[,，]?\s*\[\d{1,3}\])*)"
+                          r"\s*[:：,，.\-–]?\s*(?P<title>\S.*)$")
+_MORE_LABEL = re.compile(r"\[(\d{1,3})\]")
+_TITLE_URL_LOOKAHEAD = 2  # the URL line may follow the title after one blank line
+
+
+def clean_url(url: str) -> str:
+    """Drop punctuation that ends a sentence rather than the URL, and unbalanced ')'."""
+    url = url.strip().strip("<>")
+    while url:
+        if url[-1] in _URL_TRAILING:
+            url = url[:-1]
+        elif url[-1] == ")" and url.count("(") < url.count(")"):
+            url = url[:-1]
+        else:
+            break
+    return url
+
+
+def first_url(text: str) -> str | None:
+    """The first URL in ``text``, cleaned; None if there is none."""
+    m = URL_RE.search(text)
+    return clean_url(m.group(0)) if m else None
+
+
+def _url_only(line: str) -> str | None:
+    m = _URL_ONLY.match(line)
+    if not m:
+        return None
+    return clean_url(m.group(1) or m.group(2) or m.group(3))
+
+
+def _heading_level(line: str) -> int | None:
+    m = HEADING.match(line)
+    return len(m.group(1)) if m else None
+
+
+def _entry_labels(m: re.Match[str]) -> list[str]:
+    """Every label of an entry match: the first one and any further ``[n]`` markers."""
+    first = m.group("num") or m.group("num2") or m.group("foot")
+    labels = [str(int(first)) if first.isdigit() else first]
+    more = m.groupdict().get("more") or ""
+    labels += [str(int(x)) for x in _MORE_LABEL.findall(more)]
+    return list(dict.fromkeys(labels))
+
+
+class Layout(msgspec.Struct):
+    """Which lines are body text, plus what the reference lists define."""
+
+    body: list[tuple[int, str]]  # (line number, line) of body lines, code fences removed
+    references: dict[str, str]
+    unlinked: list[str]  # labels defined without a URL, in order
+    order: list[str]  # labels in definition order (linked and unlinked)
+    unlabeled: list[str]  # URLs listed in a reference section without a label
+    skipped: set[int]  # line numbers that belong to reference sections or entries
+
+
+class _Definitions:
+    """Reference definitions as they accumulate, with the entry awaiting its URL."""
+
+    def __init__(self) -> None:
+        self.refs: dict[str, str] = {}
+        self.unlinked: list[str] = []
+        self.order: list[str] = []
+        self.unlabeled: list[str] = []
+        self.pending: list[str] = []  # labels of an entry seen without a URL
+        self.last_url: str | None = None  # URL of the entry just completed
+
+    def define(self, labels: list[str], url: str | None) -> None:
+        self.pending = []
+        for label in labels:
+            if label in self.unlinked and url:
+                # A later list that gives URLs beats an earlier URL-less bibliography (some
+                # reports print a readable list first, then the "[n] url" list).
+                self.unlinked.remove(label)
+                self.refs[label] = url
+            elif label in self.unlinked:
+                self.pending.append(label)  # still without URL: a following URL line may give one
+            elif label in self.refs:
+                continue  # otherwise the first definition wins
+            else:
+                self.order.append(label)
+                if url:
+                    self.refs[label] = url
+                else:
+                    self.unlinked.append(label)
+                    self.pending.append(label)
+        self.last_url = url
+
+    def complete(self, url: str) -> None:
+        """Give the pending entry's labels their URL (found on a later line)."""
+        for label in self.pending:
+            if label in self.unlinked:
+                self.unlinked.remove(label)
+                self.refs[label] = url
+        self.pending = []
+        self.last_url = url
+
+
+def layout(text: str) -> Layout:
+    """Split ``text`` into body lines and reference definitions (one pass over lines)."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    body: list[tuple[int, str]] = []
+    defs = _Definitions()
+    skipped: set[int] = set()
+    in_fence = False
+    section_level: int | None = None  # None: not in a section; 0: plain-line heading
+    in_section = False
+    ahead: set[int] = set()  # lines already consumed by a title entry outside a section
+
+    for i, line in enumerate(lines):
+        if i in ahead:
+            continue
+        if FENCE.match(line):
+            in_fence = not in_fence
+            (skipped.add(i) if in_section else body.append((i, line)))
+            continue
+        if in_fence:
+            (skipped.add(i) if in_section else body.append((i, line)))
+            continue
+        level = _heading_level(line)
+        if _REF_HEADING.match(line):
+            in_section = True
+            section_level = level or 0
+            defs.pending, defs.last_url = [], None
+            skipped.add(i)
+            continue
+        if in_section and level is not None and (section_level == 0 or level <= section_level):
+            in_section = False
+            section_level = None
+        if in_section:
+            skipped.add(i)
+            if not line.strip():
+                continue
+            m = _ENTRY_IN_SECTION.match(line)
+            if m:
+                defs.define(_entry_labels(m), first_url(line[m.end():]))
+                continue
+            url = first_url(line)
+            if url:
+                if defs.pending:
+                    defs.complete(url)
+                elif url != defs.last_url and url not in defs.unlabeled:
+                    defs.unlabeled.append(url)
+            continue
+        m = _ENTRY_ANYWHERE.match(line)
+        if m:
+            defs.define(_entry_labels(m), first_url(line[m.end():]))
+            skipped.add(i)
+            continue
+        only = _url_only(line)
+        if only is not None and only == defs.last_url:
+            skipped.add(i)  # the URL repeated on its own line after its entry
+            continue
+        if defs.pending and line[:1] in (" ", "\t") and (url := first_url(line)):
+            # Indented continuation of a footnote definition that gave no URL yet.
+            defs.complete(url)
+            skipped.add(i)
+            continue
+        t = _TITLE_ENTRY.match(line)
+        if t and not URL_RE.search(line):
+            follow = _title_url(lines, i)
+            if follow is not None:
+                j, url = follow
+                defs.define(_entry_labels(t), url)
+                skipped.update(range(i, j + 1))
+                ahead.update(range(i + 1, j + 1))
+                continue
+        if line.strip():
+            defs.pending, defs.last_url = [], None
+        body.append((i, line))
+    return Layout(body=body, references=defs.refs, unlinked=defs.unlinked, order=defs.order,
+                  unlabeled=defs.unlabeled, skipped=skipped)
+
+
+def _title_url(lines: list[str], i: int) -> tuple[int, str] | None:
+    """``(line, url)`` of the URL-only line that completes a ``[n] title`` entry on line
+    ``i``: the next non-blank line within :data:`_TITLE_URL_LOOKAHEAD` lines."""
+    for j in range(i + 1, min(len(lines), i + 1 + _TITLE_URL_LOOKAHEAD)):
+        if not lines[j].strip():
+            continue
+        url = _url_only(lines[j])
+        return (j, url) if url else None
+    return None

@@ -1,0 +1,141 @@
+"""Fail fast: the first call is a preflight that stops the run on an endpoint fault;
+the circuit breaker stops it on a run of identical failures; a long 429 stops it with
+reason rate_limit; every stop fails later calls at once."""
+from __future__ import annotations
+
+import asyncio
+
+import msgspec
+import pytest
+
+from drscore import prompts
+from drscore.engine.runtime.health import CircuitBreaker, EndpointGate
+from drscore.engine.runtime.judging import (
+    ChatResponse, FatalError, JudgeFailed, RateLimited, RateLimitInfo, TransientError,
+)
+from drscore.engine.runtime.limits import RateLimiter
+from drscore.engine.runtime.pool import JudgePool
+from drscore.engine.runtime.pricing import PriceTable
+
+
+class Verdict(msgspec.Struct):
+    score: int
+
+
+@pytest.fixture(autouse=True)
+def template(monkeypatch):
+    monkeypatch.setattr(prompts, "load", lambda name: prompts.parse(
+        name, "---\nmax_tokens: 20\nexpected_output_tokens: 5\n---\n## user\nRate ${i}"))
+
+
+class Scripted:
+    """A backend answering from ``script(n)`` (n = attempt number, from 1)."""
+
+    name, model, cacheable = "http", "m", True
+
+    def __init__(self, script, delay=0.0):
+        self.script, self.delay, self.sent = script, delay, 0
+
+    def identity(self):
+        return {"base_url": "http://judge.test/v1", "model": "m"}
+
+    async def complete(self, request):
+        self.sent += 1
+        n = self.sent
+        await asyncio.sleep(self.delay)
+        out = self.script(n)
+        if isinstance(out, Exception):
+            raise out
+        return ChatResponse(text='{"score": 1}', input_tokens=10, output_tokens=3), None
+
+    async def close(self):
+        pass
+
+
+def _pool(backend, **kw):
+    return JudgePool(backend, cache=None, limiter=RateLimiter(concurrency=8), prices=PriceTable(),
+                     backoff_base_s=0.001, **kw)
+
+
+async def _ask_many(pool, n):
+    async def one(i):
+        try:
+            await pool.ask("t", Verdict, {"i": i})
+            return "ok"
+        except JudgeFailed as e:
+            return e.reason
+    return await asyncio.gather(*(one(i) for i in range(n)))
+
+
+@pytest.mark.parametrize("error, kind", [
+    (FatalError("HTTP 401", kind="auth"), "auth"),
+    (FatalError("HTTP 404", kind="model_not_found"), "model_not_found"),
+    (TransientError("refused", kind="connection_refused"), "connection_refused"),
+])
+async def test_an_endpoint_fault_at_the_first_call_stops_everything_after_one_request(error, kind):
+    backend = Scripted(lambda n: error)
+    pool = _pool(backend, max_retries=5)
+    outcomes = await _ask_many(pool, 20)
+    assert backend.sent == 1  # the other 19 waited at the gate and were never sent
+    assert outcomes == [kind] * 20
+    assert pool.stopped.fatal and pool.stopped.reason == kind and "http://judge.test/v1" in pool.stopped.message
+
+
+async def test_a_transient_first_failure_opens_the_gate_and_is_retried():
+    backend = Scripted(lambda n: TransientError("HTTP 503", kind="server_error") if n == 1 else None)
+    pool = _pool(backend)
+    assert await _ask_many(pool, 5) == ["ok"] * 5
+    assert pool.stopped is None and pool.stats.retries == 1
+
+
+async def test_the_breaker_trips_on_ten_identical_failures_in_a_row():
+    # the first call succeeds (the endpoint is fine), then everything fails with a 401
+    backend = Scripted(lambda n: None if n == 1 else FatalError("HTTP 401", kind="auth"))
+    pool = _pool(backend)
+    first = await _ask_many(pool, 1)
+    outcomes = await _ask_many(pool, 30)
+    # 10 failures trip it; only calls already in flight (at most 7 more at concurrency 8) follow
+    assert first == ["ok"] and 1 + 10 <= backend.sent <= 1 + 10 + 7
+    assert outcomes == ["auth"] * 30 and "10 consecutive calls" in pool.stopped.message
+
+
+def test_breaker_counts_only_a_run_of_one_kind():
+    b = CircuitBreaker(3)
+    assert not b.failure("timeout", "t") and not b.failure("timeout", "t")
+    assert not b.failure("server_error", "s")  # a different kind restarts the run
+    b.success()
+    assert not b.failure("rate_limit", "r") and b.count == 0  # 429s belong to the limiter
+    assert [b.failure("timeout", "t") for _ in range(3)] == [False, False, True]
+
+
+async def test_gate_lets_one_probe_through_and_holds_the_rest_until_open():
+    gate = EndpointGate()
+    assert await gate.enter() is True
+    waiter = asyncio.ensure_future(gate.enter())
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    gate.open()
+    assert await waiter is False and await gate.enter() is False
+
+
+@pytest.mark.parametrize("retry_after, stops", [(3600.0, True), (0.01, False)])
+async def test_a_429_beyond_the_max_wait_stops_with_rate_limit(retry_after, stops):
+    limited = RateLimited("429", limits=RateLimitInfo(retry_after_s=retry_after), kind="rate_limit")
+    backend = Scripted(lambda n: None if n != 2 else limited)
+    pool = _pool(backend, max_rate_limit_wait_s=300)
+    assert await _ask_many(pool, 1) == ["ok"]
+    outcomes = await _ask_many(pool, 4)
+    if stops:
+        assert pool.stopped.reason == "rate_limit" and not pool.stopped.fatal
+        assert "1h0m0s" in pool.stopped.message and pool.stopped.resets_at is not None
+        assert "rate_limit" in outcomes
+    else:
+        assert pool.stopped is None and outcomes == ["ok"] * 4
+
+
+async def test_every_attempt_has_its_own_timeout():
+    backend = Scripted(lambda n: None, delay=5.0)
+    pool = _pool(backend, timeout_s=0.05, max_retries=1)
+    with pytest.raises(JudgeFailed) as err:
+        await pool.ask("t", Verdict, {"i": 0})
+    assert err.value.reason == "timeout" and backend.sent == 2 and "within 0.05 s" in err.value.detail
