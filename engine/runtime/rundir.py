@@ -9,7 +9,8 @@ two runs of the same command give identical files.
 One process at a time: :func:`open_run_dir` takes an exclusive ``flock`` on
 ``run.lock`` (released by the kernel when the process dies, so a killed run never leaves a
 stale lock) and records the run's state in ``state.json``: ``running`` (with pid and
-host) while it works, ``finished`` or ``interrupted`` at the end. A run killed with
+host) while it works, ``finished`` or ``interrupted`` at the end (an error, Ctrl-C, or the
+pool stopping early: budget, a long rate-limit reset, an endpoint fault). A run killed with
 ``kill -9`` stays ``running`` with a dead pid and an unheld lock, which readers
 (:func:`run_state`) report as ``interrupted``. A directory holding a different run's
 configuration (see :func:`run_identity`) is refused unless ``overwrite`` is given; the
@@ -277,7 +278,14 @@ class RunWriter:
         rows.sort(key=lambda r: self._order.get((r[0]["task_id"], r[0]["agent"], r[0]["method"]), 1 << 60))
         _atomic_write(path, b"".join(ln + b"\n" for _, ln in rows))
         _atomic_write(self.dir / "summary.json", orjson.dumps(summary, option=orjson.OPT_INDENT_2))
-        if self.lock is not None:
+        if self.lock is None:
+            return
+        stop = summary.get("stopped")
+        if stop:  # the pool stopped (budget, rate-limit reset, endpoint fault): items were not run
+            why = stop.get("reason", "stopped") if isinstance(stop, dict) else str(stop)
+            self.lock.set_state("interrupted", reason=f"stopped early: {why} (see summary.json 'stopped')",
+                                finished_at=round(time.time(), 3))
+        else:
             self.lock.set_state("finished", finished_at=round(time.time(), 3))
 
     def abort(self, reason: str = "stopped") -> None:

@@ -40,6 +40,11 @@ def _wait_for(predicate, timeout: float = 60.0) -> None:  # noqa: ANN001
         time.sleep(0.02)
 
 
+def _said(stderr: str) -> list[str]:
+    """stderr without the start-of-run announcement of the run directory."""
+    return [ln for ln in stderr.strip().splitlines() if not ln.startswith("run directory: ")]
+
+
 def _state(out: Path) -> dict:
     return orjson.loads((out / "state.json").read_bytes())
 
@@ -54,7 +59,7 @@ def test_a_second_process_on_the_same_out_exits_at_once_naming_the_first(tmp_pat
             second = _run(_args(out, tmp_path / "cache2", mock.url), timeout=60)
             assert first.poll() is None, "the first run must still be working"
             assert second.returncode == 1
-            assert second.stderr.strip().splitlines() == [
+            assert _said(second.stderr) == [
                 f"drscore: error: run directory {out} is in use by pid {first.pid}"]
             assert _state(out)["state"] == "running" and _state(out)["pid"] == first.pid
         finally:
@@ -126,11 +131,28 @@ def test_an_out_holding_another_run_is_refused_unless_overwrite(tmp_path: Path) 
     before = (out / "scores.jsonl").read_bytes()
     other = _run(_args(out, cache, None, methods="quality,redundancy"))
     assert other.returncode == 1
-    assert other.stderr.startswith(f"drscore: error: run directory {out} holds a different run (methods: ")
-    assert "--overwrite" in other.stderr and "Traceback" not in other.stderr
+    said = _said(other.stderr)
+    assert len(said) == 1 and "Traceback" not in other.stderr
+    assert said[0].startswith(f"drscore: error: run directory {out} holds a different run (methods: ")
+    assert "--overwrite" in said[0]
     assert (out / "scores.jsonl").read_bytes() == before
     assert _state(out)["state"] == "finished"
     # --overwrite replaces it
     replaced = _run(_args(out, cache, None, "--overwrite", methods="quality,redundancy"))
     assert replaced.returncode == 0, replaced.stderr
     assert len((out / "scores.jsonl").read_bytes().splitlines()) == 20
+
+
+def test_a_run_stopped_by_its_budget_reads_as_interrupted_and_resumes(tmp_path: Path) -> None:
+    out, cache = tmp_path / "run", tmp_path / "cache"
+    with MockServerProcess(MockConfig()) as mock:
+        capped = _run(_args(out, cache, mock.url, "--price-as", "gpt-4.1", "--max-cost", "0.05", methods="quality"))
+        assert capped.returncode == 3, capped.stderr
+        state = _state(out)
+        assert state["state"] == "interrupted" and "budget" in state["reason"]
+        report = _run([sys.executable, "-m", "drscore.cli", "report", str(out), "--resamples", "50"])
+        assert "INTERRUPTED" in report.stderr and "budget" in report.stderr
+        # the same command with a higher cap is the same run: it resumes and finishes
+        done = _run(_args(out, cache, mock.url, "--price-as", "gpt-4.1", "--max-cost", "5", methods="quality"))
+        assert done.returncode == 0, done.stderr
+    assert _state(out)["state"] == "finished"

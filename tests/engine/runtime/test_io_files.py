@@ -65,6 +65,11 @@ def _drscore(*args: str) -> subprocess.CompletedProcess[str]:
                           cwd=ROOT, timeout=120, env={**os.environ, "CI": "1"})
 
 
+def _said(stderr: str) -> list[str]:
+    """stderr without the start-of-run announcement of the run directory."""
+    return [ln for ln in stderr.strip().splitlines() if not ln.startswith("run directory: ")]
+
+
 def test_run_scores_a_duplicate_across_files_once_and_exits_3(tmp_path: Path) -> None:
     tasks = _tasks(tmp_path)
     one = _jsonl(tmp_path / "one.jsonl", [_report("t1"), _report("t2")])
@@ -86,10 +91,11 @@ def test_run_with_a_directory_as_input_fails_in_one_line(tmp_path: Path, flag: s
     reports = _jsonl(tmp_path / "r.jsonl", [_report("t1")])
     args = {"--tasks": str(tasks), "--reports": str(reports)}
     args[flag] = str(tmp_path)  # a directory
-    proc = _drscore("run", "--methods", "quality", *[x for kv in args.items() for x in kv])
+    proc = _drscore("run", "--methods", "quality", *[x for kv in args.items() for x in kv],
+                    "--out", str(tmp_path / "out"))
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines() == [
+    assert _said(proc.stderr) == [
         f"drscore: error: {flag[2:]} file {tmp_path}: is a directory, expected a JSONL file"]
 
 
@@ -97,6 +103,8 @@ def test_run_with_an_unreadable_input_fails_in_one_line(tmp_path: Path) -> None:
     # root reads any file, so unreadability comes from a path through a regular file
     blocker = tmp_path / "plain"
     blocker.write_text("x")
-    proc = _drscore("run", "--methods", "quality", "--reports", str(blocker / "r.jsonl"))
+    proc = _drscore("run", "--methods", "quality", "--reports", str(blocker / "r.jsonl"),
+                    "--out", str(tmp_path / "out"))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1 and str(blocker / "r.jsonl") in proc.stderr
+    said = _said(proc.stderr)
+    assert len(said) == 1 and str(blocker / "r.jsonl") in said[0]
