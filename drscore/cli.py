@@ -37,6 +37,7 @@ EXAMPLES: dict[str, str] = {
     "cache export": "drscore cache export judge-cache.jsonl.gz",
     "cache import": "drscore cache import judge-cache.jsonl.gz --cache ./cache",
     "cache explain": "drscore cache explain 3f2a9c...",
+    "cache check": "drscore cache check --cache ~/.cache/drscore --repair",
     "citations": "drscore citations --reports reports.a.jsonl --summary",
     "compare": "drscore compare runs/before runs/after --method race",
     "export": "drscore export runs/r1 --format csv",
