@@ -33,6 +33,7 @@ from drscore.engine.runtime.runner import Runner
 from drscore.engine.stats.bootstrap import mean_ci
 
 T = TypeVar("T")
+BATCH_ITEMS_IN_FLIGHT = 10_000
 
 
 class JudgeConfig(msgspec.Struct, kw_only=True):
@@ -58,6 +59,11 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     max_retries: int = 5
     prompts_dir: str | None = None  # templates here (<name>.md) replace the built-in ones
     params: dict[str, Any] = {}  # --judge-param KEY=VALUE: extra request-body fields, part of the cache key
+    batch: bool = False  # send calls through the Files + Batches API (half price, hours of latency)
+    batch_window_s: float = 2.0  # a batch goes out after this many quiet seconds
+    batch_poll_s: float = 5.0  # first poll interval (backs off to 2 minutes)
+    batch_max_requests: int = 50_000  # per batch (the provider's limit)
+    prefix_warmup: bool = True  # send the first call of a shared prompt prefix before its siblings
 
 
 class RunConfig(msgspec.Struct, kw_only=True):
@@ -74,7 +80,7 @@ class RunConfig(msgspec.Struct, kw_only=True):
     allow_private_fetch: bool = False
     offline_pages: bool = False
     fetch_concurrency: int = 32
-    max_in_flight: int = 0  # 0 = auto (4 x judge concurrency, at least 32)
+    max_in_flight: int = 0  # 0 = auto (4 x judge concurrency, at least 32; 10,000 with --batch)
     overwrite: bool = False  # replace a run directory that holds a different run
     limit: int = 0  # score only the first N reports of each reports file (0 = all)
 
@@ -108,12 +114,23 @@ def methods() -> dict[str, type[Method]]:
 
 def make_backend(jc: JudgeConfig) -> Backend:
     if not jc.url:
+        if jc.batch:
+            raise ValueError("--batch needs --judge-url (the offline judge has no Batch API)")
         from drscore.judge.offline.backend import OfflineBackend
 
         return OfflineBackend()
     if not jc.model:
         raise ValueError("--judge-model is required with --judge-url")
     key = os.environ.get(jc.api_key_env) or None
+    if jc.batch:
+        if jc.transport != "http":
+            raise ValueError("--batch works with --transport http only")
+        from drscore.judge.batch import BatchBackend
+
+        return BatchBackend(jc.url, jc.model, journal=Path(jc.cache_dir or default_cache_dir()) / "batches.sqlite",
+                            api_key=key, api_key_header=jc.api_key_header, window_s=jc.batch_window_s,
+                            poll_initial_s=jc.batch_poll_s, max_requests=jc.batch_max_requests,
+                            timeout_s=max(jc.timeout_s, 300.0), params=jc.params)
     if jc.transport == "sdk":
         from drscore.judge.sdk import SdkBackend
 
@@ -130,36 +147,39 @@ def make_backend(jc: JudgeConfig) -> Backend:
 
 
 async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePool, JudgeCache | None]:
-    """The judge pool and its cache (None when not cached). A cache that cannot be
-    opened raises ``CacheFileError`` and leaves nothing open."""
+    """The judge pool and its cache (None when not cached). Whatever fails here (a
+    damaged cache, a bad price table or prompts directory) leaves nothing open: an open
+    cache would keep the process alive."""
     backend = make_backend(jc)
     cache = None
-    if not jc.no_cache and getattr(backend, "cacheable", True):
-        try:
+    try:
+        if not jc.no_cache and getattr(backend, "cacheable", True):
             cache = await JudgeCache.open(Path(jc.cache_dir or default_cache_dir()) / "judge.sqlite")
-        except BaseException:
-            await backend.close()
-            raise
-    dry_backend = None
-    if dry_run:
-        from drscore.judge.offline.backend import OfflineBackend
+        dry_backend = None
+        if dry_run:
+            from drscore.judge.offline.backend import OfflineBackend
 
-        dry_backend = OfflineBackend()
-    prices = PriceTable.load(jc.prices)
-    price_model = jc.price_as or backend.model
-    if jc.max_cost is not None and not dry_run and prices.lookup(price_model) is None:
-        if cache is not None:
-            await cache.close()
-        await backend.close()
-        raise ValueError(f"--max-cost needs the price of {price_model!r}, which is not in the price table; "
-                         "pass --prices FILE or --price-as MODEL")
-    templates = prompts.Library(jc.prompts_dir) if jc.prompts_dir else None
-    pool = JudgePool(
-        backend, cache=cache, templates=templates, prices=prices, json_mode=jc.json_mode,
-        limiter=RateLimiter(jc.rpm, jc.tpm, jc.concurrency, burst_s=jc.burst_s),
-        max_retries=jc.max_retries, max_cost_usd=jc.max_cost, dry_run_with=dry_backend, price_model=jc.price_as,
-        timeout_s=jc.timeout_s, max_rate_limit_wait_s=jc.max_rate_limit_wait_s,
-    )
+            dry_backend = OfflineBackend()
+        prices = PriceTable.load(jc.prices)
+        price_model = jc.price_as or backend.model
+        if jc.max_cost is not None and not dry_run and prices.lookup(price_model) is None:
+            raise ValueError(f"--max-cost needs the price of {price_model!r}, which is not in the price table; "
+                             "pass --prices FILE or --price-as MODEL")
+        templates = prompts.Library(jc.prompts_dir) if jc.prompts_dir else None
+        pool = JudgePool(
+            backend, cache=cache, templates=templates, prices=prices, json_mode=jc.json_mode,
+            limiter=RateLimiter(jc.rpm, jc.tpm, jc.concurrency, burst_s=jc.burst_s),
+            max_retries=jc.max_retries, max_cost_usd=jc.max_cost, dry_run_with=dry_backend, price_model=jc.price_as,
+            timeout_s=jc.timeout_s, max_rate_limit_wait_s=jc.max_rate_limit_wait_s,
+            prefix_warmup=jc.prefix_warmup,
+        )
+    except BaseException:
+        try:
+            await backend.close()
+        finally:
+            if cache is not None:
+                await cache.close()
+        raise
     return pool, cache
 
 
@@ -188,7 +208,8 @@ class JudgeSession:
             task_id="", agent="", method=self.purpose, template=template, key=judged.key, cached=judged.cached,
             status="ok", verdict=judged.value, input_tokens=judged.input_tokens,
             output_tokens=judged.output_tokens, cost_usd=judged.cost_usd, latency_s=round(judged.latency_s, 4),
-            label=label))
+            label=label, cached_input_tokens=judged.cached_input_tokens,
+            cost_usd_uncached=round(judged.cost_uncached, 8), batched=judged.batched))
         return judged.value
 
     def _record(self, rec: VerdictRecord) -> None:
@@ -203,7 +224,8 @@ class JudgeSession:
         s = self.pool.stats
         return {"judge": self.pool.judge_label, "calls": s.calls, "cache_hits": s.cache_hits,
                 "retries": s.retries, "rate_limited_429": s.rate_limited, "input_tokens": s.input_tokens,
-                "output_tokens": s.output_tokens, "cost_usd": round(s.cost_usd, 6)}
+                "output_tokens": s.output_tokens, "cost_usd": round(s.cost_usd, 6),
+                "cached_input_tokens": s.cached_input_tokens, "cost_usd_uncached": round(s.cost_usd_uncached, 6)}
 
 
 @contextlib.asynccontextmanager
@@ -284,7 +306,10 @@ class Run:
         self._writer = RunWriter(cfg.out, lock) if lock is not None else None
         self.runner = Runner(
             tasks=self.tasks, methods=instances, pool=pool, pages=self.pages, seed=cfg.seed, writer=self._writer,
-            executor=executor, max_in_flight=cfg.max_in_flight or max(32, 4 * cfg.judge.concurrency))
+            executor=executor, max_in_flight=cfg.max_in_flight or (
+                # Batch mode: items wait hours, not seconds, so many must be open at once for
+                # their calls to share a batch.
+                BATCH_ITEMS_IN_FLIGHT if cfg.judge.batch else max(32, 4 * cfg.judge.concurrency)))
 
     def _storage_failure(self) -> BaseException | None:
         """A cache or page store that failed mid-run: the run stops (the files are not

@@ -98,13 +98,23 @@ def _method_extras(summary: dict[str, Any], method: str) -> list[str]:
 
 def _totals_line(summary: dict[str, Any]) -> str:
     t = summary.get("totals", {})
-    return (
+    lines = [
         f"\n  items {t.get('items', 0)} (failed {t.get('items_failed', 0)}, not applicable "
         f"{t.get('items_skipped', 0)}, inputs skipped "
         f"{t.get('inputs_skipped', 0)}) · calls {t.get('calls', 0)} · cache hits {t.get('cache_hits', 0)} · "
         f"retries {t.get('retries', 0)} · 429s {t.get('rate_limited_429', 0)} · tokens "
         f"{t.get('input_tokens', 0)}+{t.get('output_tokens', 0)} · cost ${t.get('cost_usd', 0):.4f} · "
-        f"{t.get('wall_time_s', 0):.1f}s")
+        f"{t.get('wall_time_s', 0):.1f}s"]
+    if t.get("cached_input_tokens"):
+        share = t["cached_input_tokens"] / max(1, t.get("input_tokens", 0))
+        lines.append(f"  prompt cache: {t['cached_input_tokens']} of {t.get('input_tokens', 0)} input tokens "
+                     f"({share:.0%}) billed at the cached price; without it ${t.get('cost_usd_uncached', 0):.4f}")
+    if t.get("batched_calls") or "batches" in t:
+        b = t.get("batches", {})
+        lines.append(f"  batch API: {t.get('batched_calls', 0)} of {t.get('calls', 0)} calls batched, at batch prices; "
+                     f"batches submitted {b.get('submitted', 0)}, re-attached {b.get('reattached', 0)}, "
+                     f"completed {b.get('completed', 0)}, failed {b.get('failed', 0)}, expired {b.get('expired', 0)}")
+    return "\n".join(lines)
 
 
 def failures_text(summary: dict[str, Any]) -> str | None:
@@ -164,6 +174,13 @@ def dry_run_text(summary: dict[str, Any], price_model: str | None) -> str:
                  f"{t['planned_output_tokens']:>12}{t['planned_cost_usd']:>11.4f}")
     items = max(1, t["items"])
     lines.append(f"  {t['items']} report x method items; {t['planned_calls'] / items:.2f} calls per item")
+    if t.get("priced_as") == "batch":
+        lines.append("  priced at batch rates (--batch); answers arrive within the provider's 24h window")
+    cached = t.get("planned_cached_input_tokens_estimate", 0)
+    if cached:
+        lines.append(f"  prompt cache (estimate): about {cached:,} of {t['planned_input_tokens']:,} input tokens "
+                     f"({cached / max(1, t['planned_input_tokens']):.0%}) would be read from the provider's prefix "
+                     "cache, priced at its cached-input rate; the real share depends on the provider")
     for method, pairs in _pair_totals(summary).items():
         lines.append(f"  {method}: {pairs:,} claim/statement pairs to judge")
     if "pages" in summary:

@@ -189,8 +189,12 @@ def parse_completion(raw: bytes, request: ChatRequest) -> ChatResponse:
     estimated = not (isinstance(pin, int) and isinstance(pout, int))
     if estimated:
         pin, pout = estimate_messages(list(request.messages)), estimate_tokens(text)
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    cached = min(cached, pin) if isinstance(cached, int) and cached > 0 and not estimated else 0
     return ChatResponse(text=text, input_tokens=pin, output_tokens=pout, usage_estimated=estimated,
-                        finish_reason=choice.get("finish_reason"), model=obj.get("model"))
+                        finish_reason=choice.get("finish_reason"), model=obj.get("model"),
+                        cached_input_tokens=cached)
 
 
 def excerpt(raw: bytes, n: int = 300) -> str:

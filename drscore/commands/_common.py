@@ -48,6 +48,18 @@ def add_judge_args(p: argparse.ArgumentParser) -> None:
     c.add_argument("--max-cost", type=float, metavar="USD",
                    help="hard ceiling on spend: each call reserves its worst case (input bound + max_tokens of "
                         "output) before it is sent; items left over fail with reason 'budget' (exit 3)")
+    c.add_argument("--no-prefix-warmup", action="store_true",
+                   help="do not hold calls sharing a long prompt prefix until the first of them answered")
+    b = p.add_argument_group("batch (OpenAI-compatible Files + Batches API)")
+    b.add_argument("--batch", action="store_true",
+                   help="send judge calls as batches: batch prices (usually half), answers within the "
+                        "provider's 24h window; crash-safe (re-run the same command to re-attach)")
+    b.add_argument("--batch-window", type=float, default=2.0, metavar="SECONDS",
+                   help="send a batch after this many seconds without new calls (default 2)")
+    b.add_argument("--batch-poll", type=float, default=5.0, metavar="SECONDS",
+                   help="first interval between batch status polls; backs off to 2 minutes (default 5)")
+    b.add_argument("--batch-max-requests", type=int, default=50_000, metavar="N",
+                   help="requests per batch (default and provider maximum 50,000)")
 
 
 def judge_config_from_args(args: argparse.Namespace) -> JudgeConfig:
@@ -58,7 +70,9 @@ def judge_config_from_args(args: argparse.Namespace) -> JudgeConfig:
         concurrency=args.concurrency, burst_s=args.burst, max_rate_limit_wait_s=args.max_rate_limit_wait, cache_dir=args.cache, no_cache=args.no_cache,
         prices=args.prices, price_as=args.price_as, max_cost=args.max_cost, max_retries=args.max_retries,
         prompts_dir=getattr(args, "prompts", None),
-        params=parse_judge_params(getattr(args, "judge_param", None)))
+        params=parse_judge_params(getattr(args, "judge_param", None)),
+        batch=args.batch, batch_window_s=args.batch_window, batch_poll_s=args.batch_poll,
+        batch_max_requests=args.batch_max_requests, prefix_warmup=not args.no_prefix_warmup)
 
 
 @contextlib.asynccontextmanager

@@ -36,7 +36,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"http://{args.host}:{port}/v1", flush=True)
         limits = ", ".join(
             f"{name}={getattr(cfg, name)}" for name in ("rpm", "tpm", "burst", "latency", "jitter",
-                                                         "error_rate", "malformed_rate", "seed"))
+                                                         "error_rate", "malformed_rate", "seed",
+                                                         "prefix_cache", "batch_delay"))
         print(f"mock judge {cfg.model!r} ready ({limits}); stats at http://{args.host}:{port}/stats; "
               "Ctrl-C to stop", file=sys.stderr, flush=True)
 

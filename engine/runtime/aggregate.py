@@ -29,6 +29,10 @@ class _Acc(msgspec.Struct):
     input_tokens: int = 0
     output_tokens: int = 0
     latency_s: float = 0.0
+    cached_input_tokens: int = 0
+    cost_usd_uncached: float = 0.0
+    judge_s: float = 0.0
+    quota_wait_s: float = 0.0
     rows: int = 0
     sub_sum: dict[str, float] = {}
     sub_n: dict[str, int] = {}
@@ -46,6 +50,10 @@ class Aggregator:
         acc.input_tokens += row.input_tokens
         acc.output_tokens += row.output_tokens
         acc.latency_s += row.latency_s
+        acc.cached_input_tokens += row.cached_input_tokens
+        acc.cost_usd_uncached += row.cost_usd_uncached
+        acc.judge_s += row.judge_s
+        acc.quota_wait_s += row.quota_wait_s
         if row.status == "skipped":
             acc.skipped += 1
             return
@@ -89,6 +97,9 @@ class Aggregator:
                 "cost_usd": round(a.cost_usd, 6), "input_tokens": a.input_tokens,
                 "output_tokens": a.output_tokens,
                 "mean_latency_s": a.latency_s / a.rows if a.rows else None,
+                "cached_input_tokens": a.cached_input_tokens, "cost_usd_uncached": round(a.cost_usd_uncached, 6),
+                "mean_judge_s": a.judge_s / a.rows if a.rows else None,
+                "mean_quota_wait_s": a.quota_wait_s / a.rows if a.rows else None,
             })
         return out
 

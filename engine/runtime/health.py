@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import asyncio
 
-NOT_COUNTED = frozenset({"rate_limit"})
+# Not counted: 429s (the rate limiter handles them), and requests a batch left unanswered
+# (judge/batch.py: one expired batch fails all its requests at once; they are retried).
+NOT_COUNTED = frozenset({"rate_limit", "batch_unfinished"})
 
 
 class EndpointGate:

@@ -44,6 +44,10 @@ class ChatResponse(msgspec.Struct, kw_only=True):
     usage_estimated: bool = False
     finish_reason: str | None = None
     model: str | None = None
+    # Part of ``input_tokens`` served from the provider's prefix cache
+    # (``usage.prompt_tokens_details.cached_tokens``), billed at the cached-input price.
+    cached_input_tokens: int = 0
+    batched: bool = False  # answered through the Batch API (billed at batch prices)
 
 
 class RateLimitInfo(msgspec.Struct, kw_only=True):

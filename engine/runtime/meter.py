@@ -14,6 +14,13 @@ class Meter(msgspec.Struct):
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    cached_input_tokens: int = 0  # part of input_tokens served from the provider's prefix cache
+    cost_usd_uncached: float = 0.0  # what these calls would have cost alone (see pool.Judged)
+    batched_calls: int = 0  # network calls answered through the Batch API
+    # Intervals (monotonic start, end) of this meter's calls at the judge and waiting for
+    # quota; per item only (merge() drops them), turned into seconds by latency_split().
+    judge_spans: list[tuple[float, float]] = msgspec.field(default_factory=list)
+    wait_spans: list[tuple[float, float]] = msgspec.field(default_factory=list)
 
     def add(self, judged: Any) -> None:
         if judged.source == "network":
@@ -25,7 +32,60 @@ class Meter(msgspec.Struct):
         self.input_tokens += judged.input_tokens
         self.output_tokens += judged.output_tokens
         self.cost_usd += judged.cost_usd
+        self.cached_input_tokens += getattr(judged, "cached_input_tokens", 0)
+        self.cost_usd_uncached += getattr(judged, "cost_uncached", judged.cost_usd)
+        if getattr(judged, "batched", False) and judged.source == "network":
+            self.batched_calls += 1
+        self.judge_spans.extend(getattr(judged, "judge_spans", ()))
+        self.wait_spans.extend(getattr(judged, "wait_spans", ()))
 
     def merge(self, other: Meter) -> None:
         for f in self.__struct_fields__:
-            setattr(self, f, getattr(self, f) + getattr(other, f))
+            if f not in _SPANS:
+                setattr(self, f, getattr(self, f) + getattr(other, f))
+
+    def latency_split(self) -> tuple[float, float]:
+        """(seconds with at least one call at the judge, seconds with calls waiting for
+        quota and none at the judge): concurrent calls are not double counted, and the
+        two never add up to more than the item's wall time."""
+        judge = _union(self.judge_spans)
+        waiting = _union(_subtract(self.wait_spans, judge))
+        return _length(judge), _length(waiting)
+
+
+_SPANS = ("judge_spans", "wait_spans")
+
+
+def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(s for s in spans if s[1] > s[0]):
+        if out and a <= out[-1][1]:
+            if b > out[-1][1]:
+                out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return out
+
+
+def _subtract(spans: list[tuple[float, float]], cover: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Parts of ``spans`` outside the (sorted, disjoint) intervals ``cover``."""
+    out = []
+    for a, b in spans:
+        pieces = [(a, b)]
+        for c, d in cover:
+            nxt = []
+            for x, y in pieces:
+                if d <= x or c >= y:
+                    nxt.append((x, y))
+                    continue
+                if x < c:
+                    nxt.append((x, c))
+                if d < y:
+                    nxt.append((d, y))
+            pieces = nxt
+        out.extend(pieces)
+    return out
+
+
+def _length(spans: list[tuple[float, float]]) -> float:
+    return sum(b - a for a, b in spans)

@@ -49,6 +49,10 @@ class ScoreRow(msgspec.Struct, kw_only=True, omit_defaults=False):
     cost_usd: float = 0.0
     latency_s: float = 0.0
     details: dict[str, Any] = {}
+    cached_input_tokens: int = 0  # part of input_tokens served from the provider's prefix cache
+    cost_usd_uncached: float = 0.0  # what this item would have cost alone (no cache, no sharing)
+    judge_s: float = 0.0  # of latency_s: time with at least one call at the judge
+    quota_wait_s: float = 0.0  # of latency_s: time only waiting for quota (or prefix warm-up)
 
 
 class VerdictRecord(msgspec.Struct, kw_only=True):
@@ -68,6 +72,9 @@ class VerdictRecord(msgspec.Struct, kw_only=True):
     cost_usd: float = 0.0
     latency_s: float = 0.0
     label: str = ""
+    cached_input_tokens: int = 0
+    cost_usd_uncached: float = 0.0
+    batched: bool = False
     # What the call judged, for reading it back (the report viewer): the short template
     # variables (statements, URLs, passages), each clipped; long ones (pages, whole
     # reports) only as their length. See engine.runtime.context.call_inputs.

@@ -16,6 +16,15 @@ current), a per-call timeout, and after the answer the circuit breaker and redac
 cover the next call, a rate-limit reset beyond ``max_rate_limit_wait_s``, an endpoint
 fault at preflight or a tripped breaker *stop* the pool (:attr:`JudgePool.stopped`):
 every later call fails at once with the stop's reason, cache hits are still served.
+
+Costs use the cached-input price for tokens the provider served from its prefix cache
+and batch prices for calls a batching backend (``backend.batched``) answered. Batched
+calls skip the RPM/TPM limiter (batch work has the provider's own queue), the preflight
+gate and the per-call timeout (an answer may take hours), but still reserve their worst
+case at batch prices before they join a batch. Calls sharing a long prompt prefix are
+ordered by :class:`engine.runtime.prefix.WarmupGate`: the first goes alone, its siblings
+follow once it answered. Each result carries its time at the judge and its time waiting
+(quota, warm-up, backoff) as spans, so a row can split its latency honestly.
 """
 from __future__ import annotations
 
@@ -36,9 +45,10 @@ from drscore.engine.runtime.judging import (
     StopReason, TransientError,
 )
 from drscore.engine.runtime.limits import LimiterStopped, RateLimiter
+from drscore.engine.runtime.prefix import CacheEstimator, WarmupGate, group_key
 from drscore.engine.runtime.pricing import PriceTable
 from drscore.engine.runtime.redact import redact
-from drscore.engine.runtime.tokens import TokenEstimator, estimate_messages, message_features
+from drscore.engine.runtime.tokens import TokenEstimator, estimate_messages, estimate_tokens, message_features
 from drscore.engine.runtime.verdicts import VerdictDecodeError, decode_verdict, schema_of
 
 T = TypeVar("T")
@@ -48,16 +58,31 @@ T = TypeVar("T")
 _MAYBE_BILLED = frozenset({"timeout", "connection", "bad_response"})
 
 
-class Judged(Generic[T]):
-    """A decoded verdict and what it cost. ``source`` is network | cache | shared | dry."""
+Span = tuple[float, float]  # (start, end) on time.monotonic()
 
-    __slots__ = ("value", "text", "key", "source", "input_tokens", "output_tokens", "cost_usd", "latency_s")
+
+class Judged(Generic[T]):
+    """A decoded verdict and what it cost. ``source`` is network | cache | shared | dry.
+
+    ``cost_uncached`` is what the call would have cost alone: no prefix-cache discount,
+    and for an answer reused from the cache or from an identical call, the list price of
+    that call (its leader's usage, or estimated tokens for a cache hit). ``judge_spans``
+    and ``wait_spans`` are the intervals spent at the judge and waiting for quota."""
+
+    __slots__ = ("value", "text", "key", "source", "input_tokens", "output_tokens", "cost_usd", "latency_s",
+                 "cached_input_tokens", "cost_uncached", "batched", "judge_spans", "wait_spans")
 
     def __init__(self, value: T, text: str, key: str, source: str, input_tokens: int = 0,
-                 output_tokens: int = 0, cost_usd: float = 0.0, latency_s: float = 0.0) -> None:
+                 output_tokens: int = 0, cost_usd: float = 0.0, latency_s: float = 0.0, *,
+                 cached_input_tokens: int = 0, cost_uncached: float | None = None, batched: bool = False,
+                 judge_spans: list[Span] | None = None, wait_spans: list[Span] | None = None) -> None:
         self.value, self.text, self.key, self.source = value, text, key, source
         self.input_tokens, self.output_tokens = input_tokens, output_tokens
         self.cost_usd, self.latency_s = cost_usd, latency_s
+        self.cached_input_tokens, self.batched = cached_input_tokens, batched
+        self.cost_uncached = cost_usd if cost_uncached is None else cost_uncached
+        self.judge_spans = judge_spans or []
+        self.wait_spans = wait_spans or []
 
     @property
     def cached(self) -> bool:
@@ -75,11 +100,16 @@ class PoolStats(msgspec.Struct):
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    cached_input_tokens: int = 0  # part of input_tokens read from the provider's prefix cache
+    cost_usd_uncached: float = 0.0  # the same calls without the prefix-cache discount
+    batched_calls: int = 0  # network calls answered through the Batch API
+    warmup_held: int = 0  # calls that waited for the first call of their prefix group
     # dry-run plan (calls that would be made)
     planned_calls: int = 0
     planned_input_tokens: int = 0
     planned_output_tokens: int = 0
     planned_cost_usd: float = 0.0
+    planned_cached_input_tokens: int = 0  # an estimate (see engine.runtime.prefix)
 
 
 class JudgePool:
@@ -104,6 +134,7 @@ class JudgePool:
         breaker_threshold: int = 10,
         preflight: bool = True,
         templates: prompts.Library | None = None,
+        prefix_warmup: bool = True,
     ) -> None:
         """``timeout_s`` bounds each attempt (None: only the backend's own timeout);
         ``max_rate_limit_wait_s`` is the longest 429 reset the pool waits for before it
@@ -127,14 +158,21 @@ class JudgePool:
         self.timeout_s = timeout_s
         self.max_rate_limit_wait_s = max_rate_limit_wait_s
         self.breaker = CircuitBreaker(breaker_threshold)
-        self.gate = EndpointGate() if preflight and getattr(backend, "cacheable", True) else None
+        # A batching backend queues calls for the Batch API: no client-side quota, no
+        # per-call timeout, batch prices, and no preflight (a first batch of one request
+        # would cost a whole batch round trip); the provider orders the work (no warm-up).
+        self.batched = bool(getattr(backend, "batched", False))
+        self.gate = EndpointGate() if preflight and getattr(backend, "cacheable", True) and not self.batched \
+            else None
+        self.warmup = WarmupGate() if prefix_warmup and not self.batched else None
+        self._cache_estimate = CacheEstimator()
         self.stopped: StopReason | None = None
         self.dry = dry_run_with  # when set: plan calls, answer with this backend, spend nothing
         self.price_model = price_model or backend.model
         self.stats = PoolStats()
         self.tokens = TokenEstimator()
         self._identity = {"backend": backend.name, **backend.identity()}
-        self._inflight: dict[str, asyncio.Future[str]] = {}
+        self._inflight: dict[str, asyncio.Future[Judged[Any]]] = {}
         self._planned: set[str] = set()
         # Backends that are not cached (the offline judge) still answer a repeated request
         # once per run, so task-level steps are counted once, as with a real judge.
@@ -201,28 +239,30 @@ class JudgePool:
                 try:
                     value = decode_verdict(text, verdict)
                     self.stats.cache_hits += 1
-                    return Judged(value, text, key, "cache")
+                    return Judged(value, text, key, "cache", cost_uncached=self._list_cost(req, text))
                 except VerdictDecodeError:
                     pass  # schema changed under the same key cannot happen; be safe and re-ask
         if self._memo is not None and key in self._memo:
             self._memo.move_to_end(key)
             self.stats.shared += 1
             text = self._memo[key]
-            return Judged(decode_verdict(text, verdict), text, key, "shared")
+            return Judged(decode_verdict(text, verdict), text, key, "shared", cost_uncached=self._list_cost(req, text))
         if self.dry is not None:
             return await self._plan(req, verdict, key)
         if self.stopped is not None:
             raise self._stopped_error()
         fut = self._inflight.get(key)
         if fut is not None:
-            text = await asyncio.shield(fut)
+            t0 = time.monotonic()
+            leader = await asyncio.shield(fut)
             self.stats.shared += 1
-            return Judged(decode_verdict(text, verdict), text, key, "shared")
+            return Judged(decode_verdict(leader.text, verdict), leader.text, key, "shared",
+                          cost_uncached=leader.cost_uncached, judge_spans=[(t0, time.monotonic())])
         fut = asyncio.get_running_loop().create_future()
         self._inflight[key] = fut
         try:
             judged = await self._claimed_elsewhere(key, verdict) or await self._call(req, verdict, key, components)
-            fut.set_result(judged.text)
+            fut.set_result(judged)
             return judged
         except BaseException as e:
             if self.cache is not None:
@@ -257,19 +297,31 @@ class JudgePool:
         self._planned.add(key)
         tpl = self._template(req.template)
         tin, tout = estimate_messages(list(req.messages)), tpl.expected_output_tokens
-        cost = self.prices.cost(self.price_model, tin, tout)
+        cached = self._cache_estimate.cached_tokens(req.messages, tin) if not self.batched else 0
+        cost = self.prices.cost(self.price_model, tin, tout, cached, batch=self.batched)
         s = self.stats
         s.planned_calls += 1
         s.planned_input_tokens += tin
         s.planned_output_tokens += tout
         s.planned_cost_usd += cost
-        return Judged(decode_verdict(resp.text, verdict), resp.text, key, "dry", tin, tout, cost)
+        s.planned_cached_input_tokens += cached
+        return Judged(decode_verdict(resp.text, verdict), resp.text, key, "dry", tin, tout, cost,
+                      cached_input_tokens=cached, batched=self.batched,
+                      cost_uncached=self.prices.cost(self.price_model, tin, tout, batch=self.batched))
+
+    def _list_cost(self, req: ChatRequest, text: str) -> float:
+        """Estimated price of a call we did not pay for (reused answer): learned prompt
+        token estimate plus the answer's estimated length, at uncached rates."""
+        tin = round(self.tokens.prompt(message_features(req.messages)))
+        return self.prices.cost(self.price_model, tin, estimate_tokens(text), batch=self.batched)
 
     async def _send(self, request: ChatRequest) -> tuple[Any, Any]:
         """One attempt, bounded by ``timeout_s``; every failure is a :class:`JudgeError`
         with a redacted message."""
         try:
-            async with asyncio.timeout(self.timeout_s):
+            # A batched call waits for its batch (minutes to hours): only the batching
+            # backend's own HTTP timeouts apply.
+            async with asyncio.timeout(None if self.batched else self.timeout_s):
                 return await self.backend.complete(request)
         except TimeoutError:
             raise TransientError(f"no answer within {self.timeout_s:g} s (--timeout)", kind="timeout") from None
@@ -301,6 +353,23 @@ class JudgePool:
                     f"to ${worst:.6f}. Re-run with a higher --max-cost to resume from the cache.")
 
     async def _call(self, req: ChatRequest, verdict: type[T], key: str, components: dict[str, Any]) -> Judged[T]:
+        t0 = time.monotonic()
+        group = group_key(req.messages) if self.warmup is not None else None
+        leader = False
+        wait_spans: list[Span] = []
+        try:
+            if group is not None:
+                leader = await self.warmup.enter(group)
+                if not leader and time.monotonic() > t0:
+                    self.stats.warmup_held += 1
+                    wait_spans.append((t0, time.monotonic()))
+            return await self._attempts(req, verdict, key, components, t0, wait_spans)
+        finally:
+            if leader:
+                self.warmup.leave(group)
+
+    async def _attempts(self, req: ChatRequest, verdict: type[T], key: str, components: dict[str, Any],
+                        t0: float, wait_spans: list[Span]) -> Judged[T]:
         tpl = self._template(req.template)
         features = message_features(req.messages)
         def estimate() -> int:  # evaluated when the call reaches the head of the quota queue
@@ -308,31 +377,45 @@ class JudgePool:
 
         attempts = rate_limited = reasks = 0
         current = req
-        t0 = time.monotonic()
-        tin = tout = 0
-        cost = 0.0
+        tin = tout = tcached = 0
+        cost = cost_uncached = 0.0
+        batched = False
+        judge_spans: list[Span] = []
+        limiter = None if self.batched else self.limiter  # batch work is not paced by the quota
         while True:
             if self.stopped is not None:
                 raise self._stopped_error()
             probe = await self.gate.enter() if self.gate is not None and not self.gate.is_open else False
+            permit = None
             try:
                 if self.stopped is not None:
                     raise self._stopped_error()
-                try:
-                    permit = await self.limiter.acquire(estimate)
-                except LimiterStopped:
-                    raise self._stopped_error() from None
+                if limiter is not None:
+                    tw = time.monotonic()
+                    try:
+                        permit = await limiter.acquire(estimate)
+                    except LimiterStopped:
+                        raise self._stopped_error() from None
+                    finally:
+                        wait_spans.append((tw, time.monotonic()))
                 # The reservation is made now, after the quota wait: the spend it checks
                 # against is current, and the quota wait cannot outdate it.
                 worst = 0.0 if self.budget.cap is None else self.prices.cost(
-                    self.price_model, input_reservation(current, self.tokens), current.max_tokens)
+                    self.price_model, input_reservation(current, self.tokens), current.max_tokens,
+                    batch=self.batched)
                 try:
-                    reserved = self.budget.try_reserve(worst) or await self.budget.reserve(worst)
+                    reserved = self.budget.try_reserve(worst)
+                    if not reserved:  # waits for calls in flight to settle (a wait, not judge time)
+                        tw = time.monotonic()
+                        reserved = await self.budget.reserve(worst)
+                        wait_spans.append((tw, time.monotonic()))
                 except BaseException:  # cancelled while waiting for room: give the slot back
-                    await self.limiter.release_failed(permit)
+                    if permit is not None:
+                        await limiter.release_failed(permit)
                     raise
                 if not reserved:
-                    await self.limiter.release_failed(permit)
+                    if permit is not None:
+                        await limiter.release_failed(permit)
                     if self.budget.exhausted:
                         self.halt(self._budget_stop(worst))
                     raise self._stopped_error()
@@ -340,9 +423,11 @@ class JudgePool:
                 if probe:
                     self.gate.open()
                 raise
+            tj = time.monotonic()
             try:
                 resp, info = await self._send(current)
             except JudgeError as e:
+                judge_spans.append((tj, time.monotonic()))
                 message = str(e)
                 if e.kind in _MAYBE_BILLED:
                     self.budget.forfeit(worst)
@@ -353,7 +438,7 @@ class JudgePool:
                 if probe:
                     self.gate.open()
                 if isinstance(e, RateLimited):
-                    delay = await self.limiter.rate_limited_release(permit, e.limits)
+                    delay = await limiter.rate_limited_release(permit, e.limits) if permit is not None else 1.0
                     self.stats.rate_limited += 1
                     rate_limited += 1
                     if delay > self.max_rate_limit_wait_s:
@@ -363,9 +448,12 @@ class JudgePool:
                     if rate_limited > self.max_rate_limit_retries:
                         self.stats.failures += 1
                         raise JudgeFailed("rate_limit", f"still rate limited after {rate_limited} tries") from None
+                    tw = time.monotonic()
                     await asyncio.sleep(delay * random.uniform(0.0, 0.1))  # the limiter pause does the rest
+                    wait_spans.append((tw, time.monotonic()))
                     continue
-                await self.limiter.release_failed(permit)
+                if permit is not None:
+                    await limiter.release_failed(permit)
                 if self.breaker.failure(e.kind, message):
                     self.halt(self._fault_stop(e, message, streak=self.breaker.count))
                 if self.stopped is not None:
@@ -377,38 +465,51 @@ class JudgePool:
                         self.stats.failures += 1
                         raise JudgeFailed(e.kind, message) from None
                     self.stats.retries += 1
+                    tw = time.monotonic()
                     await asyncio.sleep(min(self.backoff_cap_s, self.backoff_base_s * 2 ** (attempts - 1))
                                         * random.uniform(0.5, 1.5))
+                    wait_spans.append((tw, time.monotonic()))
                     continue
                 self.stats.failures += 1
                 raise JudgeFailed(e.kind, message) from None
             except BaseException:
                 self.budget.forfeit(worst)  # cancelled mid-call: it may have been billed
-                await self.limiter.release_failed(permit)
+                if permit is not None:
+                    await limiter.release_failed(permit)
                 if probe:
                     self.gate.open()
                 raise
+            judge_spans.append((tj, time.monotonic()))
             if probe:
                 self.gate.open()
             self.breaker.success()
-            self.limiter.observe(info)
-            if resp.usage_estimated:
-                await permit.done(None)
-            else:
-                await permit.done(resp.input_tokens + resp.output_tokens)
-                if current is req:  # re-asks carry extra messages: not the features we measured
-                    self.tokens.observe(features, req.template, resp.input_tokens, resp.output_tokens)
+            if permit is not None:
+                limiter.observe(info)
+                await permit.done(None if resp.usage_estimated else resp.input_tokens + resp.output_tokens)
+            if not resp.usage_estimated and current is req:
+                # re-asks carry extra messages: not the features we measured
+                self.tokens.observe(features, req.template, resp.input_tokens, resp.output_tokens)
             resp.text = redact(resp.text)  # an endpoint may echo the key inside an answer
-            call_cost = self.prices.cost(self.price_model, resp.input_tokens, resp.output_tokens)
+            call_cost = self.prices.cost(self.price_model, resp.input_tokens, resp.output_tokens,
+                                         resp.cached_input_tokens, batch=resp.batched)
+            call_uncached = self.prices.cost(self.price_model, resp.input_tokens, resp.output_tokens,
+                                             batch=resp.batched)
             self.budget.settle(worst, call_cost)
             tin += resp.input_tokens
             tout += resp.output_tokens
+            tcached += resp.cached_input_tokens
             cost += call_cost
+            cost_uncached += call_uncached
+            batched = batched or resp.batched
             s = self.stats
             s.calls += 1
             s.input_tokens += resp.input_tokens
             s.output_tokens += resp.output_tokens
             s.cost_usd += call_cost
+            s.cached_input_tokens += resp.cached_input_tokens
+            s.cost_usd_uncached += call_uncached
+            if resp.batched:
+                s.batched_calls += 1
             try:
                 value = decode_verdict(resp.text, verdict)
             except VerdictDecodeError as e:
@@ -425,7 +526,9 @@ class JudgePool:
                 self._memo[key] = resp.text
                 if len(self._memo) > 20_000:
                     self._memo.popitem(last=False)
-            return Judged(value, resp.text, key, "network", tin, tout, cost, time.monotonic() - t0)
+            return Judged(value, resp.text, key, "network", tin, tout, cost, time.monotonic() - t0,
+                          cached_input_tokens=tcached, cost_uncached=cost_uncached, batched=batched,
+                          judge_spans=judge_spans, wait_spans=wait_spans)
 
 
 def _duration(seconds: float) -> str:

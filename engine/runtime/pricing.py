@@ -4,6 +4,11 @@ The built-in table is a convenience snapshot and will age: pass ``--prices FILE`
 ``{"model": {"input": USD_per_Mtok, "output": USD_per_Mtok}}``) to use your own. Models
 are matched exactly, then by the longest known prefix (``gpt-4.1-2025-04-14`` ->
 ``gpt-4.1``). Unknown models cost 0 and are reported as unpriced.
+
+Optional fields per model: ``cached_input`` (input tokens served from the provider's
+prefix cache; default: the full input price, so an unknown discount is never assumed)
+and ``batch_input`` / ``batch_output`` / ``batch_cached_input`` (Batch API; default:
+half the synchronous price, the usual provider discount).
 """
 from __future__ import annotations
 
@@ -16,23 +21,36 @@ import orjson
 class Price(msgspec.Struct, frozen=True):
     input: float  # USD per 1M input tokens
     output: float  # USD per 1M output tokens
+    cached_input: float | None = None  # USD per 1M input tokens read from the prefix cache
+    batch_input: float | None = None  # Batch API prices (default: half the synchronous ones)
+    batch_output: float | None = None
+    batch_cached_input: float | None = None
+
+    def rates(self, *, batch: bool = False) -> tuple[float, float, float]:
+        """(input, cached input, output) USD per 1M tokens, synchronous or batch."""
+        cached = self.input if self.cached_input is None else self.cached_input
+        if not batch:
+            return self.input, cached, self.output
+        return (self.input / 2 if self.batch_input is None else self.batch_input,
+                cached / 2 if self.batch_cached_input is None else self.batch_cached_input,
+                self.output / 2 if self.batch_output is None else self.batch_output)
 
 
 DEFAULT_PRICES: dict[str, Price] = {
     "offline": Price(0.0, 0.0),
     "mock": Price(0.0, 0.0),
-    "gpt-4.1": Price(2.00, 8.00),
-    "gpt-4.1-mini": Price(0.40, 1.60),
-    "gpt-4.1-nano": Price(0.10, 0.40),
-    "gpt-4o": Price(2.50, 10.00),
-    "gpt-4o-mini": Price(0.15, 0.60),
-    "o3": Price(2.00, 8.00),
-    "o4-mini": Price(1.10, 4.40),
-    "gemini-2.5-pro": Price(1.25, 10.00),
-    "gemini-2.5-flash": Price(0.30, 2.50),
-    "claude-sonnet-4": Price(3.00, 15.00),
-    "claude-3-7-sonnet": Price(3.00, 15.00),
-    "deepseek-chat": Price(0.27, 1.10),
+    "gpt-4.1": Price(2.00, 8.00, cached_input=0.50),
+    "gpt-4.1-mini": Price(0.40, 1.60, cached_input=0.10),
+    "gpt-4.1-nano": Price(0.10, 0.40, cached_input=0.025),
+    "gpt-4o": Price(2.50, 10.00, cached_input=1.25),
+    "gpt-4o-mini": Price(0.15, 0.60, cached_input=0.075),
+    "o3": Price(2.00, 8.00, cached_input=0.50),
+    "o4-mini": Price(1.10, 4.40, cached_input=0.275),
+    "gemini-2.5-pro": Price(1.25, 10.00, cached_input=0.31),
+    "gemini-2.5-flash": Price(0.30, 2.50, cached_input=0.075),
+    "claude-sonnet-4": Price(3.00, 15.00, cached_input=0.30),
+    "claude-3-7-sonnet": Price(3.00, 15.00, cached_input=0.30),
+    "deepseek-chat": Price(0.27, 1.10, cached_input=0.07),
 }
 
 
@@ -58,8 +76,13 @@ class PriceTable:
         best = max((m for m in self.prices if model.startswith(m)), key=len, default=None)
         return self.prices[best] if best else None
 
-    def cost(self, model: str, input_tokens: int, output_tokens: int) -> float:
+    def cost(self, model: str, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0, *,
+             batch: bool = False) -> float:
+        """USD for one call. ``input_tokens`` is the whole prompt (as ``usage.prompt_tokens``
+        reports it), of which ``cached_input_tokens`` were read from the prefix cache."""
         price = self.lookup(model)
         if price is None:
             return 0.0
-        return (input_tokens * price.input + output_tokens * price.output) / 1e6
+        p_in, p_cached, p_out = price.rates(batch=batch)
+        cached = min(max(0, cached_input_tokens), input_tokens)
+        return ((input_tokens - cached) * p_in + cached * p_cached + output_tokens * p_out) / 1e6

@@ -197,4 +197,11 @@ class Progress:
                   f"shared {s.get('shared', 0)}")
         t.add_row(f"retries {s.get('retries', 0)}", f"429s {s.get('rate_limited', 0)}",
                   f"spent {_spend(s, self.max_cost)}")
+        b = s.get("batches")
+        if b is not None:  # --batch: where the calls are
+            t.add_row(f"[bold]batches[/] submitted {b.get('submitted', 0)} (+{b.get('reattached', 0)} re-attached)",
+                      f"in progress {b.get('in_progress', 0)} ({b.get('requests_in_progress', 0)} requests)",
+                      f"completed {b.get('completed', 0)} ({b.get('requests_answered', 0)} answered)")
+            t.add_row(f"queued for next batch {b.get('requests_queued', 0)}",
+                      f"failed/expired {b.get('failed', 0) + b.get('expired', 0)}", "")
         return t

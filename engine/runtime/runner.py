@@ -64,13 +64,17 @@ class Runner:
 
     def snapshot(self) -> dict[str, Any]:
         s = self.pool.stats
-        return {"items_done": self.items_done, "items_failed": self.items_failed, "calls": s.calls,
+        snap = {"items_done": self.items_done, "items_failed": self.items_failed, "calls": s.calls,
                 "cache_hits": s.cache_hits, "shared": s.shared, "retries": s.retries,
                 "rate_limited": s.rate_limited, "cost_usd": s.cost_usd, **self.pool.limiter.snapshot(),
                 # for the progress display: per-method counts and what the quota allows
                 "done_by_method": {m: sum(c.values()) for m, c in list(self.status_counts.items())},
                 "rpm": self.pool.limiter.rpm, "tpm": self.pool.limiter.tpm,
                 "input_tokens": s.input_tokens, "output_tokens": s.output_tokens}
+        batches = getattr(self.pool.backend, "batch_snapshot", None)
+        if batches is not None:  # a batching backend: batches submitted / in progress / done
+            snap["batches"] = batches()
+        return snap
 
     async def run(self, reports: Iterable[Report]) -> AsyncIterator[ScoreRow]:
         """Score every report with every method; yields rows as they complete."""
@@ -140,6 +144,7 @@ class Runner:
         except Exception as e:  # a method bug must not take the run down; it is reported
             result = MethodResult(score=None, status="failed",
                                   errors=[redact(f"internal error: {type(e).__name__}: {e}")])
+        judge_s, wait_s = meter.latency_split()
         row = ScoreRow(
             task_id=task.task_id, agent=report.agent, method=method.name, score=result.score,
             subscores=result.subscores, judged=result.judged, expected=result.expected,
@@ -148,6 +153,8 @@ class Runner:
             errors=result.errors, judge=self.pool.judge_label, calls=meter.calls + meter.planned,
             cache_hits=meter.cache_hits, input_tokens=meter.input_tokens, output_tokens=meter.output_tokens,
             cost_usd=round(meter.cost_usd, 8), latency_s=round(time.monotonic() - t0, 4), details=result.details,
+            cached_input_tokens=meter.cached_input_tokens, cost_usd_uncached=round(meter.cost_usd_uncached, 8),
+            judge_s=round(judge_s, 4), quota_wait_s=round(wait_s, 4),
         )
         self._count(row)
         self.per_method[method.name].merge(meter)
@@ -201,8 +208,14 @@ class Runner:
             "reasks": s.reasks, "judge_failures": s.failures, "input_tokens": s.input_tokens,
             "output_tokens": s.output_tokens, "cost_usd": round(s.cost_usd, 6), "wall_time_s": round(wall, 3),
             "budget_exhausted": self.pool.budget_exhausted,
+            "cached_input_tokens": s.cached_input_tokens, "cost_usd_uncached": round(s.cost_usd_uncached, 6),
+            "batched_calls": s.batched_calls, "synchronous_calls": s.calls - s.batched_calls,
+            "prefix_warmup_held": s.warmup_held,
             "failure_reasons": dict(sorted(self.failure_reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
         }
+        batches = getattr(self.pool.backend, "batch_summary", None)
+        if batches is not None:
+            totals["batches"] = batches()
         budget = self.pool.budget
         if budget.cap is not None:
             totals["max_cost_usd"] = budget.cap
@@ -210,14 +223,18 @@ class Runner:
         if dry_run:
             totals.update({"planned_calls": s.planned_calls, "planned_input_tokens": s.planned_input_tokens,
                            "planned_output_tokens": s.planned_output_tokens,
-                           "planned_cost_usd": round(s.planned_cost_usd, 6)})
+                           "planned_cost_usd": round(s.planned_cost_usd, 6),
+                           "planned_cached_input_tokens_estimate": s.planned_cached_input_tokens,
+                           "priced_as": "batch" if self.pool.batched else "synchronous"})
         return {
             "judge": self.pool.judge_label,
             "dry_run": dry_run,
             "per_agent_method": self._with_suite(self.aggregate.table(interval)),
             "notes": {m.name: m.notes() for m in self.methods if m.notes()},
-            "per_method": {name: {**msgspec.structs.asdict(m), "cost_usd": round(m.cost_usd, 6),
-                                   "statuses": self.status_counts[name]}
+            "per_method": {name: {**{k: v for k, v in msgspec.structs.asdict(m).items()
+                                     if k not in ("judge_spans", "wait_spans")},
+                                  "cost_usd": round(m.cost_usd, 6), "cost_usd_uncached": round(m.cost_usd_uncached, 6),
+                                  "statuses": self.status_counts[name]}
                            for name, m in self.per_method.items()},
             "totals": totals,
             "stopped": msgspec.to_builtins(self.pool.stopped) if self.pool.stopped is not None else None,

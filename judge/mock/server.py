@@ -8,6 +8,14 @@ headers, latency with jitter, server errors and malformed output at configurable
 ``GET /stats`` exposes counters (including answers paid twice for the same request) so
 tests and benchmarks can check what a client really sent.
 
+It also serves the OpenAI Files + Batches API (:mod:`judge.mock.batches`, answers after
+``--batch-delay`` seconds, outside the quota) and, with ``--prefix-cache``, an OpenAI-like
+prompt prefix cache (:mod:`judge.mock.prefix_cache`) reported in
+``usage.prompt_tokens_details.cached_tokens``.
+
+The module is the HTTP side only: quota buckets live in :mod:`judge.mock.quota`,
+request parsing and answer content in :mod:`judge.mock.completions`.
+
 Token accounting is deliberately its own (one token per word or punctuation mark, plus
 3 per message), different from :func:`drscore.engine.runtime.tokens.estimate_tokens`, so a client has
 to correct its estimates from the ``usage`` the server returns.
@@ -21,12 +29,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
-import hashlib
-import json
 import math
 import random
-import re
 import signal
 import subprocess
 import sys
@@ -40,7 +44,13 @@ import msgspec
 import orjson
 from aiohttp import web
 
-from drscore.judge.mock.schema_fill import Filler, SchemaFillError, compile_schema
+from drscore.judge.mock.batches import MockBatches
+from drscore.judge.mock.completions import (
+    BadRequest, Prepared, completion_body, count_tokens, error_body, prepare, prompt_token_list, recoverable,
+    truncated,
+)
+from drscore.judge.mock.prefix_cache import PrefixCache
+from drscore.judge.mock.quota import Quota, TokenBucket, ceil_ms, format_duration
 
 __all__ = [
     "MockConfig",
@@ -56,10 +66,6 @@ __all__ = [
     "start",
 ]
 
-_TOKEN = re.compile(r"\w+|[^\w\s]")
-_TOKENS_PER_MESSAGE = 3
-_SCHEMA_IN_PROMPT = re.compile(r"<json-schema>(.*?)</json-schema>", re.DOTALL)
-_EMPTY_FILLER = compile_schema({"type": "object", "properties": {}, "additionalProperties": False})
 _JSON = "application/json"
 
 
@@ -75,9 +81,13 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     malformed_rate: float = 0.0  # share of admitted requests answered with undecodable content
     seed: int = 0  # seeds the server's fault and jitter draws
     model: str = "mock-judge"
+    prefix_cache: bool = False  # serve repeated prompt prefixes from an OpenAI-like cache
+    prefix_cache_ttl: float = 600.0  # seconds a cached prefix lives after its last use
+    batch_delay: float = 1.0  # seconds a batch stays in progress before it is answered
+    batch_expire_first: int = 0  # the first N batches expire unanswered (to test retries)
 
     def __post_init__(self) -> None:
-        for name in ("rpm", "tpm", "latency", "jitter"):
+        for name in ("rpm", "tpm", "latency", "jitter", "prefix_cache_ttl", "batch_delay", "batch_expire_first"):
             if getattr(self, name) < 0:
                 raise ValueError(f"mock judge: {name} must be >= 0, got {getattr(self, name)}")
         if self.burst <= 0:
@@ -89,213 +99,11 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise ValueError("mock judge: error_rate + malformed_rate must not exceed 1")
 
 
-# -- pure pieces --------------------------------------------------------------------------
-
-
-def count_tokens(text: str) -> int:
-    """The mock's token count: one per run of word characters or per punctuation mark."""
-    return len(_TOKEN.findall(text))
-
-
-def ceil_ms(seconds: float) -> int:
-    """Whole milliseconds, rounded up so that waiting that long always suffices; the
-    inner round() keeps float noise (999.9999999 or 800.0000001) from adding one."""
-    return math.ceil(round(seconds * 1000, 6))
-
-
-def format_duration(seconds: float) -> str:
-    """Format a delay like OpenAI's ``x-ratelimit-reset-*`` headers: ``250ms``, ``1s``,
-    ``6m0s``, ``1h2m3.5s`` (rounded up to whole milliseconds)."""
-    ms = ceil_ms(seconds)
-    if ms <= 0:
-        return "0s"
-    if ms < 1000:
-        return f"{ms}ms"
-    hours, ms = divmod(ms, 3_600_000)
-    minutes, ms = divmod(ms, 60_000)
-    secs = f"{ms / 1000:.3f}".rstrip("0").rstrip(".")
-    if hours:
-        return f"{hours}h{minutes}m{secs}s"
-    if minutes:
-        return f"{minutes}m{secs}s"
-    return f"{secs}s"
-
-
-class TokenBucket:
-    """A continuously refilled bucket: ``limit`` units per minute, capacity of ``burst``
-    seconds of quota (never below ``min_capacity``). Costs above the capacity are admitted
-    when the bucket is full and drive it into debt, so no request is refused forever."""
-
-    def __init__(self, limit_per_min: float, burst_s: float, min_capacity: float = 0.0,
-                 now: float = 0.0) -> None:
-        self.limit = limit_per_min
-        self.rate = limit_per_min / 60.0
-        self.capacity = max(min_capacity, limit_per_min * burst_s / 60.0)
-        self.level = self.capacity
-        self._updated = now
-
-    def refill(self, now: float) -> None:
-        """Add what accrued since the last update (never above capacity)."""
-        if now > self._updated:
-            self.level = min(self.capacity, self.level + (now - self._updated) * self.rate)
-            self._updated = now
-
-    def wait_for(self, cost: float) -> float:
-        """Seconds until ``cost`` fits (0 if it fits now); call :meth:`refill` first."""
-        need = min(cost, self.capacity)
-        # A tiny tolerance: after waiting exactly the advertised time, float rounding
-        # must not leave the bucket a hair short.
-        missing = need - self.level
-        return 0.0 if missing <= 1e-9 else missing / self.rate
-
-    def take(self, cost: float) -> None:
-        """Charge ``cost`` (the level may go negative: debt repaid by later refills)."""
-        self.level -= cost
-
-    def remaining(self) -> int:
-        """Whole units left now (0 while in debt)."""
-        return max(0, math.floor(self.level + 1e-9))
-
-    def reset_s(self) -> float:
-        """Seconds until the bucket is full again."""
-        return max(0.0, (self.capacity - self.level) / self.rate)
-
-    def refill_to_full(self, now: float) -> None:
-        """Forget all charges (used by ``POST /reset``)."""
-        self.level = self.capacity
-        self._updated = now
-
-
-class _Quota:
-    """RPM and TPM buckets checked and charged together (all-or-nothing admission)."""
-
-    def __init__(self, cfg: MockConfig, clock: Callable[[], float]) -> None:
-        self.clock = clock
-        now = clock()
-        self.requests = TokenBucket(cfg.rpm, cfg.burst, 1.0, now) if cfg.rpm > 0 else None
-        self.tokens = TokenBucket(cfg.tpm, cfg.burst, 0.0, now) if cfg.tpm > 0 else None
-
-    def admit(self, tokens: int) -> float:
-        """Charge one request and ``tokens`` if both fit and return 0; otherwise charge
-        nothing and return the seconds to wait."""
-        if self.requests is None and self.tokens is None:
-            return 0.0
-        now = self.clock()
-        wait = 0.0
-        for bucket, cost in ((self.requests, 1), (self.tokens, tokens)):
-            if bucket is not None:
-                bucket.refill(now)
-                wait = max(wait, bucket.wait_for(cost))
-        if wait > 0:
-            return wait
-        if self.requests is not None:
-            self.requests.take(1)
-        if self.tokens is not None:
-            self.tokens.take(tokens)
-        return 0.0
-
-    def headers(self) -> dict[str, str]:
-        """OpenAI-style ``x-ratelimit-*`` headers for the limited dimensions."""
-        out: dict[str, str] = {}
-        for kind, bucket in (("requests", self.requests), ("tokens", self.tokens)):
-            if bucket is not None:
-                out[f"x-ratelimit-limit-{kind}"] = _num(bucket.limit)
-                out[f"x-ratelimit-remaining-{kind}"] = str(bucket.remaining())
-                out[f"x-ratelimit-reset-{kind}"] = format_duration(bucket.reset_s())
-        return out
-
-    def reset(self) -> None:
-        now = self.clock()
-        for bucket in (self.requests, self.tokens):
-            if bucket is not None:
-                bucket.refill_to_full(now)
-
-
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else str(x)
-
-
-class _BadRequest(Exception):
-    pass
-
-
-def _message_text(content: Any, i: int) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}, ...]
-        return "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    raise _BadRequest(f"messages[{i}].content must be a string or a list of parts")
-
-
-def _prompt_texts(payload: Any) -> list[str]:
-    if not isinstance(payload, dict):
-        raise _BadRequest("request body must be a JSON object")
-    messages = payload.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise _BadRequest("'messages' is required and must be a non-empty list")
-    texts = []
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            raise _BadRequest(f"messages[{i}] must be an object with a string 'role'")
-        texts.append(_message_text(m.get("content"), i))
-    if payload.get("stream"):
-        raise _BadRequest("streaming is not supported by the mock judge")
-    if payload.get("n", 1) != 1:
-        raise _BadRequest("only n=1 is supported by the mock judge")
-    return texts
-
-
-@functools.lru_cache(maxsize=512)
-def _filler_for(schema_json: bytes) -> Filler:
-    """Compiled schema, cached by its JSON text: requests of one step share one schema."""
-    try:
-        schema = orjson.loads(schema_json)
-    except orjson.JSONDecodeError as e:
-        raise _BadRequest(f"embedded <json-schema> is not valid JSON: {e}") from None
-    try:
-        return compile_schema(schema)
-    except SchemaFillError as e:
-        raise _BadRequest(f"unsupported response schema: {e}") from None
-
-
-def _filler(payload: dict[str, Any], texts: list[str]) -> Filler:
-    fmt = payload.get("response_format")
-    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
-        spec = fmt.get("json_schema")
-        schema = spec.get("schema") if isinstance(spec, dict) else None
-        if not isinstance(schema, dict):
-            raise _BadRequest("response_format.json_schema.schema must be an object")
-        return _filler_for(orjson.dumps(schema))
-    for text in texts:
-        if "<json-schema>" in text:
-            m = _SCHEMA_IN_PROMPT.search(text)
-            if m:
-                return _filler_for(m.group(1).strip().encode())
-    return _EMPTY_FILLER
-
-
-def _recoverable(content: str) -> str:
-    """Valid JSON wrapped in prose and a fence: a tolerant client can extract it."""
-    return f"Here is my assessment.\n\n```json\n{content}\n```\n\nLet me know if you need more detail."
-
-
-def _truncated(content: str) -> str:
-    """Cut-off JSON: never decodable (a bare scalar's prefix could be, so wrap it open)."""
-    head = content[: len(content) // 2]
-    return head if head[:1] in ("{", "[", '"') else '{"value": ' + head
-
-
-def _error_body(message: str, type_: str, code: str | None = None) -> bytes:
-    return orjson.dumps({"error": {"message": message, "type": type_, "param": None, "code": code}})
-
-
 # -- the server ---------------------------------------------------------------------------
 
 
 class _Stats(msgspec.Struct, kw_only=True):
-    requests: int = 0
+    requests: int = 0  # synchronous chat completions (batch lines are counted as batch_*)
     ok: int = 0
     rate_limited: int = 0
     errors: int = 0
@@ -303,6 +111,7 @@ class _Stats(msgspec.Struct, kw_only=True):
     bad_requests: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # part of prompt_tokens served from the prefix cache
     in_flight: int = 0
     max_in_flight: int = 0
     first_request_at: float | None = None
@@ -312,11 +121,15 @@ class _Stats(msgspec.Struct, kw_only=True):
 
 
 class _MockJudge:
-    """Request handling state: counters, quota buckets and the seeded fault source."""
+    """Request handling state: counters, quota buckets, the seeded fault source, the
+    prefix cache and the Batch API."""
 
     def __init__(self, cfg: MockConfig, clock: Callable[[], float]) -> None:
         self.cfg = cfg
-        self.quota = _Quota(cfg, clock)
+        self.quota = Quota(cfg.rpm, cfg.tpm, cfg.burst, clock)
+        self.prefix = PrefixCache(ttl_s=cfg.prefix_cache_ttl, clock=clock) if cfg.prefix_cache else None
+        self.batches = MockBatches(self.answer_batch_line, delay_s=cfg.batch_delay,
+                                   expire_first=int(cfg.batch_expire_first))
         self._reset_state(in_flight=0)
 
     def _reset_state(self, in_flight: int) -> None:
@@ -324,9 +137,13 @@ class _MockJudge:
         self.stats = _Stats(in_flight=in_flight, max_in_flight=in_flight)
         self.seen: set[str] = set()
         self.answered: dict[str, int] = {}  # request hash -> successful answers
-        # Separate streams so that changing --jitter does not move which requests fail.
+        # Separate streams so that changing --jitter does not move which requests fail,
+        # and batch traffic does not move the fates of synchronous calls.
         self.fault_rng = random.Random(self.cfg.seed)
         self.delay_rng = random.Random(f"{self.cfg.seed}:delay")
+        self.batch_rng = random.Random(f"{self.cfg.seed}:batch")
+        if self.prefix is not None:
+            self.prefix.clear()
 
     async def chat(self, request: web.Request) -> web.Response:
         st = self.stats
@@ -348,23 +165,18 @@ class _MockJudge:
             try:
                 payload = orjson.loads(body)
             except orjson.JSONDecodeError as e:
-                raise _BadRequest(f"request body is not valid JSON: {e}") from None
-            texts = _prompt_texts(payload)
-            filler = _filler(payload, texts)
-            digest = hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).digest()
-            answer = json.dumps(filler(digest))
-        except (_BadRequest, SchemaFillError) as e:
+                raise BadRequest(f"request body is not valid JSON: {e}") from None
+            prep = prepare(payload)
+        except BadRequest as e:
             st.bad_requests += 1
-            return web.Response(status=400, body=_error_body(str(e), "invalid_request_error"),
+            return web.Response(status=400, body=error_body(str(e), "invalid_request_error"),
                                 content_type=_JSON)
-        key = digest.hex()
+        key = prep.key
         if key not in self.seen:
             self.seen.add(key)
             st.distinct_requests += 1
 
-        prompt_tokens = sum(map(count_tokens, texts)) + _TOKENS_PER_MESSAGE * len(texts)
-        completion_tokens = count_tokens(answer)
-        wait = self.quota.admit(prompt_tokens + completion_tokens)
+        wait = self.quota.admit(prep.prompt_tokens + prep.completion_tokens)
         if wait > 0:
             st.rate_limited += 1
             headers = self.quota.headers()
@@ -372,60 +184,69 @@ class _MockJudge:
             headers["retry-after-ms"] = str(ceil_ms(wait))
             message = f"Rate limit reached for {cfg.model}; please try again in {format_duration(wait)}."
             return web.Response(status=429, headers=headers, content_type=_JSON,
-                                body=_error_body(message, "rate_limit_exceeded", "rate_limit_exceeded"))
+                                body=error_body(message, "rate_limit_exceeded", "rate_limit_exceeded"))
         headers = self.quota.headers()
 
         # Fates are drawn in admission order from one seeded stream, so the number of
         # errors and malformed answers over N admitted requests is reproducible.
         fate = self.fault_rng.random()
+        boundaries = self.prefix.boundaries(prompt_token_list(prep)) if self.prefix is not None else []
+        cached = self.prefix.lookup(boundaries) if boundaries else 0
         if cfg.latency or cfg.jitter:
             delay = cfg.latency + (self.delay_rng.uniform(-cfg.jitter, cfg.jitter) if cfg.jitter else 0.0)
             if delay > 0:
                 await asyncio.sleep(delay)
+        status, response = self._finish(prep, payload, fate, cached, boundaries, st)
+        return web.Response(status=status, body=orjson.dumps(response), headers=headers, content_type=_JSON)
 
+    def _finish(self, prep: Prepared, payload: dict[str, Any], fate: float, cached: int,
+                boundaries: list[tuple[int, bytes]], st: _Stats | None) -> tuple[int, dict[str, Any]]:
+        """Status and body of an admitted request, given its fault draw and cached tokens;
+        counts into ``st`` (synchronous calls) when given."""
+        cfg = self.cfg
         if fate < cfg.error_rate:
-            st.errors += 1
             status = 500 if fate < cfg.error_rate / 2 else 503
             kind = "server_error" if status == 500 else "service_unavailable"
-            return web.Response(status=status, headers=headers, content_type=_JSON,
-                                body=_error_body(f"injected {status} from the mock judge", kind))
-        content = answer
+            if st is not None:
+                st.errors += 1
+            return status, {"error": {"message": f"injected {status} from the mock judge", "type": kind,
+                                      "param": None, "code": None}}
+        if self.prefix is not None and boundaries:
+            self.prefix.store(boundaries)  # answered: later requests find this prompt's prefixes
+        content, completion_tokens = prep.answer, prep.completion_tokens
         if fate < cfg.error_rate + cfg.malformed_rate:
-            st.malformed += 1
             recover = fate < cfg.error_rate + cfg.malformed_rate / 2
-            content = _recoverable(answer) if recover else _truncated(answer)
+            content = recoverable(prep.answer) if recover else truncated(prep.answer)
             completion_tokens = count_tokens(content)
-        else:
+            if st is not None:
+                st.malformed += 1
+        elif st is not None:
             st.ok += 1
-            previous = self.answered.get(key, 0)
-            self.answered[key] = previous + 1
+            previous = self.answered.get(prep.key, 0)
+            self.answered[prep.key] = previous + 1
             if previous:
                 st.duplicate_ok += 1
-        st.prompt_tokens += prompt_tokens
-        st.completion_tokens += completion_tokens
-        model = payload.get("model") or cfg.model
-        response = {
-            "id": f"chatcmpl-{key[:24]}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model,
-            "system_fingerprint": "drscore-mock",
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "logprobs": None,
-                "finish_reason": "stop",
-            }],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
-        }
-        return web.Response(body=orjson.dumps(response), headers=headers, content_type=_JSON)
+        if st is not None:
+            st.prompt_tokens += prep.prompt_tokens
+            st.completion_tokens += completion_tokens
+            st.cached_tokens += cached
+        return 200, completion_body(prep, payload, content, completion_tokens,
+                                    cached if self.prefix is not None else None, cfg.model)
+
+    def answer_batch_line(self, payload: Any) -> tuple[int, dict[str, Any]]:
+        """One line of a batch: the synchronous answer path without quota or latency."""
+        try:
+            prep = prepare(payload)
+        except BadRequest as e:
+            return 400, {"error": {"message": str(e), "type": "invalid_request_error", "param": None,
+                                   "code": None}}
+        boundaries = self.prefix.boundaries(prompt_token_list(prep)) if self.prefix is not None else []
+        cached = self.prefix.lookup(boundaries) if boundaries else 0
+        return self._finish(prep, payload, self.batch_rng.random(), cached, boundaries, None)
 
     async def get_stats(self, request: web.Request) -> web.Response:
         out = msgspec.structs.asdict(self.stats)
+        out.update(msgspec.structs.asdict(self.batches.stats))
         if request.query.get("hashes") not in (None, "", "0", "false"):
             out["hashes"] = dict(self.answered)
         return web.Response(body=orjson.dumps(out), content_type=_JSON)
@@ -433,6 +254,7 @@ class _MockJudge:
     async def reset(self, request: web.Request) -> web.Response:
         self._reset_state(in_flight=self.stats.in_flight)
         self.quota.reset()
+        self.batches.reset()
         return web.Response(body=b'{"reset": true}', content_type=_JSON)
 
     async def models(self, request: web.Request) -> web.Response:
@@ -456,6 +278,7 @@ def build_app(cfg: MockConfig, *, clock: Callable[[], float] = time.monotonic) -
     app.router.add_post("/reset", judge.reset)
     app.router.add_get("/v1/models", judge.models)
     app.router.add_get("/models", judge.models)
+    judge.batches.routes(app)
     return app
 
 
@@ -509,7 +332,7 @@ def serve(cfg: MockConfig, host: str = "127.0.0.1", port: int = 8089, *,
 
 # -- command line and subprocess wrapper ----------------------------------------------------
 
-_FLAGS: dict[str, tuple[type, str]] = {
+_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "rpm": (float, "requests per minute (0 = unlimited)"),
     "tpm": (float, "prompt + completion tokens per minute (0 = unlimited)"),
     "burst": (float, "bucket capacity in seconds of quota (at least one request)"),
@@ -519,6 +342,11 @@ _FLAGS: dict[str, tuple[type, str]] = {
     "malformed_rate": (float, "share of admitted requests answered with undecodable content"),
     "seed": (int, "seed of the fault and jitter draws"),
     "model": (str, "model name reported by the server"),
+    "prefix_cache": (lambda v: str(v).lower() in ("1", "true", "yes", "on"),
+                     "serve repeated prompt prefixes from an OpenAI-like cache (true/false)"),
+    "prefix_cache_ttl": (float, "seconds a cached prefix lives after its last use"),
+    "batch_delay": (float, "seconds a Batch API batch stays in progress before it is answered"),
+    "batch_expire_first": (int, "the first N batches expire unanswered (to test retries)"),
 }
 
 

@@ -23,10 +23,11 @@ HALF = EXAMPLES / "reports.claude-first-half.jsonl"
 
 
 def rows_of(run: Path) -> list[dict]:
-    """Score rows without the wall-clock field (two runs never time alike)."""
+    """Score rows without the wall-clock fields (two runs never time alike)."""
     rows = [json.loads(x) for x in (run / "scores.jsonl").read_text().splitlines()]
     for r in rows:
-        r.pop("latency_s")
+        for timing in ("latency_s", "judge_s", "quota_wait_s"):
+            r.pop(timing, None)
     return rows
 
 

@@ -1,0 +1,169 @@
+"""What the mock judge answers: request parsing, token counting and answer content.
+
+Shared by the synchronous handler (:mod:`judge.mock.server`) and the Batch API
+(:mod:`judge.mock.batches`), so a request gets the same answer and the same usage
+whichever way it arrives. Answers are JSON valid against the request's response schema
+(:mod:`judge.mock.schema_fill`), seeded by the SHA-256 of the canonical request.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+import time
+from typing import Any
+
+import msgspec
+import orjson
+
+from drscore.judge.mock.schema_fill import Filler, SchemaFillError, compile_schema
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+TOKENS_PER_MESSAGE = 3
+_SCHEMA_IN_PROMPT = re.compile(r"<json-schema>(.*?)</json-schema>", re.DOTALL)
+_EMPTY_FILLER = compile_schema({"type": "object", "properties": {}, "additionalProperties": False})
+
+
+def count_tokens(text: str) -> int:
+    """The mock's token count: one per run of word characters or per punctuation mark."""
+    return len(_TOKEN.findall(text))
+
+
+class BadRequest(Exception):
+    pass
+
+
+def _message_text(content: Any, i: int) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}, ...]
+        return "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    raise BadRequest(f"messages[{i}].content must be a string or a list of parts")
+
+
+def prompt_texts(payload: Any) -> list[str]:
+    if not isinstance(payload, dict):
+        raise BadRequest("request body must be a JSON object")
+    messages = payload.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("'messages' is required and must be a non-empty list")
+    texts = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            raise BadRequest(f"messages[{i}] must be an object with a string 'role'")
+        texts.append(_message_text(m.get("content"), i))
+    if payload.get("stream"):
+        raise BadRequest("streaming is not supported by the mock judge")
+    if payload.get("n", 1) != 1:
+        raise BadRequest("only n=1 is supported by the mock judge")
+    return texts
+
+
+@functools.lru_cache(maxsize=512)
+def _filler_for(schema_json: bytes) -> Filler:
+    """Compiled schema, cached by its JSON text: requests of one step share one schema."""
+    try:
+        schema = orjson.loads(schema_json)
+    except orjson.JSONDecodeError as e:
+        raise BadRequest(f"embedded <json-schema> is not valid JSON: {e}") from None
+    try:
+        return compile_schema(schema)
+    except SchemaFillError as e:
+        raise BadRequest(f"unsupported response schema: {e}") from None
+
+
+def filler(payload: dict[str, Any], texts: list[str]) -> Filler:
+    fmt = payload.get("response_format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        spec = fmt.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, dict) else None
+        if not isinstance(schema, dict):
+            raise BadRequest("response_format.json_schema.schema must be an object")
+        return _filler_for(orjson.dumps(schema))
+    for text in texts:
+        if "<json-schema>" in text:
+            m = _SCHEMA_IN_PROMPT.search(text)
+            if m:
+                return _filler_for(m.group(1).strip().encode())
+    return _EMPTY_FILLER
+
+
+def recoverable(content: str) -> str:
+    """Valid JSON wrapped in prose and a fence: a tolerant client can extract it."""
+    return f"Here is my assessment.\n\n```json\n{content}\n```\n\nLet me know if you need more detail."
+
+
+def truncated(content: str) -> str:
+    """Cut-off JSON: never decodable (a bare scalar's prefix could be, so wrap it open)."""
+    head = content[: len(content) // 2]
+    return head if head[:1] in ("{", "[", '"') else '{"value": ' + head
+
+
+def error_body(message: str, type_: str, code: str | None = None) -> bytes:
+    return orjson.dumps({"error": {"message": message, "type": type_, "param": None, "code": code}})
+
+
+class Prepared(msgspec.Struct, kw_only=True):
+    """A parsed request: its hash, the schema-valid answer and the mock's token counts."""
+
+    key: str  # SHA-256 of the canonical request body
+    answer: str
+    prompt_tokens: int
+    completion_tokens: int
+    roles: list[str]
+    texts: list[str]
+
+
+def prepare(payload: Any) -> Prepared:
+    """Parse and answer one chat-completion body (raises :class:`BadRequest`)."""
+    texts = prompt_texts(payload)
+    try:
+        fill = filler(payload, texts)
+        digest = hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).digest()
+        answer = json.dumps(fill(digest))
+    except SchemaFillError as e:
+        raise BadRequest(str(e)) from None
+    return Prepared(key=digest.hex(), answer=answer,
+                    prompt_tokens=sum(map(count_tokens, texts)) + TOKENS_PER_MESSAGE * len(texts),
+                    completion_tokens=count_tokens(answer), roles=[m["role"] for m in payload["messages"]],
+                    texts=texts)
+
+
+def prompt_token_list(prep: Prepared) -> list[str]:
+    """The prompt as the mock's tokens in order, a role marker before each message (what
+    the prefix cache compares)."""
+    out: list[str] = []
+    for role, text in zip(prep.roles, prep.texts):
+        out.append(f"<|{role}|>")
+        out.extend(_TOKEN.findall(text))
+    return out
+
+
+def completion_body(prep: Prepared, payload: dict[str, Any], content: str, completion_tokens: int,
+                    cached_tokens: int | None, default_model: str) -> dict[str, Any]:
+    """An OpenAI chat-completion object; with a prefix cache (``cached_tokens`` not
+    None) usage reports the cached part of the prompt."""
+    body = {
+        "id": f"chatcmpl-{prep.key[:24]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": payload.get("model") or default_model,
+        "system_fingerprint": "drscore-mock",
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": content},
+            "logprobs": None,
+            "finish_reason": "stop",
+        }],
+        "usage": {
+            "prompt_tokens": prep.prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prep.prompt_tokens + completion_tokens,
+        },
+    }
+    if cached_tokens is not None:
+        body["usage"]["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+    return body

@@ -1,0 +1,130 @@
+"""The mock judge's synchronous quota: RPM/TPM token buckets and OpenAI-style headers.
+
+Pure and clock-driven (tests pass a fake clock), separate from the HTTP handlers in
+:mod:`judge.mock.server`. Batch requests (:mod:`judge.mock.batches`) never touch it:
+providers give batch work its own queue.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+__all__ = ["Quota", "TokenBucket", "ceil_ms", "format_duration"]
+
+
+def ceil_ms(seconds: float) -> int:
+    """Whole milliseconds, rounded up so that waiting that long always suffices; the
+    inner round() keeps float noise (999.9999999 or 800.0000001) from adding one."""
+    return math.ceil(round(seconds * 1000, 6))
+
+
+def format_duration(seconds: float) -> str:
+    """Format a delay like OpenAI's ``x-ratelimit-reset-*`` headers: ``250ms``, ``1s``,
+    ``6m0s``, ``1h2m3.5s`` (rounded up to whole milliseconds)."""
+    ms = ceil_ms(seconds)
+    if ms <= 0:
+        return "0s"
+    if ms < 1000:
+        return f"{ms}ms"
+    hours, ms = divmod(ms, 3_600_000)
+    minutes, ms = divmod(ms, 60_000)
+    secs = f"{ms / 1000:.3f}".rstrip("0").rstrip(".")
+    if hours:
+        return f"{hours}h{minutes}m{secs}s"
+    if minutes:
+        return f"{minutes}m{secs}s"
+    return f"{secs}s"
+
+
+class TokenBucket:
+    """A continuously refilled bucket: ``limit`` units per minute, capacity of ``burst``
+    seconds of quota (never below ``min_capacity``). Costs above the capacity are admitted
+    when the bucket is full and drive it into debt, so no request is refused forever."""
+
+    def __init__(self, limit_per_min: float, burst_s: float, min_capacity: float = 0.0,
+                 now: float = 0.0) -> None:
+        self.limit = limit_per_min
+        self.rate = limit_per_min / 60.0
+        self.capacity = max(min_capacity, limit_per_min * burst_s / 60.0)
+        self.level = self.capacity
+        self._updated = now
+
+    def refill(self, now: float) -> None:
+        """Add what accrued since the last update (never above capacity)."""
+        if now > self._updated:
+            self.level = min(self.capacity, self.level + (now - self._updated) * self.rate)
+            self._updated = now
+
+    def wait_for(self, cost: float) -> float:
+        """Seconds until ``cost`` fits (0 if it fits now); call :meth:`refill` first."""
+        need = min(cost, self.capacity)
+        # A tiny tolerance: after waiting exactly the advertised time, float rounding
+        # must not leave the bucket a hair short.
+        missing = need - self.level
+        return 0.0 if missing <= 1e-9 else missing / self.rate
+
+    def take(self, cost: float) -> None:
+        """Charge ``cost`` (the level may go negative: debt repaid by later refills)."""
+        self.level -= cost
+
+    def remaining(self) -> int:
+        """Whole units left now (0 while in debt)."""
+        return max(0, math.floor(self.level + 1e-9))
+
+    def reset_s(self) -> float:
+        """Seconds until the bucket is full again."""
+        return max(0.0, (self.capacity - self.level) / self.rate)
+
+    def refill_to_full(self, now: float) -> None:
+        """Forget all charges (used by ``POST /reset``)."""
+        self.level = self.capacity
+        self._updated = now
+
+
+class Quota:
+    """RPM and TPM buckets checked and charged together (all-or-nothing admission)."""
+
+    def __init__(self, rpm: float, tpm: float, burst: float, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        now = clock()
+        self.requests = TokenBucket(rpm, burst, 1.0, now) if rpm > 0 else None
+        self.tokens = TokenBucket(tpm, burst, 0.0, now) if tpm > 0 else None
+
+    def admit(self, tokens: int) -> float:
+        """Charge one request and ``tokens`` if both fit and return 0; otherwise charge
+        nothing and return the seconds to wait."""
+        if self.requests is None and self.tokens is None:
+            return 0.0
+        now = self.clock()
+        wait = 0.0
+        for bucket, cost in ((self.requests, 1), (self.tokens, tokens)):
+            if bucket is not None:
+                bucket.refill(now)
+                wait = max(wait, bucket.wait_for(cost))
+        if wait > 0:
+            return wait
+        if self.requests is not None:
+            self.requests.take(1)
+        if self.tokens is not None:
+            self.tokens.take(tokens)
+        return 0.0
+
+    def headers(self) -> dict[str, str]:
+        """OpenAI-style ``x-ratelimit-*`` headers for the limited dimensions."""
+        out: dict[str, str] = {}
+        for kind, bucket in (("requests", self.requests), ("tokens", self.tokens)):
+            if bucket is not None:
+                out[f"x-ratelimit-limit-{kind}"] = _num(bucket.limit)
+                out[f"x-ratelimit-remaining-{kind}"] = str(bucket.remaining())
+                out[f"x-ratelimit-reset-{kind}"] = format_duration(bucket.reset_s())
+        return out
+
+    def reset(self) -> None:
+        now = self.clock()
+        for bucket in (self.requests, self.tokens):
+            if bucket is not None:
+                bucket.refill_to_full(now)
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
