@@ -42,8 +42,7 @@ RUN_FILES = ("config.json", STATE_FILE, "verdicts.jsonl", "scores.jsonl", "summa
 # the cache location may change between a run and its resumption; these may not.
 IDENTITY_FIELDS = ("methods", "reports", "tasks", "format", "agent", "seed", "method_options",
                    "offline_pages", "allow_private_fetch")
-IDENTITY_JUDGE_FIELDS = ("url", "model", "transport", "json_mode", "prices", "price_as")
-_PATH_FIELDS = ("reports", "tasks", "prices")
+IDENTITY_JUDGE_FIELDS = ("url", "model", "transport", "json_mode", "prices", "price_as", "prompts_dir", "params")
 
 
 class RunDirError(Exception):
@@ -73,6 +72,8 @@ def run_identity(config: dict[str, Any], base: Path | None = None) -> dict[str, 
     for k in ("reports", "tasks"):
         ident[k] = _abspath(ident[k], base)
     ident["judge.prices"] = _abspath(ident["judge.prices"], base)
+    ident["judge.prompts_dir"] = _abspath(ident["judge.prompts_dir"], base)
+    ident["judge.params"] = ident["judge.params"] or {}  # absent in older config.json files
     ident["method_options"] = {k: v for k, v in sorted((ident["method_options"] or {}).items()) if v is not None}
     return ident
 
@@ -225,9 +226,11 @@ def _check_identity(root: Path, identity: dict[str, Any], overwrite: bool) -> No
         if config is None:
             return  # a new directory (or one holding no run)
         old = run_identity(config)
-    if old == identity or overwrite:
+    shared = set(old) & set(identity)  # a field another drscore version did not record is not a difference
+    changes = identity_differences({k: old[k] for k in shared}, {k: identity[k] for k in shared})
+    if not changes or overwrite:
         return
-    changed = "; ".join(identity_differences(old, identity))
+    changed = "; ".join(changes)
     raise RunDirError(f"run directory {root} holds a different run ({changed}); pass --overwrite to "
                       "replace it, or choose another --out")
 

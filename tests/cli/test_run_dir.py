@@ -156,3 +156,17 @@ def test_a_run_stopped_by_its_budget_reads_as_interrupted_and_resumes(tmp_path: 
         done = _run(_args(out, cache, mock.url, "--price-as", "gpt-4.1", "--max-cost", "5", methods="quality"))
         assert done.returncode == 0, done.stderr
     assert _state(out)["state"] == "finished"
+
+
+def test_run_identity_ignores_limits_and_budget_but_not_what_is_computed(tmp_path: Path) -> None:
+    from drscore.engine.runtime.rundir import run_identity
+
+    base = {"methods": ["quality"], "reports": ["r.jsonl"], "tasks": "t.jsonl", "seed": 0, "method_options": {},
+            "judge": {"url": "http://x/v1", "model": "m", "rpm": 10, "max_cost": 1.0, "concurrency": 4}}
+    same = {**base, "judge": {**base["judge"], "rpm": 500, "max_cost": 9.0, "concurrency": 64, "params": {}},
+            "reports": [str(tmp_path / "r.jsonl")]}
+    assert run_identity(base, tmp_path) == run_identity(same, tmp_path)  # relative == absolute path too
+    for change in ({"seed": 1}, {"methods": ["quality", "race"]}, {"judge": {**base["judge"], "model": "n"}},
+                   {"judge": {**base["judge"], "params": {"seed": 7}}},
+                   {"method_options": {"samples": 3}}):
+        assert run_identity({**base, **change}, tmp_path) != run_identity(base, tmp_path), change
