@@ -291,10 +291,6 @@ class Run:
                     self.tasks.setdefault(tid, task)
             if not self.tasks:
                 raise ValueError("no --tasks file given and the reports carry no prompt/topic to build tasks from")
-        lock: RunDirLock | None = None
-        if cfg.out and not cfg.dry_run:
-            lock = open_run_dir(cfg.out, self.public_config(), overwrite=cfg.overwrite)
-            self._stack.callback(lock.release)
         pool, cache = await open_pool(cfg.judge, dry_run=cfg.dry_run)
         self._stack.push_async_callback(pool.backend.close)
         if cache is not None:
@@ -303,6 +299,12 @@ class Run:
         self.pages = await self._open_pages(instances)
         executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="drscore-cpu")
         self._stack.callback(executor.shutdown, wait=False)
+        # The run directory last: a run that cannot start (bad flags, damaged cache) leaves
+        # no directory behind, and one held by another process is still refused at once.
+        lock: RunDirLock | None = None
+        if cfg.out and not cfg.dry_run:
+            lock = open_run_dir(cfg.out, self.public_config(), overwrite=cfg.overwrite)
+            self._stack.callback(lock.release)
         self._writer = RunWriter(cfg.out, lock) if lock is not None else None
         self.runner = Runner(
             tasks=self.tasks, methods=instances, pool=pool, pages=self.pages, seed=cfg.seed, writer=self._writer,

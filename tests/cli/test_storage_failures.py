@@ -78,9 +78,8 @@ def test_run_with_a_damaged_judge_cache_fails_in_one_line(damaged, tmp_path: Pat
     proc = drscore(*run_args(cache, tmp_path / "out"))
     line = one_line_error(proc, str(cache / "judge.sqlite"), "drscore cache check", "move it aside")
     assert "truncated" in line or "not a SQLite database" in line
-    # the run directory says the run never finished
-    state = orjson.loads((tmp_path / "out" / "state.json").read_bytes())
-    assert state["state"] == "interrupted"
+    # a run that could not start leaves no run directory behind
+    assert not (tmp_path / "out").exists()
 
 
 def test_cache_stats_with_a_damaged_judge_cache_fails_in_one_line(damaged) -> None:
@@ -114,6 +113,8 @@ def test_out_pointing_at_a_file_fails_in_one_line_after_nothing_is_left_open(tmp
     proc = drscore(*run_args(tmp_path / "cache", target))
     one_line_error(proc, str(target), "is a file")
     assert target.read_text() == "not a directory"
+    # the cache was opened before the run directory was refused, and closed again
+    assert (tmp_path / "cache" / "judge.sqlite").exists()
 
 
 def test_cache_pointing_at_a_file_fails_in_one_line(tmp_path: Path) -> None:
