@@ -18,7 +18,7 @@ from drscore import prompts
 from drscore.engine.runtime.cache import JudgeCache
 from drscore.engine.runtime.evidence import PageSource, PlaceholderPages
 from drscore.engine.runtime.extras import require
-from drscore.engine.runtime.io import in_shard, iter_reports, load_tasks, shard_of, tasks_from_reports
+from drscore.engine.runtime.io import in_shard, iter_reports, load_tasks, open_input, shard_of, tasks_from_reports
 from drscore.engine.runtime.judging import Backend
 from drscore.engine.runtime.limits import RateLimiter
 from drscore.engine.runtime.meter import Meter
@@ -28,7 +28,7 @@ from drscore.engine.runtime.models import InputError, Report, ScoreRow, VerdictR
 from drscore.engine.runtime.paths import default_cache_dir
 from drscore.engine.runtime.pool import JudgePool
 from drscore.engine.runtime.pricing import PriceTable
-from drscore.engine.runtime.rundir import RunWriter
+from drscore.engine.runtime.rundir import RunDirLock, RunWriter, open_run_dir
 from drscore.engine.runtime.runner import Runner
 from drscore.engine.stats.bootstrap import mean_ci
 
@@ -84,6 +84,7 @@ class RunConfig(msgspec.Struct, kw_only=True):
     offline_pages: bool = False
     fetch_concurrency: int = 32
     max_in_flight: int = 0  # 0 = auto (4 x judge concurrency, at least 32; 10,000 with --batch)
+    overwrite: bool = False  # replace a run directory that holds a different run
     limit: int = 0  # score only the first N reports of each reports file (0 = all)
     shard: str | None = None  # "K/N": score only the K-th of N deterministic parts of the reports
 
@@ -150,54 +151,58 @@ def make_backend(jc: JudgeConfig) -> Backend:
 
 
 async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePool, JudgeCache | None]:
-    """The judge pool a config describes, and its cache (close both with :func:`close_pool`)."""
+    """The judge pool and its cache (None when not cached). Whatever fails here (a
+    damaged cache, a bad price table or prompts directory) leaves nothing open: an open
+    cache would keep the process alive."""
     backend = make_backend(jc)
     cache = None
     team = None
-    if jc.redis and getattr(backend, "cacheable", True):
-        from drscore.engine.runtime.team import open_team
+    try:
+        if jc.redis and getattr(backend, "cacheable", True):
+            from drscore.engine.runtime.team import open_team
 
-        team = await open_team(jc.redis, base_url=jc.url or "", model=jc.model or "",
-                               api_key=os.environ.get(jc.api_key_env) or None)
-    if not jc.no_cache and getattr(backend, "cacheable", True):
-        cache = await JudgeCache.open(Path(jc.cache_dir or default_cache_dir()) / "judge.sqlite")
-        if team is not None:
-            cache = team.wrap_cache(cache, claims=not dry_run)
-    dry_backend = None
-    if dry_run:
-        from drscore.judge.offline.backend import OfflineBackend
+            team = await open_team(jc.redis, base_url=jc.url or "", model=jc.model or "",
+                                   api_key=os.environ.get(jc.api_key_env) or None)
+        if not jc.no_cache and getattr(backend, "cacheable", True):
+            cache = await JudgeCache.open(Path(jc.cache_dir or default_cache_dir()) / "judge.sqlite")
+            if team is not None:  # Redis behind the local cache, with the same claim API
+                cache = team.wrap_cache(cache, claims=not dry_run)
+        dry_backend = None
+        if dry_run:
+            from drscore.judge.offline.backend import OfflineBackend
 
-        dry_backend = OfflineBackend()
-    prices = PriceTable.load(jc.prices)
-    price_model = jc.price_as or backend.model
-    if jc.max_cost is not None and not dry_run and prices.lookup(price_model) is None:
-        if cache is not None:
-            await cache.close()
+            dry_backend = OfflineBackend()
+        prices = PriceTable.load(jc.prices)
+        price_model = jc.price_as or backend.model
+        if jc.max_cost is not None and not dry_run and prices.lookup(price_model) is None:
+            raise ValueError(f"--max-cost needs the price of {price_model!r}, which is not in the price table; "
+                             "pass --prices FILE or --price-as MODEL")
+        templates = prompts.Library(jc.prompts_dir) if jc.prompts_dir else None
+        limiter = RateLimiter(jc.rpm, jc.tpm, jc.concurrency, burst_s=jc.burst_s)
         if team is not None:
-            await team.close()
-        await backend.close()
-        raise ValueError(f"--max-cost needs the price of {price_model!r}, which is not in the price table; "
-                         "pass --prices FILE or --price-as MODEL")
-    limiter = RateLimiter(jc.rpm, jc.tpm, jc.concurrency, burst_s=jc.burst_s)
-    if team is not None:
-        limiter.use_shared(team.quota)
-    templates = prompts.Library(jc.prompts_dir) if jc.prompts_dir else None
-    pool = JudgePool(
-        backend, cache=cache, templates=templates, prices=prices, json_mode=jc.json_mode,
-        limiter=limiter,
-        max_retries=jc.max_retries, max_cost_usd=jc.max_cost, dry_run_with=dry_backend, price_model=jc.price_as,
-        timeout_s=jc.timeout_s, max_rate_limit_wait_s=jc.max_rate_limit_wait_s,
-        prefix_warmup=jc.prefix_warmup, claims=team.claims if team is not None else None,
-    )
-    pool.team = team
+            limiter.use_shared(team.quota)
+        pool = JudgePool(
+            backend, cache=cache, templates=templates, prices=prices, json_mode=jc.json_mode,
+            limiter=limiter,
+            max_retries=jc.max_retries, max_cost_usd=jc.max_cost, dry_run_with=dry_backend, price_model=jc.price_as,
+            timeout_s=jc.timeout_s, max_rate_limit_wait_s=jc.max_rate_limit_wait_s,
+            prefix_warmup=jc.prefix_warmup,
+        )
+    except BaseException:
+        try:
+            await backend.close()
+        finally:
+            if cache is not None:
+                await cache.close()
+            if team is not None:
+                await team.close()
+        raise
+    pool.team = team  # closed with close_team(pool)
     return pool, cache
 
 
-async def close_pool(pool: JudgePool, cache: JudgeCache | None) -> None:
-    """Close what :func:`open_pool` opened: the backend, the cache, the team link."""
-    await pool.backend.close()
-    if cache is not None:
-        await cache.close()
+async def close_team(pool: JudgePool) -> None:
+    """Close the Redis link :func:`open_pool` opened for ``--redis`` (if any), after the cache."""
     team = getattr(pool, "team", None)
     if team is not None:
         await team.close()
@@ -262,12 +267,19 @@ async def judge_session(config: JudgeConfig | None = None, *, verdicts: str | Pa
                         purpose: str = "session") -> AsyncIterator[JudgeSession]:
     """A :class:`JudgeSession` configured like a run's judge (limits, cache, prices)."""
     pool, cache = await open_pool(config or JudgeConfig())
-    session = JudgeSession(pool, verdicts, purpose)
+    session = None
     try:
+        session = JudgeSession(pool, verdicts, purpose)
         yield session
     finally:
-        session.close()
-        await close_pool(pool, cache)
+        try:
+            if session is not None:
+                session.close()
+            await pool.backend.close()
+        finally:
+            if cache is not None:
+                await cache.close()  # always: an open cache keeps the process alive
+            await close_team(pool)
 
 
 class Run:
@@ -280,14 +292,26 @@ class Run:
         self._stack = contextlib.AsyncExitStack()
         self.runner: Runner | None = None
         self.pages: Any = None
+        self._cache: JudgeCache | None = None
+        self._writer: RunWriter | None = None
 
     async def __aenter__(self) -> Run:
+        try:
+            await self._open()
+        except BaseException:
+            await self._stack.aclose()  # whatever was opened (cache, pages, lock) is closed again
+            raise
+        return self
+
+    async def _open(self) -> None:
         cfg = self.config
         if not cfg.methods:
             raise ValueError("no methods given")
         if not cfg.reports:
             raise ValueError("no reports file given")
         instances = method_instances(cfg.methods, cfg.method_options)
+        for path in cfg.reports:  # fail now, in one line, not halfway through the run
+            open_input(path, "reports").close()
         if cfg.tasks:
             self.tasks = load_tasks(cfg.tasks, self.input_errors)
         else:
@@ -299,22 +323,34 @@ class Run:
                 raise ValueError("no --tasks file given and the reports carry no prompt/topic to build tasks from")
         shard_of(cfg.shard)  # a bad --shard fails before anything is opened
         pool, cache = await open_pool(cfg.judge, dry_run=cfg.dry_run)
-        self._stack.push_async_callback(close_pool, pool, cache)
+        self._stack.push_async_callback(close_team, pool)  # after the cache (callbacks run last first)
+        self._stack.push_async_callback(pool.backend.close)
+        if cache is not None:
+            self._stack.push_async_callback(cache.close)
+        self._cache = cache
         self.pages = await self._open_pages(instances)
         executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="drscore-cpu")
         self._stack.callback(executor.shutdown, wait=False)
-        writer = None
+        # The run directory last: a run that cannot start (bad flags, damaged cache) leaves
+        # no directory behind, and one held by another process is still refused at once.
+        lock: RunDirLock | None = None
         if cfg.out and not cfg.dry_run:
-            writer = RunWriter(cfg.out)
-            writer.write_config(self.public_config())
-        self._writer = writer
+            lock = open_run_dir(cfg.out, self.public_config(), overwrite=cfg.overwrite)
+            self._stack.callback(lock.release)
+        self._writer = RunWriter(cfg.out, lock) if lock is not None else None
         self.runner = Runner(
-            tasks=self.tasks, methods=instances, pool=pool, pages=self.pages, seed=cfg.seed, writer=writer,
+            tasks=self.tasks, methods=instances, pool=pool, pages=self.pages, seed=cfg.seed, writer=self._writer,
             executor=executor, max_in_flight=cfg.max_in_flight or (
                 # Batch mode: items wait hours, not seconds, so many must be open at once for
                 # their calls to share a batch.
                 BATCH_ITEMS_IN_FLIGHT if cfg.judge.batch else max(32, 4 * cfg.judge.concurrency)))
-        return self
+
+    def _storage_failure(self) -> BaseException | None:
+        """A cache or page store that failed mid-run: the run stops (the files are not
+        trustworthy, and answers could no longer be kept)."""
+        if self._cache is not None and self._cache.failure is not None:
+            return self._cache.failure
+        return getattr(self.pages, "store_failure", None)
 
     async def _open_pages(self, instances: list[Method]) -> PageSource | None:
         if not any(m.needs_pages for m in instances):
@@ -344,9 +380,10 @@ class Run:
 
     def _reports(self) -> Iterator[Report]:
         cfg = self.config
+        seen: dict[tuple[str, str], str] = {}  # one (task, agent) is scored once across all files
         reports = itertools.chain.from_iterable(
             itertools.islice(iter_reports(p, fmt=cfg.format, agent=cfg.agent, tasks=self.tasks,
-                                          errors=self.input_errors), cfg.limit or None)
+                                          errors=self.input_errors, seen=seen), cfg.limit or None)
             for p in cfg.reports)
         shard = shard_of(cfg.shard)
         if shard is None:
@@ -357,7 +394,13 @@ class Run:
         """Score everything; yields each row as soon as it is done."""
         assert self.runner is not None, "use 'async with Run(config) as run'"
         async for row in self.runner.run(self._reports()):
+            failure = self._storage_failure()
+            if failure is not None:
+                raise failure
             yield row
+        failure = self._storage_failure()
+        if failure is not None:
+            raise failure
         self.summary = self.runner.summary(self.input_errors, dry_run=self.config.dry_run,
                                            interval=task_bootstrap_interval)
         if self.config.shard:
@@ -365,6 +408,10 @@ class Run:
         team = getattr(self.runner.pool, "team", None)
         if team is not None:
             self.summary["team"] = team.stats()
+        if self._cache is not None:
+            c = self._cache
+            self.summary["cache"] = {"path": str(c.path), "damaged_entries": c.damaged,
+                                     "answers_from_other_processes": c.waited}
         if self.pages is not None and hasattr(self.pages, "stats"):
             self.summary["pages"] = self.pages.stats()
         elif isinstance(self.pages, PlaceholderPages):
@@ -373,8 +420,20 @@ class Run:
             self._writer.finish(self.summary)
             self._writer = None
 
-    async def __aexit__(self, *exc: Any) -> None:
-        if self._writer is not None:
-            self._writer.abort()
-        await self._stack.aclose()
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            if self._writer is not None:
+                self._writer.abort(_stop_reason(exc_type, exc))
+                self._writer = None
+        finally:
+            await self._stack.aclose()
+
+
+def _stop_reason(exc_type: Any, exc: Any) -> str:
+    """Why a run stopped before writing its summary (recorded in state.json)."""
+    if exc_type is None:
+        return "the caller stopped reading rows before the end"
+    if issubclass(exc_type, (KeyboardInterrupt, asyncio.CancelledError)):
+        return "interrupted (Ctrl-C or cancelled)"
+    return f"error: {exc_type.__name__}"  # not the message: it may quote a server's reply
 

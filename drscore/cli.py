@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import argparse
 import copy
+import sqlite3
 import sys
 
 from drscore.api import version
 from drscore.engine.runtime.extras import MissingExtra
 from drscore.commands import register_all
+from drscore.engine.runtime.rundir import RunDirError
+from drscore.engine.runtime.sqlitefile import CacheFileError, describe
 from drscore.engine.runtime.redact import install_excepthook, install_log_filter, redact
 from drscore.settings import apply_sources
 
@@ -34,6 +37,7 @@ EXAMPLES: dict[str, str] = {
     "cache export": "drscore cache export judge-cache.jsonl.gz",
     "cache import": "drscore cache import judge-cache.jsonl.gz --cache ./cache",
     "cache explain": "drscore cache explain 3f2a9c...",
+    "cache check": "drscore cache check --cache ~/.cache/drscore --repair",
     "citations": "drscore citations --reports reports.a.jsonl --summary",
     "compare": "drscore compare runs/before runs/after --method race",
     "export": "drscore export runs/r1 --format csv",
@@ -133,9 +137,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; everything already judged is in the cache — re-run to resume", file=sys.stderr)
         return 130
-    except (ValueError, KeyError, FileNotFoundError, MissingExtra) as e:
+    except (ValueError, KeyError, FileNotFoundError, MissingExtra, CacheFileError, RunDirError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(redact(f"drscore: error: {msg}"), file=sys.stderr)
+        return 1
+    except OSError as e:  # a path of the wrong type or without permission: one line, no traceback
+        where = f"{e.filename}: " if e.filename else ""
+        print(redact(f"drscore: error: {where}{e.strerror or e}"), file=sys.stderr)
+        return 1
+    except sqlite3.Error as e:  # a cache file that failed somewhere not wrapped in CacheFileError
+        print(f"drscore: error: cache file: {describe(e)}; run `drscore cache check`", file=sys.stderr)
         return 1
 
 

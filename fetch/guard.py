@@ -33,13 +33,30 @@ log = logging.getLogger("drscore.fetch")
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-# Cloud instance-metadata endpoints (AWS/GCP/Azure/OpenStack, AWS IPv6, Alibaba, Oracle).
+# Cloud instance-metadata and host-agent endpoints. They are refused even with
+# ``allow_private`` (only ``allow_networks`` opens them), and some are public unicast
+# addresses that no range check would catch (Azure's WireServer).
 METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in (
-    "169.254.169.254", "169.254.170.2", "fd00:ec2::254", "100.100.100.200", "192.0.0.192",
+    "169.254.169.254",  # AWS, GCP, Azure, OpenStack, DigitalOcean, Hetzner... IMDS
+    "169.254.170.2",    # AWS ECS task metadata and credentials
+    "169.254.170.23",   # AWS EKS Pod Identity agent (credentials)
+    "169.254.169.123",  # AWS Time Sync service
+    "169.254.169.253",  # AWS VPC DNS resolver
+    "169.254.0.23",     # Tencent Cloud metadata
+    "169.254.169.250",  # Google Cloud internal endpoint on some images
+    "168.63.129.16",    # Azure WireServer / host agent (a public address!)
+    "100.100.100.200",  # Alibaba Cloud metadata
+    "192.0.0.192",      # Oracle Cloud (legacy) metadata
+    "fd00:ec2::254",    # AWS IMDS over IPv6
+    "fd00:ec2::23",     # AWS EKS Pod Identity agent over IPv6
+    "fd00:ec2::123",    # AWS Time Sync over IPv6
+    "fd00:ec2::253",    # AWS VPC DNS over IPv6
+    "fd20:ce::254",     # Google Cloud metadata over IPv6
 ))
 METADATA_HOSTNAMES = frozenset({
     "metadata.google.internal", "metadata.goog", "metadata", "instance-data",
-    "instance-data.ec2.internal", "metadata.azure.internal",
+    "instance-data.ec2.internal", "metadata.azure.internal", "metadata.tencentyun.com",
+    "metadata.platformequinix.com", "metadata.packet.net",
 })
 # Names that only resolve inside a machine or a private network.
 _PRIVATE_NAME_SUFFIXES = (".localhost", ".internal", ".local", ".localdomain", ".home.arpa")

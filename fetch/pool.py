@@ -252,6 +252,11 @@ class FetchPool:
         result = await asyncio.shield(task)
         return self._count(msgspec.structs.replace(result, url=url))
 
+    @property
+    def store_failure(self) -> BaseException | None:
+        """The page store's failure (a damaged file found mid-run), if any."""
+        return self._store.failure
+
     def stats(self) -> dict:
         """Counters: get() calls, network fetches, HTTP requests (hops), cache hits,
         in-flight joins, bytes downloaded, page-store write failures, results by status."""

@@ -9,11 +9,19 @@ over the lock. A row is only replaced by a newer fetch (``fetched_at``), so impo
 an old snapshot never overwrites fresher pages.
 
 Expiry (TTL) is decided by the caller (:meth:`PageRecord.expired`), not by the key.
+
+A damaged file fails fast with :class:`CacheFileError` (one line: the file and what to
+do; nothing is left open). A damaged row (text that is not UTF-8, text that does not
+decompress) reads as a miss, is counted in ``damaged`` and logged, and is replaced by
+the next fetch. A SQLite error while the store is in use is kept in ``failure`` (the
+run stops on it) and the lookup reads as a miss.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import sqlite3
 import zlib
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
@@ -22,6 +30,9 @@ import aiosqlite
 import msgspec
 
 from drscore.engine.runtime.paths import default_cache_dir
+from drscore.engine.runtime.sqlitefile import CacheFileError, describe, is_damaged, open_db
+
+log = logging.getLogger("drscore.fetch")
 
 STORE_FILENAME = "pages.sqlite"
 SCHEMA_VERSION = 1
@@ -78,6 +89,16 @@ class StoredPage(msgspec.Struct, frozen=True):
     text: str
 
 
+def check_content_row(row: tuple) -> bool:
+    """A ``contents`` row (hash, size, text) whose text decompresses to UTF-8 (for
+    ``drscore cache check``)."""
+    try:
+        zlib.decompress(row[2]).decode("utf-8")
+    except (TypeError, zlib.error, UnicodeDecodeError):
+        return False
+    return True
+
+
 def store_path(cache_dir: Path | None = None) -> Path:
     """``<cache_dir>/pages.sqlite`` (default cache dir from ``drscore.engine.runtime.paths``)."""
     return Path(cache_dir if cache_dir is not None else default_cache_dir()) / STORE_FILENAME
@@ -107,25 +128,31 @@ class PageStore:
         self._write_lock = asyncio.Lock()
         self._write_error: BaseException | None = None
         self._closing = False
+        self.failure: CacheFileError | None = None
+        self.damaged = 0
 
     async def open(self) -> PageStore:
         """Create the file and schema if needed, and start the writer task."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = await aiosqlite.connect(self.path)
-        await self._db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
-        await self._db.execute("PRAGMA journal_mode = WAL")
-        await self._db.execute("PRAGMA synchronous = NORMAL")
-        await self._db.executescript(_SCHEMA)
-        await self._db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
-                               ("schema_version", str(SCHEMA_VERSION)))
-        await self._db.commit()
-        async with self._db.execute(
-                "SELECT value FROM meta WHERE key = 'schema_version'") as cur:
-            row = await cur.fetchone()
-        if row is None or int(row[0]) != SCHEMA_VERSION:
-            await self._db.close()
-            raise RuntimeError(f"{self.path}: page store schema version {row and row[0]} "
-                               f"is not supported (expected {SCHEMA_VERSION})")
+        db = await open_db(self.path, pragmas=(
+            f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}", "PRAGMA journal_mode = WAL",
+            "PRAGMA synchronous = NORMAL"), schema=_SCHEMA)
+        try:
+            await db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
+                             ("schema_version", str(SCHEMA_VERSION)))
+            await db.commit()
+            async with db.execute("SELECT value FROM meta WHERE key = 'schema_version'") as cur:
+                row = await cur.fetchone()
+        except sqlite3.Error as exc:
+            await db.close()
+            raise CacheFileError(self.path, describe(exc)) from None
+        except BaseException:
+            await db.close()
+            raise
+        if row is None or not str(row[0]).isdigit() or int(row[0]) != SCHEMA_VERSION:
+            await db.close()
+            raise CacheFileError(self.path, f"page store schema version {row and row[0]} is not "
+                                 f"supported (expected {SCHEMA_VERSION})")
+        self._db = db
         self._writer = asyncio.create_task(self._write_loop(), name="page-store-writer")
         return self
 
@@ -146,19 +173,46 @@ class PageStore:
         pending = self._pending.get(url)
         if pending is not None:
             return pending
-        async with self.db.execute(
-                "SELECT p.url, p.status, p.http_status, p.final_url, p.fetched_at, "
-                "p.content_hash, p.detail, c.text FROM pages p "
-                "LEFT JOIN contents c ON c.hash = p.content_hash WHERE p.url = ?",
-                (url,)) as cur:
-            row = await cur.fetchone()
+        if self.failure is not None:
+            return None
+        try:
+            async with self.db.execute(
+                    "SELECT p.url, p.status, p.http_status, p.final_url, p.fetched_at, "
+                    "p.content_hash, p.detail, c.text FROM pages p "
+                    "LEFT JOIN contents c ON c.hash = p.content_hash WHERE p.url = ?",
+                    (url,)) as cur:
+                row = await cur.fetchone()
+        except sqlite3.Error as exc:
+            if self.failure is None:
+                self.failure = CacheFileError(self.path, describe(exc))
+                log.error("%s", self.failure)
+            return None
         if row is None:
             return None
+        return await self._stored(row)
+
+    async def _stored(self, row: tuple) -> StoredPage | None:
+        """A row as a StoredPage, or None (counted) when it is damaged or its text is lost."""
+        if any(is_damaged(v) for v in row[:7]) or not isinstance(row[4], (int, float)):
+            return self._damaged(row[0])
         record = PageRecord(*row[:7])
         blob = row[7]
         if record.content_hash and blob is None:
             return None  # text lost (e.g. a partial copy of the file): treat as a miss
-        return StoredPage(record, await self._decompress(blob) if blob else "")
+        if blob is not None and not isinstance(blob, bytes):
+            return self._damaged(row[0])
+        try:
+            text = await self._decompress(blob) if blob else ""
+        except (zlib.error, UnicodeDecodeError):
+            return self._damaged(row[0])
+        return StoredPage(record, text)
+
+    def _damaged(self, url: object) -> None:
+        self.damaged += 1
+        if self.damaged <= 3:
+            log.warning("%s: the stored page for %s is damaged; treated as a miss", self.path,
+                        url if not is_damaged(url) else "(unreadable URL)")
+        return None
 
     @staticmethod
     async def _decompress(blob: bytes) -> str:
@@ -212,6 +266,8 @@ class PageStore:
                 await self.flush()
             except Exception as exc:  # surfaced to the next put()/close()
                 self._write_error = exc
+                if isinstance(exc, sqlite3.Error) and self.failure is None:
+                    self.failure = CacheFileError(self.path, describe(exc))
                 return
 
     async def put_many(self, pages: Iterable[StoredPage]) -> None:
@@ -235,14 +291,19 @@ class PageStore:
             if not rows:
                 return
             for row in rows:
-                record = PageRecord(*row[:7])
-                if record.content_hash and row[7] is None:
-                    continue  # text missing: nothing portable to export
-                yield StoredPage(record, await self._decompress(row[7]) if row[7] else "")
+                stored = await self._stored(row)
+                if stored is not None:  # damaged or text missing: nothing portable to export
+                    yield stored
             last = rows[-1][0]
 
     async def stats(self) -> dict:
         """Counts by status, distinct contents, stored bytes, oldest/newest fetch."""
+        try:
+            return await self._stats()
+        except sqlite3.Error as exc:
+            raise CacheFileError(self.path, describe(exc)) from None
+
+    async def _stats(self) -> dict:
         await self.flush()
         async with self.db.execute(
                 "SELECT status, COUNT(*) FROM pages GROUP BY status ORDER BY status") as cur:
@@ -269,9 +330,14 @@ class PageStore:
             await self._writer
             self._writer = None
         try:
-            await self.flush()
+            if self._write_error is None and self.failure is None:
+                await self.flush()
+        except sqlite3.Error as exc:
+            self.failure = self.failure or CacheFileError(self.path, describe(exc))
         finally:
             await self._db.close()
             self._db = None
+        if self.failure is not None:
+            raise self.failure
         if self._write_error is not None:
             raise RuntimeError(f"page store writer failed: {self._write_error}")

@@ -123,6 +123,9 @@ def run_compare(args: argparse.Namespace) -> int:
     except RunDirError as exc:
         return _fail(str(exc))
     for run in (a, b):
+        note = run.unfinished_note()
+        if note:
+            print(f"warning: {run.path}: {note}", file=sys.stderr)
         for problem in run.problems[:20]:
             print(f"warning: {problem} (line skipped)", file=sys.stderr)
     deltas = compare_runs(a, b, methods=args.method, resamples=args.resamples,
@@ -135,18 +138,24 @@ def run_compare(args: argparse.Namespace) -> int:
             "resamples": args.resamples, "seed": args.seed, "confidence": args.confidence,
             "deltas": [msgspec.structs.asdict(d) for d in deltas],
             "only_in_a": only_a, "only_in_b": only_b, "config_changes": changed,
+            "state_a": a.state.get("state"), "state_b": b.state.get("state"),
         }, ensure_ascii=False))
         return 0
-    print(_text(args, deltas, only_a, only_b, changed))
+    print(_text(args, deltas, only_a, only_b, changed, _state_label(a), _state_label(b)))
     if not deltas:
         print("drscore compare: no method and agent in common", file=sys.stderr)
     return 0
 
 
+def _state_label(run: RunDir) -> str:
+    """`` [INTERRUPTED: not finished]`` after an unfinished run's name, else ""."""
+    return "" if run.finished else f"  [{run.state.get('state', 'unknown').upper()}: not finished]"
+
+
 def _text(args: argparse.Namespace, deltas: list[Delta], only_a: list[list[str]],
-          only_b: list[list[str]], changed: list[str]) -> str:
+          only_b: list[list[str]], changed: list[str], state_a: str = "", state_b: str = "") -> str:
     pct = f"{args.confidence * 100:g}%"
-    lines = [f"A = {args.dir_a}", f"B = {args.dir_b}",
+    lines = [f"A = {args.dir_a}{state_a}", f"B = {args.dir_b}{state_b}",
              f"delta = mean(B) - mean(A) over tasks scored in both; {pct} CI from a paired "
              f"bootstrap over tasks ({args.resamples} resamples, seed {args.seed})", ""]
     header = (f"{'method':<14} {'agent':<22} {'tasks':>5} {'mean A':>9} {'mean B':>9} "

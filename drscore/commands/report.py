@@ -61,6 +61,9 @@ def run_report(args: argparse.Namespace) -> int:
         run = read_run_dir(args.dir)
     except RunDirError as exc:
         return _fail(str(exc))
+    note = run.unfinished_note()
+    if note:
+        print(f"warning: {args.dir}: {note}", file=sys.stderr)
     for problem in run.problems[:20]:
         print(f"warning: {problem} (line skipped)", file=sys.stderr)
     if len(run.problems) > 20:

@@ -47,7 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=FORMATS, default="auto", help="report format (default: detected per line)")
     p.add_argument("--agent", help="agent name for formats without one (default: from the file name)")
     p.add_argument("--out", metavar="DIR", help="run directory (config, verdicts, scores, summary; default: "
-                   "runs/<date>-<time>-<methods>/)")
+                   "runs/<date>-<time>-<methods>/); the same command on the same DIR resumes, one process at a time")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a run directory that holds a different run's configuration")
     p.add_argument("--limit", type=int, metavar="N", help="score only the first N reports of each reports file")
     p.add_argument("--config", metavar="FILE", help="TOML file with any of these options (flags override it)")
     p.add_argument("--print-config", action="store_true",
@@ -106,7 +108,7 @@ def _config(args: argparse.Namespace) -> RunConfig:
                      out=args.out, judge=judge_config_from_args(args), seed=args.seed, dry_run=args.dry_run,
                      method_options=options, allow_private_fetch=args.allow_private_fetch,
                      offline_pages=args.offline_pages, fetch_concurrency=args.fetch_concurrency,
-                     limit=args.limit or 0, shard=args.shard)
+                     limit=args.limit or 0, overwrite=args.overwrite, shard=args.shard)
 
 
 def default_out_dir(methods: list[str], root: Path = Path("runs"), now: float | None = None) -> Path:

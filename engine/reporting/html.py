@@ -126,6 +126,7 @@ def render_html(
         '<link rel="icon" href="data:,">',
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{_e(title)}</h1>",
+        _unfinished(run),
         _section_header(run, confidence, resamples, seed),
         _section_leaderboard(board, ids, confidence, viewer),
         _section_dimensions(board, ids),
@@ -138,6 +139,12 @@ def render_html(
         "</body></html>",
     ]
     return "\n".join(parts) + "\n"
+
+
+def _unfinished(run: RunDir) -> str:
+    """A banner above everything when the run did not finish (killed, stopped, running)."""
+    note = run.unfinished_note()
+    return f'<p class="note unfinished" id="unfinished"><b>{_e(note)}</b></p>' if note else ""
 
 
 def _section_header(run: RunDir, confidence: float, resamples: int, seed: int) -> str:

@@ -316,6 +316,9 @@ def leaderboard_markdown(run: RunDir, board: dict[str, list[LeaderboardRow]], *,
              f"Run: `{run.path}` · judge: {', '.join(_judges(run)) or 'unknown'} · "
              f"score = mean over tasks; {pct} CI = percentile bootstrap over tasks "
              f"({resamples} resamples, seed {seed}).", ""]
+    note = run.unfinished_note()
+    if note:
+        lines += [f"> **{note}**", ""]
     if _offline(run):
         lines += ["> Scored by the **offline judge**: a deterministic lexical/heuristic "
                   "baseline, not an LLM judgement.", ""]

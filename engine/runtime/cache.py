@@ -4,20 +4,46 @@ The cache is also the run checkpoint: a response is committed before the verdict
 handed to the method, so after ``kill -9`` the same command re-asks nothing that was
 committed. Writes are group-committed (concurrent ``put`` calls share one transaction)
 and reads are grouped too (concurrent ``get`` calls share one ``IN (...)`` query), so
-neither durability nor the hop to SQLite's thread caps throughput. Several processes may share one file (WAL plus
-a busy timeout).
+neither durability nor the hop to SQLite's thread caps throughput.
+
+Several processes may share one file (WAL plus a busy timeout), and they share answers:
+before paying for a call, a process *claims* its key (a row in ``claims`` with a lease);
+a process that finds the key claimed by another waits for that answer instead of paying
+twice. The claim API, small on purpose so another tier (e.g. Redis) can offer the same:
+
+* :meth:`JudgeCache.claim_or_wait` ``(key) -> bytes | None``: the answer when another
+  process has stored it (possibly after waiting for it), or None when the caller now
+  holds the claim and should make the call;
+* :meth:`JudgeCache.put` stores the answer and ends the claim;
+* :meth:`JudgeCache.release` ``(key)`` ends a claim without an answer (the call failed),
+  so a waiting process takes it over at once.
+
+A claim's lease (``lease_s``, default 30 s) is renewed every ``lease_s / 3`` while it is
+held; a claim whose lease ran out, or whose owner is a dead process on this host, is
+taken over. A damaged file fails fast as :class:`CacheFileError` (see
+:mod:`.sqlitefile`); a damaged row (text that is not UTF-8) reads as a miss, is counted
+in ``damaged`` and logged, and is replaced when the answer is stored again.
 """
 from __future__ import annotations
 
 import asyncio
 import gzip
 import hashlib
+import logging
+import os
+import secrets
+import socket
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 import orjson
+
+from drscore.engine.runtime.sqlitefile import CacheFileError, describe, is_damaged, open_db
+
+log = logging.getLogger("drscore.cache")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -29,7 +55,27 @@ CREATE TABLE IF NOT EXISTS responses (
     response   BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS responses_template ON responses(template);
+CREATE TABLE IF NOT EXISTS claims (
+    key     TEXT PRIMARY KEY,
+    owner   TEXT NOT NULL,
+    expires REAL NOT NULL
+);
 """
+_PRAGMAS = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA busy_timeout=30000")
+# Row checks for `drscore cache check` (sqlitefile.check_file / salvage_rows).
+CHECK_COLUMNS = "key, created, template, model, components, CAST(response AS BLOB)"
+_CHUNK = 500  # stay under SQLite's bound-parameter limit
+
+
+def check_row(row: tuple) -> bool:
+    """A ``responses`` row (``CHECK_COLUMNS``) is usable: its answer is UTF-8 and its
+    components are JSON."""
+    try:
+        row[5].decode("utf-8")
+        orjson.loads(row[4])
+    except (AttributeError, UnicodeDecodeError, orjson.JSONDecodeError):
+        return False
+    return True
 
 
 def request_key(components: dict[str, Any]) -> str:
@@ -38,37 +84,105 @@ def request_key(components: dict[str, Any]) -> str:
     return hashlib.sha256(orjson.dumps(components, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
+def _owner_alive(owner: str, host: str) -> bool:
+    """False only for a claim owner that is certainly gone: a dead pid on this host."""
+    parts = owner.split(":")
+    if len(parts) != 3 or parts[0] != host or not parts[1].isdigit():
+        return True
+    try:
+        os.kill(int(parts[1]), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 class JudgeCache:
     """Async key -> response store. Use :meth:`open`; close with :meth:`close`."""
 
-    def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
+    def __init__(self, db: aiosqlite.Connection, path: Path, *, lease_s: float = 30.0,
+                 poll_s: float = 0.2) -> None:
         self._db = db
         self.path = path
+        self.lease_s = lease_s
+        self.poll_s = poll_s
+        self.host = socket.gethostname().replace(":", "_")
+        self.owner = f"{self.host}:{os.getpid()}:{secrets.token_hex(4)}"
         self._pending: list[tuple[tuple, asyncio.Future[None]]] = []
+        self._claims: list[tuple[str, asyncio.Future[tuple[str, bytes | None]]]] = []
+        self._ops: list[tuple[str, tuple]] = []  # writes without a waiter (release, renew)
+        self._held: set[str] = set()
+        self._waiting: dict[str, list[asyncio.Future[bytes | None]]] = {}
         self._wakeup = asyncio.Event()
         self._writer = asyncio.create_task(self._write_loop(), name="cache-writer")
         self._lookups: dict[str, list[asyncio.Future[bytes | None]]] = {}
         self._read_wakeup = asyncio.Event()
         self._reader = asyncio.create_task(self._read_loop(), name="cache-reader")
+        self._waiter: asyncio.Task[None] | None = None
+        self._lease: asyncio.Task[None] | None = None
         self._closed = False
+        self.failure: CacheFileError | None = None  # set when the file fails mid-run
         self.reads = 0
         self.hits = 0
         self.writes = 0
         self.commits = 0
+        self.damaged_keys: set[str] = set()  # rows read as a miss because they were not readable
+        self.claimed = 0  # claims won (this process paid for the call)
+        self.waited = 0  # answers another process paid for (stored meanwhile, or waited for)
 
     @classmethod
-    async def open(cls, path: str | Path) -> JudgeCache:
+    async def open(cls, path: str | Path, **kwargs: Any) -> JudgeCache:
+        """Open (or create) the cache file. A damaged or unusable file raises
+        :class:`CacheFileError` and leaves nothing open."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        db = await aiosqlite.connect(path, timeout=30.0)
-        await db.execute("PRAGMA journal_mode=WAL")
-        await db.execute("PRAGMA synchronous=NORMAL")
-        await db.execute("PRAGMA busy_timeout=30000")
-        await db.executescript(_SCHEMA)
-        await db.commit()
-        return cls(db, path)
+        db = await open_db(path, pragmas=_PRAGMAS, schema=_SCHEMA)
+        try:
+            # claims of processes long gone (their keys were never asked again)
+            await db.execute("DELETE FROM claims WHERE expires < ?", (time.time() - 3600,))
+            await db.commit()
+        except sqlite3.Error as exc:
+            await db.close()
+            raise CacheFileError(path, describe(exc)) from None
+        except BaseException:
+            await db.close()
+            raise
+        return cls(db, path, **kwargs)
+
+    def _fail(self, exc: BaseException) -> BaseException:
+        """Turn a SQLite error into the cache's failure (kept, so later calls fail at once)."""
+        if isinstance(exc, sqlite3.Error):
+            if self.failure is None:
+                self.failure = CacheFileError(self.path, describe(exc))
+            return self.failure
+        return exc
+
+    def _check_open(self) -> None:
+        if self.failure is not None:
+            raise self.failure
+        if self._closed:
+            raise RuntimeError("cache is closed")
+
+    def _answer(self, key: str, raw: Any) -> bytes | None:
+        """A stored answer as bytes, or None for a miss or a damaged row (counted, logged)."""
+        if raw is None:
+            return None
+        try:
+            if isinstance(raw, str):
+                raw = raw.encode("utf-8")
+            raw.decode("utf-8")
+            return raw
+        except (AttributeError, UnicodeError):
+            if key in self.damaged_keys:
+                return None
+            self.damaged_keys.add(key)
+            if len(self.damaged_keys) <= 3:
+                log.warning("%s: entry %s is damaged (its answer is not UTF-8 text); treated as a miss "
+                            "and asked again", self.path, key[:16])
+            return None
 
     async def get(self, key: str) -> bytes | None:
+        self._check_open()
         self.reads += 1
         fut: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
         self._lookups.setdefault(key, []).append(fut)
@@ -78,6 +192,21 @@ class JudgeCache:
             self.hits += 1
         return value
 
+    async def _fetch_answers(self, keys: list[str]) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        for i in range(0, len(keys), _CHUNK):
+            part = keys[i:i + _CHUNK]
+            rows = await self._db.execute_fetchall(
+                f"SELECT key, CAST(response AS BLOB) FROM responses WHERE key IN ({','.join('?' * len(part))})",
+                part)
+            for k, raw in rows:
+                if is_damaged(k):
+                    continue
+                value = self._answer(k, raw)
+                if value is not None:
+                    found[k] = value
+        return found
+
     async def _read_loop(self) -> None:
         while True:
             await self._read_wakeup.wait()
@@ -85,68 +214,228 @@ class JudgeCache:
             if self._closed and not self._lookups:
                 return
             while self._lookups:
-                keys = list(self._lookups)[:500]  # stay under SQLite's bound-parameter limit
+                keys = list(self._lookups)[:_CHUNK]
                 waiters = {k: self._lookups.pop(k) for k in keys}
                 try:
-                    rows = await self._db.execute_fetchall(
-                        f"SELECT key, response FROM responses WHERE key IN ({','.join('?' * len(keys))})", keys)
-                    found = dict(rows)
+                    found = await self._fetch_answers(keys)
                     for k, futs in waiters.items():
                         for fut in futs:
                             if not fut.done():
                                 fut.set_result(found.get(k))
                 except Exception as e:
+                    err = self._fail(e)
                     for futs in waiters.values():
                         for fut in futs:
                             if not fut.done():
-                                fut.set_exception(e)
+                                fut.set_exception(err)
 
     async def put(self, key: str, response: bytes, components: dict[str, Any]) -> None:
-        """Store a response; returns once it is committed (group commit)."""
-        if self._closed:
-            raise RuntimeError("cache is closed")
+        """Store a response and end this process's claim on it; returns once committed
+        (group commit)."""
+        self._check_open()
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         row = (key, time.time(), str(components.get("template", "")), str(components.get("model", "")),
                orjson.dumps(components, option=orjson.OPT_SORT_KEYS), response)
         self._pending.append((row, fut))
+        self._held.discard(key)
         self._wakeup.set()
         await fut
+
+    # -- claims (one payer per key across processes) ------------------------------------
+    async def claim_or_wait(self, key: str) -> bytes | None:
+        """The stored answer for ``key`` when another process has it or is paying for it
+        (waited for), or None once this process holds the claim and should make the call
+        (then :meth:`put` the answer or :meth:`release` the claim)."""
+        while True:
+            self._check_open()
+            fut: asyncio.Future[tuple[str, bytes | None]] = asyncio.get_running_loop().create_future()
+            self._claims.append((key, fut))
+            self._wakeup.set()
+            state, raw = await fut
+            if state == "own":
+                self.claimed += 1
+                return None
+            if state == "answered":
+                self.waited += 1
+                return raw
+            raw = await self._wait(key)
+            if raw is not None:
+                self.waited += 1
+                return raw
+
+    def release(self, key: str) -> None:
+        """Give up a claim without an answer (the call failed): waiters take it over.
+        Harmless for a key this process does not hold."""
+        if self._closed or self.failure is not None:
+            return
+        self._held.discard(key)
+        self._ops.append(("DELETE FROM claims WHERE key = ? AND owner = ?", (key, self.owner)))
+        self._wakeup.set()
+
+    async def _wait(self, key: str) -> bytes | None:
+        """The answer once its claim holder stores it, or None when the claim ends without
+        one (released, lease expired, owner dead): the caller claims again."""
+        fut: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(key, []).append(fut)
+        if self._waiter is None or self._waiter.done():
+            self._waiter = asyncio.create_task(self._wait_loop(), name="cache-claim-waiter")
+        return await fut
+
+    async def _wait_loop(self) -> None:
+        while self._waiting and not self._closed:
+            await asyncio.sleep(self.poll_s)
+            keys = list(self._waiting)
+            try:
+                answers = await self._fetch_answers(keys)
+                claims: dict[str, tuple[str, float]] = {}
+                for i in range(0, len(keys), _CHUNK):
+                    part = keys[i:i + _CHUNK]
+                    for k, owner, expires in await self._db.execute_fetchall(
+                            f"SELECT key, owner, expires FROM claims WHERE key IN ({','.join('?' * len(part))})",
+                            part):
+                        claims[k] = (owner, expires)
+            except Exception as e:
+                err = self._fail(e)
+                for futs in self._waiting.values():
+                    for fut in futs:
+                        if not fut.done():
+                            fut.set_exception(err)
+                self._waiting.clear()
+                return
+            now = time.time()
+            for key in keys:
+                result: bytes | None
+                if key in answers:
+                    result = answers[key]
+                else:
+                    claim = claims.get(key)
+                    if claim is not None and claim[1] >= now and _owner_alive(claim[0], self.host):
+                        continue  # still being paid for by a live process
+                    if claim is not None and claim[1] >= now:  # dead owner: free the key
+                        self._ops.append(("DELETE FROM claims WHERE key = ? AND owner = ?", (key, claim[0])))
+                        self._wakeup.set()
+                    result = None
+                for fut in self._waiting.pop(key, []):
+                    if not fut.done():
+                        fut.set_result(result)
+
+    async def _lease_loop(self) -> None:
+        while not self._closed:
+            await asyncio.sleep(self.lease_s / 3)
+            if self._held:
+                self._ops.append(("UPDATE claims SET expires = ? WHERE owner = ?",
+                                  (time.time() + self.lease_s, self.owner)))
+                self._wakeup.set()
+
+    async def _write_claims(self, batch: list[tuple[str, asyncio.Future[tuple[str, bytes | None]]]]
+                            ) -> dict[str, tuple[str, bytes | None]]:
+        now = time.time()
+        keys = list(dict.fromkeys(k for k, _ in batch))
+        await self._db.executemany(
+            "INSERT INTO claims(key, owner, expires) VALUES (?,?,?) ON CONFLICT(key) DO UPDATE SET "
+            "owner = excluded.owner, expires = excluded.expires WHERE claims.expires < ?",
+            [(k, self.owner, now + self.lease_s, now) for k in keys])
+        owners: dict[str, str] = {}
+        for i in range(0, len(keys), _CHUNK):
+            part = keys[i:i + _CHUNK]
+            owners.update(await self._db.execute_fetchall(
+                f"SELECT key, owner FROM claims WHERE key IN ({','.join('?' * len(part))})", part))
+        answers = await self._fetch_answers(keys)
+        done = [k for k in keys if k in answers and owners.get(k) == self.owner]
+        if done:  # answered meanwhile: the claim just taken is not needed
+            await self._db.executemany("DELETE FROM claims WHERE key = ? AND owner = ?",
+                                       [(k, self.owner) for k in done])
+        results: dict[str, tuple[str, bytes | None]] = {}
+        for k in keys:
+            if k in answers:
+                results[k] = ("answered", answers[k])
+            elif owners.get(k) == self.owner:
+                self._held.add(k)
+                results[k] = ("own", None)
+            else:
+                results[k] = ("held", None)
+        return results
 
     async def _write_loop(self) -> None:
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
             batch, self._pending = self._pending, []
-            if not batch:
+            claims, self._claims = self._claims, []
+            ops, self._ops = self._ops, []
+            if not batch and not claims and not ops:
                 if self._closed:
                     return
                 continue
+            claimed: dict[str, tuple[str, bytes | None]] = {}
             try:
-                await self._db.executemany(
-                    "INSERT OR REPLACE INTO responses(key, created, template, model, components, response)"
-                    " VALUES (?,?,?,?,?,?)", [row for row, _ in batch])
+                if batch:
+                    rows = [row for row, _ in batch]
+                    await self._db.executemany(
+                        "INSERT OR REPLACE INTO responses(key, created, template, model, components, response)"
+                        " VALUES (?,?,?,?,?,?)", rows)
+                    await self._db.executemany("DELETE FROM claims WHERE key = ?", [(r[0],) for r in rows])
+                for sql, params in ops:
+                    await self._db.execute(sql, params)
+                if claims:
+                    claimed = await self._write_claims(claims)
                 await self._db.commit()
                 self.writes += len(batch)
                 self.commits += 1
                 for _, fut in batch:
                     if not fut.done():
                         fut.set_result(None)
+                if claims:
+                    # a key claimed twice in one batch (two waiters of one key): one owner
+                    given: set[str] = set()
+                    for k, fut in claims:
+                        state, raw = claimed[k]
+                        if state == "own" and k in given:
+                            state = "held"
+                        given.add(k)
+                        if not fut.done():
+                            fut.set_result((state, raw))
             except Exception as e:  # surface to every waiter, keep the writer alive
-                for _, fut in batch:
+                err = self._fail(e)
+                try:
+                    await self._db.rollback()
+                except Exception:
+                    pass
+                for _, fut in [*batch, *claims]:
                     if not fut.done():
-                        fut.set_exception(e)
-            if self._closed and not self._pending:
+                        fut.set_exception(err)
+            if self._lease is None and self._held and not self._closed:
+                self._lease = asyncio.create_task(self._lease_loop(), name="cache-lease")
+            if self._closed and not self._pending and not self._ops and not self._claims:
                 return
 
     async def close(self) -> None:
+        """Commit what is queued, give up held claims, and close the file (always)."""
         if self._closed:
             return
+        if self._held and self.failure is None:
+            self._ops.append(("DELETE FROM claims WHERE owner = ?", (self.owner,)))
+            self._held.clear()
         self._closed = True
         self._wakeup.set()
         self._read_wakeup.set()
-        await self._writer
-        await self._reader
-        await self._db.close()
+        try:
+            for task in (self._lease, self._waiter):
+                if task is not None:
+                    task.cancel()
+            for futs in self._waiting.values():
+                for fut in futs:
+                    if not fut.done():
+                        fut.set_exception(RuntimeError("cache is closed"))
+            self._waiting.clear()
+            await asyncio.gather(self._writer, self._reader, return_exceptions=True)
+        finally:
+            await self._db.close()
+
+    @property
+    def damaged(self) -> int:
+        """How many distinct damaged entries were met (each read as a miss)."""
+        return len(self.damaged_keys)
 
     # -- maintenance (drscore cache ...) ------------------------------------------------
     async def stats(self) -> dict[str, Any]:
@@ -191,9 +480,12 @@ class JudgeCache:
         n = 0
         with gzip.open(path, "wb") as out:
             out.write(orjson.dumps({"drscore_cache": 1}) + b"\n")
-            async with self._db.execute(
-                    "SELECT key, created, template, model, components, response FROM responses") as cur:
-                async for key, created, template, model, comps, resp in cur:
+            async with self._db.execute(f"SELECT {CHECK_COLUMNS} FROM responses") as cur:
+                async for row in cur:
+                    if not check_row(row) or is_damaged(row[0]) or is_damaged(row[2]) or is_damaged(row[3]):
+                        self.damaged_keys.add(str(row[0]))  # nothing portable to export
+                        continue
+                    key, created, template, model, comps, resp = row
                     out.write(orjson.dumps({"key": key, "created": created, "template": template, "model": model,
                                             "components": orjson.loads(comps),
                                             "response": resp.decode("utf-8")}) + b"\n")

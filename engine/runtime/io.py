@@ -12,6 +12,8 @@ reporteval ``{topic, report}`` (task id = topic)        --
 ========== ============================================ ==========================
 
 A bad line never stops the others: it becomes an :class:`InputError` naming file and line.
+A file that cannot be read at all (missing, a directory, unreadable) raises
+:class:`InputFileError`, one line naming the path. A UTF-8 byte-order mark is ignored.
 """
 from __future__ import annotations
 
@@ -36,18 +38,43 @@ def agent_from_path(path: str | Path) -> str:
     return stem.removeprefix("reports.").removeprefix("reports_") or "agent"
 
 
-def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            if raw.strip():
-                yield lineno, raw
+_BOM = b"\xef\xbb\xbf"
 
 
-def read_jsonl(path: str | Path, errors: list[InputError]) -> Iterator[tuple[str, Any]]:
+class InputFileError(ValueError):
+    """An input file that cannot be read at all (the message names it and why)."""
+
+
+def open_input(path: str | Path, what: str = "input"):  # noqa: ANN201 (a binary file object)
+    """Open an input file for reading, or raise :class:`InputFileError` (one line)."""
+    path = Path(path)
+    if path.is_dir():
+        raise InputFileError(f"{what} file {path}: is a directory, expected a JSONL file")
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise InputFileError(f"{what} file not found: {path}") from None
+    except OSError as exc:
+        raise InputFileError(f"{what} file {path}: cannot be read ({exc.strerror or exc})") from None
+
+
+def _lines(path: Path, what: str = "input") -> Iterator[tuple[int, bytes]]:
+    with open_input(path, what) as f:
+        try:
+            for lineno, raw in enumerate(f, 1):
+                if lineno == 1 and raw.startswith(_BOM):
+                    raw = raw[len(_BOM):]
+                if raw.strip():
+                    yield lineno, raw
+        except OSError as exc:
+            raise InputFileError(f"{what} file {path}: read failed ({exc.strerror or exc})") from None
+
+
+def read_jsonl(path: str | Path, errors: list[InputError], what: str = "input") -> Iterator[tuple[str, Any]]:
     """``(origin, value)`` for each non-blank line, origin being ``file:line``.
     Malformed lines are appended to ``errors`` and skipped."""
     path = Path(path)
-    for lineno, raw in _lines(path):
+    for lineno, raw in _lines(path, what):
         origin = f"{path}:{lineno}"
         try:
             yield origin, orjson.loads(raw)
@@ -71,7 +98,7 @@ def load_tasks(path: str | Path, errors: list[InputError]) -> dict[str, Task]:
     tasks: dict[str, Task] = {}
     if not path.exists():
         raise FileNotFoundError(f"tasks file not found: {path}")
-    for origin, obj in read_jsonl(path, errors):
+    for origin, obj in read_jsonl(path, errors, "tasks"):
         if not isinstance(obj, dict):
             errors.append(InputError(origin, "expected a JSON object"))
             continue
@@ -144,11 +171,14 @@ def iter_reports(
     agent: str | None = None,
     tasks: dict[str, Task] | None = None,
     errors: list[InputError],
+    seen: dict[tuple[str, str], str] | None = None,
 ) -> Iterator[Report]:
     """Stream valid reports from a JSONL file; bad lines go to ``errors``.
 
     With ``tasks`` given, a report whose task id is unknown is an error. A second report
-    for the same (task, agent) is an error too (it would silently overwrite the first).
+    for the same (task, agent) is an error too (it would silently overwrite the first);
+    pass one ``seen`` dict (``(task, agent) -> file:line``) to every file of a run to
+    catch duplicates across files.
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
@@ -156,8 +186,8 @@ def iter_reports(
     if not path.exists():
         raise FileNotFoundError(f"reports file not found: {path}")
     default_agent = agent or agent_from_path(path)
-    seen: set[tuple[str, str]] = set()
-    for origin, obj in read_jsonl(path, errors):
+    seen = {} if seen is None else seen
+    for origin, obj in read_jsonl(path, errors, "reports"):
         if not isinstance(obj, dict):
             errors.append(InputError(origin, "expected a JSON object"))
             continue
@@ -176,9 +206,10 @@ def iter_reports(
             continue
         key = (built.task_id, built.agent)
         if key in seen:
-            errors.append(InputError(origin, f"duplicate report for task {built.task_id!r}, agent {built.agent!r}"))
+            errors.append(InputError(origin, f"duplicate report for task {built.task_id!r}, agent {built.agent!r} "
+                                             f"(first at {seen[key]}; scored once)"))
             continue
-        seen.add(key)
+        seen[key] = origin
         built.origin = origin
         yield built
 
@@ -208,7 +239,7 @@ def tasks_from_reports(path: str | Path, *, fmt: str = "auto") -> dict[str, Task
     """Synthesize tasks when no task file is given: DeepResearch Bench reports carry their
     prompt, ReportEval reports their topic."""
     tasks: dict[str, Task] = {}
-    for _, obj in read_jsonl(path, []):  # bad lines are reported when the reports are read
+    for _, obj in read_jsonl(path, [], "reports"):  # bad lines are reported when the reports are read
         if not isinstance(obj, dict):
             continue
         line_fmt = fmt if fmt != "auto" else detect_format(obj)
@@ -226,4 +257,4 @@ def tasks_from_reports(path: str | Path, *, fmt: str = "auto") -> dict[str, Task
 
 def count_lines(path: str | Path) -> int:
     """Non-blank lines (for progress totals)."""
-    return sum(1 for _ in _lines(Path(path)))
+    return sum(1 for _ in _lines(Path(path), "reports"))

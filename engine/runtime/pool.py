@@ -1,8 +1,7 @@
 """The judge pool: every judge call of a run goes through here.
 
 Per call: render the prompt, compute the content-addressed key, answer from the cache,
-or join an identical call already in flight (in this process, or in another one through
-:class:`CallClaims`), or wait for quota and call the backend;
+or join an identical call already in flight, or wait for quota and call the backend;
 decode into the verdict Struct (re-asking a bounded number of times when the answer does
 not decode), commit the raw answer to the cache, and account tokens, cost and latency.
 Failures after bounded retries raise :class:`JudgeFailed` with a reason; they never
@@ -33,7 +32,7 @@ import asyncio
 import random
 import time
 from collections import OrderedDict
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
@@ -90,17 +89,6 @@ class Judged(Generic[T]):
         return self.source in ("cache", "shared")
 
 
-class CallClaims(Protocol):
-    """Calls in flight in other processes (``--redis``: :mod:`engine.runtime.team.claims`)."""
-
-    async def claim(self, key: str) -> tuple[bytes, bool] | None:
-        """None: this process now holds ``key`` and must :meth:`release` it after the call
-        (its answer committed to the cache). Otherwise the answer from the shared tier, and
-        whether it was there already (False: another process's call, waited for)."""
-
-    async def release(self, key: str) -> None: ...
-
-
 class PoolStats(msgspec.Struct):
     calls: int = 0  # successful network calls
     cache_hits: int = 0
@@ -147,7 +135,6 @@ class JudgePool:
         preflight: bool = True,
         templates: prompts.Library | None = None,
         prefix_warmup: bool = True,
-        claims: CallClaims | None = None,
     ) -> None:
         """``timeout_s`` bounds each attempt (None: only the backend's own timeout);
         ``max_rate_limit_wait_s`` is the longest 429 reset the pool waits for before it
@@ -183,7 +170,6 @@ class JudgePool:
         self.dry = dry_run_with  # when set: plan calls, answer with this backend, spend nothing
         self.price_model = price_model or backend.model
         self.stats = PoolStats()
-        self.claims = claims if self.cache is not None else None
         self.tokens = TokenEstimator()
         self._identity = {"backend": backend.name, **backend.identity()}
         self._inflight: dict[str, asyncio.Future[Judged[Any]]] = {}
@@ -274,41 +260,34 @@ class JudgePool:
                           cost_uncached=leader.cost_uncached, judge_spans=[(t0, time.monotonic())])
         fut = asyncio.get_running_loop().create_future()
         self._inflight[key] = fut
-        claimed = False
         try:
-            if self.claims is not None:
-                shared = await self._join_claim(req, key, verdict)
-                if shared is not None:
-                    fut.set_result(shared)
-                    return shared
-                claimed = True
-            judged = await self._call(req, verdict, key, components)
+            judged = await self._claimed_elsewhere(key, verdict) or await self._call(req, verdict, key, components)
             fut.set_result(judged)
             return judged
         except BaseException as e:
+            if self.cache is not None:
+                self.cache.release(key)  # let a process waiting for this answer pay for it
             fut.set_exception(e if isinstance(e, JudgeFailed) else JudgeFailed("error", redact(repr(e))))
             fut.exception()  # mark retrieved: followers may not exist
             raise
         finally:
             del self._inflight[key]
-            if claimed:
-                await asyncio.shield(self.claims.release(key))
 
-    async def _join_claim(self, req: ChatRequest, key: str, verdict: type[T]) -> Judged[T] | None:
-        """The answer another process had in flight, or None when this one holds the claim."""
-        found = await self.claims.claim(key)
-        if found is None:
+    async def _claimed_elsewhere(self, key: str, verdict: type[T]) -> Judged[T] | None:
+        """Processes sharing the cache pay once per key (see JudgeCache.claim_or_wait):
+        the answer another process paid for, or None when this process holds the claim."""
+        if self.cache is None:
             return None
-        text = found[0].decode("utf-8")
+        raw = await self.cache.claim_or_wait(key)
+        if raw is None:
+            return None
+        text = raw.decode("utf-8")
         try:
             value = decode_verdict(text, verdict)
-        except VerdictDecodeError:  # cannot happen under one key; be safe and call ourselves
-            return None
-        if found[1]:
-            self.stats.cache_hits += 1
-            return Judged(value, text, key, "cache", cost_uncached=self._list_cost(req, text))
+        except VerdictDecodeError:
+            return None  # as for a cache hit that does not decode: ask again
         self.stats.shared += 1
-        return Judged(value, text, key, "shared", cost_uncached=self._list_cost(req, text))
+        return Judged(value, text, key, "shared")
 
     async def _plan(self, req: ChatRequest, verdict: type[T], key: str) -> Judged[T]:
         resp, _ = await self.dry.complete(req)

@@ -5,11 +5,24 @@ more than the rest of the write at thousands of verdicts a second), so a crash l
 most the last moment of lines; the cache holds every paid answer, so re-running the
 command rebuilds the files for free. When the run completes, ``scores.jsonl`` is rewritten in input order so
 two runs of the same command give identical files.
+
+One process at a time: :func:`open_run_dir` takes an exclusive ``flock`` on
+``run.lock`` (released by the kernel when the process dies, so a killed run never leaves a
+stale lock) and records the run's state in ``state.json``: ``running`` (with pid and
+host) while it works, ``finished`` or ``interrupted`` at the end (an error, Ctrl-C, or the
+pool stopping early: budget, a long rate-limit reset, an endpoint fault). A run killed with
+``kill -9`` stays ``running`` with a dead pid and an unheld lock, which readers
+(:func:`run_state`) report as ``interrupted``. A directory holding a different run's
+configuration (see :func:`run_identity`) is refused unless ``overwrite`` is given; the
+same configuration resumes (the cache holds every paid answer).
 """
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
+import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +33,212 @@ from drscore.engine.runtime.models import ScoreRow, VerdictRecord
 
 _enc = msgspec.json.Encoder()
 
+LOCK_FILE = "run.lock"
+STATE_FILE = "state.json"
+# Files of a run directory that --overwrite removes (and nothing else).
+RUN_FILES = ("config.json", STATE_FILE, "verdicts.jsonl", "scores.jsonl", "summary.json",
+             "leaderboard.md", "leaderboard.csv", "report.html", "viewer.html")
+# Configuration fields that decide what a run computes. Limits, timeouts, the budget and
+# the cache location may change between a run and its resumption; these may not.
+IDENTITY_FIELDS = ("methods", "reports", "tasks", "format", "agent", "seed", "method_options",
+                   "offline_pages", "allow_private_fetch")
+IDENTITY_JUDGE_FIELDS = ("url", "model", "transport", "json_mode", "prices", "price_as", "prompts_dir", "params")
+
+
+class RunDirError(Exception):
+    """A run directory that cannot be used for this run (one line: which and why)."""
+
+
+class RunDirBusy(RunDirError):
+    """Another live process is writing the run directory."""
+
+
+def _abspath(value: Any, base: Path) -> Any:
+    if isinstance(value, list):
+        return [_abspath(v, base) for v in value]
+    if isinstance(value, str) and value:
+        return str((base / value).resolve()) if not Path(value).is_absolute() else str(Path(value).resolve())
+    return value
+
+
+def run_identity(config: dict[str, Any], base: Path | None = None) -> dict[str, Any]:
+    """What makes two configurations the same run: ``IDENTITY_FIELDS`` and the judge's
+    ``IDENTITY_JUDGE_FIELDS``, input paths made absolute (relative to ``base``, default
+    the working directory)."""
+    base = base or Path.cwd()
+    judge = config.get("judge") or {}
+    ident: dict[str, Any] = {k: config.get(k) for k in IDENTITY_FIELDS}
+    ident.update({f"judge.{k}": judge.get(k) for k in IDENTITY_JUDGE_FIELDS})
+    for k in ("reports", "tasks"):
+        ident[k] = _abspath(ident[k], base)
+    ident["judge.prices"] = _abspath(ident["judge.prices"], base)
+    ident["judge.prompts_dir"] = _abspath(ident["judge.prompts_dir"], base)
+    ident["judge.params"] = ident["judge.params"] or {}  # absent in older config.json files
+    ident["method_options"] = {k: v for k, v in sorted((ident["method_options"] or {}).items()) if v is not None}
+    return ident
+
+
+def identity_differences(old: dict[str, Any], new: dict[str, Any], limit: int = 4) -> list[str]:
+    """``field: old -> new`` for each field that differs."""
+    out = []
+    for k in sorted(set(old) | set(new)):
+        if old.get(k) != new.get(k):
+            out.append(f"{k}: {old.get(k)!r:.80} -> {new.get(k)!r:.80}")
+    return out[:limit]
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        value = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def lock_holder(run_dir: str | Path) -> int | None:
+    """The pid holding the run directory's lock, or None when no process holds it."""
+    path = Path(run_dir) / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            return int(text) if text.isdigit() else -1
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def run_state(run_dir: str | Path) -> dict[str, Any]:
+    """The run directory's state as recorded, corrected for runs that died: ``state`` is
+    ``running``, ``finished``, ``interrupted`` or ``unknown`` (a directory written before
+    states were recorded and without ``summary.json``); ``detail`` says why."""
+    root = Path(run_dir)
+    recorded = _read_json(root / STATE_FILE)
+    if recorded is None:
+        if (root / "summary.json").is_file():
+            return {"state": "finished", "detail": "summary.json present (no state.json)"}
+        return {"state": "unknown", "detail": "no state.json or summary.json: the run may not have finished"}
+    state = dict(recorded)
+    state.pop("identity", None)
+    if state.get("state") == "running":
+        pid = state.get("pid")
+        pid_dead = (state.get("host") == socket.gethostname() and isinstance(pid, int)
+                    and not _pid_alive(pid))
+        if pid_dead or lock_holder(root) is None:
+            state["state"] = "interrupted"
+            state["detail"] = f"the process (pid {pid}) stopped before the run finished"
+        else:
+            state["detail"] = f"in progress (pid {pid} on {state.get('host')})"
+    return state
+
+
+class RunDirLock:
+    """The exclusive hold of one process on a run directory (see :func:`open_run_dir`)."""
+
+    def __init__(self, root: Path, fd: int, identity: dict[str, Any]) -> None:
+        self.root, self._fd, self.identity = root, fd, identity
+        self.started_at = time.time()
+        self.state = ""
+
+    def set_state(self, state: str, **extra: Any) -> None:
+        """Record ``running`` / ``finished`` / ``interrupted`` (atomically)."""
+        self.state = state
+        record = {"state": state, "pid": os.getpid(), "host": socket.gethostname(),
+                  "started_at": round(self.started_at, 3), "updated_at": round(time.time(), 3),
+                  **extra, "identity": self.identity}
+        _atomic_write(self.root / STATE_FILE, orjson.dumps(record, option=orjson.OPT_INDENT_2))
+
+    def release(self) -> None:
+        """Unlock; a run still ``running`` (it stopped before its writer could say why,
+        e.g. in set-up) is recorded as ``interrupted`` first."""
+        if self._fd >= 0 and self.state == "running":
+            try:
+                self.set_state("interrupted", reason="stopped during set-up")
+            except OSError:
+                pass
+        if self._fd >= 0:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = -1
+
+
+def open_run_dir(out_dir: str | Path, config: dict[str, Any], *, overwrite: bool = False) -> RunDirLock:
+    """Take the run directory for this process: create it, lock it (or raise
+    :class:`RunDirBusy` at once), refuse a different run's configuration unless
+    ``overwrite``, clear the previous run's end state, write ``config.json`` and record
+    the state ``running``."""
+    root = Path(out_dir)
+    if root.exists() and not root.is_dir():
+        raise RunDirError(f"--out {root} is a file, not a directory")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise RunDirError(f"run directory {root}: {exc.strerror or exc}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = ""
+            for _ in range(20):  # the holder writes its pid right after locking
+                pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+                if pid:
+                    break
+                time.sleep(0.01)
+            raise RunDirBusy(f"run directory {root} is in use by pid {pid or '?'}") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        identity = run_identity(config)
+        _check_identity(root, identity, overwrite)
+        if overwrite:
+            for name in RUN_FILES:
+                (root / name).unlink(missing_ok=True)
+        (root / "summary.json").unlink(missing_ok=True)  # a stale summary must not read as finished
+        lock = RunDirLock(root, fd, identity)
+        _atomic_write(root / "config.json", orjson.dumps(config, option=orjson.OPT_INDENT_2))
+        lock.set_state("running")
+        return lock
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _check_identity(root: Path, identity: dict[str, Any], overwrite: bool) -> None:
+    state = _read_json(root / STATE_FILE)
+    old = state.get("identity") if state else None
+    if old is None:
+        config = _read_json(root / "config.json")
+        if config is None:
+            return  # a new directory (or one holding no run)
+        old = run_identity(config)
+    shared = set(old) & set(identity)  # a field another drscore version did not record is not a difference
+    changes = identity_differences({k: old[k] for k in shared}, {k: identity[k] for k in shared})
+    if not changes or overwrite:
+        return
+    changed = "; ".join(changes)
+    raise RunDirError(f"run directory {root} holds a different run ({changed}); pass --overwrite to "
+                      "replace it, or choose another --out")
+
 
 class RunWriter:
-    def __init__(self, out_dir: str | Path) -> None:
+    def __init__(self, out_dir: str | Path, lock: RunDirLock | None = None) -> None:
         self.dir = Path(out_dir)
+        self.lock = lock
         self.dir.mkdir(parents=True, exist_ok=True)
         self._verdicts = open(self.dir / "verdicts.jsonl", "wb")
         self._scores = open(self.dir / "scores.jsonl", "wb")
@@ -66,10 +281,22 @@ class RunWriter:
         rows.sort(key=lambda r: self._order.get((r[0]["task_id"], r[0]["agent"], r[0]["method"]), 1 << 60))
         _atomic_write(path, b"".join(ln + b"\n" for _, ln in rows))
         _atomic_write(self.dir / "summary.json", orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+        if self.lock is None:
+            return
+        stop = summary.get("stopped")
+        if stop:  # the pool stopped (budget, rate-limit reset, endpoint fault): items were not run
+            why = stop.get("reason", "stopped") if isinstance(stop, dict) else str(stop)
+            self.lock.set_state("interrupted", reason=f"stopped early: {why} (see summary.json 'stopped')",
+                                finished_at=round(time.time(), 3))
+        else:
+            self.lock.set_state("finished", finished_at=round(time.time(), 3))
 
-    def abort(self) -> None:
+    def abort(self, reason: str = "stopped") -> None:
+        """Close the files and record the run as ``interrupted`` (re-run to resume)."""
         self._verdicts.close()
         self._scores.close()
+        if self.lock is not None:
+            self.lock.set_state("interrupted", reason=reason)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

@@ -16,6 +16,7 @@ from typing import Any, Iterator
 import msgspec
 
 from drscore.engine.runtime.models import InputError, ScoreRow, VerdictRecord
+from drscore.engine.runtime.rundir import run_state
 
 
 class HumanScore(msgspec.Struct, frozen=True, kw_only=True):
@@ -47,6 +48,25 @@ class RunDir(msgspec.Struct, kw_only=True):
     scores: list[ScoreRow]
     problems: list[InputError]
     duplicates: int = 0  # repeated (task, agent, method) rows; the last one is kept
+    # what state.json says, corrected for a dead writer: {"state": running | finished |
+    # interrupted | unknown, "detail": why, ...} (see rundir.run_state)
+    state: dict[str, Any] = {}
+
+    @property
+    def finished(self) -> bool:
+        """True when the run wrote its summary and ended normally."""
+        return self.state.get("state", "finished") == "finished"
+
+    def unfinished_note(self) -> str | None:
+        """One sentence for reports of a run that did not finish, else None."""
+        if self.finished:
+            return None
+        state = self.state.get("state", "unknown")
+        reason = self.state.get("reason")
+        detail = self.state.get("detail", "")
+        why = f"{detail}" + (f"; {reason}" if reason else "")
+        return (f"This run is {state.upper()} ({why}): the figures cover only the rows written so far; "
+                "re-run the same command to complete it.")
 
     def methods(self) -> list[str]:
         """Methods present in ``scores.jsonl``, in first-seen order."""
@@ -80,6 +100,7 @@ def read_run_dir(path: str | Path) -> RunDir:
         scores=list(latest.values()),
         problems=problems,
         duplicates=len(rows) - len(latest),
+        state=run_state(root),
     )
 
 
@@ -177,13 +198,15 @@ def method_scores(
 
 
 def _lines(path: Path) -> Iterator[tuple[str, bytes]]:
-    """(``file:line``, raw bytes) for every non-blank line."""
+    """(``file:line``, raw bytes) for every non-blank line (a UTF-8 byte-order mark is ignored)."""
     try:
         handle = path.open("rb")
     except OSError as exc:
         raise RunDirError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     with handle:
         for number, line in enumerate(handle, start=1):
+            if number == 1:
+                line = line.removeprefix(b"\xef\xbb\xbf")
             if line.strip():
                 yield f"{path}:{number}", line
 

@@ -116,3 +116,45 @@ async def test_resolver_refuses_private_answers_and_mixed_answers(fake_resolver)
     with pytest.raises(SSRFRefused):
         await resolver.resolve("metadata.google.internal", 80)
     assert "metadata.google.internal" not in fake.calls
+
+
+# Well-known cloud metadata / host-agent endpoints (issue 8). Azure's WireServer is a
+# public unicast address, so only an explicit list refuses it; the others must say
+# "cloud metadata" (not just "link-local") and stay refused under allow_private.
+METADATA = [
+    "168.63.129.16",    # Azure WireServer
+    "169.254.169.254",  # AWS/GCP/Azure IMDS
+    "169.254.170.2",    # AWS ECS credentials
+    "100.100.100.200",  # Alibaba
+    "192.0.0.192",      # Oracle
+    "169.254.0.23",     # Tencent
+    "fd00:ec2::254",    # AWS IMDS IPv6
+    "fd20:ce::254",     # GCP metadata IPv6
+]
+
+
+@pytest.mark.parametrize("address", METADATA)
+def test_cloud_metadata_addresses_are_refused_even_with_allow_private(address: str) -> None:
+    assert "cloud metadata" in SSRFGuard().address_refusal(address)
+    assert "cloud metadata" in SSRFGuard(allow_private=True).address_refusal(address)
+    assert SSRFGuard().hostname_refusal(address) is not None
+    assert SSRFGuard().hostname_refusal(f"[{address}]" if ":" in address else address) is not None
+
+
+@pytest.mark.parametrize("spelling", [
+    "::ffff:168.63.129.16",        # IPv4-mapped
+    "64:ff9b::a83f:8110",          # NAT64 of 168.63.129.16 (0xa8=168, 0x3f=63, 0x81=129, 0x10=16)
+    "2002:a83f:8110::1",           # 6to4 of 168.63.129.16
+])
+def test_wireserver_is_refused_in_its_ipv6_spellings(spelling: str) -> None:
+    assert "cloud metadata" in SSRFGuard(allow_private=True).address_refusal(spelling)
+
+
+def test_wireserver_neighbours_stay_public() -> None:
+    # only the one address is special; its /24 neighbours are ordinary public addresses
+    assert SSRFGuard().address_refusal("168.63.129.15") is None
+    assert SSRFGuard().address_refusal("168.63.129.17") is None
+
+
+def test_metadata_host_names_of_other_clouds_are_refused() -> None:
+    assert "metadata" in SSRFGuard(allow_private=True).hostname_refusal("metadata.tencentyun.com")

@@ -99,3 +99,27 @@ async def test_two_stores_share_one_file(tmp_path: Path) -> None:
         await b.flush()
         assert (await a.get("https://b.com/7")).text == "b7"
         assert (await a.stats())["pages"] == 100
+
+
+async def test_damaged_rows_read_as_counted_misses_and_the_rest_still_reads(tmp_path: Path) -> None:
+    path = tmp_path / "pages.sqlite"
+    texts = {u: f"Body of page {u}. " * 20 for u in ("https://a.com/1", "https://a.com/2", "https://a.com/3")}
+    async with PageStore(path) as store:
+        for url, text in texts.items():
+            store.put(ok_record(url, text), text)
+    with sqlite3.connect(path) as db:
+        # 1: a status that is not UTF-8; 2: text that does not decompress
+        db.execute("UPDATE pages SET status = CAST(x'ff6f6b' AS TEXT) WHERE url = 'https://a.com/1'")
+        db.execute("UPDATE contents SET text = x'00ff00' WHERE hash = ?", (content_hash(texts["https://a.com/2"]),))
+    async with PageStore(path) as store:
+        assert await store.get("https://a.com/1") is None
+        assert await store.get("https://a.com/2") is None
+        assert (await store.get("https://a.com/3")).text == texts["https://a.com/3"]
+        assert store.damaged == 2
+        exported = [p.record.url async for p in store.iter_pages()]
+        assert exported == ["https://a.com/3"]  # damaged rows are not exported either
+        # a new fetch of a damaged page replaces it
+        store.put(ok_record("https://a.com/1", "fresh text", fetched_at=2000.0), "fresh text")
+        await store.flush()
+    async with PageStore(path) as store:
+        assert (await store.get("https://a.com/1")).text == "fresh text"

@@ -4,17 +4,19 @@ A lookup asks the local cache first, then Redis; a Redis hit is copied into the 
 cache (so the next run on this machine needs no network at all). An answer is committed
 locally first (the run's checkpoint), then written to Redis. With claims
 (:mod:`.claims`) the Redis lookup and the claim are one script, and so are storing the
-answer and releasing the claim: the cache then leaves those Redis steps to the claims. The keys are the same
+answer and releasing the claim: the cache then leaves those Redis steps to the claims.
+
+:class:`TieredCache` offers what the judge pool uses of
+:class:`engine.runtime.cache.JudgeCache` — ``get``, ``put``, ``close`` and the claim API
+(``claim_or_wait``, ``release``) — over both tiers, and hands anything else (stats,
+explain, vacuum) to the local cache. The pool needs no Redis-specific code. The keys are the same
 content-addressed request keys as the local cache, so a warm re-run on another machine
 pays for nothing. Entries hold the response and the request components (to fill the
 local cache and keep ``drscore cache explain`` working).
-
-:class:`TieredCache` has the interface the judge pool uses of
-:class:`engine.runtime.cache.JudgeCache` (``get``/``put``/``close``), and hands anything
-else (stats, explain, vacuum) to the local cache.
 """
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import orjson
@@ -54,28 +56,49 @@ class RedisTier:
 
 
 class TieredCache:
-    """Local cache first, then the Redis tier; writes go to both."""
+    """Local cache first, then the Redis tier; writes go to both. Offers the local cache's
+    claim API (``claim_or_wait``, ``put`` ending the claim, ``release``) across both tiers:
+    processes sharing the SQLite file settle among themselves first, then the process that
+    holds the local claim claims in Redis for everyone on other machines."""
 
     def __init__(self, local: Any, tier: RedisTier) -> None:
         self.local = local
         self.tier = tier
         self._claims: Any = None
-        self._deferred: dict[str, tuple[bytes, bytes]] = {}
+        self._releases: set[asyncio.Task[None]] = set()
 
     def defer_to_claims(self, claims: Any) -> None:
         """Let ``claims`` do the Redis lookup (with its claim) and the Redis write (with its release)."""
         self._claims = claims
 
+    @property
+    def waited(self) -> int:
+        """Answers another process paid for: through the shared file or through Redis."""
+        return getattr(self.local, "waited", 0) + self.tier.hits
+
     async def get(self, key: str) -> bytes | None:
         raw = await self.local.get(key)
         if raw is not None or (self._claims is not None and self.tier.link.up):
-            return raw
+            return raw  # with claims, the Redis lookup is part of claim_or_wait
         hit = await self.tier.get(key)
         if hit is None:
             return None
         response, components = hit
         await self.local.put(key, response, components)
         return response
+
+    async def claim_or_wait(self, key: str) -> bytes | None:
+        """The answer when any process sharing the file or the Redis has it or is paying for
+        it (waited for), or None once this process holds both claims and should call."""
+        claim_local = getattr(self.local, "claim_or_wait", None)
+        if claim_local is not None:
+            raw = await claim_local(key)
+            if raw is not None:
+                return raw
+        if self._claims is None or not self.tier.link.up:
+            return None
+        found = await self._claims.claim(key)
+        return None if found is None else found[0]
 
     async def adopt(self, key: str, response: bytes, components: bytes | None) -> bytes:
         """An answer found in Redis (by the claims' lookup): counted, copied locally."""
@@ -84,17 +107,28 @@ class TieredCache:
         return response
 
     async def put(self, key: str, response: bytes, components: dict[str, Any]) -> None:
-        await self.local.put(key, response, components)  # the checkpoint first
+        """Commit locally (the checkpoint; ends a local claim), then store in Redis: with a
+        Redis claim held, storing and releasing it are one round trip."""
+        await self.local.put(key, response, components)
         if self._claims is not None and self._claims.holds(key) and self.tier.link.up:
-            # written to Redis by the claim's release, in the same round trip
-            self._deferred[key] = (response, orjson.dumps(components, option=orjson.OPT_SORT_KEYS))
+            await self._claims.release(key, (response, orjson.dumps(components, option=orjson.OPT_SORT_KEYS)))
             return
         await self.tier.put(key, response, components)
 
-    def take_deferred(self, key: str) -> tuple[bytes, bytes] | None:
-        return self._deferred.pop(key, None)
+    def release(self, key: str) -> None:
+        """Give up the claims on ``key`` without an answer (the call failed): waiters on this
+        file and on Redis take it over."""
+        release_local = getattr(self.local, "release", None)
+        if release_local is not None:
+            release_local(key)
+        if self._claims is not None and self._claims.holds(key):
+            task = asyncio.get_running_loop().create_task(self._claims.release(key, None))
+            self._releases.add(task)
+            task.add_done_callback(self._releases.discard)
 
     async def close(self) -> None:
+        if self._releases:
+            await asyncio.gather(*list(self._releases), return_exceptions=True)
         await self.local.close()
 
     def __getattr__(self, name: str) -> Any:

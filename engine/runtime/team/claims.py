@@ -9,8 +9,9 @@ run out) and takes the answer from the cache tier, so the call is paid once. A h
 that dies stops renewing: its lease expires and the next waiter claims the key itself.
 A holder whose call failed releases without an answer, and a waiter then tries itself.
 
-Implements :class:`engine.runtime.pool.CallClaims`. When Redis is gone, :meth:`claim`
-answers "go ahead" at once: the run goes on alone and may pay twice, never waits forever.
+Used by :class:`.cache_tier.TieredCache`, which offers the local cache's claim API over
+both tiers. When Redis is gone, :meth:`claim` answers "go ahead" at once: the run goes
+on alone and may pay twice, never waits forever.
 """
 from __future__ import annotations
 
@@ -132,12 +133,11 @@ class RedisClaims:
                         del self._waiters[key]
         return None
 
-    async def release(self, key: str) -> None:
-        """Store the answer the cache set aside for ``key`` (if the call succeeded) in the
+    async def release(self, key: str, answer: tuple[bytes, bytes] | None) -> None:
+        """Store ``answer`` (response, components JSON; None when the call failed) in the
         tier, drop the claim and notify, in one script."""
         self._held.discard(key)
         args: list = [self.owner, key]
-        answer = self.cache.take_deferred(key)
         if answer is not None:
             args += list(answer)
         done = await self.link.guard(self._store_and_release(
