@@ -22,6 +22,7 @@ from drscore.engine.runtime.models import Report, ScoreRow, Task
 from drscore.engine.runtime.tokens import estimate_tokens
 from drscore.judge.offline import rules
 from support.data import drb_report
+from support.serve import serve
 
 
 FakeContext = functools.partial(FakeContext, method="fact")
@@ -370,12 +371,7 @@ async def test_end_to_end_offline_and_mock_judge_with_local_pages(tmp_path):
 
     app = web.Application()
     app.router.add_get("/{tail:.*}", page)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
-    base = f"http://127.0.0.1:{port}"
+    runner, base = await serve(app)
     report = (
         "Chub mackerel prices in Tokyo rose 12% in 2023 [1]. Japan landed 376,600 tons of chub mackerel "
         "in 2020 [2]. The species spawns in the East China Sea [3]. Catch data are shared through the NPFC [4]."
