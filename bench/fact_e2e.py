@@ -141,7 +141,8 @@ class MappedPages:
 
 async def one_run(reports, tasks, mock_url: str, base: str, cache: str, concurrency: int) -> dict:  # type: ignore[no-untyped-def]
     from drscore.api import JudgeConfig, open_pool
-    from drscore.engine.methods.fact import Fact, fact_suite
+    from drscore.engine.methods.fact.method import Fact
+    from drscore.engine.methods.fact.tally import fact_suite
     from drscore.engine.runtime.runner import Runner
     from drscore.fetch.pool import FetchPool
 

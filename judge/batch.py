@@ -26,7 +26,6 @@ synchronous one.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import random
 import time
 import uuid
@@ -34,126 +33,24 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import aiosqlite
 import orjson
 
 from drscore.engine.runtime.judging import (
     ENDPOINT_FAULTS, ChatRequest, ChatResponse, FatalError, JudgeError, RateLimitInfo, TransientError,
 )
 from drscore.engine.runtime.redact import redact, redact_any, register_secret
+from drscore.judge.batch_journal import BatchJournal, custom_id
 from drscore.judge.http import classify_connection_error, parse_completion, status_error
 from drscore.judge.wire import family_profile, request_body
 
 ENDPOINT = "/v1/chat/completions"
 MAX_REQUESTS = 50_000  # provider limits per batch
 MAX_BYTES = 190 * 1024 * 1024  # the file limit is 200 MB: keep a margin for the JSONL framing
-_LIVE = ("creating", "submitted")
 _TERMINAL = {"completed", "failed", "expired", "cancelled"}
 # A request its batch did not answer (the batch expired, failed or was cancelled, or the
 # provider's batch queue was full): retried in a later batch. Not an endpoint fault, and
 # one such batch fails many requests at once, so the pool's circuit breaker ignores it.
 UNFINISHED = "batch_unfinished"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS batches (
-    local_id   TEXT PRIMARY KEY,
-    endpoint   TEXT NOT NULL,
-    batch_id   TEXT,
-    file_id    TEXT NOT NULL,
-    state      TEXT NOT NULL,
-    requests   INTEGER NOT NULL,
-    created    REAL NOT NULL,
-    updated    REAL NOT NULL,
-    detail     TEXT
-);
-CREATE TABLE IF NOT EXISTS batch_requests (
-    local_id   TEXT NOT NULL,
-    custom_id  TEXT NOT NULL,
-    PRIMARY KEY (local_id, custom_id)
-);
-CREATE TABLE IF NOT EXISTS batch_results (
-    endpoint   TEXT NOT NULL,
-    custom_id  TEXT NOT NULL,
-    body       BLOB NOT NULL,
-    created    REAL NOT NULL,
-    PRIMARY KEY (endpoint, custom_id)
-);
-"""
-
-
-def custom_id(body: dict[str, Any]) -> str:
-    """The id of a request in a batch: the hash of its canonical body."""
-    return "drs-" + hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()[:40]
-
-
-class BatchJournal:
-    """Durable record of submitted batches and harvested answers (SQLite, WAL)."""
-
-    def __init__(self, db: aiosqlite.Connection) -> None:
-        self._db = db
-
-    @classmethod
-    async def open(cls, path: str | Path, *, keep_results_s: float = 30 * 86_400) -> BatchJournal:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        db = await aiosqlite.connect(path, timeout=30.0)
-        await db.execute("PRAGMA journal_mode=WAL")
-        await db.execute("PRAGMA synchronous=FULL")  # a recorded batch must survive power loss too
-        await db.execute("PRAGMA busy_timeout=30000")
-        await db.executescript(_SCHEMA)
-        await db.execute("DELETE FROM batch_results WHERE created < ?", (time.time() - keep_results_s,))
-        await db.commit()
-        return cls(db)
-
-    async def record(self, local_id: str, endpoint: str, file_id: str, ids: list[str]) -> None:
-        now = time.time()
-        await self._db.execute("INSERT INTO batches VALUES (?,?,?,?,?,?,?,?,?)",
-                               (local_id, endpoint, None, file_id, "creating", len(ids), now, now, None))
-        await self._db.executemany("INSERT OR IGNORE INTO batch_requests VALUES (?,?)",
-                                   [(local_id, i) for i in ids])
-        await self._db.commit()
-
-    async def set_state(self, local_id: str, state: str, *, batch_id: str | None = None,
-                        detail: str | None = None) -> None:
-        await self._db.execute(
-            "UPDATE batches SET state=?, batch_id=COALESCE(?, batch_id), detail=COALESCE(?, detail), updated=?"
-            " WHERE local_id=?", (state, batch_id, detail, time.time(), local_id))
-        await self._db.commit()
-
-    async def harvest(self, local_id: str, endpoint: str, state: str, answers: list[tuple[str, bytes]],
-                      detail: str | None) -> None:
-        """Store a finished batch's answers and its final state in one transaction."""
-        now = time.time()
-        await self._db.executemany("INSERT OR REPLACE INTO batch_results VALUES (?,?,?,?)",
-                                   [(endpoint, cid, body, now) for cid, body in answers])
-        await self._db.execute("UPDATE batches SET state=?, detail=?, updated=? WHERE local_id=?",
-                               (state, detail, now, local_id))
-        await self._db.commit()
-
-    async def live(self, endpoint: str) -> list[tuple[str, str | None, str, str, list[str]]]:
-        """(local id, batch id, file id, state, custom ids) of batches not yet finished."""
-        rows = await self._db.execute_fetchall(
-            f"SELECT local_id, batch_id, file_id, state FROM batches WHERE endpoint=? AND state IN "
-            f"({','.join('?' * len(_LIVE))}) ORDER BY created", (endpoint, *_LIVE))
-        out = []
-        for local_id, batch_id, file_id, state in rows:
-            ids = await self._db.execute_fetchall("SELECT custom_id FROM batch_requests WHERE local_id=?",
-                                                  (local_id,))
-            out.append((local_id, batch_id, file_id, state, [r[0] for r in ids]))
-        return out
-
-    async def result_ids(self, endpoint: str) -> set[str]:
-        rows = await self._db.execute_fetchall("SELECT custom_id FROM batch_results WHERE endpoint=?", (endpoint,))
-        return {r[0] for r in rows}
-
-    async def result(self, endpoint: str, cid: str) -> bytes | None:
-        rows = await self._db.execute_fetchall(
-            "SELECT body FROM batch_results WHERE endpoint=? AND custom_id=?", (endpoint, cid))
-        return rows[0][0] if rows else None
-
-    async def close(self) -> None:
-        await self._db.close()
-
 
 class BatchBackend:
     """The Batch API as a judge backend (see the module docstring)."""

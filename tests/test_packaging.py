@@ -4,6 +4,7 @@ named like the repository's top level. Optional parts name their extra when miss
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -39,9 +40,15 @@ def test_every_package_folder_is_listed_under_its_namespaced_name():
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
+    # Build from a copy: setuptools writes build/ and *.egg-info beside the sources.
+    src = tmp_path_factory.mktemp("src")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    for folder in _pyproject()["tool"]["setuptools"]["package-dir"].values():
+        shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__"))
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(out), str(ROOT)], check=True, cwd=out)
+                    "-w", str(out), str(src)], check=True, cwd=out)
     (whl,) = out.glob("drscore-*.whl")
     return whl
 

@@ -12,7 +12,7 @@ import sys
 
 import orjson
 
-from drscore.engine.methods.fact_rescore import rescore_validated
+from drscore.engine.methods.fact.rescore import rescore_validated
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -43,7 +43,7 @@ from drscore.engine.text.citations import cited_urls, parse_citations, strip_cit
 from drscore.engine.runtime.evidence import PlaceholderPages
 from drscore.engine.runtime.judging import JudgeFailed
 from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
-from drscore.engine.methods.fact import (
+from drscore.engine.methods.cited_pages import (
     PAGE_OUTCOMES, page_options, batches, fetch_pages, kept_numbers, numbered, page_outcome, window_for,
 )
 

@@ -16,6 +16,7 @@ from drscore.engine.methods.quality import QualityVerdict
 from drscore.engine.runtime.cache import request_key
 from drscore.judge.mock.server import MockConfig, MockServerProcess, build_app
 from support.data import ROOT
+from support.serve import serve
 
 EXAMPLES = ROOT / "examples"
 MARKER = "Answer as a strict examiner from the override directory."
@@ -42,11 +43,8 @@ async def recording_mock() -> tuple[web.AppRunner, str, list[dict]]:
         return await handler(request)
 
     app.middlewares.append(record)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}/v1", bodies
+    runner, base = await serve(app)
+    return runner, f"{base}/v1", bodies
 
 
 async def test_an_override_changes_the_request_and_the_cache_key(tmp_path):

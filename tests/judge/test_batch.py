@@ -16,7 +16,8 @@ from drscore.engine.runtime.judging import JudgeFailed
 from drscore.engine.runtime.limits import RateLimiter
 from drscore.engine.runtime.pool import JudgePool
 from drscore.engine.runtime.pricing import Price, PriceTable
-from drscore.judge.batch import BatchBackend, custom_id
+from drscore.judge.batch import BatchBackend
+from drscore.judge.batch_journal import custom_id
 from drscore.judge.mock.server import MockConfig, start
 
 
@@ -272,3 +273,14 @@ async def test_a_wrong_url_fails_at_upload_with_the_endpoint_fault(mock, tmp_pat
     await backend.close()
     assert all(isinstance(o, JudgeFailed) and o.reason == "not_found" for o in outcomes)
     assert (await _stats(base))["batches_created"] == 0
+
+
+async def test_a_damaged_journal_fails_at_once_naming_the_file(tmp_path):
+    from drscore.engine.runtime.sqlitefile import CacheFileError
+    from drscore.judge.batch_journal import BatchJournal
+
+    path = tmp_path / "batches.sqlite"
+    path.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(CacheFileError) as err:
+        await BatchJournal.open(path)
+    assert str(path) in str(err.value) and "not a SQLite database" in str(err.value)

@@ -18,6 +18,7 @@ from drscore.engine.runtime.pricing import PriceTable
 from drscore.engine.runtime.verdicts import schema_of
 from drscore.judge.http import HttpBackend
 from drscore.judge.wire import WireProfile, family_profile, is_reasoning_model, parse_judge_params, request_body
+from support.serve import serve
 
 
 class Verdict(msgspec.Struct, forbid_unknown_fields=True):
@@ -112,13 +113,9 @@ async def strict_endpoint():
         ep = _StrictEndpoint(strict)
         app = web.Application()
         app.router.add_post("/v1/chat/completions", ep.chat)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
+        runner, base = await serve(app)
         runners.append(runner)
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        return f"http://127.0.0.1:{port}/v1", ep
+        return f"{base}/v1", ep
 
     yield make
     for r in runners:

@@ -15,17 +15,14 @@ from drscore.engine.text.citations import parse_citations
 from drscore.engine.runtime.evidence import PageResult, PlaceholderPages
 from drscore.engine.runtime.judging import JudgeFailed
 from drscore.engine.methods import get
-from drscore.engine.methods.fact import (
-    Fact,
-    chunk_report,
-    fact_suite,
-    fact_suite_by_agent,
-    kept_numbers,
-)
+from drscore.engine.methods.cited_pages import chunk_report, kept_numbers
+from drscore.engine.methods.fact.method import Fact
+from drscore.engine.methods.fact.tally import fact_suite, fact_suite_by_agent
 from drscore.engine.runtime.models import Report, ScoreRow, Task
 from drscore.engine.runtime.tokens import estimate_tokens
 from drscore.judge.offline import rules
 from support.data import drb_report
+from support.serve import serve
 
 
 FakeContext = functools.partial(FakeContext, method="fact")
@@ -325,7 +322,7 @@ def test_fact_suite_pools_like_the_benchmark_and_keeps_the_paper_figures():
 
 
 def test_suite_from_summary_means_matches_rows():
-    from drscore.engine.methods.fact import suite_from_means
+    from drscore.engine.methods.fact.tally import suite_from_means
 
     # two scored rows: citations 8 and 1, valid 4 and 1, acc_paper 0.3 and 0.5, supported 3 and 1;
     # one skipped row
@@ -374,12 +371,7 @@ async def test_end_to_end_offline_and_mock_judge_with_local_pages(tmp_path):
 
     app = web.Application()
     app.router.add_get("/{tail:.*}", page)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
-    base = f"http://127.0.0.1:{port}"
+    runner, base = await serve(app)
     report = (
         "Chub mackerel prices in Tokyo rose 12% in 2023 [1]. Japan landed 376,600 tons of chub mackerel "
         "in 2020 [2]. The species spawns in the East China Sea [3]. Catch data are shared through the NPFC [4]."
@@ -459,7 +451,7 @@ def test_offline_extraction_rule():
 async def test_no_readable_page_is_scored_by_convention_but_flagged_partial():
     """Every cited page unreachable: nothing is judgeable, valid_rate is 0 by the
     benchmark's empty-denominator rule, and the row says why instead of looking healthy."""
-    from drscore.engine.methods.fact import Fact
+    from drscore.engine.methods.fact.method import Fact
 
     class DeadPages:
         async def get(self, url):

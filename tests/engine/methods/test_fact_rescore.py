@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from drscore.cli import main
-from drscore.engine.methods.fact_rescore import rescore_validated
+from drscore.engine.methods.fact.rescore import rescore_validated
 
 
 def _url(results, error=None, facts=None):

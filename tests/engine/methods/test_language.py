@@ -12,6 +12,7 @@ from drscore import prompts
 from drscore.engine.methods.language import detect_language, normalize_language, task_language, template_for
 from drscore.engine.runtime.models import Task
 from drscore.judge.mock.schema_fill import fill
+from support.serve import serve
 
 
 def _han_share(text: str) -> float:
@@ -74,12 +75,8 @@ async def capture():
     ep = _Capture()
     app = web.Application()
     app.router.add_post("/v1/chat/completions", ep.chat)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    yield f"http://127.0.0.1:{port}/v1", ep
+    runner, base = await serve(app)
+    yield f"{base}/v1", ep
     await runner.cleanup()
 
 

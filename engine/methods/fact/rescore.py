@@ -3,8 +3,8 @@
 DeepResearch Bench keeps its FACT verdicts in ``validated.jsonl``: one line per report,
 ``{id, prompt, article, citations, citations_deduped: {url: {facts, validate_res:
 [{idx, result}], validate_error}}}``. :func:`rescore_validated` folds each line into a
-:class:`~drscore.engine.methods.fact.FactTally` and hands the tallies to the same
-aggregation a live FACT run uses (:func:`~drscore.engine.methods.fact.suite_from_tallies`),
+:class:`~drscore.engine.methods.fact.tally.FactTally` and hands the tallies to the same
+aggregation a live FACT run uses (:func:`~drscore.engine.methods.fact.tally.suite_from_tallies`),
 so the two can be compared figure for figure.
 
 Mapping, as the benchmark's ``stat.py`` reads the file: a report whose ``citations`` is
@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from drscore.engine.methods.fact import FactTally, suite_from_tallies
+from drscore.engine.methods.fact.tally import FactTally, suite_from_tallies
 
 
 class _Judged(msgspec.Struct):
