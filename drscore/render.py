@@ -17,7 +17,7 @@ def _fmt(v: Any, nd: int = 3) -> str:
 def leaderboard_text(summary: dict[str, Any], rows: Iterable[ScoreRow] | None = None, *,
                      seed: int = 0, resamples: int | None = None) -> str:
     """One block per method, agents ranked best first. With the run's score ``rows``
-    the table is :func:`engine.reporting.tables.leaderboard`'s, the one ``drscore
+    the table is :func:`drscore.engine.reporting.tables.leaderboard`'s, the one ``drscore
     report`` writes: percentile bootstrap intervals over tasks, agents ranked on the
     tasks they share (and a line saying so when their task sets differ)."""
     lines = []

@@ -19,6 +19,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from drscore.engine.runtime.team.link import redact_url
+
 # Environment defaults (the option's dest -> variable). Any command with the option gets it.
 ENV_DEFAULTS: dict[str, str] = {
     "judge_url": "DRSCORE_JUDGE_URL",
@@ -227,6 +229,10 @@ def to_toml(parser: argparse.ArgumentParser, args: argparse.Namespace, title: st
             help_text = " ".join((a.help or "").split()).replace("%%", "%")
             if value is None:
                 lines.append(f"# {key} =   # {help_text}"[:160])
+            elif a.dest == "redis" and redact_url(str(value)) != str(value):
+                # a config file is shared and committed: the password stays in the environment
+                lines.append(f"{key} = {_toml_value(redact_url(str(value)))}"
+                             "   # password left out: give the full URL in DRSCORE_REDIS")
             else:
                 lines.append(f"{key} = {_toml_value(value)}")
         lines.append("")

@@ -1,6 +1,6 @@
 """``--batch``: judge calls sent through the OpenAI-compatible Files + Batches API.
 
-:class:`BatchBackend` is a :class:`engine.runtime.judging.Backend`: the pool asks it for
+:class:`BatchBackend` is a :class:`drscore.engine.runtime.judging.Backend`: the pool asks it for
 one call at a time exactly as it asks the HTTP backend, so methods, decoding, re-asks
 and the cache do not change. Behind ``complete()`` calls are collected until a quiet
 period of ``window_s`` seconds (or ``max_requests`` requests / ``max_bytes`` of JSONL,

@@ -12,7 +12,7 @@ Two things beyond the plain body live here:
   adapted to once, and the profile remembers it for the rest of the run.
 
 Neither changes the cache key: the key is built from the template's temperature and
-output cap (:mod:`engine.runtime.pool`), not from the body's spelling of them. User
+output cap (:mod:`drscore.engine.runtime.pool`), not from the body's spelling of them. User
 ``--judge-param KEY=VALUE`` pairs are merged into every body and are part of the
 backend's identity (hence of the key) only when given, so keys of runs without them
 stay what they were.

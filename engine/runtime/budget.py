@@ -10,7 +10,7 @@ after the request left) keeps its worst case as possibly billed.
 
 A call that does not fit while others are in flight waits for them to settle; a call
 that would not fit even with nothing in flight exhausts the budget, and the pool stops
-the run (see :class:`engine.runtime.judging.StopReason`).
+the run (see :class:`drscore.engine.runtime.judging.StopReason`).
 
 Seams: :func:`input_reservation` is the only estimate the cap relies on; a subclass of
 :class:`Budget` may keep its ledger elsewhere (shared between processes, say) by

@@ -23,6 +23,9 @@ held; a claim whose lease ran out, or whose owner is a dead process on this host
 taken over. A damaged file fails fast as :class:`CacheFileError` (see
 :mod:`.sqlitefile`); a damaged row (text that is not UTF-8) reads as a miss, is counted
 in ``damaged`` and logged, and is replaced when the answer is stored again.
+
+One module (~520 lines): the grouped reads, the group-committed writes, the claim leases
+and the maintenance commands (``drscore cache``) share one connection and its queues.
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ local buckets are drained to what the server says remains, and the concurrency l
 halved — at most once per cooldown, so one rate-limit episode causes one cut (AIMD, as
 in inspect_ai). Concurrency then grows back by one per successful call.
 
-With a :class:`SharedQuota` (``--redis``: :mod:`engine.runtime.team.quota`) the buckets
+With a :class:`SharedQuota` (``--redis``: :mod:`drscore.engine.runtime.team.quota`) the buckets
 live outside the process: the head of the queue reserves from the shared store instead of
 the local buckets, corrections and 429 pauses go to the store, and a pause another
 process saw arrives through :meth:`RateLimiter.pause_for`. When the store fails, the

@@ -7,12 +7,12 @@ not decode), commit the raw answer to the cache, and account tokens, cost and la
 Failures after bounded retries raise :class:`JudgeFailed` with a reason; they never
 crash the run.
 
-Around each send (in this order): the preflight gate (:mod:`engine.runtime.health`:
+Around each send (in this order): the preflight gate (:mod:`drscore.engine.runtime.health`:
 the run's first call goes alone and classifies the endpoint), the quota wait
-(:mod:`engine.runtime.limits`), the budget reservation of the call's worst case
-(:mod:`engine.runtime.budget`, made after the quota wait so the spend it sees is
+(:mod:`drscore.engine.runtime.limits`), the budget reservation of the call's worst case
+(:mod:`drscore.engine.runtime.budget`, made after the quota wait so the spend it sees is
 current), a per-call timeout, and after the answer the circuit breaker and redaction
-(:mod:`engine.runtime.redact`) of everything the endpoint said. A budget that cannot
+(:mod:`drscore.engine.runtime.redact`) of everything the endpoint said. A budget that cannot
 cover the next call, a rate-limit reset beyond ``max_rate_limit_wait_s``, an endpoint
 fault at preflight or a tripped breaker *stop* the pool (:attr:`JudgePool.stopped`):
 every later call fails at once with the stop's reason, cache hits are still served.
@@ -22,9 +22,14 @@ and batch prices for calls a batching backend (``backend.batched``) answered. Ba
 calls skip the RPM/TPM limiter (batch work has the provider's own queue), the preflight
 gate and the per-call timeout (an answer may take hours), but still reserve their worst
 case at batch prices before they join a batch. Calls sharing a long prompt prefix are
-ordered by :class:`engine.runtime.prefix.WarmupGate`: the first goes alone, its siblings
+ordered by :class:`drscore.engine.runtime.prefix.WarmupGate`: the first goes alone, its siblings
 follow once it answered. Each result carries its time at the judge and its time waiting
 (quota, warm-up, backoff) as spans, so a row can split its latency honestly.
+
+One module (~550 lines) on purpose: the gate, quota, budget, breaker, stop and retry steps
+above all read and write the same per-run state (statistics, the in-flight map, the stop
+reason, the token estimator); the policies themselves live in their own modules
+(``limits``, ``budget``, ``health``, ``redact``, ``prefix``) and this one only sequences them.
 """
 from __future__ import annotations
 
@@ -139,7 +144,7 @@ class JudgePool:
         """``timeout_s`` bounds each attempt (None: only the backend's own timeout);
         ``max_rate_limit_wait_s`` is the longest 429 reset the pool waits for before it
         stops; ``breaker_threshold`` consecutive same-kind failures stop it too;
-        ``preflight`` sends the first call alone (see :mod:`engine.runtime.health`)."""
+        ``preflight`` sends the first call alone (see :mod:`drscore.engine.runtime.health`)."""
         self.backend = backend
         # Where templates come from (``--prompts DIR`` overrides); looked up per call so
         # the hash of the template actually used goes into the cache key.

@@ -213,3 +213,12 @@ def test_prompts_list_and_show(capsys, name):
     assert main(["prompts", "show", name]) == 0
     shown = capsys.readouterr().out
     assert shown == (ROOT / "prompts" / f"{name}.md").read_text(encoding="utf-8")
+
+
+def test_print_config_leaves_a_redis_password_out(capsys):
+    secret = "hunter2-team-password"
+    assert main(["run", "--methods", "quality", "--reports", str(FULL),
+                 "--redis", f"redis://:{secret}@127.0.0.1:6390/0", "--print-config"]) == 0
+    text = capsys.readouterr().out
+    assert secret not in text
+    assert 'redis = "redis://:***@127.0.0.1:6390/0"' in text and "DRSCORE_REDIS" in text

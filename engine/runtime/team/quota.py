@@ -7,7 +7,7 @@ agree without synchronised clocks. The same script corrects a reservation from t
 a call returned and records a 429: it pauses everyone until the server's ``Retry-After``
 and publishes the pause, which every process's limiter adopts at once.
 
-Implements :class:`engine.runtime.limits.SharedQuota`; every method returns None when
+Implements :class:`drscore.engine.runtime.limits.SharedQuota`; every method returns None when
 Redis is gone, and the limiter then paces on its local buckets.
 """
 from __future__ import annotations
