@@ -8,7 +8,6 @@ a damaged file fails at once, in one line naming it.
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import aiosqlite
 import orjson
 
-from drscore.engine.runtime.sqlitefile import CacheFileError, describe, open_db
+from drscore.engine.runtime.sqlitefile import open_db
 
 # states of a batch the provider may still be working on
 _LIVE = ("creating", "submitted")
@@ -63,16 +62,9 @@ class BatchJournal:
         path = Path(path)
         # a recorded batch must survive power loss too: synchronous=FULL
         db = await open_db(path, pragmas=("PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
-                                          "PRAGMA busy_timeout=30000"), schema=_SCHEMA)
-        try:
-            await db.execute("DELETE FROM batch_results WHERE created < ?", (time.time() - keep_results_s,))
-            await db.commit()
-        except sqlite3.Error as exc:
-            await db.close()
-            raise CacheFileError(path, describe(exc)) from None
-        except BaseException:
-            await db.close()
-            raise
+                                          "PRAGMA busy_timeout=30000"), schema=_SCHEMA,
+                           startup=(("DELETE FROM batch_results WHERE created < ?",
+                                     (time.time() - keep_results_s,)),))
         return cls(db)
 
     async def record(self, local_id: str, endpoint: str, file_id: str, ids: list[str]) -> None:

@@ -139,17 +139,9 @@ class JudgeCache:
         """Open (or create) the cache file. A damaged or unusable file raises
         :class:`CacheFileError` and leaves nothing open."""
         path = Path(path)
-        db = await open_db(path, pragmas=_PRAGMAS, schema=_SCHEMA)
-        try:
-            # claims of processes long gone (their keys were never asked again)
-            await db.execute("DELETE FROM claims WHERE expires < ?", (time.time() - 3600,))
-            await db.commit()
-        except sqlite3.Error as exc:
-            await db.close()
-            raise CacheFileError(path, describe(exc)) from None
-        except BaseException:
-            await db.close()
-            raise
+        # startup: drop claims of processes long gone (their keys were never asked again)
+        db = await open_db(path, pragmas=_PRAGMAS, schema=_SCHEMA,
+                           startup=(("DELETE FROM claims WHERE expires < ?", (time.time() - 3600,)),))
         return cls(db, path, **kwargs)
 
     def _fail(self, exc: BaseException) -> BaseException:

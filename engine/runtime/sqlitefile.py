@@ -140,8 +140,9 @@ def prepare_path(path: Path) -> None:
 
 
 async def open_db(path: Path, *, pragmas: tuple[str, ...], schema: str,
-                  timeout_s: float = 30.0) -> aiosqlite.Connection:
-    """Connect to ``path``, apply ``pragmas`` and ``schema``; on any failure the
+                  startup: tuple[tuple[str, tuple], ...] = (), timeout_s: float = 30.0) -> aiosqlite.Connection:
+    """Connect to ``path``, apply ``pragmas`` and ``schema``, then run the ``startup``
+    statements (``(sql, params)``, e.g. pruning stale rows); on any failure the
     connection is closed again and SQLite errors become :class:`CacheFileError`.
 
     Several processes may open one new file at once; switching it to WAL and creating
@@ -168,6 +169,8 @@ async def open_db(path: Path, *, pragmas: tuple[str, ...], schema: str,
                                 continue  # already WAL: switching needs a lock, skip it
                     await db.execute(pragma)
                 await db.executescript(schema)
+                for sql, params in startup:
+                    await db.execute(sql, params)
                 await db.commit()
                 break
             except sqlite3.OperationalError as exc:
