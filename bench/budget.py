@@ -29,7 +29,8 @@ from pathlib import Path
 
 from bench.machine import machine
 from bench.shared_data import DRB
-from drscore.judge.mock.scripted import ScriptedJudge, free_port
+from drscore.engine.runtime.team.local_server import free_port
+from drscore.judge.mock.scripted import ScriptedJudge
 from drscore.judge.mock.server import MockConfig, MockServerProcess
 
 ROOT = Path(__file__).resolve().parents[1]

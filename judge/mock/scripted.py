@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import socket
 import threading
 from typing import Any
 
@@ -23,13 +22,6 @@ import orjson
 from aiohttp import web
 
 from drscore.judge.mock.schema_fill import compile_schema
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on (bound and released at once)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _fill_text(value: Any, schema: dict[str, Any], text: str) -> Any:

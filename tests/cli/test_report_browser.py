@@ -21,13 +21,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import numpy as np
 import pytest
 from PIL import Image
 
 from drscore.cli import main as drscore_main
-from support.browser import CHROMIUM_FLAGS, DevTools, ensure_chromium
+from support.browser import Browser, DevTools, ensure_chromium
 from support.browser import console_errors as _console_errors
 from support.data import DATA
 
@@ -123,53 +122,23 @@ CHART_PROBE = """
 async def inspect_page(chromium: Path, page: Path, profile: Path) -> dict[str, Any]:
     """Open ``page`` in headless Chromium; return the probe, per-chart ink shares,
     console errors and every requested URL."""
-    log = open(profile.parent / "chromium.log", "wb")
-    proc = await asyncio.create_subprocess_exec(
-        str(chromium), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank",
-        stdout=asyncio.subprocess.DEVNULL, stderr=log)
-    try:
-        port_file = profile / "DevToolsActivePort"
-        for _ in range(600):
-            if port_file.exists() and port_file.read_text().strip():
-                break
-            assert proc.returncode is None, f"chromium exited early: {proc.returncode}"
-            await asyncio.sleep(0.05)
-        port = int(port_file.read_text().split()[0])
-        async with aiohttp.ClientSession() as http:
-            async with http.get(f"http://127.0.0.1:{port}/json/list") as resp:
-                targets = await resp.json()
-            pages = [t for t in targets if t.get("type") == "page"]
-            if not pages:
-                async with http.put(f"http://127.0.0.1:{port}/json/new?about:blank") as resp:
-                    pages = [await resp.json()]
-            ws = await http.ws_connect(pages[0]["webSocketDebuggerUrl"], max_msg_size=0)
-            cdp = DevTools(ws)
-            try:
-                for domain in ("Page", "Runtime", "Log", "Network"):
-                    await cdp.call(f"{domain}.enable")
-                mark = len(cdp.events)
-                await cdp.call("Page.navigate", url=page.as_uri())
-                await cdp.wait_for("Page.loadEventFired", mark)
-                probe = await _evaluate(cdp, "document.documentElement.scrollHeight")
-                # A viewport as tall as the page: every chart is on screen at once.
-                await cdp.call("Emulation.setDeviceMetricsOverride", width=1200,
-                               height=int(probe), deviceScaleFactor=1, mobile=False)
-                result = await _evaluate(cdp, CHART_PROBE)
-                for chart in result["charts"]:
-                    if chart.get("svg") and chart["width"] > 0 and chart["height"] > 0:
-                        chart["ink"] = await _ink(cdp, chart)
-                await asyncio.sleep(0.2)  # let late console messages arrive
-                result["errors"] = _console_errors(cdp.events)
-                result["requests"] = [e["params"]["request"]["url"] for e in cdp.events
-                                      if e["method"] == "Network.requestWillBeSent"]
-                return result
-            finally:
-                await cdp.close()
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-        await proc.wait()
-        log.close()
+    async with Browser(chromium, profile) as cdp:
+        mark = len(cdp.events)
+        await cdp.call("Page.navigate", url=page.as_uri())
+        await cdp.wait_for("Page.loadEventFired", mark)
+        probe = await _evaluate(cdp, "document.documentElement.scrollHeight")
+        # A viewport as tall as the page: every chart is on screen at once.
+        await cdp.call("Emulation.setDeviceMetricsOverride", width=1200,
+                       height=int(probe), deviceScaleFactor=1, mobile=False)
+        result = await _evaluate(cdp, CHART_PROBE)
+        for chart in result["charts"]:
+            if chart.get("svg") and chart["width"] > 0 and chart["height"] > 0:
+                chart["ink"] = await _ink(cdp, chart)
+        await asyncio.sleep(0.2)  # let late console messages arrive
+        result["errors"] = _console_errors(cdp.events)
+        result["requests"] = [e["params"]["request"]["url"] for e in cdp.events
+                              if e["method"] == "Network.requestWillBeSent"]
+        return result
 
 
 async def _evaluate(cdp: DevTools, expression: str) -> Any:

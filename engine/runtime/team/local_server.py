@@ -38,6 +38,7 @@ def find_redis_server() -> str:
 
 
 def free_port() -> int:
+    """A loopback TCP port nobody listens on (bound and released at once)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
