@@ -53,6 +53,7 @@ class ScoreRow(msgspec.Struct, kw_only=True, omit_defaults=False):
     cost_usd_uncached: float = 0.0  # what this item would have cost alone (no cache, no sharing)
     judge_s: float = 0.0  # of latency_s: time with at least one call at the judge
     quota_wait_s: float = 0.0  # of latency_s: time only waiting for quota (or prefix warm-up)
+    reasoning_tokens: int = 0  # of output_tokens: hidden thinking the endpoint billed as output
 
 
 class VerdictRecord(msgspec.Struct, kw_only=True):
@@ -75,6 +76,7 @@ class VerdictRecord(msgspec.Struct, kw_only=True):
     cached_input_tokens: int = 0
     cost_usd_uncached: float = 0.0
     batched: bool = False
+    reasoning_tokens: int = 0  # of output_tokens: hidden thinking the endpoint billed as output
     # What the call judged, for reading it back (the report viewer): the short template
     # variables (statements, URLs, passages), each clipped; long ones (pages, whole
     # reports) only as their length. See engine.runtime.context.call_inputs.
