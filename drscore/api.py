@@ -30,6 +30,7 @@ from drscore.engine.runtime.pool import JudgePool
 from drscore.engine.runtime.pricing import PriceTable
 from drscore.engine.runtime.rundir import RunDirLock, RunWriter, open_run_dir
 from drscore.engine.runtime.runner import Runner
+from drscore.engine.runtime.thinking import ThinkingPolicy
 from drscore.engine.stats.bootstrap import mean_ci
 
 T = TypeVar("T")
@@ -67,6 +68,14 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     # Team scale: processes on this Redis share the endpoint's quota, a cache tier and their
     # calls in flight (needs the 'team' extra). None: this process is alone (the default).
     redis: str | None = None
+    # Thinking judges (see docs/judges.md): how hard the model thinks (None: the provider's
+    # default), the output cap outright (None: the template's answer cap + a reasoning
+    # allowance per model family), an explicit thinking budget in tokens (a --protocol
+    # preset's), and leaving temperature to the provider's default.
+    reasoning_effort: str | None = None  # low | medium | high
+    max_output_tokens: int | None = None
+    thinking_budget: int | None = None
+    provider_temperature: bool = False
 
 
 class RunConfig(msgspec.Struct, kw_only=True):
@@ -116,6 +125,12 @@ def methods() -> dict[str, type[Method]]:
     return method_registry.available()
 
 
+def thinking_policy(jc: JudgeConfig, model: str) -> ThinkingPolicy:
+    """The output-cap policy of a judge configuration (raises ValueError on a bad value)."""
+    return ThinkingPolicy(model, effort=jc.reasoning_effort, max_output=jc.max_output_tokens,
+                          thinking_budget=jc.thinking_budget)
+
+
 def make_backend(jc: JudgeConfig) -> Backend:
     if not jc.url:
         if jc.batch:
@@ -126,6 +141,11 @@ def make_backend(jc: JudgeConfig) -> Backend:
     if not jc.model:
         raise ValueError("--judge-model is required with --judge-url")
     key = os.environ.get(jc.api_key_env) or None
+    from drscore.judge.wire import family_profile
+
+    thinking_policy(jc, jc.model)  # a bad --reasoning-effort fails here, before anything opens
+    profile = family_profile(jc.model, jc.params, effort=jc.reasoning_effort, thinking_budget=jc.thinking_budget,
+                             provider_temperature=jc.provider_temperature)
     if jc.batch:
         if jc.transport != "http":
             raise ValueError("--batch works with --transport http only")
@@ -134,20 +154,21 @@ def make_backend(jc: JudgeConfig) -> Backend:
         return BatchBackend(jc.url, jc.model, journal=Path(jc.cache_dir or default_cache_dir()) / "batches.sqlite",
                             api_key=key, api_key_header=jc.api_key_header, window_s=jc.batch_window_s,
                             poll_initial_s=jc.batch_poll_s, max_requests=jc.batch_max_requests,
-                            timeout_s=max(jc.timeout_s, 300.0), params=jc.params)
+                            timeout_s=max(jc.timeout_s, 300.0), params=jc.params, profile=profile)
     if jc.transport == "sdk":
         from drscore.judge.sdk import SdkBackend
 
         if jc.api_key_header.lower() != "authorization":
             raise ValueError("--api-key-header works with --transport http only")
-        return SdkBackend(jc.url, jc.model, api_key=key, timeout_s=jc.timeout_s, params=jc.params)
+        return SdkBackend(jc.url, jc.model, api_key=key, timeout_s=jc.timeout_s, params=jc.params,
+                          profile=profile)
     if jc.transport != "http":
         raise ValueError(f"unknown transport {jc.transport!r}; use http or sdk")
     from drscore.judge.http import HttpBackend
 
     return HttpBackend(jc.url, jc.model, api_key=key, timeout_s=jc.timeout_s,
                        connections=max(64, jc.concurrency * 2), api_key_header=jc.api_key_header,
-                       params=jc.params)
+                       params=jc.params, profile=profile)
 
 
 async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePool, JudgeCache | None]:
@@ -186,7 +207,7 @@ async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePoo
             limiter=limiter,
             max_retries=jc.max_retries, max_cost_usd=jc.max_cost, dry_run_with=dry_backend, price_model=jc.price_as,
             timeout_s=jc.timeout_s, max_rate_limit_wait_s=jc.max_rate_limit_wait_s,
-            prefix_warmup=jc.prefix_warmup,
+            prefix_warmup=jc.prefix_warmup, thinking=thinking_policy(jc, backend.model),
         )
     except BaseException:
         try:
@@ -243,7 +264,8 @@ class JudgeSession:
             status="ok", verdict=judged.value, input_tokens=judged.input_tokens,
             output_tokens=judged.output_tokens, cost_usd=judged.cost_usd, latency_s=round(judged.latency_s, 4),
             label=label, cached_input_tokens=judged.cached_input_tokens,
-            cost_usd_uncached=round(judged.cost_uncached, 8), batched=judged.batched))
+            cost_usd_uncached=round(judged.cost_uncached, 8), batched=judged.batched,
+            reasoning_tokens=judged.reasoning_tokens))
         return judged.value
 
     def _record(self, rec: VerdictRecord) -> None:
@@ -258,8 +280,8 @@ class JudgeSession:
         s = self.pool.stats
         return {"judge": self.pool.judge_label, "calls": s.calls, "cache_hits": s.cache_hits,
                 "retries": s.retries, "rate_limited_429": s.rate_limited, "input_tokens": s.input_tokens,
-                "output_tokens": s.output_tokens, "cost_usd": round(s.cost_usd, 6),
-                "cached_input_tokens": s.cached_input_tokens, "cost_usd_uncached": round(s.cost_usd_uncached, 6)}
+                "output_tokens": s.output_tokens, "reasoning_tokens": s.reasoning_tokens,
+                "cost_usd": round(s.cost_usd, 6), "cached_input_tokens": s.cached_input_tokens, "cost_usd_uncached": round(s.cost_usd_uncached, 6)}
 
 
 @contextlib.asynccontextmanager

@@ -26,6 +26,12 @@ def add_judge_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--judge-param", action="append", metavar="KEY=VALUE", default=None,
                    help="extra request-body field, repeatable (e.g. reasoning_effort=high, seed=7); values "
                         "are read as JSON when they parse; part of the cache key and of config.json")
+    g.add_argument("--reasoning-effort", choices=["low", "medium", "high"], default=None,
+                   help="how hard a thinking judge thinks, spelled as its provider expects (reasoning_effort, "
+                        "or a thinking budget); also sizes the output cap (default: the provider's default)")
+    g.add_argument("--max-output-tokens", type=int, default=None, metavar="N",
+                   help="output cap sent with every call, thinking included (default: the template's answer cap, "
+                        "plus a reasoning allowance for thinking models; see docs/judges.md)")
     g.add_argument("--timeout", type=float, default=120.0,
                    help="seconds each judge call may take per attempt (default 120)")
     g.add_argument("--max-retries", type=int, default=5, help="retries on 5xx/timeouts per call (default 5)")
@@ -77,7 +83,8 @@ def judge_config_from_args(args: argparse.Namespace) -> JudgeConfig:
         params=parse_judge_params(getattr(args, "judge_param", None)),
         batch=args.batch, batch_window_s=args.batch_window, batch_poll_s=args.batch_poll,
         batch_max_requests=args.batch_max_requests, prefix_warmup=not args.no_prefix_warmup,
-        redis=args.redis)
+        redis=args.redis, reasoning_effort=getattr(args, "reasoning_effort", None),
+        max_output_tokens=getattr(args, "max_output_tokens", None))
 
 
 @contextlib.asynccontextmanager

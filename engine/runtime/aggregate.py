@@ -33,6 +33,7 @@ class _Acc(msgspec.Struct):
     cost_usd_uncached: float = 0.0
     judge_s: float = 0.0
     quota_wait_s: float = 0.0
+    reasoning_tokens: int = 0
     rows: int = 0
     sub_sum: dict[str, float] = {}
     sub_n: dict[str, int] = {}
@@ -54,6 +55,7 @@ class Aggregator:
         acc.cost_usd_uncached += row.cost_usd_uncached
         acc.judge_s += row.judge_s
         acc.quota_wait_s += row.quota_wait_s
+        acc.reasoning_tokens += row.reasoning_tokens
         if row.status == "skipped":
             acc.skipped += 1
             return
@@ -95,7 +97,7 @@ class Aggregator:
                 "coverage_mean": a.coverage_sum / a.coverage_n if a.coverage_n else None,
                 "subscores": {k: a.sub_sum[k] / a.sub_n[k] for k in sorted(a.sub_sum)},
                 "cost_usd": round(a.cost_usd, 6), "input_tokens": a.input_tokens,
-                "output_tokens": a.output_tokens,
+                "output_tokens": a.output_tokens, "reasoning_tokens": a.reasoning_tokens,
                 "mean_latency_s": a.latency_s / a.rows if a.rows else None,
                 "cached_input_tokens": a.cached_input_tokens, "cost_usd_uncached": round(a.cost_usd_uncached, 6),
                 "mean_judge_s": a.judge_s / a.rows if a.rows else None,

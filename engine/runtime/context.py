@@ -68,6 +68,7 @@ class ItemContext:
             input_tokens=judged.input_tokens, output_tokens=judged.output_tokens, cost_usd=judged.cost_usd,
             latency_s=round(judged.latency_s, 4), label=label, cached_input_tokens=judged.cached_input_tokens,
             cost_usd_uncached=round(judged.cost_uncached, 8), batched=judged.batched,
+            reasoning_tokens=judged.reasoning_tokens,
             inputs=call_inputs(variables) if self._on_verdict else {}))
         return judged.value
 

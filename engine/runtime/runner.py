@@ -154,7 +154,7 @@ class Runner:
             cache_hits=meter.cache_hits, input_tokens=meter.input_tokens, output_tokens=meter.output_tokens,
             cost_usd=round(meter.cost_usd, 8), latency_s=round(time.monotonic() - t0, 4), details=result.details,
             cached_input_tokens=meter.cached_input_tokens, cost_usd_uncached=round(meter.cost_usd_uncached, 8),
-            judge_s=round(judge_s, 4), quota_wait_s=round(wait_s, 4),
+            judge_s=round(judge_s, 4), quota_wait_s=round(wait_s, 4), reasoning_tokens=meter.reasoning_tokens,
         )
         self._count(row)
         self.per_method[method.name].merge(meter)
@@ -211,6 +211,8 @@ class Runner:
             "cached_input_tokens": s.cached_input_tokens, "cost_usd_uncached": round(s.cost_usd_uncached, 6),
             "batched_calls": s.batched_calls, "synchronous_calls": s.calls - s.batched_calls,
             "prefix_warmup_held": s.warmup_held,
+            "reasoning_tokens": s.reasoning_tokens, "truncated_answers": s.truncated,
+            "truncation_retries": s.truncation_retries, "thinking_learned": s.thinking_learned,
             "failure_reasons": dict(sorted(self.failure_reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
         }
         batches = getattr(self.pool.backend, "batch_summary", None)
@@ -225,6 +227,8 @@ class Runner:
                            "planned_output_tokens": s.planned_output_tokens,
                            "planned_cost_usd": round(s.planned_cost_usd, 6),
                            "planned_cached_input_tokens_estimate": s.planned_cached_input_tokens,
+                           "planned_reasoning_tokens_estimate": s.planned_reasoning_tokens,
+                           "reasoning_estimate_source": self.pool.thinking.expected_reasoning()[1],
                            "priced_as": "batch" if self.pool.batched else "synchronous"})
         return {
             "judge": self.pool.judge_label,
