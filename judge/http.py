@@ -210,7 +210,10 @@ def parse_completion(raw: bytes, request: ChatRequest) -> ChatResponse:
     cached = min(cached, pin) if isinstance(cached, int) and cached > 0 and not estimated else 0
     reasoning, pout = reasoning_usage(usage, pout, pin)
     if not reasoning and thought:
-        reasoning = min(pout, estimate_tokens(thought)) if not estimated else estimate_tokens(thought)
+        # No count in the usage (vLLM, Ollama): the thought's share of the billed output,
+        # split by our estimate of both parts.
+        t_thought, t_answer = estimate_tokens(thought), estimate_tokens(text)
+        reasoning = round(pout * t_thought / max(1, t_thought + t_answer))
     return ChatResponse(text=text, input_tokens=pin, output_tokens=pout, usage_estimated=estimated,
                         finish_reason=choice.get("finish_reason"), model=obj.get("model"),
                         cached_input_tokens=cached, reasoning_tokens=reasoning, thought_visible=bool(thought))

@@ -427,6 +427,11 @@ class JudgePool:
                         raise self._stopped_error() from None
                     finally:
                         wait_spans.append((tw, time.monotonic()))
+                # The cap is sized now, not when the call was built: calls that waited while
+                # another one showed the model thinks get the room it needs.
+                room = self.thinking.cap(tpl.max_tokens)
+                if room > current.max_tokens:
+                    current = msgspec.structs.replace(current, max_tokens=room)
                 # The reservation is made now, after the quota wait: the spend it checks
                 # against is current, and the quota wait cannot outdate it.
                 worst = 0.0 if self.budget.cap is None else self.prices.cost(
@@ -515,7 +520,7 @@ class JudgePool:
             if permit is not None:
                 limiter.observe(info)
                 await permit.done(None if resp.usage_estimated else resp.input_tokens + resp.output_tokens)
-            if not resp.usage_estimated and current is req:
+            if not resp.usage_estimated and reasks == 0:
                 # re-asks carry extra messages: not the features we measured
                 self.tokens.observe(features, req.template, resp.input_tokens, resp.output_tokens)
             # A thought never reaches the decoder (backends already take <think> out; this holds
