@@ -27,7 +27,7 @@ from drscore.engine.runtime.judging import JudgeFailed
 from drscore.engine.runtime.models import InputError, Report, ScoreRow, VerdictRecord
 from drscore.engine.runtime.paths import default_cache_dir
 from drscore.engine.runtime.pool import JudgePool
-from drscore.engine.runtime.pricing import PriceTable
+from drscore.engine.runtime.pricing import PriceTable, known_cost, unknown_price_message
 from drscore.engine.runtime.rundir import RunDirLock, RunWriter, open_run_dir
 from drscore.engine.runtime.runner import Runner
 from drscore.engine.runtime.thinking import ThinkingPolicy
@@ -262,9 +262,10 @@ class JudgeSession:
         self._record(VerdictRecord(
             task_id="", agent="", method=self.purpose, template=template, key=judged.key, cached=judged.cached,
             status="ok", verdict=judged.value, input_tokens=judged.input_tokens,
-            output_tokens=judged.output_tokens, cost_usd=judged.cost_usd, latency_s=round(judged.latency_s, 4),
+            output_tokens=judged.output_tokens, cost_usd=known_cost(judged.cost_usd, self.pool.priced),
+            latency_s=round(judged.latency_s, 4),
             label=label, cached_input_tokens=judged.cached_input_tokens,
-            cost_usd_uncached=round(judged.cost_uncached, 8), batched=judged.batched,
+            cost_usd_uncached=known_cost(judged.cost_uncached, self.pool.priced), batched=judged.batched,
             reasoning_tokens=judged.reasoning_tokens))
         return judged.value
 
@@ -281,7 +282,8 @@ class JudgeSession:
         return {"judge": self.pool.judge_label, "calls": s.calls, "cache_hits": s.cache_hits,
                 "retries": s.retries, "rate_limited_429": s.rate_limited, "input_tokens": s.input_tokens,
                 "output_tokens": s.output_tokens, "reasoning_tokens": s.reasoning_tokens,
-                "cost_usd": round(s.cost_usd, 6), "cached_input_tokens": s.cached_input_tokens, "cost_usd_uncached": round(s.cost_usd_uncached, 6)}
+                "cost_usd": known_cost(s.cost_usd, self.pool.priced, 6), "cached_input_tokens": s.cached_input_tokens,
+                "cost_usd_uncached": known_cost(s.cost_usd_uncached, self.pool.priced, 6)}
 
 
 @contextlib.asynccontextmanager
@@ -316,6 +318,8 @@ class Run:
         self.pages: Any = None
         self._cache: JudgeCache | None = None
         self._writer: RunWriter | None = None
+        # Said before scoring starts (the CLI prints them): e.g. a judge without a price.
+        self.warnings: list[str] = []
 
     async def __aenter__(self) -> Run:
         try:
@@ -345,6 +349,8 @@ class Run:
                 raise ValueError("no --tasks file given and the reports carry no prompt/topic to build tasks from")
         shard_of(cfg.shard)  # a bad --shard fails before anything is opened
         pool, cache = await open_pool(cfg.judge, dry_run=cfg.dry_run)
+        if not pool.priced:
+            self.warnings.append(unknown_price_message(pool.price_model))
         self._stack.push_async_callback(close_team, pool)  # after the cache (callbacks run last first)
         self._stack.push_async_callback(pool.backend.close)
         if cache is not None:

@@ -162,6 +162,8 @@ def _main(args: argparse.Namespace) -> int:
 
 async def _run(config: RunConfig, progress_every: float) -> tuple[dict, list[ScoreRow]]:
     async with Run(config) as run:
+        for warning in run.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
         per_method = {m: sum(_capped(count_lines(p), config.limit) for p in config.reports) for m in config.methods}
         shard = shard_of(config.shard)
         if shard is not None:  # about one N-th: the split is by hash

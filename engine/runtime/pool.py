@@ -191,6 +191,8 @@ class JudgePool:
         self.stopped: StopReason | None = None
         self.dry = dry_run_with  # when set: plan calls, answer with this backend, spend nothing
         self.price_model = price_model or backend.model
+        # A model without a price is priced as unknown (None in records), never as free.
+        self.priced = prices.known(self.price_model)
         # Output caps: room to think for thinking models, the template's cap for the rest.
         self.thinking = thinking if thinking is not None else ThinkingPolicy(backend.model)
         self.stats = PoolStats()
