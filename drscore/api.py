@@ -32,6 +32,7 @@ from drscore.engine.runtime.rundir import RunDirLock, RunWriter, open_run_dir
 from drscore.engine.runtime.runner import Runner
 from drscore.engine.runtime.thinking import ThinkingPolicy
 from drscore.engine.stats.bootstrap import mean_ci
+from drscore.protocols import protocol
 
 T = TypeVar("T")
 BATCH_ITEMS_IN_FLIGHT = 10_000
@@ -96,6 +97,27 @@ class RunConfig(msgspec.Struct, kw_only=True):
     overwrite: bool = False  # replace a run directory that holds a different run
     limit: int = 0  # score only the first N reports of each reports file (0 = all)
     shard: str | None = None  # "K/N": score only the K-th of N deterministic parts of the reports
+    # A published judge set-up (drscore.protocols: drb, drb-fact, reporteval, arena, rigorous):
+    # its judge model, thinking budget, temperature and method options become defaults.
+    protocol: str | None = None
+
+
+def with_protocol(config: RunConfig) -> RunConfig:
+    """``config`` with its protocol's settings filled in wherever nothing was set
+    explicitly (the judge model, the thinking settings, method options); unchanged
+    without a protocol. ValueError for an unknown protocol name."""
+    if not config.protocol:
+        return config
+    preset = protocol(config.protocol)
+    jc = config.judge
+    judge = msgspec.structs.replace(
+        jc, model=jc.model or preset.judge_model,
+        # an effort or a cap given by the user is the thinking setting; else the paper's budget
+        thinking_budget=jc.thinking_budget if jc.thinking_budget is not None or jc.reasoning_effort is not None
+        else preset.thinking_budget,
+        provider_temperature=jc.provider_temperature or preset.provider_temperature)
+    options = {**preset.method_options, **config.method_options}
+    return msgspec.structs.replace(config, judge=judge, method_options=options)
 
 
 def task_bootstrap_interval(values: Sequence[float]) -> list[float] | None:
@@ -310,7 +332,7 @@ class Run:
     """One scoring run. ``async with Run(cfg) as run: async for row in run.rows(): ...``"""
 
     def __init__(self, config: RunConfig) -> None:
-        self.config = config
+        self.config = with_protocol(config)
         self.input_errors: list[InputError] = []
         self.summary: dict[str, Any] = {}
         self._stack = contextlib.AsyncExitStack()
