@@ -128,7 +128,7 @@ class _Stats(msgspec.Struct, kw_only=True):
     distinct_requests: int = 0
     duplicate_ok: int = 0
     reasoning_tokens: int = 0  # part of completion_tokens spent thinking
-    cut_off: int = 0  # answers ended by the output cap (finish_reason "length")
+    cut_off: int = 0  # well-formed requests whose answer the output cap cut (finish_reason "length")
 
 
 class _MockJudge:
@@ -237,17 +237,20 @@ class _MockJudge:
             malformed = False
         thought = think(payload, content, completion_tokens, cfg.reasoning_tokens, cfg.reasoning_style)
         if st is not None:
-            if not malformed and thought.finish_reason == "stop":
+            if malformed:
+                pass
+            elif thought.finish_reason == "stop":
                 st.ok += 1
                 previous = self.answered.get(prep.key, 0)
                 self.answered[prep.key] = previous + 1
                 if previous:
                     st.duplicate_ok += 1
+            else:
+                st.cut_off += 1
             st.prompt_tokens += prep.prompt_tokens
             st.completion_tokens += thought.completion_tokens
             st.cached_tokens += cached
             st.reasoning_tokens += thought.reasoning_tokens
-            st.cut_off += thought.finish_reason == "length"
         body = completion_body(prep, payload, thought.content, thought.completion_tokens,
                                cached if self.prefix is not None else None, cfg.model)
         return 200, shape_body(body, thought, cfg.reasoning_style)

@@ -67,3 +67,32 @@ def test_styles_show_the_thought_as_their_servers_do():
 def test_an_unknown_style_is_refused_by_name():
     with pytest.raises(ValueError, match="reasoning_style"):
         MockConfig(reasoning_style="loud")
+
+
+async def test_the_server_counts_thought_and_cut_off_answers():
+    import aiohttp
+
+    from drscore.judge.mock.server import start
+
+    runner, port = await start(MockConfig(reasoning_tokens=100))
+    url = f"http://127.0.0.1:{port}"
+    body = {"model": "o3", "messages": [{"role": "user", "content": "Rate it."}]}
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.post(f"{url}/v1/chat/completions", json={**body, "max_completion_tokens": 50}) as r:
+                cut = await r.json()
+            async with s.post(f"{url}/v1/chat/completions", json=body) as r:
+                full = await r.json()
+            async with s.get(f"{url}/stats") as r:
+                stats = await r.json()
+    finally:
+        await runner.cleanup()
+    assert cut["choices"][0]["finish_reason"] == "length" and cut["choices"][0]["message"]["content"] == ""
+    assert cut["usage"]["completion_tokens"] == 50
+    assert cut["usage"]["completion_tokens_details"] == {"reasoning_tokens": 50}
+    answer_tokens = count_tokens(full["choices"][0]["message"]["content"])
+    assert full["choices"][0]["finish_reason"] == "stop"
+    assert full["usage"]["completion_tokens"] == 100 + answer_tokens
+    assert (stats["ok"], stats["cut_off"], stats["reasoning_tokens"]) == (1, 1, 150)
+    assert stats["requests"] == stats["ok"] + stats["cut_off"]
+    assert stats["completion_tokens"] == 50 + 100 + answer_tokens
