@@ -201,10 +201,14 @@ def parse_completion(raw: bytes, request: ChatRequest) -> ChatResponse:
     if isinstance(field, str) and field:
         thought = field + thought
     usage = obj.get("usage") or {}
-    pin, pout = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    estimated = not (isinstance(pin, int) and isinstance(pout, int))
-    if estimated:
-        pin, pout = estimate_messages(list(request.messages)), estimate_tokens(text) + estimate_tokens(thought)
+    raw_in, raw_out = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    pin: int
+    pout: int
+    if isinstance(raw_in, int) and isinstance(raw_out, int):
+        pin, pout, estimated = raw_in, raw_out, False
+    else:
+        pin, pout, estimated = (estimate_messages(list(request.messages)),
+                                estimate_tokens(text) + estimate_tokens(thought), True)
     details = usage.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
     cached = min(cached, pin) if isinstance(cached, int) and cached > 0 and not estimated else 0
