@@ -52,8 +52,9 @@ def add_judge_args(p: argparse.ArgumentParser) -> None:
     c.add_argument("--prices", metavar="FILE", help='JSON price table {"model": {"input": $/Mtok, "output": $/Mtok}}')
     c.add_argument("--price-as", metavar="MODEL", help="price calls as this model (e.g. for a dry run offline)")
     c.add_argument("--max-cost", type=float, metavar="USD",
-                   help="hard ceiling on spend: each call reserves its worst case (input bound + max_tokens of "
-                        "output) before it is sent; items left over fail with reason 'budget' (exit 3)")
+                   help="hard ceiling on spend: each call reserves its worst case (input bound + the output cap "
+                        "sent, thinking room included) before it is sent; items left over fail with reason 'budget' "
+                        "(exit 3)")
     c.add_argument("--no-prefix-warmup", action="store_true",
                    help="do not hold calls sharing a long prompt prefix until the first of them answered")
     b = p.add_argument_group("batch (OpenAI-compatible Files + Batches API)")
