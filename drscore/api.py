@@ -27,10 +27,12 @@ from drscore.engine.runtime.judging import JudgeFailed
 from drscore.engine.runtime.models import InputError, Report, ScoreRow, VerdictRecord
 from drscore.engine.runtime.paths import default_cache_dir
 from drscore.engine.runtime.pool import JudgePool
-from drscore.engine.runtime.pricing import PriceTable
+from drscore.engine.runtime.pricing import PriceTable, known_cost, unknown_price_message
 from drscore.engine.runtime.rundir import RunDirLock, RunWriter, open_run_dir
 from drscore.engine.runtime.runner import Runner
+from drscore.engine.runtime.thinking import ThinkingPolicy
 from drscore.engine.stats.bootstrap import mean_ci
+from drscore.protocols import protocol
 
 T = TypeVar("T")
 BATCH_ITEMS_IN_FLIGHT = 10_000
@@ -67,6 +69,14 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     # Team scale: processes on this Redis share the endpoint's quota, a cache tier and their
     # calls in flight (needs the 'team' extra). None: this process is alone (the default).
     redis: str | None = None
+    # Thinking judges (see docs/judges.md): how hard the model thinks (None: the provider's
+    # default), the output cap outright (None: the template's answer cap + a reasoning
+    # allowance per model family), an explicit thinking budget in tokens (a --protocol
+    # preset's), and leaving temperature to the provider's default.
+    reasoning_effort: str | None = None  # low | medium | high
+    max_output_tokens: int | None = None
+    thinking_budget: int | None = None
+    provider_temperature: bool = False
 
 
 class RunConfig(msgspec.Struct, kw_only=True):
@@ -87,6 +97,27 @@ class RunConfig(msgspec.Struct, kw_only=True):
     overwrite: bool = False  # replace a run directory that holds a different run
     limit: int = 0  # score only the first N reports of each reports file (0 = all)
     shard: str | None = None  # "K/N": score only the K-th of N deterministic parts of the reports
+    # A published judge set-up (drscore.protocols: drb, drb-fact, reporteval, arena, rigorous):
+    # its judge model, thinking budget, temperature and method options become defaults.
+    protocol: str | None = None
+
+
+def with_protocol(config: RunConfig) -> RunConfig:
+    """``config`` with its protocol's settings filled in wherever nothing was set
+    explicitly (the judge model, the thinking settings, method options); unchanged
+    without a protocol. ValueError for an unknown protocol name."""
+    if not config.protocol:
+        return config
+    preset = protocol(config.protocol)
+    jc = config.judge
+    judge = msgspec.structs.replace(
+        jc, model=jc.model or preset.judge_model,
+        # an effort or a cap given by the user is the thinking setting; else the paper's budget
+        thinking_budget=jc.thinking_budget if jc.thinking_budget is not None or jc.reasoning_effort is not None
+        else preset.thinking_budget,
+        provider_temperature=jc.provider_temperature or preset.provider_temperature)
+    options = {**preset.method_options, **config.method_options}
+    return msgspec.structs.replace(config, judge=judge, method_options=options)
 
 
 def task_bootstrap_interval(values: Sequence[float]) -> list[float] | None:
@@ -116,6 +147,12 @@ def methods() -> dict[str, type[Method]]:
     return method_registry.available()
 
 
+def thinking_policy(jc: JudgeConfig, model: str) -> ThinkingPolicy:
+    """The output-cap policy of a judge configuration (raises ValueError on a bad value)."""
+    return ThinkingPolicy(model, effort=jc.reasoning_effort, max_output=jc.max_output_tokens,
+                          thinking_budget=jc.thinking_budget)
+
+
 def make_backend(jc: JudgeConfig) -> Backend:
     if not jc.url:
         if jc.batch:
@@ -126,6 +163,11 @@ def make_backend(jc: JudgeConfig) -> Backend:
     if not jc.model:
         raise ValueError("--judge-model is required with --judge-url")
     key = os.environ.get(jc.api_key_env) or None
+    from drscore.judge.wire import family_profile
+
+    thinking_policy(jc, jc.model)  # a bad --reasoning-effort fails here, before anything opens
+    profile = family_profile(jc.model, jc.params, effort=jc.reasoning_effort, thinking_budget=jc.thinking_budget,
+                             provider_temperature=jc.provider_temperature)
     if jc.batch:
         if jc.transport != "http":
             raise ValueError("--batch works with --transport http only")
@@ -134,20 +176,21 @@ def make_backend(jc: JudgeConfig) -> Backend:
         return BatchBackend(jc.url, jc.model, journal=Path(jc.cache_dir or default_cache_dir()) / "batches.sqlite",
                             api_key=key, api_key_header=jc.api_key_header, window_s=jc.batch_window_s,
                             poll_initial_s=jc.batch_poll_s, max_requests=jc.batch_max_requests,
-                            timeout_s=max(jc.timeout_s, 300.0), params=jc.params)
+                            timeout_s=max(jc.timeout_s, 300.0), params=jc.params, profile=profile)
     if jc.transport == "sdk":
         from drscore.judge.sdk import SdkBackend
 
         if jc.api_key_header.lower() != "authorization":
             raise ValueError("--api-key-header works with --transport http only")
-        return SdkBackend(jc.url, jc.model, api_key=key, timeout_s=jc.timeout_s, params=jc.params)
+        return SdkBackend(jc.url, jc.model, api_key=key, timeout_s=jc.timeout_s, params=jc.params,
+                          profile=profile)
     if jc.transport != "http":
         raise ValueError(f"unknown transport {jc.transport!r}; use http or sdk")
     from drscore.judge.http import HttpBackend
 
     return HttpBackend(jc.url, jc.model, api_key=key, timeout_s=jc.timeout_s,
                        connections=max(64, jc.concurrency * 2), api_key_header=jc.api_key_header,
-                       params=jc.params)
+                       params=jc.params, profile=profile)
 
 
 async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePool, JudgeCache | None]:
@@ -186,7 +229,7 @@ async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePoo
             limiter=limiter,
             max_retries=jc.max_retries, max_cost_usd=jc.max_cost, dry_run_with=dry_backend, price_model=jc.price_as,
             timeout_s=jc.timeout_s, max_rate_limit_wait_s=jc.max_rate_limit_wait_s,
-            prefix_warmup=jc.prefix_warmup,
+            prefix_warmup=jc.prefix_warmup, thinking=thinking_policy(jc, backend.model),
         )
     except BaseException:
         try:
@@ -241,9 +284,11 @@ class JudgeSession:
         self._record(VerdictRecord(
             task_id="", agent="", method=self.purpose, template=template, key=judged.key, cached=judged.cached,
             status="ok", verdict=judged.value, input_tokens=judged.input_tokens,
-            output_tokens=judged.output_tokens, cost_usd=judged.cost_usd, latency_s=round(judged.latency_s, 4),
+            output_tokens=judged.output_tokens, cost_usd=known_cost(judged.cost_usd, self.pool.priced),
+            latency_s=round(judged.latency_s, 4),
             label=label, cached_input_tokens=judged.cached_input_tokens,
-            cost_usd_uncached=round(judged.cost_uncached, 8), batched=judged.batched))
+            cost_usd_uncached=known_cost(judged.cost_uncached, self.pool.priced), batched=judged.batched,
+            reasoning_tokens=judged.reasoning_tokens))
         return judged.value
 
     def _record(self, rec: VerdictRecord) -> None:
@@ -258,8 +303,9 @@ class JudgeSession:
         s = self.pool.stats
         return {"judge": self.pool.judge_label, "calls": s.calls, "cache_hits": s.cache_hits,
                 "retries": s.retries, "rate_limited_429": s.rate_limited, "input_tokens": s.input_tokens,
-                "output_tokens": s.output_tokens, "cost_usd": round(s.cost_usd, 6),
-                "cached_input_tokens": s.cached_input_tokens, "cost_usd_uncached": round(s.cost_usd_uncached, 6)}
+                "output_tokens": s.output_tokens, "reasoning_tokens": s.reasoning_tokens,
+                "cost_usd": known_cost(s.cost_usd, self.pool.priced, 6), "cached_input_tokens": s.cached_input_tokens,
+                "cost_usd_uncached": known_cost(s.cost_usd_uncached, self.pool.priced, 6)}
 
 
 @contextlib.asynccontextmanager
@@ -286,7 +332,7 @@ class Run:
     """One scoring run. ``async with Run(cfg) as run: async for row in run.rows(): ...``"""
 
     def __init__(self, config: RunConfig) -> None:
-        self.config = config
+        self.config = with_protocol(config)
         self.input_errors: list[InputError] = []
         self.summary: dict[str, Any] = {}
         self._stack = contextlib.AsyncExitStack()
@@ -294,6 +340,8 @@ class Run:
         self.pages: Any = None
         self._cache: JudgeCache | None = None
         self._writer: RunWriter | None = None
+        # Said before scoring starts (the CLI prints them): e.g. a judge without a price.
+        self.warnings: list[str] = []
 
     async def __aenter__(self) -> Run:
         try:
@@ -323,6 +371,8 @@ class Run:
                 raise ValueError("no --tasks file given and the reports carry no prompt/topic to build tasks from")
         shard_of(cfg.shard)  # a bad --shard fails before anything is opened
         pool, cache = await open_pool(cfg.judge, dry_run=cfg.dry_run)
+        if not pool.priced:
+            self.warnings.append(unknown_price_message(pool.price_model))
         self._stack.push_async_callback(close_team, pool)  # after the cache (callbacks run last first)
         self._stack.push_async_callback(pool.backend.close)
         if cache is not None:

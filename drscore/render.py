@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from drscore.engine.runtime.models import ScoreRow
+from drscore.engine.runtime.pricing import cost_text, unknown_price_message
 
 
 def _fmt(v: Any, nd: int = 3) -> str:
@@ -52,7 +53,7 @@ def _board_lines(summary: dict[str, Any], rows: Iterable[ScoreRow], seed: int, r
                 shared = f"{_fmt(e.shared_score):>9}{_ci(e.shared_ci_low, e.shared_ci_high):>20}"
             lines.append(f"    {e.rank or '-'!s:<5}{e.agent[:31]:<32}{_fmt(e.score):>9}{_ci(e.ci_low, e.ci_high):>20}"
                          f"{shared}{e.tasks_scored:>6}{e.failed:>8}{skipped.get((method, e.agent), 0):>9}"
-                         f"{e.cost_usd:>10.4f}")
+                         f"{cost_text(e.cost_usd):>10}")
         note = comparison_note(entries)
         if note:
             lines.append(f"    note: {note}")
@@ -77,7 +78,7 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
         for i, r in enumerate(block, 1):
             ci = f"[{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]" if r.get("ci95") else "-"
             lines.append(f"    {i:<5}{r['agent'][:31]:<32}{_fmt(r['mean']):>9}{ci:>20}{r['n']:>6}"
-                         f"{r['failed']:>8}{r.get('skipped', 0):>9}{r['cost_usd']:>10.4f}")
+                         f"{r['failed']:>8}{r.get('skipped', 0):>9}{cost_text(r['cost_usd']):>10}")
         lines += _method_extras(summary, method)
     return lines
 
@@ -103,18 +104,29 @@ def _totals_line(summary: dict[str, Any]) -> str:
         f"{t.get('items_skipped', 0)}, inputs skipped "
         f"{t.get('inputs_skipped', 0)}) · calls {t.get('calls', 0)} · cache hits {t.get('cache_hits', 0)} · "
         f"retries {t.get('retries', 0)} · 429s {t.get('rate_limited_429', 0)} · tokens "
-        f"{t.get('input_tokens', 0)}+{t.get('output_tokens', 0)} · cost ${t.get('cost_usd', 0):.4f} · "
+        f"{t.get('input_tokens', 0)}+{t.get('output_tokens', 0)} · cost {_dollars(t.get('cost_usd', 0.0))} · "
         f"{t.get('wall_time_s', 0):.1f}s"]
+    if t.get("reasoning_tokens") or t.get("truncated_answers"):
+        lines.append(f"  thinking: {t.get('reasoning_tokens', 0)} of {t.get('output_tokens', 0)} output tokens were "
+                     f"reasoning (billed as output); answers cut off at the cap {t.get('truncated_answers', 0)}, "
+                     f"retried with a larger cap {t.get('truncation_retries', 0)}"
+                     + ("; the model was found to think and given room" if t.get("thinking_learned") else ""))
+    if t.get("price_unknown"):
+        lines.append(f"  warning: {unknown_price_message(t['price_unknown'])}")
     if t.get("cached_input_tokens"):
         share = t["cached_input_tokens"] / max(1, t.get("input_tokens", 0))
         lines.append(f"  prompt cache: {t['cached_input_tokens']} of {t.get('input_tokens', 0)} input tokens "
-                     f"({share:.0%}) billed at the cached price; without it ${t.get('cost_usd_uncached', 0):.4f}")
+                     f"({share:.0%}) billed at the cached price; without it {_dollars(t.get('cost_usd_uncached'))}")
     if t.get("batched_calls") or "batches" in t:
         b = t.get("batches", {})
         lines.append(f"  batch API: {t.get('batched_calls', 0)} of {t.get('calls', 0)} calls batched, at batch prices; "
                      f"batches submitted {b.get('submitted', 0)}, re-attached {b.get('reattached', 0)}, "
                      f"completed {b.get('completed', 0)}, failed {b.get('failed', 0)}, expired {b.get('expired', 0)}")
     return "\n".join(lines)
+
+
+def _dollars(value: float | None) -> str:
+    return "unknown" if value is None else f"${value:.4f}"
 
 
 def failures_text(summary: dict[str, Any]) -> str | None:
@@ -169,9 +181,17 @@ def dry_run_text(summary: dict[str, Any], price_model: str | None) -> str:
     for name, m in summary.get("per_method", {}).items():
         statuses = ", ".join(f"{k}={v}" for k, v in sorted(m["statuses"].items()))
         lines.append(f"  {name:<14}{m['planned']:>9}{m['cache_hits']:>9}{m['input_tokens']:>13}"
-                     f"{m['output_tokens']:>12}{m['cost_usd']:>11.4f}  {statuses}")
+                     f"{m['output_tokens']:>12}{cost_text(m['cost_usd']):>11}  {statuses}")
     lines.append(f"  {'total':<14}{t['planned_calls']:>9}{t['cache_hits']:>9}{t['planned_input_tokens']:>13}"
-                 f"{t['planned_output_tokens']:>12}{t['planned_cost_usd']:>11.4f}")
+                 f"{t['planned_output_tokens']:>12}{cost_text(t['planned_cost_usd']):>11}")
+    reasoning = t.get("planned_reasoning_tokens_estimate", 0)
+    if reasoning:
+        source = ("the mean of this run's answered calls" if t.get("reasoning_estimate_source") == "learned"
+                  else "the model family's documented prior, see docs/judges.md")
+        lines.append(f"  reasoning (estimate): about {reasoning:,} of the {t['planned_output_tokens']:,} output tokens "
+                     f"would be the judge's hidden thinking, billed as output ({source})")
+    if t.get("price_unknown"):
+        lines.append(f"  warning: {unknown_price_message(t['price_unknown'])}")
     items = max(1, t["items"])
     lines.append(f"  {t['items']} report x method items; {t['planned_calls'] / items:.2f} calls per item")
     if t.get("priced_as") == "batch":

@@ -30,9 +30,10 @@ T = TypeVar("T")
 EXTRA_HINT = "pip install 'drscore[pandas]'"
 # The fixed columns of a flat score table, in order; subscores follow as ``sub.<name>``.
 ROW_COLUMNS = ("task_id", "agent", "method", "score", "status", "coverage", "judged", "expected", "errors",
-               "judge", "calls", "cache_hits", "input_tokens", "output_tokens", "cost_usd", "latency_s")
+               "judge", "calls", "cache_hits", "input_tokens", "output_tokens", "reasoning_tokens", "cost_usd",
+               "latency_s")
 VERDICT_COLUMNS = ("task_id", "agent", "method", "template", "label", "status", "cached", "error",
-                   "input_tokens", "output_tokens", "cost_usd", "latency_s", "key", "verdict")
+                   "input_tokens", "output_tokens", "reasoning_tokens", "cost_usd", "latency_s", "key", "verdict")
 
 
 def _require(module: str, feature: str) -> Any:

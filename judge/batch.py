@@ -41,7 +41,7 @@ from drscore.engine.runtime.judging import (
 from drscore.engine.runtime.redact import redact, redact_any, register_secret
 from drscore.judge.batch_journal import BatchJournal, custom_id
 from drscore.judge.http import classify_connection_error, parse_completion, status_error
-from drscore.judge.wire import family_profile, request_body
+from drscore.judge.wire import WireProfile, family_profile, request_body
 
 ENDPOINT = "/v1/chat/completions"
 MAX_REQUESTS = 50_000  # provider limits per batch
@@ -63,10 +63,11 @@ class BatchBackend:
                  api_key_header: str = "Authorization", window_s: float = 2.0, max_requests: int = MAX_REQUESTS,
                  max_bytes: int = MAX_BYTES, poll_initial_s: float = 5.0, poll_max_s: float = 120.0,
                  timeout_s: float = 300.0, max_hold_s: float | None = None,
-                 params: dict[str, Any] | None = None) -> None:
+                 params: dict[str, Any] | None = None, profile: WireProfile | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
-        self.wire = family_profile(model, params)  # the same body spelling as synchronous calls
+        # the same body spelling as synchronous calls
+        self.wire = profile if profile is not None else family_profile(model, params)
         self.endpoint = f"{self.base_url}|{model}"
         self.journal_path = Path(journal)
         self.window_s = max(0.0, window_s)

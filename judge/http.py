@@ -24,7 +24,8 @@ from drscore.engine.runtime.judging import (
 from drscore.engine.runtime.redact import redact, register_secret
 from drscore.engine.runtime.tokens import estimate_messages, estimate_tokens
 from drscore.judge.ratelimit_headers import parse_rate_limit_headers, retry_after_from_text
-from drscore.judge.wire import family_profile, request_body
+from drscore.engine.runtime.thinking import split_thinking
+from drscore.judge.wire import WireProfile, family_profile, request_body
 
 _RETRYABLE = {408, 409, 425, 500, 502, 503, 504, 520, 522, 524, 529}
 _UNSUPPORTED = re.compile(
@@ -121,10 +122,12 @@ class HttpBackend:
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 120.0,
                  connections: int = 256, extra_headers: dict[str, str] | None = None,
-                 api_key_header: str = "Authorization", params: dict[str, Any] | None = None) -> None:
+                 api_key_header: str = "Authorization", params: dict[str, Any] | None = None,
+                 profile: WireProfile | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
-        self.wire = family_profile(model, params)  # body spelling per model family (judge/wire.py)
+        # body spelling per model family (judge/wire.py); ``profile`` carries thinking settings
+        self.wire = profile if profile is not None else family_profile(model, params)
         self._url = self.base_url + "/chat/completions"
         self._headers = {"Content-Type": "application/json", **(extra_headers or {})}
         if api_key:
@@ -177,24 +180,64 @@ class HttpBackend:
 
 
 def parse_completion(raw: bytes, request: ChatRequest) -> ChatResponse:
-    """Content and usage of a chat-completion body; missing usage is estimated (and flagged)."""
+    """Content and usage of a chat-completion body; missing usage is estimated (and flagged).
+
+    A thinking model's thought never becomes the answer: ``<think>`` blocks are cut out
+    of the content and ``reasoning_content`` (vLLM, DeepSeek; ``reasoning`` on some
+    gateways) is only counted. Reasoning tokens come from
+    ``usage.completion_tokens_details.reasoning_tokens`` and are part of ``output_tokens``
+    (billed as output); when the usage gives no count, the visible thought is estimated."""
     try:
         obj = orjson.loads(raw)
         choice = obj["choices"][0]
-        text = choice["message"].get("content") or ""
+        message = choice["message"]
+        content = message.get("content") or ""
+        if not isinstance(content, str):
+            raise TypeError
     except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
         raise TransientError(f"unexpected response body: {excerpt(raw)}", kind="bad_response") from None
+    text, thought = split_thinking(content)
+    field = message.get("reasoning_content") or message.get("reasoning")
+    if isinstance(field, str) and field:
+        thought = field + thought
     usage = obj.get("usage") or {}
-    pin, pout = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    estimated = not (isinstance(pin, int) and isinstance(pout, int))
-    if estimated:
-        pin, pout = estimate_messages(list(request.messages)), estimate_tokens(text)
+    raw_in, raw_out = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    pin: int
+    pout: int
+    if isinstance(raw_in, int) and isinstance(raw_out, int):
+        pin, pout, estimated = raw_in, raw_out, False
+    else:
+        pin, pout, estimated = (estimate_messages(list(request.messages)),
+                                estimate_tokens(text) + estimate_tokens(thought), True)
     details = usage.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
     cached = min(cached, pin) if isinstance(cached, int) and cached > 0 and not estimated else 0
+    reasoning, pout = reasoning_usage(usage, pout, pin)
+    if not reasoning and thought:
+        # No count in the usage (vLLM, Ollama): the thought's share of the billed output,
+        # split by our estimate of both parts.
+        t_thought, t_answer = estimate_tokens(thought), estimate_tokens(text)
+        reasoning = round(pout * t_thought / max(1, t_thought + t_answer))
     return ChatResponse(text=text, input_tokens=pin, output_tokens=pout, usage_estimated=estimated,
                         finish_reason=choice.get("finish_reason"), model=obj.get("model"),
-                        cached_input_tokens=cached)
+                        cached_input_tokens=cached, reasoning_tokens=reasoning, thought_visible=bool(thought))
+
+
+def reasoning_usage(usage: dict[str, Any], completion: int, prompt: int) -> tuple[int, int]:
+    """``(reasoning_tokens, output_tokens)`` from a usage object.
+
+    OpenAI counts reasoning inside ``completion_tokens`` (its details give the part). Some
+    Gemini bridges report the thoughts beside it instead; their ``total_tokens`` then equals
+    prompt + completion + reasoning, and the billed output is completion + reasoning. Both
+    are read so the thought is billed once, never twice, never not at all."""
+    details = usage.get("completion_tokens_details")
+    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    if not isinstance(reasoning, int) or reasoning <= 0:
+        return 0, completion
+    total = usage.get("total_tokens")
+    if isinstance(total, int) and total == prompt + completion + reasoning and total != prompt + completion:
+        return reasoning, completion + reasoning
+    return min(reasoning, completion), completion
 
 
 def excerpt(raw: bytes, n: int = 300) -> str:

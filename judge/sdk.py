@@ -17,7 +17,12 @@ from drscore.engine.runtime.judging import ChatRequest, ChatResponse, RateLimitI
 from drscore.engine.runtime.redact import redact, register_secret
 from drscore.judge.http import CONNECT_TIMEOUT_S, classify_connection_error, parse_completion, status_error
 from drscore.judge.ratelimit_headers import parse_rate_limit_headers
-from drscore.judge.wire import family_profile, request_body
+from drscore.judge.wire import WireProfile, family_profile, request_body
+
+# Body fields the SDK's create() takes as keyword arguments; every other field (user
+# parameters, Anthropic's ``thinking``, Gemini's ``extra_body``) travels in ``extra_body``.
+_SDK_FIELDS = frozenset({"model", "messages", "temperature", "max_tokens", "max_completion_tokens", "seed",
+                         "response_format", "reasoning_effort"})
 
 
 class SdkBackend:
@@ -25,12 +30,12 @@ class SdkBackend:
     cacheable = True
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 120.0,
-                 params: dict[str, Any] | None = None) -> None:
+                 params: dict[str, Any] | None = None, profile: WireProfile | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.timeout_s = timeout_s
         register_secret(api_key)
-        self.wire = family_profile(model, params)
+        self.wire = profile if profile is not None else family_profile(model, params)
         # Local servers need no key, but the SDK insists on one.
         self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=api_key or "not-needed",
                                           max_retries=0,
@@ -45,7 +50,8 @@ class SdkBackend:
         body = request_body(request, self.model, self.wire)
         try:
             # --judge-param fields travel as extra_body: the SDK rejects keyword arguments it does not know.
-            extra = {k: body.pop(k) for k in self.wire.params if k in body}
+            extra = {k: body.pop(k) for k in [*self.wire.params, *body] if k in body
+                     and (k in self.wire.params or k not in _SDK_FIELDS)}
             raw = await self._client.chat.completions.with_raw_response.create(**body, extra_body=extra or None)
         except openai.APITimeoutError as e:
             if classify_connection_error(e) == "connect_timeout":

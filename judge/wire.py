@@ -7,6 +7,12 @@ Two things beyond the plain body live here:
   temperature but the default. Their bodies carry ``max_completion_tokens`` and no
   ``temperature``. Names are matched after an optional ``provider/`` prefix, so
   OpenRouter's ``openai/o3`` is covered too.
+* **Thinking** (:mod:`drscore.engine.runtime.thinking`): ``--reasoning-effort`` is spelled
+  the way each family expects: ``reasoning_effort`` for OpenAI and Gemini's compatible
+  endpoint, Gemini's ``extra_body.google.thinking_config.thinking_budget`` when a budget is
+  given outright (``--protocol drb``), and Anthropic's ``thinking: {type: enabled,
+  budget_tokens}`` (with the default temperature, which extended thinking requires). The
+  output cap itself comes with the request: the pool sizes it (answer + reasoning room).
 * **Learning once** (:class:`WireProfile`): an endpoint whose model is not in the table
   but answers 400 "unsupported parameter" for ``max_tokens`` or ``temperature`` is
   adapted to once, and the profile remembers it for the rest of the run.
@@ -26,6 +32,7 @@ import msgspec
 import orjson
 
 from drscore.engine.runtime.judging import ChatRequest
+from drscore.engine.runtime.thinking import CLAUDE_BUDGETS, family_of
 
 SCHEMA_OPEN, SCHEMA_CLOSE = "<json-schema>", "</json-schema>"
 
@@ -47,11 +54,41 @@ class WireProfile(msgspec.Struct, kw_only=True):
     omit_temperature: bool = False
     params: dict[str, Any] = {}
     learned: list[str] = []
+    family: str | None = None  # thinking family (engine.runtime.thinking.family_of)
+    effort: str | None = None  # --reasoning-effort low|medium|high
+    thinking_budget: int | None = None  # an explicit thinking budget (a --protocol preset's)
+    provider_temperature: bool = False  # leave temperature to the provider's default
 
     def identity(self) -> dict[str, Any]:
         """The part of the backend identity that changes answers: the user's extra
-        parameters, and nothing at all when there are none (old cache keys hold)."""
-        return {"params": dict(sorted(self.params.items()))} if self.params else {}
+        parameters and thinking settings, and nothing at all when there are none (old
+        cache keys hold)."""
+        out: dict[str, Any] = {"params": dict(sorted(self.params.items()))} if self.params else {}
+        if self.effort is not None:
+            out["reasoning_effort"] = self.effort
+        if self.thinking_budget is not None:
+            out["thinking_budget"] = self.thinking_budget
+        if self.provider_temperature:
+            out["temperature"] = "provider-default"
+        return out
+
+    def thinking_fields(self) -> dict[str, Any]:
+        """The body fields that ask for an amount of thinking (empty: the provider's default)."""
+        if self.family == "gemini" and self.thinking_budget is not None:
+            # Gemini's compatible endpoint takes either reasoning_effort or a budget, not both.
+            return {"extra_body": {"google": {"thinking_config": {"thinking_budget": self.thinking_budget}}}}
+        if self.family == "claude":
+            budget = self.thinking_budget or (CLAUDE_BUDGETS[self.effort] if self.effort else None)
+            return {"thinking": {"type": "enabled", "budget_tokens": budget}} if budget else {}
+        if self.family == "open":
+            return {}  # vLLM/Ollama/llama.cpp: the cap is the only portable lever
+        return {"reasoning_effort": self.effort} if self.effort is not None else {}
+
+    def sends_temperature(self) -> bool:
+        """Whether bodies carry ``temperature`` (not for families that refuse it, not with
+        Claude's extended thinking, not when the provider's default is asked for)."""
+        claude_thinking = self.family == "claude" and bool(self.thinking_fields())
+        return not (self.omit_temperature or self.provider_temperature or claude_thinking)
 
     def spelling(self) -> tuple[bool, bool]:
         """How bodies are spelled now; a call remembers it to know, on a 400, whether a
@@ -88,15 +125,20 @@ def is_reasoning_model(model: str) -> bool:
     return bool(_REASONING.match(model.rsplit("/", 1)[-1].strip()))
 
 
-def family_profile(model: str, params: dict[str, Any] | None = None) -> WireProfile:
+def family_profile(model: str, params: dict[str, Any] | None = None, *, effort: str | None = None,
+                   thinking_budget: int | None = None, provider_temperature: bool = False) -> WireProfile:
     """The starting profile for ``model``: reasoning families get
-    ``max_completion_tokens`` and no temperature; everything else the classic body."""
+    ``max_completion_tokens`` and no temperature; everything else the classic body.
+    ``effort`` / ``thinking_budget`` ask for an amount of thinking (see the module doc);
+    ``provider_temperature`` leaves temperature out of every body."""
     reasoning = is_reasoning_model(model)
     params = dict(params or {})
     bad = sorted(RESERVED_PARAMS & params.keys())
     if bad:
         raise ValueError(f"--judge-param cannot set {', '.join(bad)}: drscore builds those itself")
-    return WireProfile(completion_tokens=reasoning, omit_temperature=reasoning, params=params)
+    return WireProfile(completion_tokens=reasoning, omit_temperature=reasoning, params=params,
+                       family=family_of(model), effort=effort, thinking_budget=thinking_budget,
+                       provider_temperature=provider_temperature)
 
 
 def parse_judge_params(items: list[str] | None) -> dict[str, Any]:
@@ -124,9 +166,10 @@ def request_body(req: ChatRequest, model: str, profile: WireProfile | None = Non
     profile = profile if profile is not None else family_profile(model)
     messages = [{"role": m.role, "content": m.content} for m in req.messages]
     body: dict[str, Any] = {"model": model, "messages": messages}
-    if not profile.omit_temperature:
+    if profile.sends_temperature():
         body["temperature"] = req.temperature
     body["max_completion_tokens" if profile.completion_tokens else "max_tokens"] = req.max_tokens
+    body.update(profile.thinking_fields())
     if req.sample:
         body["seed"] = req.sample  # distinct samples of one step must not look identical
     if req.json_mode:

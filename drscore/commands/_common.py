@@ -26,6 +26,12 @@ def add_judge_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--judge-param", action="append", metavar="KEY=VALUE", default=None,
                    help="extra request-body field, repeatable (e.g. reasoning_effort=high, seed=7); values "
                         "are read as JSON when they parse; part of the cache key and of config.json")
+    g.add_argument("--reasoning-effort", choices=["low", "medium", "high"], default=None,
+                   help="how hard a thinking judge thinks, spelled as its provider expects (reasoning_effort, "
+                        "or a thinking budget); also sizes the output cap (default: the provider's default)")
+    g.add_argument("--max-output-tokens", type=int, default=None, metavar="N",
+                   help="output cap sent with every call, thinking included (default: the template's answer cap, "
+                        "plus a reasoning allowance for thinking models; see docs/judges.md)")
     g.add_argument("--timeout", type=float, default=120.0,
                    help="seconds each judge call may take per attempt (default 120)")
     g.add_argument("--max-retries", type=int, default=5, help="retries on 5xx/timeouts per call (default 5)")
@@ -46,8 +52,9 @@ def add_judge_args(p: argparse.ArgumentParser) -> None:
     c.add_argument("--prices", metavar="FILE", help='JSON price table {"model": {"input": $/Mtok, "output": $/Mtok}}')
     c.add_argument("--price-as", metavar="MODEL", help="price calls as this model (e.g. for a dry run offline)")
     c.add_argument("--max-cost", type=float, metavar="USD",
-                   help="hard ceiling on spend: each call reserves its worst case (input bound + max_tokens of "
-                        "output) before it is sent; items left over fail with reason 'budget' (exit 3)")
+                   help="hard ceiling on spend: each call reserves its worst case (input bound + the output cap "
+                        "sent, thinking room included) before it is sent; items left over fail with reason 'budget' "
+                        "(exit 3)")
     c.add_argument("--no-prefix-warmup", action="store_true",
                    help="do not hold calls sharing a long prompt prefix until the first of them answered")
     b = p.add_argument_group("batch (OpenAI-compatible Files + Batches API)")
@@ -77,7 +84,8 @@ def judge_config_from_args(args: argparse.Namespace) -> JudgeConfig:
         params=parse_judge_params(getattr(args, "judge_param", None)),
         batch=args.batch, batch_window_s=args.batch_window, batch_poll_s=args.batch_poll,
         batch_max_requests=args.batch_max_requests, prefix_warmup=not args.no_prefix_warmup,
-        redis=args.redis)
+        redis=args.redis, reasoning_effort=getattr(args, "reasoning_effort", None),
+        max_output_tokens=getattr(args, "max_output_tokens", None))
 
 
 @contextlib.asynccontextmanager

@@ -37,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
         limits = ", ".join(
             f"{name}={getattr(cfg, name)}" for name in ("rpm", "tpm", "burst", "latency", "jitter",
                                                          "error_rate", "malformed_rate", "seed",
-                                                         "prefix_cache", "batch_delay"))
+                                                         "prefix_cache", "batch_delay", "reasoning_tokens",
+                                                         "reasoning_style"))
         print(f"mock judge {cfg.model!r} ready ({limits}); stats at http://{args.host}:{port}/stats; "
               "Ctrl-C to stop", file=sys.stderr, flush=True)
 

@@ -16,6 +16,7 @@ from drscore.render import dry_run_text, end_of_run_lines, leaderboard_text, onl
 from drscore.engine.runtime.io import FORMATS, count_lines, shard_of
 from drscore.engine.runtime.models import ScoreRow
 from drscore.engine.runtime.progress import Progress, progress_mode
+from drscore.protocols import PROTOCOLS
 from drscore.settings import to_toml
 
 EXIT_INCOMPLETE = 3  # finished, but some inputs were skipped or some items failed (or budget/quota ran out)
@@ -55,6 +56,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--print-config", action="store_true",
                    help="print this command line as a TOML config file and exit")
     p.add_argument("--dry-run", action="store_true", help="print calls, tokens and cost; spend nothing")
+    p.add_argument("--protocol", choices=sorted(PROTOCOLS), default=None,
+                   help="a published judge set-up as defaults (judge model, thinking budget, temperature, method "
+                        "options); flags given here override it; see docs/judges.md")
     p.add_argument("--seed", type=int, default=0, help="seed for every sampled step (default 0)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--shard", metavar="K/N", help="score only part K of N of the reports (split by task id and "
@@ -108,7 +112,8 @@ def _config(args: argparse.Namespace) -> RunConfig:
                      out=args.out, judge=judge_config_from_args(args), seed=args.seed, dry_run=args.dry_run,
                      method_options=options, allow_private_fetch=args.allow_private_fetch,
                      offline_pages=args.offline_pages, fetch_concurrency=args.fetch_concurrency,
-                     limit=args.limit or 0, overwrite=args.overwrite, shard=args.shard)
+                     limit=args.limit or 0, overwrite=args.overwrite, shard=args.shard,
+                     protocol=getattr(args, "protocol", None))
 
 
 def default_out_dir(methods: list[str], root: Path = Path("runs"), now: float | None = None) -> Path:
@@ -162,6 +167,8 @@ def _main(args: argparse.Namespace) -> int:
 
 async def _run(config: RunConfig, progress_every: float) -> tuple[dict, list[ScoreRow]]:
     async with Run(config) as run:
+        for warning in run.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
         per_method = {m: sum(_capped(count_lines(p), config.limit) for p in config.reports) for m in config.methods}
         shard = shard_of(config.shard)
         if shard is not None:  # about one N-th: the split is by hash

@@ -30,6 +30,7 @@ from drscore.engine.reporting.tables import (  # noqa: F401  (re-exported: the r
 )
 from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 from drscore.engine.runtime.models import ScoreRow
+from drscore.engine.runtime.pricing import cost_text
 from drscore.engine.runtime.rundir_read import RunDir, natural_key
 
 _MAX_PROBLEMS = 50
@@ -342,12 +343,12 @@ def _section_cost(run: RunDir, ids: _Ids) -> str:
         out.append(f"<h3>Per {label}</h3>")
         out.append(_chart(cid, charts.cost_latency_chart(
             cid, f"cost and latency per {label}", [g for g, _ in groups],
-            [v["cost_usd"] for _, v in groups], [v["latency_s"] for _, v in groups]),
+            [v["cost_usd"] or 0.0 for _, v in groups], [v["latency_s"] or 0.0 for _, v in groups]),
             f"Judge cost (USD) and summed latency (s) per {label}."))
         table = _table([label, *headers], [
-            (g, int(v["reports"]), int(v["calls"]), int(v["cache_hits"]),
-             int(v["input_tokens"]), int(v["output_tokens"]), f"{v['cost_usd']:.4f}",
-             f"{v['latency_s']:.2f}") for g, v in groups])
+            (g, int(v["reports"] or 0), int(v["calls"] or 0), int(v["cache_hits"] or 0),
+             int(v["input_tokens"] or 0), int(v["output_tokens"] or 0), cost_text(v["cost_usd"]),
+             f"{v['latency_s'] or 0.0:.2f}") for g, v in groups])
         if len(groups) > 12:  # long per-task tables fold away under the chart
             table = f"<details><summary>table ({len(groups)} rows)</summary>{table}</details>"
         out.append(table)

@@ -19,6 +19,7 @@ import msgspec
 
 from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, mean_ci
 from drscore.engine.runtime.models import ScoreRow
+from drscore.engine.runtime.pricing import cost_text, sum_costs
 from drscore.engine.runtime.rundir_read import RunDir, natural_key
 
 OUTCOMES = ("supported", "unsupported", "unreachable", "refused", "failed")
@@ -53,7 +54,7 @@ class LeaderboardRow(msgspec.Struct, kw_only=True):
     cache_hits: int
     input_tokens: int
     output_tokens: int
-    cost_usd: float
+    cost_usd: float | None  # None: the judge's price is unknown
     latency_s: float
     judge: str
     subscores: dict[str, float | None]
@@ -163,7 +164,7 @@ def _board_row(method: str, agent: str, rows: list[ScoreRow], resamples: int, se
         cache_hits=sum(r.cache_hits for r in rows),
         input_tokens=sum(r.input_tokens for r in rows),
         output_tokens=sum(r.output_tokens for r in rows),
-        cost_usd=sum(r.cost_usd for r in rows),
+        cost_usd=sum_costs(r.cost_usd for r in rows),
         latency_s=sum(r.latency_s for r in rows),
         judge=", ".join(sorted({r.judge for r in rows if r.judge})),
         subscores=_subscore_means(rows),
@@ -262,21 +263,19 @@ def citation_counts(rows: Iterable[ScoreRow]) -> dict[str, dict[str, dict[str, f
     return {m: dict(a) for m, a in out.items()}
 
 
-def cost_by(rows: Iterable[ScoreRow], key: str) -> list[tuple[str, dict[str, float]]]:
+def cost_by(rows: Iterable[ScoreRow], key: str) -> list[tuple[str, dict[str, float | None]]]:
     """Sums of cost, latency, calls, cache hits and tokens grouped by ``task_id`` or
-    ``method``, plus the number of rows (reports)."""
-    acc: dict[str, dict[str, float]] = {}
+    ``method``, plus the number of rows (reports). The cost is None when unknown."""
+    acc: dict[str, dict[str, float | None]] = {}
     for row in rows:
         slot = acc.setdefault(getattr(row, key), dict.fromkeys(
             ("reports", "cost_usd", "latency_s", "calls", "cache_hits", "input_tokens",
              "output_tokens"), 0.0))
-        slot["reports"] += 1
-        slot["cost_usd"] += row.cost_usd
-        slot["latency_s"] += row.latency_s
-        slot["calls"] += row.calls
-        slot["cache_hits"] += row.cache_hits
-        slot["input_tokens"] += row.input_tokens
-        slot["output_tokens"] += row.output_tokens
+        slot["cost_usd"] = sum_costs((slot["cost_usd"], row.cost_usd))
+        for name, value in (("reports", 1), ("latency_s", row.latency_s), ("calls", row.calls),
+                            ("cache_hits", row.cache_hits), ("input_tokens", row.input_tokens),
+                            ("output_tokens", row.output_tokens)):
+            slot[name] = (slot[name] or 0.0) + value
     order = sorted(acc, key=natural_key) if key == "task_id" else list(acc)
     return [(k, acc[k]) for k in order]
 
@@ -339,7 +338,7 @@ def leaderboard_markdown(run: RunDir, board: dict[str, list[LeaderboardRow]], *,
             lines.append(
                 f"| {e.rank or '–'} | {_md(e.agent)} | {_fmt(e.score)} | {ci} |{shared} "
                 f"{e.tasks_scored}/{e.tasks_total} | {_fmt(e.coverage, 2)} | {e.failed} | "
-                f"{e.cost_usd:.4f} |")
+                f"{cost_text(e.cost_usd)} |")
         note = comparison_note(entries)
         if note:
             lines += ["", f"> {note}"]

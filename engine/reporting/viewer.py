@@ -86,7 +86,7 @@ def viewer_data(rows: list[ScoreRow], verdicts: Iterable[VerdictRecord | InputEr
             continue
         calls[i].append([strings(rec.template), rec.label, rec.status, 1 if rec.cached else 0,
                          rec.input_tokens, rec.output_tokens, _num(rec.cost_usd, 8), _num(rec.latency_s, 4),
-                         rec.error or "", rec.verdict, rec.inputs or {}])
+                         rec.error or "", rec.verdict, rec.inputs or {}, rec.reasoning_tokens])
     col: dict[str, list[Any]] = {k: [] for k in ("t", "a", "m", "st", "s", "cov", "n", "hit", "cost", "lat",
                                                  "err")}
     detail: list[str] = []
@@ -106,7 +106,7 @@ def viewer_data(rows: list[ScoreRow], verdicts: Iterable[VerdictRecord | InputEr
         detail.append(json.dumps({
             "subscores": {k: _num(v) for k, v in r.subscores.items()},
             "errors": r.errors[:MAX_ERRORS_PER_ROW], "judged": r.judged, "expected": r.expected,
-            "judge": r.judge, "tokens": [r.input_tokens, r.output_tokens],
+            "judge": r.judge, "tokens": [r.input_tokens, r.output_tokens, r.reasoning_tokens],
             "details": _clip_details(r.details)}, ensure_ascii=False, separators=(",", ":"), default=str))
         call_text.append(json.dumps({"calls": calls.get(i, []), "dropped": dropped.get(i, 0)},
                                     ensure_ascii=False, separators=(",", ":"), default=str))
@@ -205,7 +205,7 @@ function drawRows() {
       el("td", {}, S[R.t[i]]), el("td", {}, S[R.a[i]]), el("td", {}, S[R.m[i]]),
       el("td", {class: "n"}, fmt(R.s[i])), el("td", {class: "st-" + S[R.st[i]]}, S[R.st[i]]),
       el("td", {class: "n"}, fmt(R.cov[i], 2)), el("td", {class: "n"}, R.n[i]), el("td", {class: "n"}, R.hit[i]),
-      el("td", {class: "n"}, fmt(R.cost[i], 4)), el("td", {class: "n"}, fmt(R.lat[i], 2)),
+      el("td", {class: "n"}, R.cost[i] === null ? "unknown" : fmt(R.cost[i], 4)), el("td", {class: "n"}, fmt(R.lat[i], 2)),
       el("td", {class: "n"}, R.err[i]));
     frag.append(tr);
   }
@@ -261,7 +261,8 @@ function openPanel(i) {
   const head = el("h2", {}, `task ${S[R.t[i]]} · ${S[R.a[i]]} · ${S[R.m[i]]}`);
   const facts = table([{score: R.s[i], status: S[R.st[i]], coverage: R.cov[i], judged: det.judged,
     expected: det.expected, calls: R.n[i], cache_hits: R.hit[i], input_tokens: det.tokens[0],
-    output_tokens: det.tokens[1], cost_usd: R.cost[i], latency_s: R.lat[i], judge: det.judge}]);
+    output_tokens: det.tokens[1], reasoning_tokens: det.tokens[2] ?? 0,
+    cost_usd: R.cost[i] === null ? "unknown" : R.cost[i], latency_s: R.lat[i], judge: det.judge}]);
   const parts = [head, facts];
   if (Object.keys(det.subscores).length) parts.push(el("h3", {}, "subscores"),
     table(Object.entries(det.subscores).map(([k, v]) => ({subscore: k, value: v}))));
@@ -271,10 +272,12 @@ function openPanel(i) {
   parts.push(el("h3", {}, `judge calls (${c.calls.length}${c.dropped ? `, ${c.dropped} more in verdicts.jsonl` : ""})`), calls);
   if (!c.calls.length) calls.append(el("p", {class: "muted"}, "no judge call recorded for this row"));
   c.calls.forEach((k, n) => {
-    const [tpl, label, status, cached, tin, tout, cost, lat, error, verdict, inputs] = k;
+    const [tpl, label, status, cached, tin, tout, cost, lat, error, verdict, inputs, reasoning] = k;
+    const thought = reasoning ? ` (${reasoning} thinking)` : "";
+    const price = cost === null ? "cost unknown" : `$${fmt(cost, 5)}`;
     const sum = el("summary", {}, `#${n + 1} ${S[tpl]}`, label ? ` · ${label}` : "",
       el("span", {class: "tag " + status}, status), cached ? el("span", {class: "tag cached"}, "cached") : null,
-      el("span", {class: "muted"}, ` ${tin}+${tout} tokens · $${fmt(cost, 5)} · ${fmt(lat, 2)}s`));
+      el("span", {class: "muted"}, ` ${tin}+${tout}${thought} tokens · ${price} · ${fmt(lat, 2)}s`));
     const d = el("details", {class: "call", "data-template": S[tpl]}, sum);
     d.addEventListener("toggle", () => {
       if (!d.open || d.dataset.drawn) return;

@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 import msgspec
 
 from drscore.engine.runtime.models import ScoreRow
+from drscore.engine.runtime.pricing import sum_costs
 
 
 class _Acc(msgspec.Struct):
@@ -25,14 +26,15 @@ class _Acc(msgspec.Struct):
     total_sq: float = 0.0
     coverage_sum: float = 0.0
     coverage_n: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float | None = 0.0  # None once a row's cost is unknown
     input_tokens: int = 0
     output_tokens: int = 0
     latency_s: float = 0.0
     cached_input_tokens: int = 0
-    cost_usd_uncached: float = 0.0
+    cost_usd_uncached: float | None = 0.0
     judge_s: float = 0.0
     quota_wait_s: float = 0.0
+    reasoning_tokens: int = 0
     rows: int = 0
     sub_sum: dict[str, float] = {}
     sub_n: dict[str, int] = {}
@@ -46,14 +48,15 @@ class Aggregator:
     def add(self, row: ScoreRow) -> None:
         acc = self._acc.setdefault((row.agent, row.method), _Acc())
         acc.rows += 1
-        acc.cost_usd += row.cost_usd
+        acc.cost_usd = sum_costs((acc.cost_usd, row.cost_usd))
         acc.input_tokens += row.input_tokens
         acc.output_tokens += row.output_tokens
         acc.latency_s += row.latency_s
         acc.cached_input_tokens += row.cached_input_tokens
-        acc.cost_usd_uncached += row.cost_usd_uncached
+        acc.cost_usd_uncached = sum_costs((acc.cost_usd_uncached, row.cost_usd_uncached))
         acc.judge_s += row.judge_s
         acc.quota_wait_s += row.quota_wait_s
+        acc.reasoning_tokens += row.reasoning_tokens
         if row.status == "skipped":
             acc.skipped += 1
             return
@@ -94,10 +97,10 @@ class Aggregator:
                 "failed": a.failed, "skipped": a.skipped, "partial": a.partial, "rows": a.rows,
                 "coverage_mean": a.coverage_sum / a.coverage_n if a.coverage_n else None,
                 "subscores": {k: a.sub_sum[k] / a.sub_n[k] for k in sorted(a.sub_sum)},
-                "cost_usd": round(a.cost_usd, 6), "input_tokens": a.input_tokens,
-                "output_tokens": a.output_tokens,
+                "cost_usd": _round(a.cost_usd), "input_tokens": a.input_tokens,
+                "output_tokens": a.output_tokens, "reasoning_tokens": a.reasoning_tokens,
                 "mean_latency_s": a.latency_s / a.rows if a.rows else None,
-                "cached_input_tokens": a.cached_input_tokens, "cost_usd_uncached": round(a.cost_usd_uncached, 6),
+                "cached_input_tokens": a.cached_input_tokens, "cost_usd_uncached": _round(a.cost_usd_uncached),
                 "mean_judge_s": a.judge_s / a.rows if a.rows else None,
                 "mean_quota_wait_s": a.quota_wait_s / a.rows if a.rows else None,
             })
@@ -107,3 +110,7 @@ class Aggregator:
 def _task_order(task_id: str) -> tuple[int, int | str]:
     """Numeric task ids in numeric order, then the others (as rundir_read.natural_key)."""
     return (0, int(task_id)) if task_id.isdigit() else (1, task_id)
+
+
+def _round(cost: float | None) -> float | None:
+    return None if cost is None else round(cost, 6)

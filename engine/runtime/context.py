@@ -65,9 +65,11 @@ class ItemContext:
         self._record(VerdictRecord(
             task_id=self.task.task_id, agent=self.report.agent, method=self.method, template=template,
             key=judged.key, cached=judged.cached, status="ok", verdict=judged.value,
-            input_tokens=judged.input_tokens, output_tokens=judged.output_tokens, cost_usd=judged.cost_usd,
+            input_tokens=judged.input_tokens, output_tokens=judged.output_tokens,
+            cost_usd=judged.cost_usd if self.pool.priced else None,
             latency_s=round(judged.latency_s, 4), label=label, cached_input_tokens=judged.cached_input_tokens,
-            cost_usd_uncached=round(judged.cost_uncached, 8), batched=judged.batched,
+            cost_usd_uncached=round(judged.cost_uncached, 8) if self.pool.priced else None, batched=judged.batched,
+            reasoning_tokens=judged.reasoning_tokens,
             inputs=call_inputs(variables) if self._on_verdict else {}))
         return judged.value
 

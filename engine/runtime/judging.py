@@ -48,6 +48,11 @@ class ChatResponse(msgspec.Struct, kw_only=True):
     # (``usage.prompt_tokens_details.cached_tokens``), billed at the cached-input price.
     cached_input_tokens: int = 0
     batched: bool = False  # answered through the Batch API (billed at batch prices)
+    # Part of ``output_tokens`` the model spent thinking (hidden, or shown and taken out of
+    # ``text``); ``thought_visible``: the answer carried its thought (``reasoning_content``
+    # or ``<think>`` blocks), which shows an unknown model thinks.
+    reasoning_tokens: int = 0
+    thought_visible: bool = False
 
 
 class RateLimitInfo(msgspec.Struct, kw_only=True):
@@ -82,6 +87,7 @@ OTHER_FAULTS: dict[str, str] = {
     "bad_request": "request rejected (HTTP 4xx)",
     "bad_response": "answer was not a chat completion",
     "rate_limit": "rate limited (HTTP 429)",
+    "truncated": "answer cut off at the output cap (finish_reason length), also after one retry with a larger cap",
 }
 
 

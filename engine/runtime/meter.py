@@ -17,6 +17,7 @@ class Meter(msgspec.Struct):
     cached_input_tokens: int = 0  # part of input_tokens served from the provider's prefix cache
     cost_usd_uncached: float = 0.0  # what these calls would have cost alone (see pool.Judged)
     batched_calls: int = 0  # network calls answered through the Batch API
+    reasoning_tokens: int = 0  # part of output_tokens the judge spent thinking
     # Intervals (monotonic start, end) of this meter's calls at the judge and waiting for
     # quota; per item only (merge() drops them), turned into seconds by latency_split().
     judge_spans: list[tuple[float, float]] = msgspec.field(default_factory=list)
@@ -34,6 +35,7 @@ class Meter(msgspec.Struct):
         self.cost_usd += judged.cost_usd
         self.cached_input_tokens += getattr(judged, "cached_input_tokens", 0)
         self.cost_usd_uncached += getattr(judged, "cost_uncached", judged.cost_usd)
+        self.reasoning_tokens += getattr(judged, "reasoning_tokens", 0)
         if getattr(judged, "batched", False) and judged.source == "network":
             self.batched_calls += 1
         self.judge_spans.extend(getattr(judged, "judge_spans", ()))

@@ -46,11 +46,11 @@ class ScoreRow(msgspec.Struct, kw_only=True, omit_defaults=False):
     cache_hits: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float | None = 0.0  # None: the judge's price is unknown (see engine.runtime.pricing)
     latency_s: float = 0.0
     details: dict[str, Any] = {}
     cached_input_tokens: int = 0  # part of input_tokens served from the provider's prefix cache
-    cost_usd_uncached: float = 0.0  # what this item would have cost alone (no cache, no sharing)
+    cost_usd_uncached: float | None = 0.0  # what this item would have cost alone (no cache, no sharing)
     judge_s: float = 0.0  # of latency_s: time with at least one call at the judge
     quota_wait_s: float = 0.0  # of latency_s: time only waiting for quota (or prefix warm-up)
     reasoning_tokens: int = 0  # of output_tokens: hidden thinking the endpoint billed as output
@@ -70,11 +70,11 @@ class VerdictRecord(msgspec.Struct, kw_only=True):
     error: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float | None = 0.0  # None: the judge's price is unknown
     latency_s: float = 0.0
     label: str = ""
     cached_input_tokens: int = 0
-    cost_usd_uncached: float = 0.0
+    cost_usd_uncached: float | None = 0.0
     batched: bool = False
     reasoning_tokens: int = 0  # of output_tokens: hidden thinking the endpoint billed as output
     # What the call judged, for reading it back (the report viewer): the short template

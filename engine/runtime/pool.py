@@ -26,6 +26,13 @@ ordered by :class:`drscore.engine.runtime.prefix.WarmupGate`: the first goes alo
 follow once it answered. Each result carries its time at the judge and its time waiting
 (quota, warm-up, backoff) as spans, so a row can split its latency honestly.
 
+Thinking models get room to think: the cap sent is the template's answer cap plus the
+reasoning allowance of :class:`drscore.engine.runtime.thinking.ThinkingPolicy` (the cache key
+keeps the template's cap, so keys of other models do not move). An answer cut off at its
+cap (``finish_reason`` ``length``) is the failure kind ``truncated``: it is retried once with
+a larger cap within the model's ceiling, never at the same cap, and an unknown model that
+shows it thinks is given room for the rest of the run.
+
 One module (~550 lines) on purpose: the gate, quota, budget, breaker, stop and retry steps
 above all read and write the same per-run state (statistics, the in-flight map, the stop
 reason, the token estimator); the policies themselves live in their own modules
@@ -53,6 +60,7 @@ from drscore.engine.runtime.limits import LimiterStopped, RateLimiter
 from drscore.engine.runtime.prefix import CacheEstimator, WarmupGate, group_key
 from drscore.engine.runtime.pricing import PriceTable
 from drscore.engine.runtime.redact import redact
+from drscore.engine.runtime.thinking import ThinkingPolicy, is_cut_off, split_thinking
 from drscore.engine.runtime.tokens import TokenEstimator, estimate_messages, estimate_tokens, message_features
 from drscore.engine.runtime.verdicts import VerdictDecodeError, decode_verdict, schema_of
 
@@ -75,12 +83,14 @@ class Judged(Generic[T]):
     and ``wait_spans`` are the intervals spent at the judge and waiting for quota."""
 
     __slots__ = ("value", "text", "key", "source", "input_tokens", "output_tokens", "cost_usd", "latency_s",
-                 "cached_input_tokens", "cost_uncached", "batched", "judge_spans", "wait_spans")
+                 "cached_input_tokens", "cost_uncached", "batched", "judge_spans", "wait_spans",
+                 "reasoning_tokens")
 
     def __init__(self, value: T, text: str, key: str, source: str, input_tokens: int = 0,
                  output_tokens: int = 0, cost_usd: float = 0.0, latency_s: float = 0.0, *,
                  cached_input_tokens: int = 0, cost_uncached: float | None = None, batched: bool = False,
-                 judge_spans: list[Span] | None = None, wait_spans: list[Span] | None = None) -> None:
+                 judge_spans: list[Span] | None = None, wait_spans: list[Span] | None = None,
+                 reasoning_tokens: int = 0) -> None:
         self.value, self.text, self.key, self.source = value, text, key, source
         self.input_tokens, self.output_tokens = input_tokens, output_tokens
         self.cost_usd, self.latency_s = cost_usd, latency_s
@@ -88,6 +98,7 @@ class Judged(Generic[T]):
         self.cost_uncached = cost_usd if cost_uncached is None else cost_uncached
         self.judge_spans = judge_spans or []
         self.wait_spans = wait_spans or []
+        self.reasoning_tokens = reasoning_tokens  # of output_tokens: the model's thinking
 
     @property
     def cached(self) -> bool:
@@ -109,12 +120,17 @@ class PoolStats(msgspec.Struct):
     cost_usd_uncached: float = 0.0  # the same calls without the prefix-cache discount
     batched_calls: int = 0  # network calls answered through the Batch API
     warmup_held: int = 0  # calls that waited for the first call of their prefix group
+    thinking_learned: bool = False  # a model not known to think turned out to, and was given room
+    reasoning_tokens: int = 0  # part of output_tokens the model spent thinking
+    truncated: int = 0  # answers cut off at their output cap (finish_reason length)
+    truncation_retries: int = 0  # of those, retried once with a larger cap
     # dry-run plan (calls that would be made)
     planned_calls: int = 0
     planned_input_tokens: int = 0
     planned_output_tokens: int = 0
     planned_cost_usd: float = 0.0
     planned_cached_input_tokens: int = 0  # an estimate (see engine.runtime.prefix)
+    planned_reasoning_tokens: int = 0  # an estimate (see engine.runtime.thinking), part of planned_output_tokens
 
 
 class JudgePool:
@@ -140,6 +156,7 @@ class JudgePool:
         preflight: bool = True,
         templates: prompts.Library | None = None,
         prefix_warmup: bool = True,
+        thinking: ThinkingPolicy | None = None,
     ) -> None:
         """``timeout_s`` bounds each attempt (None: only the backend's own timeout);
         ``max_rate_limit_wait_s`` is the longest 429 reset the pool waits for before it
@@ -174,6 +191,10 @@ class JudgePool:
         self.stopped: StopReason | None = None
         self.dry = dry_run_with  # when set: plan calls, answer with this backend, spend nothing
         self.price_model = price_model or backend.model
+        # A model without a price is priced as unknown (None in records), never as free.
+        self.priced = prices.known(self.price_model)
+        # Output caps: room to think for thinking models, the template's cap for the rest.
+        self.thinking = thinking if thinking is not None else ThinkingPolicy(backend.model)
         self.stats = PoolStats()
         self.tokens = TokenEstimator()
         self._identity = {"backend": backend.name, **backend.identity()}
@@ -222,9 +243,11 @@ class JudgePool:
         schema = schema_of(verdict)
         req = ChatRequest(
             messages=messages, template=template, template_hash=tpl.hash, schema_name=verdict.__name__,
-            schema=schema, temperature=tpl.temperature, max_tokens=tpl.max_tokens, sample=sample,
+            schema=schema, temperature=tpl.temperature, max_tokens=self.thinking.cap(tpl.max_tokens), sample=sample,
             variables=variables, json_mode=self.json_mode,
         )
+        # The key holds the template's answer cap, not the cap sent: room to think does not
+        # change a complete answer, and the keys of non-thinking models stay what they were.
         components = {
             **self._identity,
             "messages": [[m.role, m.content] for m in messages],
@@ -301,7 +324,8 @@ class JudgePool:
             return Judged(decode_verdict(resp.text, verdict), resp.text, key, "shared")
         self._planned.add(key)
         tpl = self._template(req.template)
-        tin, tout = estimate_messages(list(req.messages)), tpl.expected_output_tokens
+        reasoning, _ = self.thinking.expected_reasoning()
+        tin, tout = estimate_messages(list(req.messages)), tpl.expected_output_tokens + reasoning
         cached = self._cache_estimate.cached_tokens(req.messages, tin) if not self.batched else 0
         cost = self.prices.cost(self.price_model, tin, tout, cached, batch=self.batched)
         s = self.stats
@@ -310,8 +334,9 @@ class JudgePool:
         s.planned_output_tokens += tout
         s.planned_cost_usd += cost
         s.planned_cached_input_tokens += cached
+        s.planned_reasoning_tokens += reasoning
         return Judged(decode_verdict(resp.text, verdict), resp.text, key, "dry", tin, tout, cost,
-                      cached_input_tokens=cached, batched=self.batched,
+                      cached_input_tokens=cached, batched=self.batched, reasoning_tokens=reasoning,
                       cost_uncached=self.prices.cost(self.price_model, tin, tout, batch=self.batched))
 
     def _list_cost(self, req: ChatRequest, text: str) -> float:
@@ -382,7 +407,8 @@ class JudgePool:
 
         attempts = rate_limited = reasks = 0
         current = req
-        tin = tout = tcached = 0
+        tin = tout = tcached = treasoning = 0
+        raised = False  # a cut-off answer gets one retry with a larger cap
         cost = cost_uncached = 0.0
         batched = False
         judge_spans: list[Span] = []
@@ -403,6 +429,11 @@ class JudgePool:
                         raise self._stopped_error() from None
                     finally:
                         wait_spans.append((tw, time.monotonic()))
+                # The cap is sized now, not when the call was built: calls that waited while
+                # another one showed the model thinks get the room it needs.
+                room = self.thinking.cap(tpl.max_tokens)
+                if room > current.max_tokens:
+                    current = msgspec.structs.replace(current, max_tokens=room)
                 # The reservation is made now, after the quota wait: the spend it checks
                 # against is current, and the quota wait cannot outdate it.
                 worst = 0.0 if self.budget.cap is None else self.prices.cost(
@@ -491,10 +522,17 @@ class JudgePool:
             if permit is not None:
                 limiter.observe(info)
                 await permit.done(None if resp.usage_estimated else resp.input_tokens + resp.output_tokens)
-            if not resp.usage_estimated and current is req:
+            if not resp.usage_estimated and reasks == 0:
                 # re-asks carry extra messages: not the features we measured
                 self.tokens.observe(features, req.template, resp.input_tokens, resp.output_tokens)
-            resp.text = redact(resp.text)  # an endpoint may echo the key inside an answer
+            # A thought never reaches the decoder (backends already take <think> out; this holds
+            # for every backend).
+            resp.text, thought = split_thinking(redact(resp.text))  # an endpoint may echo the key
+            cut = is_cut_off(resp.finish_reason)
+            if self.thinking.observe(reasoning_tokens=resp.reasoning_tokens,
+                                     thought_visible=resp.thought_visible or bool(thought),
+                                     cut_empty=cut and not resp.text):
+                self.stats.thinking_learned = True
             call_cost = self.prices.cost(self.price_model, resp.input_tokens, resp.output_tokens,
                                          resp.cached_input_tokens, batch=resp.batched)
             call_uncached = self.prices.cost(self.price_model, resp.input_tokens, resp.output_tokens,
@@ -503,6 +541,7 @@ class JudgePool:
             tin += resp.input_tokens
             tout += resp.output_tokens
             tcached += resp.cached_input_tokens
+            treasoning += resp.reasoning_tokens
             cost += call_cost
             cost_uncached += call_uncached
             batched = batched or resp.batched
@@ -513,8 +552,22 @@ class JudgePool:
             s.cost_usd += call_cost
             s.cached_input_tokens += resp.cached_input_tokens
             s.cost_usd_uncached += call_uncached
+            s.reasoning_tokens += resp.reasoning_tokens
             if resp.batched:
                 s.batched_calls += 1
+            if cut:
+                s.truncated += 1
+                bigger = None if raised else self.thinking.raised_cap(current.max_tokens)
+                if bigger is not None and self.thinking.learned:  # it thinks: at least the room a thinker gets
+                    bigger = max(bigger, self.thinking.cap(self._template(req.template).max_tokens))
+                if bigger is None:
+                    s.failures += 1
+                    raise JudgeFailed("truncated", _truncated_detail(current.max_tokens, resp.reasoning_tokens,
+                                                                     raised, self.thinking.bound())) from None
+                raised = True
+                s.truncation_retries += 1
+                current = msgspec.structs.replace(current, max_tokens=bigger)
+                continue
             try:
                 value = decode_verdict(resp.text, verdict)
             except VerdictDecodeError as e:
@@ -523,7 +576,7 @@ class JudgePool:
                     s.failures += 1
                     raise JudgeFailed("undecodable", f"{e} after {reasks - 1} re-asks") from None
                 s.reasks += 1
-                current = _reask(req, resp.text, str(e))
+                current = msgspec.structs.replace(_reask(req, resp.text, str(e)), max_tokens=current.max_tokens)
                 continue
             if self.cache is not None:
                 await self.cache.put(key, resp.text.encode("utf-8"), components)
@@ -533,7 +586,7 @@ class JudgePool:
                     self._memo.popitem(last=False)
             return Judged(value, resp.text, key, "network", tin, tout, cost, time.monotonic() - t0,
                           cached_input_tokens=tcached, cost_uncached=cost_uncached, batched=batched,
-                          judge_spans=judge_spans, wait_spans=wait_spans)
+                          judge_spans=judge_spans, wait_spans=wait_spans, reasoning_tokens=treasoning)
 
 
 def _duration(seconds: float) -> str:
@@ -542,6 +595,16 @@ def _duration(seconds: float) -> str:
     h, rest = divmod(seconds, 3600)
     m, sec = divmod(rest, 60)
     return (f"{h}h" if h else "") + (f"{m}m" if h or m else "") + f"{sec}s"
+
+
+def _truncated_detail(cap: int, reasoning: int, retried: bool, ceiling: int) -> str:
+    """Why a cut-off answer failed, with the numbers a user needs to fix it."""
+    spent = f", {reasoning} of them thinking" if reasoning else ""
+    if retried:
+        return (f"answer cut off at {cap} output tokens{spent}, after one retry with a larger cap; "
+                "raise --max-output-tokens or lower --reasoning-effort")
+    return (f"answer cut off at {cap} output tokens{spent}, and the model allows no more than {ceiling}; "
+            "lower --reasoning-effort")
 
 
 def _reask(req: ChatRequest, bad_answer: str, problem: str) -> ChatRequest:

@@ -3,7 +3,11 @@
 The built-in table is a convenience snapshot and will age: pass ``--prices FILE`` (JSON
 ``{"model": {"input": USD_per_Mtok, "output": USD_per_Mtok}}``) to use your own. Models
 are matched exactly, then by the longest known prefix (``gpt-4.1-2025-04-14`` ->
-``gpt-4.1``). Unknown models cost 0 and are reported as unpriced.
+``gpt-4.1``), and a router's provider prefix is dropped first (``openai/gpt-4.1`` and
+``google/gemini-2.5-pro`` are priced as those models). A model the table does not know
+has an **unknown** price, never a zero one: the run warns at its start and in the dry run
+(naming ``--prices`` / ``--price-as``), and its cost figures are None in JSON and
+"unknown" on screen (:func:`sum_costs`, :func:`cost_text`).
 
 Optional fields per model: ``cached_input`` (input tokens served from the provider's
 prefix cache; default: the full input price, so an unknown discount is never assumed)
@@ -12,10 +16,13 @@ half the synchronous price, the usual provider discount).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import msgspec
 import orjson
+
+from drscore.engine.runtime.windows import base_model_name
 
 
 class Price(msgspec.Struct, frozen=True):
@@ -71,10 +78,19 @@ class PriceTable:
         return table
 
     def lookup(self, model: str) -> Price | None:
+        """The price of ``model``: exact name, then without a router's provider prefix,
+        then the longest known prefix (a dated snapshot); None when unknown."""
         if model in self.prices:
             return self.prices[model]
-        best = max((m for m in self.prices if model.startswith(m)), key=len, default=None)
+        base = base_model_name(model)
+        if base in self.prices:
+            return self.prices[base]
+        best = max((m for m in self.prices if model.startswith(m) or base.startswith(m)), key=len, default=None)
         return self.prices[best] if best else None
+
+    def known(self, model: str) -> bool:
+        """Whether ``model`` has a price (an unknown one is never taken as free)."""
+        return self.lookup(model) is not None
 
     def cost(self, model: str, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0, *,
              batch: bool = False) -> float:
@@ -86,3 +102,30 @@ class PriceTable:
         p_in, p_cached, p_out = price.rates(batch=batch)
         cached = min(max(0, cached_input_tokens), input_tokens)
         return ((input_tokens - cached) * p_in + cached * p_cached + output_tokens * p_out) / 1e6
+
+
+def unknown_price_message(model: str) -> str:
+    """The warning for a model without a price (shown at the start and in the dry run)."""
+    return (f"the price of {model!r} is unknown: costs are shown as 'unknown', not $0. Pass --prices FILE "
+            '(JSON {"model": {"input": USD_per_Mtok, "output": USD_per_Mtok}}) or --price-as MODEL '
+            "to price it.")
+
+
+def sum_costs(values: Iterable[float | None]) -> float | None:
+    """The sum of costs, or None when any of them is unknown."""
+    total = 0.0
+    for v in values:
+        if v is None:
+            return None
+        total += v
+    return total
+
+
+def known_cost(value: float, priced: bool, digits: int = 8) -> float | None:
+    """``value`` rounded when the model is priced, None (unknown) when not."""
+    return round(value, digits) if priced else None
+
+
+def cost_text(value: float | None, digits: int = 4) -> str:
+    """A cost for people: ``0.0123``, or ``unknown``."""
+    return "unknown" if value is None else f"{value:.{digits}f}"

@@ -155,6 +155,11 @@ def merge_runs(dirs: list[str | Path], out: str | Path, *,
                 meter[key] = round(meter[key], 6)
     shard_totals = [run.summary.get("totals") or {} for run in runs]
     totals["cost_usd"] = round(totals.get("cost_usd", 0.0), 6)
+    unpriced = next((t["price_unknown"] for t in shard_totals if t.get("price_unknown")), None)
+    if unpriced is not None:  # an unknown price stays unknown, never a sum of zeros
+        totals["price_unknown"] = unpriced
+        for meter in (totals, *per_method.values()):
+            meter["cost_usd"] = meter["cost_usd_uncached"] = None
     totals["inputs_skipped"] = max(t.get("inputs_skipped", 0) for t in shard_totals)
     totals["wall_time_s"] = max(t.get("wall_time_s", 0.0) for t in shard_totals)
     totals["budget_exhausted"] = any(t.get("budget_exhausted") for t in shard_totals)
@@ -162,7 +167,7 @@ def merge_runs(dirs: list[str | Path], out: str | Path, *,
         if key in shard_totals[0]:
             totals[key] = shard_totals[0][key]
     for key in ("cost_usd_uncached", "cost_unsettled_usd"):
-        if key in totals:
+        if totals.get(key) is not None:
             totals[key] = round(totals[key], 6)
     table = aggregate.table(interval)
     by_name = {m.name: m for m in methods or []}

@@ -27,6 +27,7 @@ from drscore.engine.runtime.meter import Meter
 from drscore.engine.runtime.method import Method, MethodResult
 from drscore.engine.runtime.models import InputError, Report, ScoreRow, Task
 from drscore.engine.runtime.pool import JudgePool
+from drscore.engine.runtime.pricing import known_cost
 from drscore.engine.runtime.redact import redact
 from drscore.engine.runtime.rundir import RunWriter
 
@@ -152,9 +153,10 @@ class Runner:
             status=result.status if result.score is not None or result.status != "ok" else "failed",
             errors=result.errors, judge=self.pool.judge_label, calls=meter.calls + meter.planned,
             cache_hits=meter.cache_hits, input_tokens=meter.input_tokens, output_tokens=meter.output_tokens,
-            cost_usd=round(meter.cost_usd, 8), latency_s=round(time.monotonic() - t0, 4), details=result.details,
-            cached_input_tokens=meter.cached_input_tokens, cost_usd_uncached=round(meter.cost_usd_uncached, 8),
-            judge_s=round(judge_s, 4), quota_wait_s=round(wait_s, 4),
+            cost_usd=known_cost(meter.cost_usd, self.pool.priced), latency_s=round(time.monotonic() - t0, 4),
+            details=result.details, cached_input_tokens=meter.cached_input_tokens,
+            cost_usd_uncached=known_cost(meter.cost_usd_uncached, self.pool.priced),
+            judge_s=round(judge_s, 4), quota_wait_s=round(wait_s, 4), reasoning_tokens=meter.reasoning_tokens,
         )
         self._count(row)
         self.per_method[method.name].merge(meter)
@@ -200,19 +202,25 @@ class Runner:
     def summary(self, input_errors: list[InputError], *, dry_run: bool = False,
                 interval: Callable[[Sequence[float]], list[float] | None] | None = None) -> dict[str, Any]:
         s = self.pool.stats
+        priced = self.pool.priced
         wall = (self.finished or time.monotonic()) - self.started
         totals = {
             "items": self.items_done, "items_failed": self.items_failed, "items_skipped": self.items_skipped,
             "inputs_skipped": len(input_errors), "calls": s.calls, "cache_hits": s.cache_hits,
             "shared_in_flight": s.shared, "retries": s.retries, "rate_limited_429": s.rate_limited,
             "reasks": s.reasks, "judge_failures": s.failures, "input_tokens": s.input_tokens,
-            "output_tokens": s.output_tokens, "cost_usd": round(s.cost_usd, 6), "wall_time_s": round(wall, 3),
+            "output_tokens": s.output_tokens, "cost_usd": known_cost(s.cost_usd, priced, 6),
+            "wall_time_s": round(wall, 3),
             "budget_exhausted": self.pool.budget_exhausted,
-            "cached_input_tokens": s.cached_input_tokens, "cost_usd_uncached": round(s.cost_usd_uncached, 6),
-            "batched_calls": s.batched_calls, "synchronous_calls": s.calls - s.batched_calls,
+            "cached_input_tokens": s.cached_input_tokens,
+            "cost_usd_uncached": known_cost(s.cost_usd_uncached, priced, 6), "batched_calls": s.batched_calls, "synchronous_calls": s.calls - s.batched_calls,
             "prefix_warmup_held": s.warmup_held,
+            "reasoning_tokens": s.reasoning_tokens, "truncated_answers": s.truncated,
+            "truncation_retries": s.truncation_retries, "thinking_learned": s.thinking_learned,
             "failure_reasons": dict(sorted(self.failure_reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
         }
+        if not priced:
+            totals["price_unknown"] = self.pool.price_model  # costs above are None, not 0
         batches = getattr(self.pool.backend, "batch_summary", None)
         if batches is not None:
             totals["batches"] = batches()
@@ -223,8 +231,10 @@ class Runner:
         if dry_run:
             totals.update({"planned_calls": s.planned_calls, "planned_input_tokens": s.planned_input_tokens,
                            "planned_output_tokens": s.planned_output_tokens,
-                           "planned_cost_usd": round(s.planned_cost_usd, 6),
+                           "planned_cost_usd": known_cost(s.planned_cost_usd, priced, 6),
                            "planned_cached_input_tokens_estimate": s.planned_cached_input_tokens,
+                           "planned_reasoning_tokens_estimate": s.planned_reasoning_tokens,
+                           "reasoning_estimate_source": self.pool.thinking.expected_reasoning()[1],
                            "priced_as": "batch" if self.pool.batched else "synchronous"})
         return {
             "judge": self.pool.judge_label,
@@ -233,7 +243,8 @@ class Runner:
             "notes": {m.name: m.notes() for m in self.methods if m.notes()},
             "per_method": {name: {**{k: v for k, v in msgspec.structs.asdict(m).items()
                                      if k not in ("judge_spans", "wait_spans")},
-                                  "cost_usd": round(m.cost_usd, 6), "cost_usd_uncached": round(m.cost_usd_uncached, 6),
+                                  "cost_usd": known_cost(m.cost_usd, priced, 6),
+                                  "cost_usd_uncached": known_cost(m.cost_usd_uncached, priced, 6),
                                   "statuses": self.status_counts[name]}
                            for name, m in self.per_method.items()},
             "totals": totals,

@@ -51,6 +51,7 @@ from drscore.judge.mock.completions import (
 )
 from drscore.judge.mock.prefix_cache import PrefixCache
 from drscore.judge.mock.quota import Quota, TokenBucket, ceil_ms, format_duration
+from drscore.judge.mock.thinking import STYLES, planned_reasoning, shape_body, think
 
 __all__ = [
     "MockConfig",
@@ -85,9 +86,17 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     prefix_cache_ttl: float = 600.0  # seconds a cached prefix lives after its last use
     batch_delay: float = 1.0  # seconds a batch stays in progress before it is answered
     batch_expire_first: int = 0  # the first N batches expire unanswered (to test retries)
+    # A thinking model (judge.mock.thinking): hidden reasoning tokens spent per call before
+    # the answer, counted against the output cap; how the thought shows (hidden | field | think).
+    reasoning_tokens: int = 0
+    reasoning_style: str = "hidden"
 
     def __post_init__(self) -> None:
-        for name in ("rpm", "tpm", "latency", "jitter", "prefix_cache_ttl", "batch_delay", "batch_expire_first"):
+        if self.reasoning_style not in STYLES:
+            raise ValueError(f"mock judge: reasoning_style must be one of {', '.join(STYLES)}, "
+                             f"got {self.reasoning_style!r}")
+        for name in ("rpm", "tpm", "latency", "jitter", "prefix_cache_ttl", "batch_delay", "batch_expire_first",
+                     "reasoning_tokens"):
             if getattr(self, name) < 0:
                 raise ValueError(f"mock judge: {name} must be >= 0, got {getattr(self, name)}")
         if self.burst <= 0:
@@ -118,6 +127,8 @@ class _Stats(msgspec.Struct, kw_only=True):
     last_request_at: float | None = None
     distinct_requests: int = 0
     duplicate_ok: int = 0
+    reasoning_tokens: int = 0  # part of completion_tokens spent thinking
+    cut_off: int = 0  # well-formed requests whose answer the output cap cut (finish_reason "length")
 
 
 class _MockJudge:
@@ -176,7 +187,8 @@ class _MockJudge:
             self.seen.add(key)
             st.distinct_requests += 1
 
-        wait = self.quota.admit(prep.prompt_tokens + prep.completion_tokens)
+        wait = self.quota.admit(prep.prompt_tokens + prep.completion_tokens
+                                + planned_reasoning(payload, cfg.reasoning_tokens))
         if wait > 0:
             st.rate_limited += 1
             headers = self.quota.headers()
@@ -220,18 +232,28 @@ class _MockJudge:
             completion_tokens = count_tokens(content)
             if st is not None:
                 st.malformed += 1
-        elif st is not None:
-            st.ok += 1
-            previous = self.answered.get(prep.key, 0)
-            self.answered[prep.key] = previous + 1
-            if previous:
-                st.duplicate_ok += 1
+            malformed = True
+        else:
+            malformed = False
+        thought = think(payload, content, completion_tokens, cfg.reasoning_tokens, cfg.reasoning_style)
         if st is not None:
+            if malformed:
+                pass
+            elif thought.finish_reason == "stop":
+                st.ok += 1
+                previous = self.answered.get(prep.key, 0)
+                self.answered[prep.key] = previous + 1
+                if previous:
+                    st.duplicate_ok += 1
+            else:
+                st.cut_off += 1
             st.prompt_tokens += prep.prompt_tokens
-            st.completion_tokens += completion_tokens
+            st.completion_tokens += thought.completion_tokens
             st.cached_tokens += cached
-        return 200, completion_body(prep, payload, content, completion_tokens,
-                                    cached if self.prefix is not None else None, cfg.model)
+            st.reasoning_tokens += thought.reasoning_tokens
+        body = completion_body(prep, payload, thought.content, thought.completion_tokens,
+                               cached if self.prefix is not None else None, cfg.model)
+        return 200, shape_body(body, thought, cfg.reasoning_style)
 
     def answer_batch_line(self, payload: Any) -> tuple[int, dict[str, Any]]:
         """One line of a batch: the synchronous answer path without quota or latency."""
@@ -347,6 +369,11 @@ _FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "prefix_cache_ttl": (float, "seconds a cached prefix lives after its last use"),
     "batch_delay": (float, "seconds a Batch API batch stays in progress before it is answered"),
     "batch_expire_first": (int, "the first N batches expire unanswered (to test retries)"),
+    "reasoning_tokens": (int, "act as a thinking model: reasoning tokens spent per call before the answer, "
+                              "counted against the output cap (a smaller cap: empty or cut answer, "
+                              "finish_reason length)"),
+    "reasoning_style": (str, "how the thought shows: hidden (usage only: OpenAI, Gemini), field "
+                             "(reasoning_content: vLLM, DeepSeek) or think (<think> in content: Ollama, llama.cpp)"),
 }
 
 
