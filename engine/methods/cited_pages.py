@@ -13,14 +13,27 @@ from typing import Any
 
 import msgspec
 
+from drscore import prompts
 from drscore.engine.runtime.evidence import PageResult
 from drscore.engine.runtime.judging import JudgeFailed
 from drscore.engine.runtime.method import ItemContext, Option
 from drscore.engine.runtime.tokens import estimate_tokens
+from drscore.engine.runtime.windows import window_of
 from drscore.engine.text.citations import CitationPair, CitationParse, parse_citations
+from drscore.engine.text.identifiers import identifier_urls, target_url
 from drscore.engine.text.passages import Window, select_passages
 
 DEFAULT_PAGE_BUDGET = 6000
+# Page text: "whole" shows the judge the whole page as long as it fits its context window
+# (the published FACT protocol); "window" shows the passages most relevant to the
+# statements within --page-budget-tokens (for judges with a small context).
+PAGE_TEXT_MODES = ("whole", "window")
+# Context assumed for a judge whose model the window table does not know (an Azure
+# deployment name, a local model): small enough for most current models to accept.
+DEFAULT_JUDGE_CONTEXT = 32_000
+# Share of the room left after the prompt and the output cap that page text may take:
+# token counts here are estimates, and a request that overflows is paid for and fails.
+CONTEXT_SHARE = 0.85
 DEFAULT_EXTRACT_CHUNK = 6000
 SOURCES_BUDGET = 2000  # tokens of URL-bearing lines sent with every extraction chunk
 
@@ -91,6 +104,49 @@ async def window_for(ctx: ItemContext, text: str, queries: str | list[str], budg
     return await ctx.offload(select_passages, text, queries, budget)
 
 
+class PagePlan(msgspec.Struct, frozen=True):
+    """How much of a page one judge call may show, and why."""
+
+    mode: str  # whole | window
+    budget: int  # tokens of page text allowed
+    context: int = 0  # the judge's context window the budget came from (whole mode)
+    context_source: str = ""  # "gpt-4.1" (the window table) or "default" (unknown model)
+
+    def describe(self, window: Window) -> str:
+        """What the judge was shown and by which rule; recorded with the verdict."""
+        if self.mode == "window":
+            rule = f"relevant-window mode, {self.budget:,}-token budget (--page-budget-tokens)"
+        else:
+            known = (f"{self.context_source} context {self.context:,}" if self.context_source != "default"
+                     else f"unknown model, default context {self.context:,}")
+            rule = f"whole-page mode, {self.budget:,} tokens fit ({known})"
+        shown = "whole page" if window.whole else "relevant passages (page longer than the budget)"
+        return f"{shown}; {rule}"
+
+
+def page_plan(mode: str, model: str, window_budget: int, template: str, prompt_tokens: int) -> PagePlan:
+    """The page budget of one call of ``template``: ``window_budget`` in window mode; in
+    whole mode what the judge's context (:func:`drscore.engine.runtime.windows.window_of`,
+    :data:`DEFAULT_JUDGE_CONTEXT` when unknown) leaves after ``prompt_tokens`` of prompt
+    and the template's output cap, times :data:`CONTEXT_SHARE`. Never below ``window_budget``."""
+    if mode not in PAGE_TEXT_MODES:
+        raise ValueError(f"page text mode must be one of {', '.join(PAGE_TEXT_MODES)}, not {mode!r}")
+    if mode == "window":
+        return PagePlan(mode="window", budget=window_budget)
+    known = window_of(model) if model else None
+    context = known.context if known else DEFAULT_JUDGE_CONTEXT
+    room = context - prompts.load(template).max_tokens - prompt_tokens
+    budget = max(window_budget, int(room * CONTEXT_SHARE))
+    return PagePlan(mode="whole", budget=budget, context=context,
+                    context_source=model.strip() if known else "default")
+
+
+def prompt_tokens_without_page(template: str, variables: dict[str, Any]) -> int:
+    """Estimated tokens of ``template`` rendered with ``variables`` and an empty page."""
+    rendered = prompts.load(template).render({**variables, "page": "", "window": ""})
+    return sum(estimate_tokens(content) for _, content in rendered)
+
+
 class ReportPairs(msgspec.Struct):
     """The pairs of one report and where they came from."""
 
@@ -145,9 +201,12 @@ def _parse(text: str, scope: str) -> CitationParse:
     return parse_citations(text, scope=scope)
 
 
-def _url_in_report(url: str, text: str) -> bool:
+def _url_in_report(url: str, text: str, identifiers: frozenset[str]) -> bool:
+    """True when ``url`` is written in the report, or is the canonical URL of an
+    identifier the report cites (``arXiv:2311.10252`` -> ``https://arxiv.org/abs/2311.10252``)."""
     url = url.strip()
-    return bool(url) and (url in text or url.rstrip("/") in text)
+    return bool(url) and (url in text or url.rstrip("/") in text or url in identifiers
+                          or url.rstrip("/") + "/" in identifiers)
 
 
 async def report_pairs(
@@ -156,9 +215,12 @@ async def report_pairs(
     scope: str = "sentence",
     extractor: str = "auto",
     chunk_tokens: int = DEFAULT_EXTRACT_CHUNK,
+    template: str = "fact_extract",
 ) -> ReportPairs:
-    """Statement-URL pairs of ``ctx.report``: parsed, or extracted by the judge when
-    ``extractor`` is ``llm``, or ``auto`` and the citations cannot be parsed."""
+    """Statement-URL pairs of ``ctx.report``: parsed, or extracted by the judge (with
+    ``template``, ``fact_extract`` or its Chinese version) when ``extractor`` is ``llm``,
+    or ``auto`` and the report has citation points the parser could not turn into pairs.
+    A bibliography with no citation point in the text is parseable and yields no pairs."""
     text = ctx.report.report
     parse = await ctx.offload(_parse, text, scope)
     if extractor == "parser" or (extractor == "auto" and parse.parseable):
@@ -168,7 +230,7 @@ async def report_pairs(
 
     async def extract(i: int, chunk: str) -> FactExtraction | JudgeFailed:
         try:
-            return await ctx.ask("fact_extract", FactExtraction,
+            return await ctx.ask(template, FactExtraction,
                                  {"chunk": f"{i} of {len(chunks)}", "report": chunk, "sources": sources},
                                  label=f"chunk {i}/{len(chunks)}")
         except JudgeFailed as e:
@@ -179,13 +241,15 @@ async def report_pairs(
     seen: set[tuple[str, str]] = set()
     dropped = 0
     errors: list[str] = []
+    identifiers = frozenset(identifier_urls(text))
     for i, ans in enumerate(answers, 1):
         if isinstance(ans, JudgeFailed):
             errors.append(f"fact_extract chunk {i}: {ans}")
             continue
         for p in ans.pairs:
             statement, url = " ".join(p.statement.split()), p.url.strip().strip("<>")
-            if not statement or not _url_in_report(url, text):
+            url = target_url(url) or url  # an identifier the judge copied as written
+            if not statement or not _url_in_report(url, text, identifiers):
                 dropped += 1  # an invented or mangled URL cannot be checked
                 continue
             if (statement, url) not in seen:
