@@ -35,10 +35,10 @@ from typing import Iterator
 
 import msgspec
 
-from drscore.engine.text.identifiers import IDENTIFIER_HINT as _IDENT_HINT
 from drscore.engine.text.identifiers import IDENTIFIER_PLAIN as _IDENT
 from drscore.engine.text.identifiers import LINK_TARGET as _IDENT_TARGET
-from drscore.engine.text.identifiers import find_identifiers, identifier_end, identifier_url, target_url
+from drscore.engine.text.identifiers import find_identifiers, identifier_end, identifier_url, mentions_identifier
+from drscore.engine.text.identifiers import target_url
 from drscore.engine.text.reference_list import FENCE as _FENCE
 from drscore.engine.text.reference_list import HEADING as _HEADING
 from drscore.engine.text.reference_list import URL_BODY as _URL_BODY
@@ -107,19 +107,34 @@ class CitationParse(msgspec.Struct):
 
 # Inline link; the target may contain one level of balanced parentheses (Wikipedia).
 _LINK_TARGET = r"<?(https?://(?:[^\s()<>]|\([^\s()<>]*\))+)>?(?:\s+(?:\"[^\"]*\"|'[^']*'))?\s*"
-_CITE_RE = re.compile(
+_CITE_HEAD = (
     r"(?P<code>`+)[^`\n]*?(?P=code)"
     r"|(?P<image>!\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(" + _LINK_TARGET + r"\))"
     r"|\[(?P<ltext>(?:[^\[\]]|\[[^\[\]]*\])*)\]\(" + _LINK_TARGET.replace("(https", "(?P<lurl>https", 1) + r"\)"
     r"|\[(?P<itext>(?:[^\[\]]|\[[^\[\]]*\])*)\]\(\s*<?(?P<iurl>" + _IDENT_TARGET + r")>?\s*\)"
     r"|<(?P<auto>https?://[^\s<>]+)>"
     r"|(?P<bare>https?://" + _URL_BODY + r")"
-    # "(arXiv:2311.10252)", "[doi:10.1/x; PMID: 123]" or an identifier standing in the text
-    r"|(?P<ident>[(\[（]\s*" + _IDENT + r"(?:\s*[,;，；]\s*" + _IDENT + r")*\s*[)\]）]|" + _IDENT + r")"
-    r"|\[\^(?P<foot>[^\]\s]{1,40})\]"
-    r"|(?:\[|【)(?P<num>\d{1,3}(?:\s*(?:[,，、;；]|[-–—~])\s*\d{1,3})*)(?:†[^】\]\n]{0,40})?(?:\]|】)",
-    re.IGNORECASE,
 )
+# "(arXiv:2311.10252)", "[doi:10.1/x; PMID: 123]" or an identifier standing in the text.
+# Scanning for it at every position is costly, so it is only in the pattern used on text
+# that mentions an identifier scheme at all (mentions_identifier).
+_CITE_IDENT = (
+    r"|(?P<ident>[(\[（]\s*" + _IDENT + r"(?:\s*[,;，；]\s*" + _IDENT + r")*\s*[)\]）]|" + _IDENT + r")"
+)
+_CITE_TAIL = (
+    r"|\[\^(?P<foot>[^\]\s]{1,40})\]"
+    r"|(?:\[|【)(?P<num>\d{1,3}(?:\s*(?:[,，、;；]|[-–—~])\s*\d{1,3})*)(?:†[^】\]\n]{0,40})?(?:\]|】)"
+)
+# Without identifiers the "ident" group never matches, so both patterns have the same groups.
+_CITE_RE = re.compile(_CITE_HEAD + r"|(?P<ident>(?!))" + _CITE_TAIL, re.IGNORECASE)
+_CITE_RE_IDENT = re.compile(_CITE_HEAD + _CITE_IDENT + _CITE_TAIL, re.IGNORECASE)
+
+
+def _cite_re(text: str) -> re.Pattern[str]:
+    """The citation pattern for ``text``: with identifiers only when it mentions one."""
+    return _CITE_RE_IDENT if mentions_identifier(text) else _CITE_RE
+
+
 _MARKER_TEXT = re.compile(r"^\s*\[?\^?(\d{1,3}(?:\s*[,，、;；\-–—~]\s*\d{1,3})*)\]?\s*$")
 _NUM_PART = re.compile(r"\d{1,3}(?:\s*[-–—~]\s*\d{1,3})?")
 _MAX_RANGE = 50  # [3-50] is a plausible range; [41-23] or [1-900] is not
@@ -202,15 +217,22 @@ def _units(body: list[tuple[int, str]]) -> Iterator[tuple[str, bool]]:
         yield " ".join(para), False
 
 
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,;:!?。，；：！？）)])")
+_SEPARATOR_BEFORE_CLOSE = re.compile(r"\s*[,;，；]+(?=[)）])")
+_EMPTY_PARENS = re.compile(r"[(（]\s*[)）]")
+
+
 def _statement_text(raw: str) -> str:
     text = _HTML_TAG.sub("", raw)
     text = _EMPHASIS.sub("", text)
     text = _WS.sub(" ", text).strip()
     text = _LEADING_JUNK.sub("", text)
     # Space left where a marker was removed before punctuation: "growth [3]." -> "growth."
-    text = re.sub(r"\s+([.,;:!?。，；：！？）)])", r"\1", text)
-    # Separators left where an identifier was removed: "(Smith 2020; )" -> "(Smith 2020)".
-    return re.sub(r"[(（]\s*[)）]", "", re.sub(r"\s*[,;，；]+(?=[)）])", "", text)).strip()
+    text = _SPACE_BEFORE_PUNCT.sub(r"\1", text)
+    if ")" in text or "）" in text:
+        # Separators left where an identifier was removed: "(Smith 2020; )" -> "(Smith 2020)".
+        text = _EMPTY_PARENS.sub("", _SEPARATOR_BEFORE_CLOSE.sub("", text)).strip()
+    return text
 
 
 class _Cite(msgspec.Struct):
@@ -228,13 +250,13 @@ def _ident_len(m: re.Match[str]) -> int:
 
 def _scan_unit(unit: str) -> tuple[str, list[_Cite]]:
     """Remove citation syntax from one unit; return clean text and citation positions."""
-    if "[" not in unit and "【" not in unit and "://" not in unit and not _IDENT_HINT.search(unit):
+    if "[" not in unit and "【" not in unit and "://" not in unit and not mentions_identifier(unit):
         return unit, []  # fast path: most paragraphs of a long report cite nothing
     pieces: list[str] = []
     cites: list[_Cite] = []
     last = 0
     length = 0
-    for m in _CITE_RE.finditer(unit):
+    for m in _cite_re(unit).finditer(unit):
         pieces.append(unit[last:m.start()])
         length += m.start() - last
         last = m.end()
@@ -525,7 +547,7 @@ def _close_gap(m: re.Match[str]) -> str:
 def _strip_line(line: str) -> str:
     out: list[str] = []
     last = 0
-    for m in _CITE_RE.finditer(line):
+    for m in _cite_re(line).finditer(line):
         out.append(line[last:m.start()])
         last = m.end()
         if m.group("code") is not None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["IDENTIFIER", "IDENTIFIER_HINT", "IDENTIFIER_PLAIN", "LINK_TARGET", "find_identifiers", "identifier_end", "identifier_url",
+__all__ = ["IDENTIFIER", "IDENTIFIER_HINT", "IDENTIFIER_PLAIN", "LINK_TARGET", "find_identifiers", "mentions_identifier", "identifier_end", "identifier_url",
            "identifier_urls", "target_url"]
 
 # One identifier with its prefix; exactly one named group is set per match.
@@ -40,7 +40,8 @@ IDENTIFIER_PLAIN = re.sub(r"\(\?P<\w+>", "(?:", IDENTIFIER)
 # A link target that is an identifier: ``(arXiv:1105.1834)``, ``(doi:10.1038/x)``, ``(PMC123)``.
 LINK_TARGET = r"(?:arxiv|doi|pmid|pmcid|isbn)\s*:\s*[^\s()<>]+(?:\([^\s()<>]*\)[^\s()<>]*)*|pmc\d{4,9}"
 # Cheap test before the full scan: does a piece of text mention a scheme at all?
-IDENTIFIER_HINT = re.compile(r"arxiv|doi|pmid|pmc|isbn", re.IGNORECASE)
+IDENTIFIER_HINT = re.compile(r"(?:arxiv|doi|pmid|pmcid|isbn(?:-1[03])?)\s*:|\b(?:doi|pmid|isbn)\s+\d|pmc\d",
+                             re.IGNORECASE)
 _DOI_TRAILING = ".,;:!?*_~'\""
 
 
@@ -91,9 +92,19 @@ def identifier_end(m: re.Match[str]) -> int:
     return m.end()
 
 
+_SCHEMES = ("arxiv", "doi", "pmid", "pmc", "isbn")
+
+
+def mentions_identifier(text: str) -> bool:
+    """Cheap test: could ``text`` hold an identifier? (Substring checks first: the
+    parser asks this of every paragraph, and most name no scheme at all.)"""
+    low = text.lower()
+    return any(s in low for s in _SCHEMES) and IDENTIFIER_HINT.search(text) is not None
+
+
 def find_identifiers(text: str) -> list[re.Match[str]]:
     """Every identifier written in ``text``, in order."""
-    if not IDENTIFIER_HINT.search(text):
+    if not mentions_identifier(text):
         return []
     return list(_IDENTIFIER_RE.finditer(text))
 
