@@ -1,8 +1,10 @@
 """Steps the claim-level methods share (``fact``, ``factuality``, ``kae``): the
 statement-URL pairs of a report (parsed, or extracted by the judge with ``fact_extract``
-when its citations cannot be parsed), fetching each cited page once, what a fetched page
-amounts to (usable, unreachable, refused), the window of a long page shown to the judge,
-and the small numbering and batching helpers their prompts use.
+when its text has citation points the parser cannot resolve), fetching each cited page
+once, what a fetched page amounts to (usable, unreachable, refused), how much of a page a
+judge is shown (:func:`page_plan`: the whole page within the judge's context window, or
+the relevant window within a token budget) and the small numbering and batching helpers
+their prompts use.
 """
 from __future__ import annotations
 
@@ -279,8 +281,9 @@ def batches(items: list[Any], size: int) -> list[list[Any]]:
 def page_options() -> tuple[Option, ...]:
     """The page-window option shared by the methods that read cited pages."""
     return (
-        Option("page-budget-tokens", "tokens of page text shown to the judge per call; longer pages are "
-               "cut to their passages most relevant to the statement(s)", DEFAULT_PAGE_BUDGET, "int"),
+        Option("page-budget-tokens", "tokens of page text shown to the judge per call in the relevant-window "
+               "mode (factuality, KAE; FACT with --fact-page-text window); longer pages are cut to their passages "
+               "most relevant to the statement(s)", DEFAULT_PAGE_BUDGET, "int"),
     )
 
 

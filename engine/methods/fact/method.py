@@ -8,16 +8,26 @@ Per report:
    call per chunk of about ``--extract-chunk-tokens``), and URLs it returns that do not
    occur in the report are dropped. The row's ``details["extractor"]`` says which one
    produced the pairs (``parser`` or ``llm``).
+   A report that lists references but cites none of them in its text has no pairs
+   (``skipped``, reason "bibliography only"), as the benchmark's extractor returns none.
 2. **De-duplication.** Per URL with two or more statements, one ``fact_dedup`` call
-   keeps one statement per distinct fact (if the call fails, every statement is kept).
+   keeps statements that say exactly the same thing once (the benchmark's rule;
+   ``--fact-dedup paraphrase`` also merges reworded facts with ``fact_dedup_paraphrase``).
+   If the call fails, every statement is kept.
 3. **Support.** Each URL's page is fetched once (``ctx.pages``). A page without usable
    text (a failed fetch, or an imported page holding the benchmark's "scrape failed"
    placeholder) makes its pairs ``unreachable`` (``refused`` when the fetch guard
    refused the address) without a judge call. Otherwise the statements of the URL are
    judged together (``fact_support``, at most ``--fact-statements-per-call`` per call)
-   against a window of the page chosen by :func:`drscore.engine.text.passages.select_passages` within
-   ``--page-budget-tokens``. The judge answers ``supported``, ``partially``,
+   against the page text: by default the whole page as long as it fits the judge's
+   context window (:func:`drscore.engine.methods.cited_pages.page_plan`), else, or with
+   ``--fact-page-text window`` within ``--page-budget-tokens``, the passages chosen by
+   :func:`drscore.engine.text.passages.select_passages`. Each verdict records the rule
+   (its ``page_text`` input). The judge answers ``supported``, ``partially``,
    ``unsupported`` or ``unknown`` (the page has no usable content) per statement.
+
+Every step is instructed in the task's language (``--prompt-language``): Chinese tasks
+get ``fact_extract_zh``, ``fact_dedup_zh`` and ``fact_support_zh``.
 
 Figures, the benchmark's convention first (its ``utils/stat.py``):
 
