@@ -75,14 +75,26 @@ _MARKERS = re.compile(r"(?:\[\d+\])+")
 def _split(article: str) -> tuple[str, list[tuple[str, str, str, str]]]:
     """Body text and the ``(label, title, url, tail)`` reference entries of dls-63."""
     body, refs = article.split("\n## References\n", 1)
-    entries = [m.groups() for line in refs.splitlines() if (m := _ENTRY.match(line))]
-    return body, entries  # type: ignore[return-value]
+    entries = [(m.group(1), m.group(2), m.group(3), m.group(4))
+               for line in refs.splitlines() if (m := _ENTRY.match(line))]
+    return body, entries
+
+
+def written(url: str) -> str:
+    """The identifier as an agent would write it, or the URL when it has none."""
+    ident = identifier_of(url)
+    return ident[0] if ident else url
+
+
+def canonical(url: str) -> str:
+    """The canonical URL of the identifier in ``url``, or ``url`` itself."""
+    ident = identifier_of(url)
+    return ident[1] if ident else url
 
 
 def refs_by_identifier(article: str) -> str:
     body, entries = _split(article)
-    lines = [f"{label}. {title}. {identifier_of(url)[0] if identifier_of(url) else url}{tail}"
-             for label, title, url, tail in entries]
+    lines = [f"{label}. {title}. {written(url)}{tail}" for label, title, url, tail in entries]
     return body + "\n## References\n" + "\n".join(lines) + "\n"
 
 
@@ -98,7 +110,7 @@ def links_to_identifiers(article: str) -> str:
 
 def parenthetical_in_text(article: str) -> str:
     body, entries = _split(article)
-    by_label = {label: (identifier_of(url) or (url, url))[0] for label, _, url, _ in entries}
+    by_label = {label: written(url) for label, _, url, _ in entries}
 
     def cite(m: re.Match[str]) -> str:
         labels = re.findall(r"\d+", m.group(0))
@@ -144,13 +156,13 @@ def main() -> None:
     rows: list[dict] = []
     variants: dict[str, list[tuple[str, Callable[[str], str], Callable[[str], str]]]] = {
         "dls-63.md": [
-            ("refs-by-identifier", refs_by_identifier, lambda u: (identifier_of(u) or (u, u))[1]),
-            ("links-to-identifiers", links_to_identifiers, lambda u: (identifier_of(u) or (u, u))[1]),
-            ("parenthetical-in-text", parenthetical_in_text, lambda u: (identifier_of(u) or (u, u))[1]),
+            ("refs-by-identifier", refs_by_identifier, canonical),
+            ("links-to-identifiers", links_to_identifiers, canonical),
+            ("parenthetical-in-text", parenthetical_in_text, canonical),
         ],
         "gpt-researcher-61.md": [("inline-doi-links", inline_doi_links, doi_gold)],
     }
-    control = None
+    control: dict | None = None
     for report in manifest["reports"]:
         article = (DATA / report["file"]).read_text(encoding="utf-8")
         stem = report["file"].removesuffix(".md")
