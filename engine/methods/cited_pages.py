@@ -22,7 +22,7 @@ from drscore.engine.runtime.method import ItemContext, Option
 from drscore.engine.runtime.tokens import estimate_tokens
 from drscore.engine.runtime.windows import window_of
 from drscore.engine.text.citations import CitationPair, CitationParse, parse_citations
-from drscore.engine.text.identifiers import identifier_urls, target_url
+from drscore.engine.text.identifiers import identifier_urls, mentions_identifier, target_url
 from drscore.engine.text.passages import Window, select_passages
 
 DEFAULT_PAGE_BUDGET = 6000
@@ -186,11 +186,12 @@ def chunk_report(text: str, max_tokens: int) -> list[str]:
 
 
 def url_lines(text: str, max_tokens: int = SOURCES_BUDGET) -> str:
-    """Every line of ``text`` holding a URL (the source list, mostly), within a budget."""
+    """Every line of ``text`` holding a URL or a scholarly identifier (the source list,
+    mostly), within a budget."""
     out: list[str] = []
     used = 0
     for line in text.splitlines():
-        if _HAS_URL.search(line):
+        if _HAS_URL.search(line) or mentions_identifier(line):
             t = estimate_tokens(line)
             if used + t > max_tokens:
                 break

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from drscore.engine.methods.cited_pages import page_plan
+from drscore.engine.methods.cited_pages import page_plan, url_lines
 from drscore.engine.text.passages import select_passages
 
 
@@ -43,3 +43,8 @@ def test_the_description_says_what_was_shown_and_why():
     unknown = page_plan("whole", "local", 6000, "fact_support", 500)
     assert unknown.describe(select_passages(page, ["prices"], unknown.budget)).endswith(
         "(unknown model, default context 32,000)")
+
+
+def test_source_lines_for_the_extractor_include_identifier_entries():
+    text = "Prose.\n1. Smith (2012). Title. doi:10.1038/nature11152\n2. https://x.example/a\nMore prose."
+    assert url_lines(text) == "1. Smith (2012). Title. doi:10.1038/nature11152\n2. https://x.example/a"
