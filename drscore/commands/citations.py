@@ -48,6 +48,7 @@ def report_lines(report: Any, *, scope: str = "sentence", summary: bool = False)
             "urls": len(cited_urls(parse)), "references": len(parse.references),
             "markers": parse.marker_count, "unresolved_markers": parse.unresolved_markers,
             "uncited_references": parse.uncited_references, "parseable": parse.parseable,
+            "citation_points": parse.citation_points, "bibliography_only": parse.bibliography_only,
         }], parse.parseable
     return [{"task_id": report.task_id, "agent": report.agent, "statement": p.statement, "url": p.url,
              "marker": p.marker, "kind": p.kind, "extractor": "parser"} for p in parse.pairs], parse.parseable

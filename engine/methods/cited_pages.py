@@ -1,8 +1,10 @@
 """Steps the claim-level methods share (``fact``, ``factuality``, ``kae``): the
 statement-URL pairs of a report (parsed, or extracted by the judge with ``fact_extract``
-when its citations cannot be parsed), fetching each cited page once, what a fetched page
-amounts to (usable, unreachable, refused), the window of a long page shown to the judge,
-and the small numbering and batching helpers their prompts use.
+when its text has citation points the parser cannot resolve), fetching each cited page
+once, what a fetched page amounts to (usable, unreachable, refused), how much of a page a
+judge is shown (:func:`page_plan`: the whole page within the judge's context window, or
+the relevant window within a token budget) and the small numbering and batching helpers
+their prompts use.
 """
 from __future__ import annotations
 
@@ -13,14 +15,27 @@ from typing import Any
 
 import msgspec
 
+from drscore import prompts
 from drscore.engine.runtime.evidence import PageResult
 from drscore.engine.runtime.judging import JudgeFailed
 from drscore.engine.runtime.method import ItemContext, Option
 from drscore.engine.runtime.tokens import estimate_tokens
+from drscore.engine.runtime.windows import window_of
 from drscore.engine.text.citations import CitationPair, CitationParse, parse_citations
+from drscore.engine.text.identifiers import identifier_urls, mentions_identifier, target_url
 from drscore.engine.text.passages import Window, select_passages
 
 DEFAULT_PAGE_BUDGET = 6000
+# Page text: "whole" shows the judge the whole page as long as it fits its context window
+# (the published FACT protocol); "window" shows the passages most relevant to the
+# statements within --page-budget-tokens (for judges with a small context).
+PAGE_TEXT_MODES = ("whole", "window")
+# Context assumed for a judge whose model the window table does not know (an Azure
+# deployment name, a local model): small enough for most current models to accept.
+DEFAULT_JUDGE_CONTEXT = 32_000
+# Share of the room left after the prompt and the output cap that page text may take:
+# token counts here are estimates, and a request that overflows is paid for and fails.
+CONTEXT_SHARE = 0.85
 DEFAULT_EXTRACT_CHUNK = 6000
 SOURCES_BUDGET = 2000  # tokens of URL-bearing lines sent with every extraction chunk
 
@@ -91,6 +106,49 @@ async def window_for(ctx: ItemContext, text: str, queries: str | list[str], budg
     return await ctx.offload(select_passages, text, queries, budget)
 
 
+class PagePlan(msgspec.Struct, frozen=True):
+    """How much of a page one judge call may show, and why."""
+
+    mode: str  # whole | window
+    budget: int  # tokens of page text allowed
+    context: int = 0  # the judge's context window the budget came from (whole mode)
+    context_source: str = ""  # "gpt-4.1" (the window table) or "default" (unknown model)
+
+    def describe(self, window: Window) -> str:
+        """What the judge was shown and by which rule; recorded with the verdict."""
+        if self.mode == "window":
+            rule = f"relevant-window mode, {self.budget:,}-token budget (--page-budget-tokens)"
+        else:
+            known = (f"{self.context_source} context {self.context:,}" if self.context_source != "default"
+                     else f"unknown model, default context {self.context:,}")
+            rule = f"whole-page mode, {self.budget:,} tokens fit ({known})"
+        shown = "whole page" if window.whole else "relevant passages (page longer than the budget)"
+        return f"{shown}; {rule}"
+
+
+def page_plan(mode: str, model: str, window_budget: int, template: str, prompt_tokens: int) -> PagePlan:
+    """The page budget of one call of ``template``: ``window_budget`` in window mode; in
+    whole mode what the judge's context (:func:`drscore.engine.runtime.windows.window_of`,
+    :data:`DEFAULT_JUDGE_CONTEXT` when unknown) leaves after ``prompt_tokens`` of prompt
+    and the template's output cap, times :data:`CONTEXT_SHARE`. Never below ``window_budget``."""
+    if mode not in PAGE_TEXT_MODES:
+        raise ValueError(f"page text mode must be one of {', '.join(PAGE_TEXT_MODES)}, not {mode!r}")
+    if mode == "window":
+        return PagePlan(mode="window", budget=window_budget)
+    known = window_of(model) if model else None
+    context = known.context if known else DEFAULT_JUDGE_CONTEXT
+    room = context - prompts.load(template).max_tokens - prompt_tokens
+    budget = max(window_budget, int(room * CONTEXT_SHARE))
+    return PagePlan(mode="whole", budget=budget, context=context,
+                    context_source=model.strip() if known else "default")
+
+
+def prompt_tokens_without_page(template: str, variables: dict[str, Any]) -> int:
+    """Estimated tokens of ``template`` rendered with ``variables`` and an empty page."""
+    rendered = prompts.load(template).render({**variables, "page": "", "window": ""})
+    return sum(estimate_tokens(content) for _, content in rendered)
+
+
 class ReportPairs(msgspec.Struct):
     """The pairs of one report and where they came from."""
 
@@ -128,11 +186,12 @@ def chunk_report(text: str, max_tokens: int) -> list[str]:
 
 
 def url_lines(text: str, max_tokens: int = SOURCES_BUDGET) -> str:
-    """Every line of ``text`` holding a URL (the source list, mostly), within a budget."""
+    """Every line of ``text`` holding a URL or a scholarly identifier (the source list,
+    mostly), within a budget."""
     out: list[str] = []
     used = 0
     for line in text.splitlines():
-        if _HAS_URL.search(line):
+        if _HAS_URL.search(line) or mentions_identifier(line):
             t = estimate_tokens(line)
             if used + t > max_tokens:
                 break
@@ -145,9 +204,12 @@ def _parse(text: str, scope: str) -> CitationParse:
     return parse_citations(text, scope=scope)
 
 
-def _url_in_report(url: str, text: str) -> bool:
+def _url_in_report(url: str, text: str, identifiers: frozenset[str]) -> bool:
+    """True when ``url`` is written in the report, or is the canonical URL of an
+    identifier the report cites (``arXiv:2311.10252`` -> ``https://arxiv.org/abs/2311.10252``)."""
     url = url.strip()
-    return bool(url) and (url in text or url.rstrip("/") in text)
+    return bool(url) and (url in text or url.rstrip("/") in text or url in identifiers
+                          or url.rstrip("/") + "/" in identifiers)
 
 
 async def report_pairs(
@@ -156,9 +218,12 @@ async def report_pairs(
     scope: str = "sentence",
     extractor: str = "auto",
     chunk_tokens: int = DEFAULT_EXTRACT_CHUNK,
+    template: str = "fact_extract",
 ) -> ReportPairs:
-    """Statement-URL pairs of ``ctx.report``: parsed, or extracted by the judge when
-    ``extractor`` is ``llm``, or ``auto`` and the citations cannot be parsed."""
+    """Statement-URL pairs of ``ctx.report``: parsed, or extracted by the judge (with
+    ``template``, ``fact_extract`` or its Chinese version) when ``extractor`` is ``llm``,
+    or ``auto`` and the report has citation points the parser could not turn into pairs.
+    A bibliography with no citation point in the text is parseable and yields no pairs."""
     text = ctx.report.report
     parse = await ctx.offload(_parse, text, scope)
     if extractor == "parser" or (extractor == "auto" and parse.parseable):
@@ -168,7 +233,7 @@ async def report_pairs(
 
     async def extract(i: int, chunk: str) -> FactExtraction | JudgeFailed:
         try:
-            return await ctx.ask("fact_extract", FactExtraction,
+            return await ctx.ask(template, FactExtraction,
                                  {"chunk": f"{i} of {len(chunks)}", "report": chunk, "sources": sources},
                                  label=f"chunk {i}/{len(chunks)}")
         except JudgeFailed as e:
@@ -179,13 +244,15 @@ async def report_pairs(
     seen: set[tuple[str, str]] = set()
     dropped = 0
     errors: list[str] = []
+    identifiers = frozenset(identifier_urls(text))
     for i, ans in enumerate(answers, 1):
         if isinstance(ans, JudgeFailed):
             errors.append(f"fact_extract chunk {i}: {ans}")
             continue
         for p in ans.pairs:
             statement, url = " ".join(p.statement.split()), p.url.strip().strip("<>")
-            if not statement or not _url_in_report(url, text):
+            url = target_url(url) or url  # an identifier the judge copied as written
+            if not statement or not _url_in_report(url, text, identifiers):
                 dropped += 1  # an invented or mangled URL cannot be checked
                 continue
             if (statement, url) not in seen:
@@ -215,8 +282,9 @@ def batches(items: list[Any], size: int) -> list[list[Any]]:
 def page_options() -> tuple[Option, ...]:
     """The page-window option shared by the methods that read cited pages."""
     return (
-        Option("page-budget-tokens", "tokens of page text shown to the judge per call; longer pages are "
-               "cut to their passages most relevant to the statement(s)", DEFAULT_PAGE_BUDGET, "int"),
+        Option("page-budget-tokens", "tokens of page text shown to the judge per call in the relevant-window "
+               "mode (factuality, KAE; FACT with --fact-page-text window); longer pages are cut to their passages "
+               "most relevant to the statement(s)", DEFAULT_PAGE_BUDGET, "int"),
     )
 
 

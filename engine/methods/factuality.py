@@ -165,7 +165,9 @@ class Factuality(Method):
             status = "failed"
             if not pairs:  # nothing cited: the method does not apply
                 status = "skipped"
-                errors.append("no claim-source pair in the report")
+                errors.append("no claim-source pair in the report" + (
+                    " (bibliography only: it lists references but its text cites none of them)"
+                    if rp.parse.bibliography_only and rp.extractor == "parser" else ""))
             elif not tally.failed:
                 errors.append(f"none of the {len(pages)} cited pages could be read")
         else:

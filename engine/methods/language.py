@@ -2,7 +2,8 @@
 
 DeepResearch Bench has Chinese and English tasks and instructs its judge in the task's
 language. Methods whose templates have a Chinese version (``prompts/<name>_zh.md``:
-RACE's weights, criteria, scoring and cleaning, ReportEval's quality and redundancy)
+RACE's weights, criteria, scoring and cleaning, ReportEval's quality and redundancy,
+FACT's extraction, de-duplication and support)
 pick it per task with :func:`template_for`:
 
 * ``--prompt-language en`` / ``zh`` forces one language;

@@ -49,6 +49,8 @@ class ItemContext:
         self.pool, self.task, self.report, self.method = pool, task, report, method
         self.options, self.seed, self.pages = options, seed, pages
         self._executor, self._on_verdict, self.meter = executor, on_verdict, meter
+        # The judge's model name, for sizing what it is shown (its context window).
+        self.judge_model: str = str(getattr(pool.backend, "model", "") or "")
 
     async def ask(self, template: str, verdict: type[T], variables: dict[str, Any], *,
                   sample: int = 0, label: str = "") -> T:

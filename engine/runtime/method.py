@@ -52,6 +52,9 @@ class ItemContext(Protocol):
     options: dict[str, Any]
     seed: int
     pages: PageSource | None
+    # The judge's model name ("" when unknown), e.g. to size a page to its context window
+    # (drscore.engine.runtime.windows); read it with getattr(ctx, "judge_model", "").
+    judge_model: str
 
     async def ask(
         self,

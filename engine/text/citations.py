@@ -12,7 +12,14 @@ actually emit:
   :mod:`drscore.engine.text.sentences`;
 * inline links ``[text](url)`` (the link text stays in the statement; a link whose text
   is itself a marker, ``[[3]](url)``, counts as that marker);
-* autolinks ``<url>`` and bare URLs.
+* autolinks ``<url>`` and bare URLs;
+* scholarly identifiers in place of a URL: ``(arXiv:2311.10252)``, ``[title](arXiv:1105.1834)``,
+  ``[title](doi:10.1038/nature11152)``, ``PMID: 31452104``, ``PMC6800160``, ``ISBN ...``, in the
+  text and in reference entries, each turned into its canonical URL
+  (:mod:`drscore.engine.text.identifiers`).
+
+A bibliography that no citation point in the text refers to yields no pairs (the
+benchmark's extraction rule); :attr:`CitationParse.bibliography_only` flags it.
 
 Each sentence (English ``.!?`` and Chinese ``。！？`` endings) becomes a statement; a
 statement citing *k* distinct URLs yields *k* pairs. Markers written after a sentence's
@@ -28,10 +35,13 @@ from typing import Iterator
 
 import msgspec
 
+from drscore.engine.text.identifiers import IDENTIFIER_PLAIN as _IDENT
+from drscore.engine.text.identifiers import LINK_TARGET as _IDENT_TARGET
+from drscore.engine.text.identifiers import find_identifiers, identifier_end, identifier_url, mentions_identifier
+from drscore.engine.text.identifiers import target_url
 from drscore.engine.text.reference_list import FENCE as _FENCE
 from drscore.engine.text.reference_list import HEADING as _HEADING
 from drscore.engine.text.reference_list import URL_BODY as _URL_BODY
-from drscore.engine.text.reference_list import URL_RE as _URL_RE
 from drscore.engine.text.reference_list import clean_url as _clean_url
 from drscore.engine.text.reference_list import layout as _layout
 from drscore.engine.text.sentences import boundaries as _boundaries
@@ -72,8 +82,12 @@ class CitationParse(msgspec.Struct):
     exist but carry no URL (a marker pointing to one yields no pair and is not
     "unresolved"). ``unlabeled_reference_urls`` are URLs listed in a reference section
     without a label, so no marker can point at them. ``parseable`` is False when the
-    report plainly cites something (markers or URLs are present) yet no statement-URL
-    pair could be built: callers fall back to an LLM extractor for such reports.
+    report's text has citation points (markers, links, URLs, identifiers, or marker-like
+    numbers the parser does not read next to a bibliography) yet no statement-URL pair
+    could be built: callers fall back to an LLM extractor for such reports.
+    ``citation_points`` counts the citations the parser read in the text;
+    ``bibliography_only`` is True when the report lists references but its text cites
+    none of them: it yields no pairs, as the benchmark's extractor returns none for it.
     """
 
     pairs: list[CitationPair]
@@ -85,22 +99,42 @@ class CitationParse(msgspec.Struct):
     unlabeled_reference_urls: list[str] = []
     marker_count: int = 0
     unresolved_count: int = 0
+    citation_points: int = 0
+    bibliography_only: bool = False
 
 
 # --------------------------------------------------------------------------- patterns
 
 # Inline link; the target may contain one level of balanced parentheses (Wikipedia).
 _LINK_TARGET = r"<?(https?://(?:[^\s()<>]|\([^\s()<>]*\))+)>?(?:\s+(?:\"[^\"]*\"|'[^']*'))?\s*"
-_CITE_RE = re.compile(
+_CITE_HEAD = (
     r"(?P<code>`+)[^`\n]*?(?P=code)"
     r"|(?P<image>!\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(" + _LINK_TARGET + r"\))"
     r"|\[(?P<ltext>(?:[^\[\]]|\[[^\[\]]*\])*)\]\(" + _LINK_TARGET.replace("(https", "(?P<lurl>https", 1) + r"\)"
+    r"|\[(?P<itext>(?:[^\[\]]|\[[^\[\]]*\])*)\]\(\s*<?(?P<iurl>" + _IDENT_TARGET + r")>?\s*\)"
     r"|<(?P<auto>https?://[^\s<>]+)>"
     r"|(?P<bare>https?://" + _URL_BODY + r")"
-    r"|\[\^(?P<foot>[^\]\s]{1,40})\]"
-    r"|(?:\[|【)(?P<num>\d{1,3}(?:\s*(?:[,，、;；]|[-–—~])\s*\d{1,3})*)(?:†[^】\]\n]{0,40})?(?:\]|】)",
-    re.IGNORECASE,
 )
+# "(arXiv:2311.10252)", "[doi:10.1/x; PMID: 123]" or an identifier standing in the text.
+# Scanning for it at every position is costly, so it is only in the pattern used on text
+# that mentions an identifier scheme at all (mentions_identifier).
+_CITE_IDENT = (
+    r"|(?P<ident>[(\[（]\s*" + _IDENT + r"(?:\s*[,;，；]\s*" + _IDENT + r")*\s*[)\]）]|" + _IDENT + r")"
+)
+_CITE_TAIL = (
+    r"|\[\^(?P<foot>[^\]\s]{1,40})\]"
+    r"|(?:\[|【)(?P<num>\d{1,3}(?:\s*(?:[,，、;；]|[-–—~])\s*\d{1,3})*)(?:†[^】\]\n]{0,40})?(?:\]|】)"
+)
+# Without identifiers the "ident" group never matches, so both patterns have the same groups.
+_CITE_RE = re.compile(_CITE_HEAD + r"|(?P<ident>(?!))" + _CITE_TAIL, re.IGNORECASE)
+_CITE_RE_IDENT = re.compile(_CITE_HEAD + _CITE_IDENT + _CITE_TAIL, re.IGNORECASE)
+
+
+def _cite_re(text: str) -> re.Pattern[str]:
+    """The citation pattern for ``text``: with identifiers only when it mentions one."""
+    return _CITE_RE_IDENT if mentions_identifier(text) else _CITE_RE
+
+
 _MARKER_TEXT = re.compile(r"^\s*\[?\^?(\d{1,3}(?:\s*[,，、;；\-–—~]\s*\d{1,3})*)\]?\s*$")
 _NUM_PART = re.compile(r"\d{1,3}(?:\s*[-–—~]\s*\d{1,3})?")
 _MAX_RANGE = 50  # [3-50] is a plausible range; [41-23] or [1-900] is not
@@ -183,31 +217,46 @@ def _units(body: list[tuple[int, str]]) -> Iterator[tuple[str, bool]]:
         yield " ".join(para), False
 
 
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,;:!?。，；：！？）)])")
+_SEPARATOR_BEFORE_CLOSE = re.compile(r"\s*[,;，；]+(?=[)）])")
+_EMPTY_PARENS = re.compile(r"[(（]\s*[)）]")
+
+
 def _statement_text(raw: str) -> str:
     text = _HTML_TAG.sub("", raw)
     text = _EMPHASIS.sub("", text)
     text = _WS.sub(" ", text).strip()
     text = _LEADING_JUNK.sub("", text)
     # Space left where a marker was removed before punctuation: "growth [3]." -> "growth."
-    return re.sub(r"\s+([.,;:!?。，；：！？）)])", r"\1", text)
+    text = _SPACE_BEFORE_PUNCT.sub(r"\1", text)
+    if ")" in text or "）" in text:
+        # Separators left where an identifier was removed: "(Smith 2020; )" -> "(Smith 2020)".
+        text = _EMPTY_PARENS.sub("", _SEPARATOR_BEFORE_CLOSE.sub("", text)).strip()
+    return text
 
 
 class _Cite(msgspec.Struct):
     pos: int  # offset in the unit's clean text
     kind: str
     labels: list[str]  # numbered / footnote labels
-    url: str = ""  # inline / bare
+    url: str = ""  # inline / bare / identifier ("" when an identifier does not resolve)
+    marker: str = ""  # identifier as written ("arXiv:2311.10252")
+
+
+def _ident_len(m: re.Match[str]) -> int:
+    """Length of an identifier match without the sentence punctuation a DOI swallowed."""
+    return identifier_end(m) - m.start()
 
 
 def _scan_unit(unit: str) -> tuple[str, list[_Cite]]:
     """Remove citation syntax from one unit; return clean text and citation positions."""
-    if "[" not in unit and "【" not in unit and "://" not in unit:
+    if "[" not in unit and "【" not in unit and "://" not in unit and not mentions_identifier(unit):
         return unit, []  # fast path: most paragraphs of a long report cite nothing
     pieces: list[str] = []
     cites: list[_Cite] = []
     last = 0
     length = 0
-    for m in _CITE_RE.finditer(unit):
+    for m in _cite_re(unit).finditer(unit):
         pieces.append(unit[last:m.start()])
         length += m.start() - last
         last = m.end()
@@ -227,6 +276,21 @@ def _scan_unit(unit: str) -> tuple[str, list[_Cite]]:
                 cites.append(_Cite(pos=length, kind="inline", labels=[], url=url))
                 pieces.append(text)
                 length += len(text)
+        elif m.group("iurl") is not None:  # "[title](arXiv:1105.1834)": text stays, target resolved
+            text = m.group("itext")
+            cites.append(_Cite(pos=length, kind="inline", labels=[], url=target_url(m.group("iurl")) or ""))
+            pieces.append(text)
+            length += len(text)
+        elif m.group("ident") is not None:
+            raw = m.group("ident")
+            found = find_identifiers(raw)
+            for f in found:
+                cites.append(_Cite(pos=length, kind="identifier", labels=[], url=identifier_url(f) or "",
+                                   marker=raw[f.start():f.start() + _ident_len(f)].strip()))
+            if found and raw[0] not in "([（":  # a bare identifier: give back what followed it
+                tail = raw[found[-1].start() + _ident_len(found[-1]):]
+                pieces.append(tail)
+                length += len(tail)
         elif m.group("auto") is not None:
             cites.append(_Cite(pos=length, kind="bare", labels=[], url=_clean_url(m.group("auto"))))
         elif m.group("bare") is not None:
@@ -274,6 +338,39 @@ def _last_sentence(clean: str) -> str:
     return ""
 
 
+# Marker-like numbers the parser does not read as citations. Counted only when the text
+# has no citation the parser reads and a bibliography exists, to tell an unusual citation
+# style (sent to the judge's extractor) from a bibliography nobody cites (no pairs).
+_LOOSE_MARKER = re.compile(
+    r"<sup>\s*\[?(\d{1,3})"  # <sup>3</sup>
+    r"|\^(\d{1,3})(?!\d)"  # ^3
+    r"|(?:来源|出处|参考|source|ref\.?|reference)\s*[:：#]?\s*(\d{1,3})(?!\d)"  # 来源21, Source 3
+    r"|(?<=[^\s\d])[ \u00a0](\d{1,3})(?=[ \t]*(?:$|[.。;；,，](?:\s|$)))"  # "... 等级 15" at a sentence end
+    r"|([¹²³⁴⁵⁶⁷⁸⁹⁰]+)",
+    re.IGNORECASE | re.MULTILINE,
+)
+_SUPERSCRIPT = str.maketrans("¹²³⁴⁵⁶⁷⁸⁹⁰", "1234567890")
+_LOOSE_MIN = 2  # one stray number is not a citation style
+
+
+def _loose_points(body: list[tuple[int, str]], entries: int) -> int:
+    """How many marker-like numbers (at most ``entries``, the bibliography's size) the
+    body holds outside code."""
+    count = 0
+    in_fence = False
+    for _, line in body:
+        if _FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        if in_fence or _HEADING.match(line):
+            continue
+        for m in _LOOSE_MARKER.finditer(line):
+            digits = next(g for g in m.groups() if g).translate(_SUPERSCRIPT)
+            if 1 <= int(digits) <= entries:
+                count += 1
+    return count
+
+
 def parse_citations(text: str, *, scope: str = "sentence") -> CitationParse:
     """Parse a markdown report into statement-URL pairs (see the module docstring).
 
@@ -291,8 +388,10 @@ def parse_citations(text: str, *, scope: str = "sentence") -> CitationParse:
     prev_clean = ""  # clean text of the previous unit without citations
     prev_last: int | None = None  # index of the previous unit's last statement, if cited
 
+    point_count = 0
     for unit, _is_heading in _units(layout.body):
         clean, cites = _scan_unit(unit)
+        point_count += len(cites)
         if not cites:
             prev_clean, prev_last = clean, None
             continue
@@ -312,7 +411,7 @@ def parse_citations(text: str, *, scope: str = "sentence") -> CitationParse:
         orphans: list[_Cite] = []
         for c in cites:
             i = max(0, bisect.bisect_right(starts, c.pos) - 1)
-            if c.kind in ("numbered", "footnote", "inline_marker"):
+            if c.kind in ("numbered", "footnote", "inline_marker", "identifier"):
                 # A marker with only blank text before it in its sentence closes the
                 # previous sentence ("... growth. [3] Next ...").
                 while i > 0 and _BLANKISH.match(clean[starts[i]:c.pos]):
@@ -362,8 +461,8 @@ def parse_citations(text: str, *, scope: str = "sentence") -> CitationParse:
                     cited_labels.update(c.labels)
             continue
         for c in cites:
-            if c.kind in ("inline", "bare"):
-                items = [(c.url, "", c.kind)]
+            if c.kind in ("inline", "bare", "identifier"):
+                items = [(c.url, c.marker, c.kind)]
             else:
                 items = []
                 for label in c.labels:
@@ -388,19 +487,23 @@ def parse_citations(text: str, *, scope: str = "sentence") -> CitationParse:
                 pairs.append(CitationPair(statement=statement, url=url, marker=marker, kind=kind))
 
     uncited = [label for label in layout.order if label in refs and label not in cited_labels]
-    cites_something = marker_count > 0 or bool(refs) or bool(layout.unlabeled) or bool(
-        _URL_RE.search(text)
-    )
+    entries = len(layout.order) + len(layout.unlabeled)
+    # Citation points: syntax this parser reads, or (only when it reads none) marker-like
+    # numbers it does not ("... 7个等级 15", "<sup>3</sup>", "来源21") that the judge's
+    # extractor may still resolve through the bibliography.
+    has_points = point_count > 0 or (entries > 0 and _loose_points(layout.body, entries) >= _LOOSE_MIN)
     return CitationParse(
         pairs=pairs,
         references=dict(refs),
         unresolved_markers=unresolved,
         uncited_references=uncited,
-        parseable=bool(pairs) or not cites_something,
+        parseable=bool(pairs) or not has_points,
         unlinked_references=list(layout.unlinked),
         unlabeled_reference_urls=list(layout.unlabeled),
         marker_count=marker_count,
         unresolved_count=unresolved_count,
+        citation_points=point_count,
+        bibliography_only=not has_points and entries > 0,
     )
 
 
@@ -444,13 +547,19 @@ def _close_gap(m: re.Match[str]) -> str:
 def _strip_line(line: str) -> str:
     out: list[str] = []
     last = 0
-    for m in _CITE_RE.finditer(line):
+    for m in _cite_re(line).finditer(line):
         out.append(line[last:m.start()])
         last = m.end()
         if m.group("code") is not None:
             out.append(m.group(0))
         elif m.group("lurl") is not None and not _MARKER_TEXT.match(m.group("ltext")):
             out.append(m.group("ltext"))
+        elif m.group("iurl") is not None:
+            out.append(m.group("itext"))
+        elif m.group("ident") is not None and m.group("ident")[0] not in "([（":
+            raw = m.group("ident")
+            found = find_identifiers(raw)
+            out.extend((_GAP, raw[found[-1].start() + _ident_len(found[-1]):] if found else ""))
         elif m.group("bare") is not None:
             raw = m.group("bare")
             out.extend((_GAP, raw[len(_clean_url(raw)):]))

@@ -69,6 +69,13 @@ class Window(msgspec.Struct, frozen=True):
         return (f"excerpts only: the {len(self.spans)} passages most relevant to {relevant_to} "
                 f"(about {self.tokens} of {self.page_tokens} tokens); [...] marks omitted text")
 
+    def note_zh(self) -> str:
+        """:meth:`note` for instructions written in Chinese."""
+        if self.whole:
+            return "网页全文"
+        return (f"仅为节选：与待核查陈述最相关的 {len(self.spans)} 段（约 {self.tokens} / {self.page_tokens} "
+                "个 token）；[...] 表示省略的内容")
+
     def describe(self) -> str:
         """Short human-readable account of the window, stored with the verdict."""
         if self.whole:

@@ -14,6 +14,10 @@ statements) and the reference definitions it finds, in the shapes agents emit:
   line repeating the URL just defined is part of the entry, not body text or an
   unlabeled reference.
 
+An entry may point by identifier instead of URL (``[3] arXiv:2311.10252``, ``4. Smith (2012).
+Title. doi:10.1038/nature11152``): :func:`first_target` gives the identifier's canonical URL
+(:mod:`drscore.engine.text.identifiers`) when the entry has no URL.
+
 The URL helpers (:data:`URL_RE`, :func:`clean_url`, :func:`first_url`) are shared with
 the marker scanner in :mod:`drscore.engine.text.citations`.
 """
@@ -23,7 +27,9 @@ import re
 
 import msgspec
 
-__all__ = ["URL_BODY", "URL_RE", "FENCE", "HEADING", "Layout", "clean_url", "first_url", "layout"]
+from drscore.engine.text.identifiers import find_identifiers, identifier_url, target_url
+
+__all__ = ["URL_BODY", "URL_RE", "FENCE", "HEADING", "Layout", "clean_url", "first_target", "first_url", "layout"]
 
 # Characters that end a bare URL: whitespace, brackets that delimit markdown, quotes and
 # CJK punctuation (Chinese text often runs straight into a URL without a space).
@@ -39,6 +45,7 @@ _URL_ONLY = re.compile(r"^\s*(?:[-*+•]\s+)?(?:<(https?://\S+)>|(https?://\S+)|
 _REF_HEADING = re.compile(
     r"^\s*(?:#{1,6})?\s*(?:\*\*|__)?\s*"
     r"(?:(?:\d+(?:\.\d+)*|[一二三四五六七八九十]+|[IVXivx]+)\s*[.、)]?\s+)?"
+    r"(?:(?:annotated|selected|select|key|primary|main|additional|recommended|consulted|cited|further)\s+)?"
     r"(?:references?|sources?|citations?|bibliography|works\s+cited|reference\s+list|"
     r"sources\s+cited|cited\s+sources|source\s+list|footnotes|further\s+reading|"
     r"references\s+and\s+sources|sources\s+and\s+references|"
@@ -52,7 +59,7 @@ FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 # "[3],url", "[^3]: anything", and several markers before a URL ("[31] [48] url").
 _ENTRY_ANYWHERE = re.compile(
     r"^\s*(?:[-*+•]\s+)?(?:\[(?P<num>\d{1,3})\](?P<more>(?:\s*[,，]?\s*\[\d{1,3}\])*)\s*[:：,，.\-–]?\s*"
-    r"(?=<?https?://)"
+    r"(?=<?https?://|(?:arxiv|doi|pmid|pmcid)\s*:)"
     r"|\[(?P<num2>\d{1,3})\]\s*[:：]\s*"
     r"|\[\^(?P<foot>[^\]\s]{1,40})\]\s*[:：]\s*)",
     re.IGNORECASE,
@@ -91,10 +98,23 @@ def first_url(text: str) -> str | None:
     return clean_url(m.group(0)) if m else None
 
 
+def first_target(text: str) -> str | None:
+    """Where an entry points: its first URL, else the canonical URL of its first
+    resolvable identifier (``doi:10.1038/...``, ``arXiv:2311.10252``); None if neither."""
+    url = first_url(text)
+    if url is not None:
+        return url
+    for m in find_identifiers(text):
+        if (ident := identifier_url(m)) is not None:
+            return ident
+    return None
+
+
 def _url_only(line: str) -> str | None:
     m = _URL_ONLY.match(line)
     if not m:
-        return None
+        bare = line.strip().lstrip("-*+•").strip()
+        return target_url(bare) if bare and " " not in bare.replace(": ", ":") else None
     return clean_url(m.group(1) or m.group(2) or m.group(3))
 
 
@@ -202,9 +222,9 @@ def layout(text: str) -> Layout:
                 continue
             m = _ENTRY_IN_SECTION.match(line)
             if m:
-                defs.define(_entry_labels(m), first_url(line[m.end():]))
+                defs.define(_entry_labels(m), first_target(line[m.end():]))
                 continue
-            url = first_url(line)
+            url = first_target(line)
             if url:
                 if defs.pending:
                     defs.complete(url)
@@ -213,14 +233,14 @@ def layout(text: str) -> Layout:
             continue
         m = _ENTRY_ANYWHERE.match(line)
         if m:
-            defs.define(_entry_labels(m), first_url(line[m.end():]))
+            defs.define(_entry_labels(m), first_target(line[m.end():]))
             skipped.add(i)
             continue
         only = _url_only(line)
         if only is not None and only == defs.last_url:
             skipped.add(i)  # the URL repeated on its own line after its entry
             continue
-        if defs.pending and line[:1] in (" ", "\t") and (url := first_url(line)):
+        if defs.pending and line[:1] in (" ", "\t") and (url := first_target(line)):
             # Indented continuation of a footnote definition that gave no URL yet.
             defs.complete(url)
             skipped.add(i)

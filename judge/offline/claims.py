@@ -6,8 +6,10 @@ for Chinese/Japanese).
 
 * ``fact_extract``: the citation parser run on the chunk plus the report's URL lines;
   if that finds nothing, sentences naming a cited site's host are paired with it.
-* ``fact_dedup`` / ``kae_merge``: greedy grouping of items whose term sets overlap
-  (Jaccard >= 0.7); the first item of each group is kept.
+* ``fact_dedup``: statements identical once case and punctuation are ignored merge (the
+  benchmark's exact-duplicate rule); the first of each group is kept.
+* ``fact_dedup_paraphrase`` / ``kae_merge``: greedy grouping of items whose term sets
+  overlap (Jaccard >= 0.7); the first item of each group is kept.
 * ``fact_support``: supported when at least 60% of the statement's distinct terms
   occur in the page window and every number in the statement occurs there too.
 * ``factuality_support``: 1 at >= 70% coverage with all numbers present, 0 at >= 40%,
@@ -89,6 +91,20 @@ def fact_extract(variables: dict[str, Any], schema: dict[str, Any]) -> dict[str,
 
 @rule("fact_dedup")
 def fact_dedup(variables: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """The benchmark's rule: only statements saying exactly the same thing merge; here,
+    statements whose words and numbers are identical once case and punctuation are ignored."""
+    seen: set[str] = set()
+    keep: list[int] = []
+    for k, item in enumerate(numbered_items(variables["statements"]), 1):
+        norm = " ".join(re.findall(r"\w+", item.lower()))
+        if norm not in seen:
+            seen.add(norm)
+            keep.append(k)
+    return {"keep": keep}
+
+
+@rule("fact_dedup_paraphrase")
+def fact_dedup_paraphrase(variables: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
     return {"keep": keep_distinct(numbered_items(variables["statements"]))}
 
 

@@ -15,7 +15,9 @@ def test_pairs_jsonl_and_bad_lines(tmp_path, capsys):
                       "Prices rose 12% [1]. Wind grew [2].\n\nReferences\n[1] https://a.example/p\n"}).decode(),
         "{not json",
         orjson.dumps({"task_id": "t2", "agent": "bot", "report": "See https://b.example/q for data."}).decode(),
+        # a bibliography nobody cites: no pairs, and nothing for the judge's extractor either
         orjson.dumps({"task_id": "t3", "agent": "bot", "report": "Sources:\n- https://c.example/r"}).decode(),
+        orjson.dumps({"task_id": "t4", "agent": "bot", "report": "Claim [7]. Other claim [8]."}).decode(),
     ]) + "\n")
     code = main(["citations", "--reports", str(reports)])
     out, err = capsys.readouterr()
@@ -28,7 +30,7 @@ def test_pairs_jsonl_and_bad_lines(tmp_path, capsys):
     ]
     assert code == 3  # a line was skipped
     assert f"{reports}:2: malformed JSON" in err
-    assert f"{reports}:4: citations not parseable" in err
+    assert f"{reports}:5: citations not parseable" in err and f"{reports}:4:" not in err
 
 
 def test_summary_over_real_drb_reports_with_tasks(capsys):
@@ -41,3 +43,4 @@ def test_summary_over_real_drb_reports_with_tasks(capsys):
     # 364 "[n] http..." reference lines in those articles (counted with grep)
     assert sum(r["references"] for r in rows) == 364 and all(r["parseable"] for r in rows)
     assert min(r["pairs"] for r in rows) == 3  # report 48 cites in 3 sentences
+    assert not any(r["bibliography_only"] for r in rows) and min(r["citation_points"] for r in rows) >= 3

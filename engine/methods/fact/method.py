@@ -8,16 +8,26 @@ Per report:
    call per chunk of about ``--extract-chunk-tokens``), and URLs it returns that do not
    occur in the report are dropped. The row's ``details["extractor"]`` says which one
    produced the pairs (``parser`` or ``llm``).
+   A report that lists references but cites none of them in its text has no pairs
+   (``skipped``, reason "bibliography only"), as the benchmark's extractor returns none.
 2. **De-duplication.** Per URL with two or more statements, one ``fact_dedup`` call
-   keeps one statement per distinct fact (if the call fails, every statement is kept).
+   keeps statements that say exactly the same thing once (the benchmark's rule;
+   ``--fact-dedup paraphrase`` also merges reworded facts with ``fact_dedup_paraphrase``).
+   If the call fails, every statement is kept.
 3. **Support.** Each URL's page is fetched once (``ctx.pages``). A page without usable
    text (a failed fetch, or an imported page holding the benchmark's "scrape failed"
    placeholder) makes its pairs ``unreachable`` (``refused`` when the fetch guard
    refused the address) without a judge call. Otherwise the statements of the URL are
    judged together (``fact_support``, at most ``--fact-statements-per-call`` per call)
-   against a window of the page chosen by :func:`drscore.engine.text.passages.select_passages` within
-   ``--page-budget-tokens``. The judge answers ``supported``, ``partially``,
+   against the page text: by default the whole page as long as it fits the judge's
+   context window (:func:`drscore.engine.methods.cited_pages.page_plan`), else, or with
+   ``--fact-page-text window`` within ``--page-budget-tokens``, the passages chosen by
+   :func:`drscore.engine.text.passages.select_passages`. Each verdict records the rule
+   (its ``page_text`` input). The judge answers ``supported``, ``partially``,
    ``unsupported`` or ``unknown`` (the page has no usable content) per statement.
+
+Every step is instructed in the task's language (``--prompt-language``): Chinese tasks
+get ``fact_extract_zh``, ``fact_dedup_zh`` and ``fact_support_zh``.
 
 Figures, the benchmark's convention first (its ``utils/stat.py``):
 
@@ -51,16 +61,22 @@ from typing import Annotated, Any, ClassVar, Literal
 import msgspec
 
 from drscore.engine.methods.cited_pages import (
-    PAGE_OUTCOMES, ReportPairs, batches, fetch_pages, group_by_url, kept_numbers, numbered,
-    page_options, page_outcome, pair_options, report_pairs, window_for,
+    PAGE_OUTCOMES, PAGE_TEXT_MODES, ReportPairs, batches, fetch_pages, group_by_url, kept_numbers, numbered,
+    page_options, page_outcome, page_plan, pair_options, prompt_tokens_without_page, report_pairs, window_for,
 )
+from drscore.engine.methods.language import language_option, task_language, template_for
 from drscore.engine.methods.fact.tally import (
     OUTCOMES, FactTally, accuracy_paper, suite_from_means, valid_rate,
 )
 from drscore.engine.runtime.judging import JudgeFailed
 from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
+from drscore.engine.runtime.models import Task
 
 DEFAULT_STATEMENTS_PER_CALL = 20
+# De-duplication rules: "exact" merges only statements that say exactly the same thing
+# (the benchmark's rule); "paraphrase" also merges the same fact in other words.
+DEDUP_RULES = ("exact", "paraphrase")
+DEDUP_TEMPLATES = {"exact": "fact_dedup", "paraphrase": "fact_dedup_paraphrase"}
 
 
 class FactDedup(msgspec.Struct, forbid_unknown_fields=True):
@@ -90,6 +106,7 @@ class _UrlResult(msgspec.Struct):
     statements: int  # before de-duplication
     outcomes: list[tuple[str, str]]  # (statement, outcome) after de-duplication
     windows: list[str] = []
+    page_text: list[str] = []  # per support call: what was shown and by which rule
     errors: list[str] = []
 
 
@@ -121,7 +138,31 @@ class Fact(Method):
         *pair_options(),
         Option("fact-statements-per-call", "statements of one URL judged per support call (0 = all)",
                DEFAULT_STATEMENTS_PER_CALL, "int"),
+        Option("fact-page-text", "page text shown to the FACT support judge: 'whole' (the published protocol: the "
+               "whole page as long as it fits the judge's context window, else its most relevant passages within "
+               "that room) or 'window' (the most relevant passages within --page-budget-tokens, for "
+               "small-context judges)", "whole", choices=PAGE_TEXT_MODES),
+        Option("fact-dedup", "FACT de-duplication per URL: 'exact' (the benchmark's rule: merge only statements "
+               "that say exactly the same thing) or 'paraphrase' (also merge the same fact in other words)",
+               "exact", choices=DEDUP_RULES),
+        language_option(),
     )
+
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        super().__init__(options)
+        for flag, allowed in (("fact_page_text", PAGE_TEXT_MODES), ("fact_dedup", DEDUP_RULES)):
+            if self.opts[flag] not in allowed:
+                raise ValueError(f"--{flag.replace('_', '-')} must be one of {', '.join(allowed)}, "
+                                 f"not {self.opts[flag]!r}")
+        task_language(Task(task_id="", prompt=""), str(self.opts["prompt_language"]))  # validates the mode
+
+    def templates(self, ctx: ItemContext) -> dict[str, str]:
+        """The template of each FACT step in the task's instruction language (--prompt-language)."""
+        language = task_language(ctx.task, str(self.opts["prompt_language"]))
+        return {"language": language,
+                "extract": template_for("fact_extract", language),
+                "dedup": template_for(DEDUP_TEMPLATES[str(self.opts["fact_dedup"])], language),
+                "support": template_for("fact_support", language)}
 
     @classmethod
     def suite(cls, entry: Mapping[str, Any]) -> dict[str, Any]:
@@ -129,35 +170,46 @@ class Fact(Method):
         return suite_from_means(entry)
 
     async def score(self, ctx: ItemContext) -> MethodResult:
+        tpl = self.templates(ctx)
         rp = await report_pairs(ctx, scope=self.opts["statement_scope"], extractor=self.opts["citation_extractor"],
-                                chunk_tokens=int(self.opts["extract_chunk_tokens"]))
+                                chunk_tokens=int(self.opts["extract_chunk_tokens"]), template=tpl["extract"])
         if not rp.pairs and rp.extractor == "parser" or (rp.extractor == "llm" and not rp.pairs
                                                           and not rp.chunks_failed):
             # The benchmark skips reports without citations (its stat.py); the paper's
             # means count them as 0 (see fact_suite).
+            details: dict[str, Any] = {"extractor": rp.extractor, "prompt_language": tpl["language"],
+                                       "bibliography_only": rp.parse.bibliography_only}
+            reason = "no_citations: no statement-URL pair in the report (parser or judge extraction)"
+            if rp.parse.bibliography_only and rp.extractor == "parser":
+                listed = len(rp.parse.references) + len(rp.parse.unlinked_references) + \
+                    len(rp.parse.unlabeled_reference_urls)
+                reason = (f"no_citations: bibliography only: the report lists {listed} reference(s) but no "
+                          "citation point in its text refers to them; the benchmark's extractor returns no "
+                          "pairs for such a report")
             return MethodResult(score=None, status="skipped", subscores=_subscores(FactTally(), 0, 0, 0),
-                                errors=["no_citations: no statement-URL pair in the report (parser or judge extraction)"],
-                                details={"extractor": rp.extractor})
+                                errors=[reason], details=details)
         by_url = group_by_url(rp.pairs)
-        results = await asyncio.gather(*(self._one_url(ctx, url, stmts) for url, stmts in by_url.items()))
+        results = await asyncio.gather(*(self._one_url(ctx, url, stmts, tpl) for url, stmts in by_url.items()))
         tally = FactTally()
         for r in results:
             for _, outcome in r.outcomes:
                 tally.add(outcome)
-        return self._result(rp, results, tally)
+        return self._result(rp, results, tally, tpl)
 
-    async def _dedup(self, ctx: ItemContext, url: str, statements: list[str]) -> tuple[list[str], str | None]:
+    async def _dedup(self, ctx: ItemContext, url: str, statements: list[str],
+                     template: str) -> tuple[list[str], str | None]:
         if len(statements) < 2:
             return statements, None
         try:
-            v = await ctx.ask("fact_dedup", FactDedup, {"url": url, "statements": numbered(statements)},
+            v = await ctx.ask(template, FactDedup, {"url": url, "statements": numbered(statements)},
                               label=url)
         except JudgeFailed as e:
             return statements, f"fact_dedup {url}: {e} (all statements kept)"
         return [statements[k - 1] for k in kept_numbers(v.keep, len(statements))], None
 
-    async def _one_url(self, ctx: ItemContext, url: str, statements: list[str]) -> _UrlResult:
-        (kept, dedup_error), pages = await asyncio.gather(self._dedup(ctx, url, statements),
+    async def _one_url(self, ctx: ItemContext, url: str, statements: list[str],
+                       tpl: dict[str, str]) -> _UrlResult:
+        (kept, dedup_error), pages = await asyncio.gather(self._dedup(ctx, url, statements, tpl["dedup"]),
                                                           fetch_pages(ctx, [url]))
         page = pages[url]
         outcome = page_outcome(page)
@@ -166,14 +218,22 @@ class Fact(Method):
         if outcome != "ok":
             result.outcomes = [(s, outcome) for s in kept]
             return result
-        budget = int(self.opts["page_budget_tokens"])
+        mode, window_budget = str(self.opts["fact_page_text"]), int(self.opts["page_budget_tokens"])
+        model = str(getattr(ctx, "judge_model", "") or "")
         for batch in batches(kept, int(self.opts["fact_statements_per_call"])):
-            window = await window_for(ctx, page.text, batch, budget)
+            fixed = {"url": url, "statements": numbered(batch)}
+            plan = page_plan(mode, model, window_budget, tpl["support"],
+                             prompt_tokens_without_page(tpl["support"], fixed) if mode == "whole" else 0)
+            window = await window_for(ctx, page.text, batch, plan.budget)
             result.windows.append(window.describe())
+            shown = plan.describe(window)
+            result.page_text.append(shown)
+            note = window.note_zh() if tpl["language"] == "zh" else window.note()
             try:
-                v = await ctx.ask("fact_support", FactSupport, {
-                    "url": url, "page": window.text, "window": window.note(),
-                    "statements": numbered(batch)}, label=f"{url} | {window.describe()}")
+                # "page_text" is not in the prompt: it records with the verdict which rule chose the text.
+                v = await ctx.ask(tpl["support"], FactSupport, {
+                    **fixed, "page": window.text, "window": note, "page_text": shown},
+                    label=f"{url} | {window.describe()}")
             except JudgeFailed as e:
                 result.errors.append(f"fact_support {url}: {e}")
                 result.outcomes.extend((s, "failed") for s in batch)
@@ -188,7 +248,8 @@ class Fact(Method):
                 result.errors.append(f"fact_support {url}: no verdict for {missing} statement(s)")
         return result
 
-    def _result(self, rp: ReportPairs, results: list[_UrlResult], tally: FactTally) -> MethodResult:
+    def _result(self, rp: ReportPairs, results: list[_UrlResult], tally: FactTally,
+                tpl: dict[str, str]) -> MethodResult:
         errors = list(rp.errors) + [e for r in results for e in r.errors]
         pages = {o: 0 for o in PAGE_OUTCOMES}
         for r in results:
@@ -196,11 +257,15 @@ class Fact(Method):
         counts = {o: getattr(tally, o) for o in OUTCOMES}
         details: dict[str, Any] = {
             "extractor": rp.extractor,
+            "prompt_language": tpl["language"],
+            "templates": {step: tpl[step] for step in ("extract", "dedup", "support")},
+            "dedup_rule": str(self.opts["fact_dedup"]),
+            "page_text": str(self.opts["fact_page_text"]),
             "counts": counts,
             "pages": pages,
             "urls": [{"url": r.url, "page": r.page, "statements": r.statements, "kept": len(r.outcomes),
                       **{o: sum(1 for _, x in r.outcomes if x == o) for o in OUTCOMES},
-                      "windows": r.windows} for r in results],
+                      "windows": r.windows, "page_text": r.page_text} for r in results],
             "statements": [{"url": r.url, "statement": s, "outcome": o} for r in results for s, o in r.outcomes],
             "unresolved_markers": rp.parse.unresolved_markers,
             "uncited_references": rp.parse.uncited_references,

@@ -148,7 +148,7 @@ def test_statements_per_call_batches_and_long_page_window():
               "Canned fish sales fell [1].\n\n[1] https://a.example/prices")
     ctx = FakeContext(report, FakePages({"https://a.example/prices": page}),
                       scripted({("fact_dedup", "https://a.example/prices"): {"keep": [1, 2, 3]}}))
-    res = run(ctx, page_budget_tokens=400, fact_statements_per_call=2)
+    res = run(ctx, page_budget_tokens=400, fact_statements_per_call=2, fact_page_text="window")
     supports = [v for t, _, v in ctx.calls if t == "fact_support"]
     assert len(supports) == 2  # 3 statements, 2 per call
     first = supports[0]
@@ -159,7 +159,10 @@ def test_statements_per_call_batches_and_long_page_window():
 
 
 def test_llm_extraction_when_citations_cannot_be_parsed():
-    report = "Mackerel prices rose 12% in 2023.\n\n## Sources\n- https://a.example/prices\n"
+    # "... last year 1." is a citation point the parser does not read (number after the
+    # text), so the report goes to the judge's extractor.
+    report = ("Mackerel prices rose 12% last year 1.\n\nCatches fell sharply 1.\n\n"
+              "## Sources\n1. https://a.example/prices\n")
     assert not parse_citations(report).parseable
 
     def script(template, variables, label):
@@ -477,3 +480,167 @@ async def test_no_readable_page_is_scored_by_convention_but_flagged_partial():
     assert result.score == 0.0 and result.subscores["citations"] == 0
     assert result.subscores["unreachable"] == 2 and result.status == "partial"
     assert "none of the 2 pair(s) could be judged" in result.errors[-1]
+
+
+# ---------------------------------------------------------------- issue 20: fidelity
+
+ZH_REPORT = "鲭鱼价格在2023年上涨了12%[1]。日本2020年捕捞了37.66万吨[1]。\n\n参考文献\n[1] https://a.example/prices\n"
+ZH_TASK = "调研日本鲭鱼市场的价格与捕捞量。"
+
+
+def _han_share(text: str) -> float:
+    han = sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff")
+    latin = len("".join(ch if ch.isascii() and ch.isalpha() else " " for ch in text).split())
+    return han / (han + latin)
+
+
+def _rendered(template: str, variables: dict) -> str:
+    from drscore import prompts
+    return "\n".join(content for _, content in prompts.load(template).render(variables))
+
+
+def test_chinese_task_gets_chinese_instructions_at_every_fact_step():
+    pages = {"https://a.example/prices": "2023年鲭鱼价格上涨12%。2020年日本捕捞37.66万吨。"}
+    ctx = FakeContext(ZH_REPORT, FakePages(pages), None, prompt=ZH_TASK)
+    res = run(ctx, citation_extractor="llm")  # the extraction step too
+    templates = [t for t, _, _ in ctx.calls]
+    assert set(templates) == {"fact_extract_zh", "fact_dedup_zh", "fact_support_zh"}
+    for template, _, variables in ctx.calls:
+        # the instructions themselves are Chinese: drop the report's own text and check
+        rendered = _rendered(template, {k: "" for k in variables} | {"url": ""})
+        assert _han_share(rendered) > 0.8, template
+    assert res.details["prompt_language"] == "zh"
+    assert res.details["templates"] == {"extract": "fact_extract_zh", "dedup": "fact_dedup_zh",
+                                        "support": "fact_support_zh"}
+    support = next(v for t, _, v in ctx.calls if t == "fact_support_zh")
+    assert support["window"] == "网页全文"  # the note on what is shown is Chinese too
+
+
+def test_english_task_and_forced_language_use_english_templates():
+    pages = {"https://a.example/prices": "Mackerel prices rose 12% in 2023."}
+    ctx = FakeContext(REPORT, FakePages(pages), scripted())
+    run(ctx)
+    assert {t for t, _, _ in ctx.calls} == {"fact_dedup", "fact_support"}
+    ctx = FakeContext(ZH_REPORT, FakePages(pages), None, prompt=ZH_TASK)
+    res = run(ctx, prompt_language="en")
+    assert {t for t, _, _ in ctx.calls} == {"fact_dedup", "fact_support"}
+    for template, _, variables in ctx.calls:
+        assert _han_share(_rendered(template, {k: "" for k in variables})) == 0.0
+    assert res.details["prompt_language"] == "en"
+
+
+def test_dedup_rule_exact_by_default_paraphrase_as_option():
+    report = ("Mackerel prices rose 12% in 2023 [1]. Prices climbed by twelve percent last year [1]. "
+              "MACKEREL prices rose 12% in 2023! [1]\n\n[1] https://a.example/prices")
+    pages = {"https://a.example/prices": "Mackerel prices rose 12% in 2023."}
+    ctx = FakeContext(report, FakePages(pages), None)  # the offline judge's rules
+    res = run(ctx)
+    dedup = [(t, v) for t, _, v in ctx.calls if t.startswith("fact_dedup")]
+    assert [t for t, _ in dedup] == ["fact_dedup"]
+    assert "exactly the same thing" in _rendered("fact_dedup", dedup[0][1])
+    # exact rule: statements 1 and 3 differ only in case and punctuation -> 2 kept
+    assert res.details["urls"][0]["statements"] == 3 and res.details["urls"][0]["kept"] == 2
+    assert res.details["dedup_rule"] == "exact"
+
+    def paraphrase(template, variables, label):  # a judge merging all three as one fact
+        return {"keep": [1]} if template == "fact_dedup_paraphrase" else scripted()(template, variables, label)
+
+    ctx = FakeContext(report, FakePages(pages), paraphrase)
+    res = run(ctx, fact_dedup="paraphrase")
+    assert "other words" in _rendered("fact_dedup_paraphrase", {"url": "u", "statements": "[1] a"})
+    assert [t for t, _, _ in ctx.calls if t.startswith("fact_dedup")] == ["fact_dedup_paraphrase"]
+    assert res.details["urls"][0]["kept"] == 1 and res.details["dedup_rule"] == "paraphrase"
+    with pytest.raises(ValueError, match="--fact-dedup"):
+        Fact({"fact_dedup": "fuzzy"})
+
+
+def _long_page(paragraphs: int) -> str:
+    paras = [" ".join(["filler"] * 60) + "." for _ in range(paragraphs)]
+    paras[paragraphs // 2] = "Mackerel prices rose 12% in 2023, the ministry said."
+    return "\n\n".join(paras)
+
+
+def test_whole_page_when_it_fits_the_judges_context():
+    page = _long_page(300)  # ~23,000 tokens: far beyond the 6,000-token window
+    report = "Mackerel prices rose 12% in 2023 [1].\n\n[1] https://a.example/prices"
+    ctx = FakeContext(report, FakePages({"https://a.example/prices": page}), scripted())
+    ctx.judge_model = "gpt-4.1"  # 1,047,576-token context in the window table
+    res = run(ctx)
+    support = next(v for t, _, v in ctx.calls if t == "fact_support")
+    assert support["page"] == page
+    assert support["page_text"].startswith("whole page; whole-page mode")
+    assert "gpt-4.1 context 1,047,576" in support["page_text"]
+    assert res.details["page_text"] == "whole"
+    assert res.details["urls"][0]["page_text"] == [support["page_text"]]
+
+
+def test_page_longer_than_an_unknown_judges_default_context_gets_its_relevant_passages():
+    from drscore.engine.methods.cited_pages import CONTEXT_SHARE, DEFAULT_JUDGE_CONTEXT
+    page = _long_page(600)  # ~46,000 tokens
+    assert estimate_tokens(page) > DEFAULT_JUDGE_CONTEXT
+    report = "Mackerel prices rose 12% in 2023 [1].\n\n[1] https://a.example/prices"
+    ctx = FakeContext(report, FakePages({"https://a.example/prices": page}), scripted())
+    ctx.judge_model = "my-local-model"
+    run(ctx)
+    support = next(v for t, _, v in ctx.calls if t == "fact_support")
+    shown = estimate_tokens(support["page"])
+    # at most the share of (32,000 - the template's 1,500 output tokens), far above 6,000
+    assert 6000 < shown <= CONTEXT_SHARE * (DEFAULT_JUDGE_CONTEXT - 1500)
+    assert "Mackerel prices rose 12% in 2023, the ministry said." in support["page"]
+    assert support["page_text"].startswith("relevant passages (page longer than the budget); whole-page mode")
+    assert "unknown model, default context 32,000" in support["page_text"]
+
+
+def test_window_mode_uses_the_page_budget_and_says_so():
+    page = _long_page(300)
+    report = "Mackerel prices rose 12% in 2023 [1].\n\n[1] https://a.example/prices"
+    ctx = FakeContext(report, FakePages({"https://a.example/prices": page}), scripted())
+    ctx.judge_model = "gpt-4.1"
+    res = run(ctx, fact_page_text="window", page_budget_tokens=500)
+    support = next(v for t, _, v in ctx.calls if t == "fact_support")
+    assert estimate_tokens(support["page"]) <= 500
+    assert support["page_text"] == ("relevant passages (page longer than the budget); relevant-window mode, "
+                                    "500-token budget (--page-budget-tokens)")
+    assert res.details["page_text"] == "window"
+    with pytest.raises(ValueError, match="--fact-page-text"):
+        Fact({"fact_page_text": "all"})
+
+
+def test_bibliography_only_report_is_skipped_with_a_note_and_no_judge_call():
+    report = ("Mackerel prices rose. Catches fell.\n\n## Annotated bibliography\n"
+              "- Ministry (2023). Prices. https://a.example/prices - says prices rose.\n"
+              "- Agency (2020). Catch. https://b.example/catch - says catches fell.\n")
+    ctx = FakeContext(report, FakePages(PAGES), scripted())
+    res = run(ctx)
+    assert ctx.calls == [] and res.status == "skipped" and res.score is None
+    assert res.errors[0].startswith("no_citations: bibliography only: the report lists 2 reference(s)")
+    assert res.details["bibliography_only"] is True
+
+
+def test_identifier_citations_are_judged_on_their_canonical_pages():
+    report = ("Transformers scale with data (arXiv:2311.10252). "
+              "[ENCODE](doi:10.1038/nature11152) mapped the genome.")
+    pages = {"https://arxiv.org/abs/2311.10252": "Transformers scale with data.",
+             "https://doi.org/10.1038/nature11152": "ENCODE mapped the genome."}
+    ctx = FakeContext(report, FakePages(pages), None)
+    res = run(ctx)
+    assert res.details["extractor"] == "parser" and res.status == "ok"
+    assert sorted(ctx.pages.requested) == sorted(pages)
+    assert res.details["counts"]["supported"] == 2
+
+
+def test_llm_extraction_keeps_identifier_urls_the_report_cites():
+    report = "Transformers scale with data (arXiv:2311.10252)."
+
+    def script(template, variables, label):
+        if template == "fact_extract":
+            return {"pairs": [
+                {"statement": "Transformers scale with data.", "url": "https://arxiv.org/abs/2311.10252"},
+                {"statement": "Transformers scale with data.", "url": "arXiv:2311.10252"},  # same, as written
+                {"statement": "Invented.", "url": "https://arxiv.org/abs/9999.99999"}]}
+        return {"judgments": [{"statement": 1, "verdict": "supported"}]}
+
+    ctx = FakeContext(report, FakePages({"https://arxiv.org/abs/2311.10252": "Transformers scale."}), script)
+    res = run(ctx, citation_extractor="llm")
+    assert res.details["extractor"] == "llm" and res.details["llm_pairs_dropped"] == 1
+    assert [u["url"] for u in res.details["urls"]] == ["https://arxiv.org/abs/2311.10252"]

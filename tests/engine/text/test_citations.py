@@ -202,13 +202,23 @@ def test_marker_to_entry_without_url_is_unlinked_not_unresolved():
 
 def test_parseable_flag():
     assert parse_citations("No citations at all. Just prose.").parseable  # nothing to parse
+    # A bibliography nobody cites in the text: no pairs, as the benchmark's extractor rules,
+    # and no call to the judge's extractor either (parseable, flagged bibliography_only).
     no_markers = "Prose without markers.\n\n## Sources\n- https://x.example/a\n- https://x.example/b"
     parse = parse_citations(no_markers)
-    assert not parse.parseable and parse.pairs == []
+    assert parse.parseable and parse.bibliography_only and parse.pairs == []
+    assert parse.citation_points == 0
     assert parse.unlabeled_reference_urls == ["https://x.example/a", "https://x.example/b"]
     assert cited_urls(no_markers) == ["https://x.example/a", "https://x.example/b"]
     only_dangling = parse_citations("Claim [1]. Another [2].")
     assert not only_dangling.parseable and only_dangling.unresolved_markers == ["1", "2"]
+    assert only_dangling.citation_points == 2 and not only_dangling.bibliography_only
+    # A citation style the parser does not read ("... levels 15"), next to a numbered
+    # bibliography: citation points exist, so the judge's extractor gets the report.
+    loose = ("Society has 7 levels 2.\n\nGrowth was fast 1.\n\n## References\n"
+             "1. Smith. Growth. https://x.example/a\n2. Li. Levels. https://x.example/b")
+    parse = parse_citations(loose)
+    assert not parse.parseable and not parse.bibliography_only and parse.pairs == []
 
 
 def test_url_trailing_punctuation_and_cjk_text_around_urls():
