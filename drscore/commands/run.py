@@ -13,6 +13,7 @@ import orjson
 from drscore.api import Run, RunConfig, methods
 from drscore.commands._common import add_judge_args, judge_config_from_args, run_async
 from drscore.render import dry_run_text, end_of_run_lines, leaderboard_text, only_the_stop
+from drscore.engine.runtime.escape import terminal
 from drscore.engine.runtime.io import FORMATS, count_lines, shard_of
 from drscore.engine.runtime.models import ScoreRow
 from drscore.engine.runtime.progress import Progress, progress_mode
@@ -152,7 +153,7 @@ def _main(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr)
     errors = summary.get("input_errors", [])
     for e in errors[:20]:
-        print(f"skipped: {e}", file=sys.stderr)
+        print(f"skipped: {terminal(e)}", file=sys.stderr)
     if len(errors) > 20:
         print(f"... and {len(errors) - 20} more skipped inputs (see summary.json)", file=sys.stderr)
     if stop and stop["fatal"]:
