@@ -15,6 +15,7 @@ import msgspec
 
 import drscore.engine.methods as method_registry
 from drscore import prompts
+from drscore.ranges import JUDGE_RANGES, RUN_RANGES, check_all
 from drscore.engine.runtime.cache import JudgeCache
 from drscore.engine.runtime.evidence import PageSource, PlaceholderPages
 from drscore.engine.runtime.extras import require
@@ -68,6 +69,10 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     # calls in flight (needs the 'team' extra). None: this process is alone (the default).
     redis: str | None = None
 
+    def validate(self) -> None:
+        """Every numeric setting in its range: a ValueError naming the flag otherwise."""
+        check_all(self, JUDGE_RANGES)
+
 
 class RunConfig(msgspec.Struct, kw_only=True):
     methods: list[str]
@@ -87,6 +92,11 @@ class RunConfig(msgspec.Struct, kw_only=True):
     overwrite: bool = False  # replace a run directory that holds a different run
     limit: int = 0  # score only the first N reports of each reports file (0 = all)
     shard: str | None = None  # "K/N": score only the K-th of N deterministic parts of the reports
+
+    def validate(self) -> None:
+        """Every numeric setting (the judge's too) in its range: a ValueError naming the flag."""
+        check_all(self, RUN_RANGES)
+        self.judge.validate()
 
 
 def task_bootstrap_interval(values: Sequence[float]) -> list[float] | None:
@@ -154,6 +164,7 @@ async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePoo
     """The judge pool and its cache (None when not cached). Whatever fails here (a
     damaged cache, a bad price table or prompts directory) leaves nothing open: an open
     cache would keep the process alive."""
+    jc.validate()
     backend = make_backend(jc)
     cache = None
     team = None
@@ -309,6 +320,7 @@ class Run:
             raise ValueError("no methods given")
         if not cfg.reports:
             raise ValueError("no reports file given")
+        cfg.validate()
         instances = method_instances(cfg.methods, cfg.method_options)
         for path in cfg.reports:  # fail now, in one line, not halfway through the run
             open_input(path, "reports").close()
