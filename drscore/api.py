@@ -29,6 +29,7 @@ from drscore.engine.runtime.models import InputError, Report, ScoreRow, VerdictR
 from drscore.engine.runtime.paths import default_cache_dir
 from drscore.engine.runtime.pool import JudgePool
 from drscore.engine.runtime.pricing import PriceTable
+from drscore.engine.runtime.redact import redact_url as redact_judge_url, register_url_secrets
 from drscore.engine.runtime.rundir import RunDirLock, RunWriter, open_run_dir
 from drscore.engine.runtime.runner import Runner
 from drscore.engine.stats.bootstrap import mean_ci
@@ -135,6 +136,7 @@ def make_backend(jc: JudgeConfig) -> Backend:
         return OfflineBackend()
     if not jc.model:
         raise ValueError("--judge-model is required with --judge-url")
+    register_url_secrets(jc.url)  # a key in the URL (?key=..., user:pass@) is a key like any other
     key = os.environ.get(jc.api_key_env) or None
     if jc.batch:
         if jc.transport != "http":
@@ -386,6 +388,8 @@ class Run:
             from drscore.engine.runtime.team.link import redact_url
 
             cfg["judge"]["redis"] = redact_url(cfg["judge"]["redis"])
+        if cfg["judge"].get("url"):
+            cfg["judge"]["url"] = redact_judge_url(cfg["judge"]["url"])
         cfg["judge"]["api_key_present"] = bool(os.environ.get(self.config.judge.api_key_env))
         cfg["drscore_version"] = version()
         return cfg

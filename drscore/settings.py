@@ -19,6 +19,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from drscore.engine.runtime.redact import redact_url as redact_judge_url
 from drscore.engine.runtime.team.link import redact_url
 from drscore.ranges import JUDGE_RANGES, RUN_RANGES, check
 
@@ -237,6 +238,9 @@ def to_toml(parser: argparse.ArgumentParser, args: argparse.Namespace, title: st
             help_text = " ".join((a.help or "").split()).replace("%%", "%")
             if value is None:
                 lines.append(f"# {key} =   # {help_text}"[:160])
+            elif a.dest == "judge_url" and redact_judge_url(str(value)) != str(value):
+                lines.append(f"{key} = {_toml_value(redact_judge_url(str(value)))}"
+                             "   # secret left out: give the full URL in DRSCORE_JUDGE_URL")
             elif a.dest == "redis" and redact_url(str(value)) != str(value):
                 # a config file is shared and committed: the password stays in the environment
                 lines.append(f"{key} = {_toml_value(redact_url(str(value)))}"
