@@ -19,7 +19,9 @@ from drscore.ranges import JUDGE_RANGES, RUN_RANGES, check_all
 from drscore.engine.runtime.cache import JudgeCache
 from drscore.engine.runtime.evidence import PageSource, PlaceholderPages
 from drscore.engine.runtime.extras import require
-from drscore.engine.runtime.io import in_shard, iter_reports, load_tasks, open_input, shard_of, tasks_from_reports
+from drscore.engine.runtime.io import (
+    InputFile, fingerprint, in_shard, iter_reports, load_tasks, open_input, shard_of, tasks_from_reports,
+)
 from drscore.engine.runtime.judging import Backend
 from drscore.engine.runtime.limits import RateLimiter
 from drscore.engine.runtime.meter import Meter
@@ -307,6 +309,7 @@ class Run:
         self.pages: Any = None
         self._cache: JudgeCache | None = None
         self._writer: RunWriter | None = None
+        self.inputs: list[InputFile] = []
 
     async def __aenter__(self) -> Run:
         try:
@@ -336,6 +339,9 @@ class Run:
             if not self.tasks:
                 raise ValueError("no --tasks file given and the reports carry no prompt/topic to build tasks from")
         shard_of(cfg.shard)  # a bad --shard fails before anything is opened
+        # by content, for `drscore merge` (a file of the same name on another machine may differ)
+        files = [(p, "reports") for p in cfg.reports] + ([(cfg.tasks, "tasks")] if cfg.tasks else [])
+        self.inputs = [await asyncio.to_thread(fingerprint, path, role) for path, role in files]
         pool, cache = await open_pool(cfg.judge, dry_run=cfg.dry_run)
         self._stack.push_async_callback(close_team, pool)  # after the cache (callbacks run last first)
         self._stack.push_async_callback(pool.backend.close)
@@ -421,6 +427,7 @@ class Run:
                                            interval=task_bootstrap_interval)
         if self.config.shard:
             self.summary["shard"] = self.config.shard
+        self.summary["inputs"] = msgspec.to_builtins(self.inputs)
         team = getattr(self.runner.pool, "team", None)
         if team is not None:
             self.summary["team"] = team.stats()
