@@ -71,6 +71,7 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     # Team scale: processes on this Redis share the endpoint's quota, a cache tier and their
     # calls in flight (needs the 'team' extra). None: this process is alone (the default).
     redis: str | None = None
+    redis_ttl_days: float = 30.0  # answers shared through Redis expire this long after they were written
 
     def validate(self) -> None:
         """Every numeric setting in its range: a ValueError naming the flag otherwise."""
@@ -177,7 +178,8 @@ async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePoo
             from drscore.engine.runtime.team import open_team
 
             team = await open_team(jc.redis, base_url=jc.url or "", model=jc.model or "",
-                                   api_key=os.environ.get(jc.api_key_env) or None)
+                                   api_key=os.environ.get(jc.api_key_env) or None,
+                                   answer_ttl_s=jc.redis_ttl_days * 86_400)
         if not jc.no_cache and getattr(backend, "cacheable", True):
             cache = await JudgeCache.open(Path(jc.cache_dir or default_cache_dir()) / "judge.sqlite")
             if team is not None:  # Redis behind the local cache, with the same claim API

@@ -66,6 +66,7 @@ JUDGE_RANGES = (
     Range("batch_window_s", "--batch-window", 0, 86_400),
     Range("batch_poll_s", "--batch-poll", 0, 86_400, above=True),
     Range("batch_max_requests", "--batch-max-requests", 1, 50_000, integer=True),
+    Range("redis_ttl_days", "--redis-ttl", 0, 3_650, above=True),
 )
 
 RUN_RANGES = (

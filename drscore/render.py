@@ -143,14 +143,28 @@ def only_the_stop(summary: dict[str, Any]) -> bool:
         t.get("failure_reasons") == {stop["reason"]: t["items"]}
 
 
+def team_text(summary: dict[str, Any]) -> str | None:
+    """The team Redis's failure that makes the run incomplete (out of memory), as one line."""
+    team = summary.get("team") or {}
+    if not team.get("out_of_memory"):
+        return None
+    return f"drscore: team: {terminal(team.get('degraded_reason', 'Redis out of memory'))} (exit 3)"
+
+
+def team_incomplete(summary: dict[str, Any]) -> bool:
+    """True when the team Redis refused writes for lack of memory: the run exits 3."""
+    return bool((summary.get("team") or {}).get("out_of_memory"))
+
+
 def end_of_run_lines(summary: dict[str, Any]) -> list[str]:
     """What the terminal's error stream shows after every run: the failure reasons with
-    their counts, then why the run stopped (or only the latter, see :func:`only_the_stop`)."""
+    their counts, then why the run stopped (or only the latter, see :func:`only_the_stop`),
+    then a team Redis that ran out of memory."""
     stop = stop_text(summary)
     if only_the_stop(summary):
         n = summary["totals"]["items"]
         return [f"{stop} — all {n} items failed for this reason"]
-    return [line for line in (failures_text(summary), stop) if line]
+    return [line for line in (failures_text(summary), stop, team_text(summary)) if line]
 
 
 def _pair_totals(summary: dict[str, Any]) -> dict[str, int]:
