@@ -83,3 +83,10 @@ def test_csv_cells_cannot_start_a_formula(run_dir, tmp_path):
         assert GOOD_TEX in agents  # other names are unchanged
     scores = _cells(tmp_path / "rows.csv", "score")
     assert scores and all(s and not s.startswith("'") for s in scores)  # numbers are not prefixed
+
+
+def test_compare_shows_escapes_not_commands(run_dir, capsys):
+    out, _ = run_dir
+    main(["compare", str(out), str(out)])
+    shown = capsys.readouterr()
+    assert "\x1b" not in shown.out + shown.err and "evil\\x1b]0;pwned" in shown.out
