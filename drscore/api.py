@@ -15,7 +15,7 @@ import msgspec
 
 import drscore.engine.methods as method_registry
 from drscore import prompts
-from drscore.ranges import JUDGE_RANGES, RUN_RANGES, check_all
+from drscore.ranges import JUDGE_RANGES, RUN_RANGES, Range, check, check_all
 from drscore.engine.runtime.cache import JudgeCache
 from drscore.engine.runtime.evidence import PageSource, PlaceholderPages
 from drscore.engine.runtime.extras import require
@@ -98,9 +98,18 @@ class RunConfig(msgspec.Struct, kw_only=True):
     shard: str | None = None  # "K/N": score only the K-th of N deterministic parts of the reports
 
     def validate(self) -> None:
-        """Every numeric setting (the judge's too) in its range: a ValueError naming the flag."""
+        """Every numeric setting (the judge's and the methods' too) in its range: a
+        ValueError naming the flag."""
         check_all(self, RUN_RANGES)
         self.judge.validate()
+        for name in self.methods:
+            if name not in method_registry.available():
+                continue  # an unknown method is reported by name where it is looked up
+            for o in method_registry.get(name).options:
+                dest = o.flag.replace("-", "_")
+                if o.type in ("int", "float") and self.method_options.get(dest) is not None:
+                    check(self.method_options[dest], Range(dest, f"--{o.flag}", o.low, o.high,
+                                                           integer=o.type == "int"))
 
 
 def task_bootstrap_interval(values: Sequence[float]) -> list[float] | None:

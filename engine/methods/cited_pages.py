@@ -216,7 +216,7 @@ def page_options() -> tuple[Option, ...]:
     """The page-window option shared by the methods that read cited pages."""
     return (
         Option("page-budget-tokens", "tokens of page text shown to the judge per call; longer pages are "
-               "cut to their passages most relevant to the statement(s)", DEFAULT_PAGE_BUDGET, "int"),
+               "cut to their passages most relevant to the statement(s)", DEFAULT_PAGE_BUDGET, "int", low=1),
     )
 
 
@@ -228,5 +228,5 @@ def pair_options() -> tuple[Option, ...]:
                choices=("auto", "parser", "llm")),
         Option("statement-scope", "text a citation covers: its sentence (widened when very short) or "
                "every sentence since the previous citation (span)", "sentence", choices=("sentence", "span")),
-        Option("extract-chunk-tokens", "report tokens per judge extraction call", DEFAULT_EXTRACT_CHUNK, "int"),
+        Option("extract-chunk-tokens", "report tokens per judge extraction call", DEFAULT_EXTRACT_CHUNK, "int", low=1),
     )

@@ -72,3 +72,15 @@ def test_python_api_checks_the_same_ranges(tmp_path):
     with pytest.raises(ValueError, match="--timeout must be"):
         run_async(go())
     assert not (tmp_path / "api").exists()
+
+
+@pytest.mark.parametrize("method, flag, value, says", [
+    ("redundancy", "--screen-threshold", "2", "--screen-threshold must be a number from 0 to 1 (got 2.0)"),
+    ("redundancy", "--redundancy-max-pairs", "0", "--redundancy-max-pairs must be a whole number >= 1 (got 0)"),
+    ("race", "--race-weight-samples", "-1", "--race-weight-samples must be a whole number >= 1 (got -1)"),
+    ("kae", "--kae-max-pages", "-3", "--kae-max-pages must be a whole number >= 0 (got -3)"),
+])
+def test_method_option_out_of_range_is_refused(tmp_path, capsys, method, flag, value, says):
+    assert _run(tmp_path, "--methods", method, flag, value) == 1
+    assert says in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
