@@ -33,8 +33,8 @@ from drscore.engine.runtime.rundir_read import RunDir, natural_key, read_run_dir
 
 # Settings that change how fast or where a shard ran, never what it scored.
 _PACING = ("out", "shard", "max_in_flight", "fetch_concurrency")
-_JUDGE_PACING = ("cache_dir", "redis", "redis_ttl_days", "api_key_present", "concurrency", "rpm", "tpm", "burst_s", "timeout_s",
-                 "max_retries", "max_cost")
+_JUDGE_PACING = ("cache_dir", "redis", "redis_ttl_days", "api_key_present", "concurrency", "rpm", "tpm", "burst_s",
+                 "timeout_s", "max_retries", "max_cost")
 _ADDITIVE_TOTALS_SKIP = {"wall_time_s", "budget_exhausted", "inputs_skipped", "max_cost_usd", "priced_as"}
 
 
