@@ -7,9 +7,9 @@ spelling they take in text (raw, JSON-escaped, URL-encoded), and anything shaped
 bearer token even when it is not ours (``sk-...``, ``Bearer ...``): an endpoint that
 echoes a request header may echo a proxy's token too. Secrets in URLs are keys too: a
 key-like query parameter (``?key=``, ``api-key=``, ``token=``) and a ``user:pass@``
-password are masked wherever a URL is written (:func:`redact_url`), and the values of
-the judge URL's are registered like the API key (:func:`register_url_secrets`). Each
-becomes ``[REDACTED]``.
+password are masked wherever the judge URL is written (:func:`redact_url`), and their
+values are registered like the API key (:func:`register_url_secrets`), so no message
+carries them however it quotes the URL. Each becomes ``[REDACTED]``.
 
 The registry is process-wide on purpose: exception messages and log lines are built far
 from the backend that knows the key, and they must be clean wherever they are built.
@@ -114,7 +114,9 @@ def redact(text: str) -> str:
     pattern = _pattern
     if pattern is not None:
         text = pattern.sub(MASK, text)
-    return _TOKEN_SHAPES.sub(MASK, _URL_SHAPES.sub(_mask_url_part, text))
+    # Not the URL shapes: a judge's answer may quote a cited page's URL whose own
+    # ?key=... must reach the page fetcher intact; the judge URL's values are registered.
+    return _TOKEN_SHAPES.sub(MASK, text)
 
 
 def redact_any(value: Any) -> Any:

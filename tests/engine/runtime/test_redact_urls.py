@@ -26,7 +26,20 @@ def clean_registry():
 ])
 def test_url_secrets_are_masked_and_the_rest_kept(url, shown):
     assert redact_url(url) == shown
-    assert redact(f"cannot reach {url}: refused") == f"cannot reach {shown}: refused"
+    assert redact_url(f"cannot reach {url}: refused") == f"cannot reach {shown}: refused"
+
+
+def test_a_registered_judge_url_is_masked_in_any_message():
+    url = "https://user:pa55word-9@gw.example/v1?key=k1234567890&model=x"
+    register_url_secrets(url)
+    assert redact(f"ClientConnectorError: Cannot connect to host {url}") == \
+        f"ClientConnectorError: Cannot connect to host https://user:{MASK}@gw.example/v1?key={MASK}&model=x"
+
+
+def test_urls_in_answers_are_left_alone_unless_registered():
+    # a judge quoting a cited page's URL: its own parameters must reach the fetcher intact
+    assert redact("see https://docs.example/sheet?key=1AbCdEfGhIj&gid=0") == \
+        "see https://docs.example/sheet?key=1AbCdEfGhIj&gid=0"
 
 
 def test_values_of_the_judge_url_are_registered_in_every_spelling():
