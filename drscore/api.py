@@ -15,10 +15,13 @@ import msgspec
 
 import drscore.engine.methods as method_registry
 from drscore import prompts
+from drscore.ranges import JUDGE_RANGES, RUN_RANGES, Range, check, check_all
 from drscore.engine.runtime.cache import JudgeCache
 from drscore.engine.runtime.evidence import PageSource, PlaceholderPages
 from drscore.engine.runtime.extras import require
-from drscore.engine.runtime.io import in_shard, iter_reports, load_tasks, open_input, shard_of, tasks_from_reports
+from drscore.engine.runtime.io import (
+    InputFile, fingerprint, in_shard, iter_reports, load_tasks, open_input, shard_of, tasks_from_reports,
+)
 from drscore.engine.runtime.judging import Backend
 from drscore.engine.runtime.limits import RateLimiter
 from drscore.engine.runtime.meter import Meter
@@ -28,6 +31,7 @@ from drscore.engine.runtime.models import InputError, Report, ScoreRow, VerdictR
 from drscore.engine.runtime.paths import default_cache_dir
 from drscore.engine.runtime.pool import JudgePool
 from drscore.engine.runtime.pricing import PriceTable, known_cost, unknown_price_message
+from drscore.engine.runtime.redact import redact_url as redact_judge_url, register_url_secrets
 from drscore.engine.runtime.rundir import RunDirLock, RunWriter, open_run_dir
 from drscore.engine.runtime.runner import Runner
 from drscore.engine.runtime.thinking import ThinkingPolicy
@@ -77,6 +81,11 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     max_output_tokens: int | None = None
     thinking_budget: int | None = None
     provider_temperature: bool = False
+    redis_ttl_days: float = 30.0  # answers shared through Redis expire this long after they were written
+
+    def validate(self) -> None:
+        """Every numeric setting in its range: a ValueError naming the flag otherwise."""
+        check_all(self, JUDGE_RANGES)
 
 
 class RunConfig(msgspec.Struct, kw_only=True):
@@ -100,6 +109,20 @@ class RunConfig(msgspec.Struct, kw_only=True):
     # A published judge set-up (drscore.protocols: drb, drb-fact, reporteval, arena, rigorous):
     # its judge model, thinking budget, temperature and method options become defaults.
     protocol: str | None = None
+
+    def validate(self) -> None:
+        """Every numeric setting (the judge's and the methods' too) in its range: a
+        ValueError naming the flag."""
+        check_all(self, RUN_RANGES)
+        self.judge.validate()
+        for name in self.methods:
+            if name not in method_registry.available():
+                continue  # an unknown method is reported by name where it is looked up
+            for o in method_registry.get(name).options:
+                dest = o.flag.replace("-", "_")
+                if o.type in ("int", "float") and self.method_options.get(dest) is not None:
+                    check(self.method_options[dest], Range(dest, f"--{o.flag}", o.low, o.high,
+                                                           integer=o.type == "int"))
 
 
 def with_protocol(config: RunConfig) -> RunConfig:
@@ -162,6 +185,7 @@ def make_backend(jc: JudgeConfig) -> Backend:
         return OfflineBackend()
     if not jc.model:
         raise ValueError("--judge-model is required with --judge-url")
+    register_url_secrets(jc.url)  # a key in the URL (?key=..., user:pass@) is a key like any other
     key = os.environ.get(jc.api_key_env) or None
     from drscore.judge.wire import family_profile
 
@@ -197,6 +221,7 @@ async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePoo
     """The judge pool and its cache (None when not cached). Whatever fails here (a
     damaged cache, a bad price table or prompts directory) leaves nothing open: an open
     cache would keep the process alive."""
+    jc.validate()
     backend = make_backend(jc)
     cache = None
     team = None
@@ -205,7 +230,8 @@ async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePoo
             from drscore.engine.runtime.team import open_team
 
             team = await open_team(jc.redis, base_url=jc.url or "", model=jc.model or "",
-                                   api_key=os.environ.get(jc.api_key_env) or None)
+                                   api_key=os.environ.get(jc.api_key_env) or None,
+                                   answer_ttl_s=jc.redis_ttl_days * 86_400)
         if not jc.no_cache and getattr(backend, "cacheable", True):
             cache = await JudgeCache.open(Path(jc.cache_dir or default_cache_dir()) / "judge.sqlite")
             if team is not None:  # Redis behind the local cache, with the same claim API
@@ -342,6 +368,7 @@ class Run:
         self._writer: RunWriter | None = None
         # Said before scoring starts (the CLI prints them): e.g. a judge without a price.
         self.warnings: list[str] = []
+        self.inputs: list[InputFile] = []
 
     async def __aenter__(self) -> Run:
         try:
@@ -357,6 +384,7 @@ class Run:
             raise ValueError("no methods given")
         if not cfg.reports:
             raise ValueError("no reports file given")
+        cfg.validate()
         instances = method_instances(cfg.methods, cfg.method_options)
         for path in cfg.reports:  # fail now, in one line, not halfway through the run
             open_input(path, "reports").close()
@@ -370,6 +398,9 @@ class Run:
             if not self.tasks:
                 raise ValueError("no --tasks file given and the reports carry no prompt/topic to build tasks from")
         shard_of(cfg.shard)  # a bad --shard fails before anything is opened
+        # by content, for `drscore merge` (a file of the same name on another machine may differ)
+        files = [(p, "reports") for p in cfg.reports] + ([(cfg.tasks, "tasks")] if cfg.tasks else [])
+        self.inputs = [await asyncio.to_thread(fingerprint, path, role) for path, role in files]
         pool, cache = await open_pool(cfg.judge, dry_run=cfg.dry_run)
         if not pool.priced:
             self.warnings.append(unknown_price_message(pool.price_model))
@@ -424,6 +455,8 @@ class Run:
             from drscore.engine.runtime.team.link import redact_url
 
             cfg["judge"]["redis"] = redact_url(cfg["judge"]["redis"])
+        if cfg["judge"].get("url"):
+            cfg["judge"]["url"] = redact_judge_url(cfg["judge"]["url"])
         cfg["judge"]["api_key_present"] = bool(os.environ.get(self.config.judge.api_key_env))
         cfg["drscore_version"] = version()
         return cfg
@@ -455,6 +488,7 @@ class Run:
                                            interval=task_bootstrap_interval)
         if self.config.shard:
             self.summary["shard"] = self.config.shard
+        self.summary["inputs"] = msgspec.to_builtins(self.inputs)
         team = getattr(self.runner.pool, "team", None)
         if team is not None:
             self.summary["team"] = team.stats()

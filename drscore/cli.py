@@ -7,6 +7,7 @@ import sqlite3
 import sys
 
 from drscore.api import version
+from drscore.engine.runtime.escape import terminal
 from drscore.engine.runtime.extras import MissingExtra
 from drscore.commands import register_all
 from drscore.engine.runtime.rundir import RunDirError
@@ -139,11 +140,11 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except (ValueError, KeyError, FileNotFoundError, MissingExtra, CacheFileError, RunDirError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
-        print(redact(f"drscore: error: {msg}"), file=sys.stderr)
+        print(terminal(redact(f"drscore: error: {msg}")), file=sys.stderr)
         return 1
     except OSError as e:  # a path of the wrong type or without permission: one line, no traceback
         where = f"{e.filename}: " if e.filename else ""
-        print(redact(f"drscore: error: {where}{e.strerror or e}"), file=sys.stderr)
+        print(terminal(redact(f"drscore: error: {where}{e.strerror or e}")), file=sys.stderr)
         return 1
     except sqlite3.Error as e:  # a cache file that failed somewhere not wrapped in CacheFileError
         print(f"drscore: error: cache file: {describe(e)}; run `drscore cache check`", file=sys.stderr)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from drscore.engine.runtime.escape import terminal
 from drscore.engine.runtime.models import ScoreRow
 from drscore.engine.runtime.pricing import cost_text, unknown_price_message
 
@@ -51,12 +52,12 @@ def _board_lines(summary: dict[str, Any], rows: Iterable[ScoreRow], seed: int, r
             shared = ""
             if differ:
                 shared = f"{_fmt(e.shared_score):>9}{_ci(e.shared_ci_low, e.shared_ci_high):>20}"
-            lines.append(f"    {e.rank or '-'!s:<5}{e.agent[:31]:<32}{_fmt(e.score):>9}{_ci(e.ci_low, e.ci_high):>20}"
+            lines.append(f"    {e.rank or '-'!s:<5}{terminal(e.agent)[:31]:<32}{_fmt(e.score):>9}{_ci(e.ci_low, e.ci_high):>20}"
                          f"{shared}{e.tasks_scored:>6}{e.failed:>8}{skipped.get((method, e.agent), 0):>9}"
                          f"{cost_text(e.cost_usd):>10}")
         note = comparison_note(entries)
         if note:
-            lines.append(f"    note: {note}")
+            lines.append(f"    note: {terminal(note)}")
         lines += _method_extras(summary, method)
     return lines
 
@@ -77,7 +78,7 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
                      f"{'cost $':>10}")
         for i, r in enumerate(block, 1):
             ci = f"[{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]" if r.get("ci95") else "-"
-            lines.append(f"    {i:<5}{r['agent'][:31]:<32}{_fmt(r['mean']):>9}{ci:>20}{r['n']:>6}"
+            lines.append(f"    {i:<5}{terminal(r['agent'])[:31]:<32}{_fmt(r['mean']):>9}{ci:>20}{r['n']:>6}"
                          f"{r['failed']:>8}{r.get('skipped', 0):>9}{cost_text(r['cost_usd']):>10}")
         lines += _method_extras(summary, method)
     return lines
@@ -91,9 +92,9 @@ def _method_extras(summary: dict[str, Any], method: str) -> list[str]:
             continue
         for convention, figures in (r.get("suite") or {}).items():
             shown = ", ".join(f"{k} {_fmt(v)}" for k, v in figures.items())
-            lines.append(f"      {r['agent'][:31]} · {convention}: {shown}")
+            lines.append(f"      {terminal(r['agent'])[:31]} · {terminal(convention)}: {shown}")
     for note in (summary.get("notes") or {}).get(method, []):
-        lines.append(f"    NOTE: {note}")
+        lines.append(f"    NOTE: {terminal(note)}")
     return lines
 
 
@@ -134,7 +135,7 @@ def failures_text(summary: dict[str, Any]) -> str | None:
     reasons = summary.get("totals", {}).get("failure_reasons") or {}
     if not reasons:
         return None
-    return "failed items by reason: " + ", ".join(f"{r} {n}" for r, n in reasons.items())
+    return "failed items by reason: " + ", ".join(f"{terminal(r)} {n}" for r, n in reasons.items())
 
 
 def stop_text(summary: dict[str, Any]) -> str | None:
@@ -142,7 +143,7 @@ def stop_text(summary: dict[str, Any]) -> str | None:
     stop = summary.get("stopped")
     if not stop:
         return None
-    return ("drscore: error: " if stop.get("fatal") else "drscore: stopped: ") + stop["message"]
+    return ("drscore: error: " if stop.get("fatal") else "drscore: stopped: ") + terminal(stop["message"])
 
 
 def only_the_stop(summary: dict[str, Any]) -> bool:
@@ -154,14 +155,28 @@ def only_the_stop(summary: dict[str, Any]) -> bool:
         t.get("failure_reasons") == {stop["reason"]: t["items"]}
 
 
+def team_text(summary: dict[str, Any]) -> str | None:
+    """The team Redis's failure that makes the run incomplete (out of memory), as one line."""
+    team = summary.get("team") or {}
+    if not team.get("out_of_memory"):
+        return None
+    return f"drscore: team: {terminal(team.get('degraded_reason', 'Redis out of memory'))} (exit 3)"
+
+
+def team_incomplete(summary: dict[str, Any]) -> bool:
+    """True when the team Redis refused writes for lack of memory: the run exits 3."""
+    return bool((summary.get("team") or {}).get("out_of_memory"))
+
+
 def end_of_run_lines(summary: dict[str, Any]) -> list[str]:
     """What the terminal's error stream shows after every run: the failure reasons with
-    their counts, then why the run stopped (or only the latter, see :func:`only_the_stop`)."""
+    their counts, then why the run stopped (or only the latter, see :func:`only_the_stop`),
+    then a team Redis that ran out of memory."""
     stop = stop_text(summary)
     if only_the_stop(summary):
         n = summary["totals"]["items"]
         return [f"{stop} — all {n} items failed for this reason"]
-    return [line for line in (failures_text(summary), stop) if line]
+    return [line for line in (failures_text(summary), stop, team_text(summary)) if line]
 
 
 def _pair_totals(summary: dict[str, Any]) -> dict[str, int]:

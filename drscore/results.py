@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from drscore.engine.runtime.escape import csv_cell
 from drscore.engine.runtime.extras import MissingExtra
 from drscore.engine.runtime.models import InputError, ScoreRow, VerdictRecord
 from drscore.engine.runtime.rundir_read import iter_verdicts, read_run_dir
@@ -142,7 +143,7 @@ def write_csv(records: Records[Any], path: str | Path) -> int:
         w = csv.writer(f)
         w.writerow(header)
         for r in flat:
-            w.writerow(["" if r.get(c) is None else r.get(c) for c in header])
+            w.writerow(["" if r.get(c) is None else csv_cell(r.get(c)) for c in header])
     return len(flat)
 
 

@@ -19,7 +19,11 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from drscore.engine.runtime.redact import redact_url as redact_judge_url
 from drscore.engine.runtime.team.link import redact_url
+from drscore.ranges import JUDGE_RANGES, RUN_RANGES, check
+
+_RANGES = {r.flag.lstrip("-"): r for r in JUDGE_RANGES + RUN_RANGES}
 
 # Environment defaults (the option's dest -> variable). Any command with the option gets it.
 ENV_DEFAULTS: dict[str, str] = {
@@ -125,10 +129,12 @@ def _scalar(action: argparse.Action, value: Any, name: str) -> Any:
     if isinstance(value, (dict, list)):
         raise ValueError(f"{name} must be a single value, got {value!r}")
     convert = action.type
+    if convert is int and isinstance(value, float) and not value.is_integer():
+        raise ValueError(f"{name} must be a whole number, got {value!r}")  # int() would truncate it
     if convert is not None and callable(convert):
         try:
             value = convert(value if isinstance(value, (int, float)) and convert in (int, float) else str(value))
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise ValueError(f"{name}: invalid value {value!r} ({exc})") from None
     elif isinstance(value, bool) or not isinstance(value, str):
         value = str(value).lower() if isinstance(value, bool) else str(value)
@@ -166,6 +172,9 @@ def load_config_file(path: str | Path, actions: dict[str, argparse.Action]) -> d
             raise ConfigError(f"{where}: unknown option {name!r}{hint}")
         try:
             out[dest] = _convert(action, value, name)
+            allowed = _RANGES.get(flag_name(action))
+            if allowed is not None:  # checked again in the configs; here the error has its line
+                check(out[dest], allowed)
         except ValueError as exc:
             raise ConfigError(f"{where}: {exc}") from None
     return out
@@ -229,6 +238,9 @@ def to_toml(parser: argparse.ArgumentParser, args: argparse.Namespace, title: st
             help_text = " ".join((a.help or "").split()).replace("%%", "%")
             if value is None:
                 lines.append(f"# {key} =   # {help_text}"[:160])
+            elif a.dest == "judge_url" and redact_judge_url(str(value)) != str(value):
+                lines.append(f"{key} = {_toml_value(redact_judge_url(str(value)))}"
+                             "   # secret left out: give the full URL in DRSCORE_JUDGE_URL")
             elif a.dest == "redis" and redact_url(str(value)) != str(value):
                 # a config file is shared and committed: the password stays in the environment
                 lines.append(f"{key} = {_toml_value(redact_url(str(value)))}"

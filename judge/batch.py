@@ -38,7 +38,7 @@ import orjson
 from drscore.engine.runtime.judging import (
     ENDPOINT_FAULTS, ChatRequest, ChatResponse, FatalError, JudgeError, RateLimitInfo, TransientError,
 )
-from drscore.engine.runtime.redact import redact, redact_any, register_secret
+from drscore.engine.runtime.redact import redact, redact_any, redact_url, register_secret, register_url_secrets
 from drscore.judge.batch_journal import BatchJournal, custom_id
 from drscore.judge.http import classify_connection_error, parse_completion, status_error
 from drscore.judge.wire import WireProfile, family_profile, request_body
@@ -65,10 +65,11 @@ class BatchBackend:
                  timeout_s: float = 300.0, max_hold_s: float | None = None,
                  params: dict[str, Any] | None = None, profile: WireProfile | None = None) -> None:
         self.base_url = base_url.rstrip("/")
+        register_url_secrets(base_url)
         self.model = model
         # the same body spelling as synchronous calls
         self.wire = profile if profile is not None else family_profile(model, params)
-        self.endpoint = f"{self.base_url}|{model}"
+        self.endpoint = f"{redact_url(self.base_url)}|{model}"  # the journal keeps no URL secret
         self.journal_path = Path(journal)
         self.window_s = max(0.0, window_s)
         self.max_requests = max(1, min(MAX_REQUESTS, max_requests))
@@ -101,7 +102,7 @@ class BatchBackend:
         self.failures: list[str] = []
 
     def identity(self) -> dict[str, Any]:
-        return {"base_url": self.base_url, "model": self.model, **self.wire.identity()}
+        return {"base_url": redact_url(self.base_url), "model": self.model, **self.wire.identity()}
 
     # -- the Backend protocol -------------------------------------------------------
     async def complete(self, request: ChatRequest) -> tuple[ChatResponse, RateLimitInfo | None]:

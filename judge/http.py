@@ -14,6 +14,7 @@ import re
 import socket
 import ssl
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 import orjson
@@ -21,7 +22,7 @@ import orjson
 from drscore.engine.runtime.judging import (
     ChatRequest, ChatResponse, FatalError, JudgeError, RateLimited, RateLimitInfo, TransientError,
 )
-from drscore.engine.runtime.redact import redact, register_secret
+from drscore.engine.runtime.redact import redact, redact_url, register_secret, register_url_secrets
 from drscore.engine.runtime.tokens import estimate_messages, estimate_tokens
 from drscore.judge.ratelimit_headers import parse_rate_limit_headers, retry_after_from_text
 from drscore.engine.runtime.thinking import split_thinking
@@ -116,6 +117,12 @@ def status_error(status: int, raw: bytes, where: str, info: RateLimitInfo | None
     return FatalError(text, limits=info, kind=kind, status=status, param=param)
 
 
+def endpoint_url(base_url: str, path: str) -> str:
+    """``path`` appended to the base URL's path, the query (a gateway's ``?key=``) kept."""
+    parts = urlsplit(base_url)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + path))
+
+
 class HttpBackend:
     name = "http"
     cacheable = True
@@ -124,11 +131,14 @@ class HttpBackend:
                  connections: int = 256, extra_headers: dict[str, str] | None = None,
                  api_key_header: str = "Authorization", params: dict[str, Any] | None = None,
                  profile: WireProfile | None = None) -> None:
-        self.base_url = base_url.rstrip("/")
+        register_url_secrets(base_url)
+        # Shown in messages and the cache's identity without the secrets a gateway URL may
+        # carry (?key=...); the request goes to the real URL, its query kept after the path.
+        self.base_url = redact_url(base_url.rstrip("/"))
         self.model = model
         # body spelling per model family (judge/wire.py); ``profile`` carries thinking settings
         self.wire = profile if profile is not None else family_profile(model, params)
-        self._url = self.base_url + "/chat/completions"
+        self._url = endpoint_url(base_url, "/chat/completions")
         self._headers = {"Content-Type": "application/json", **(extra_headers or {})}
         if api_key:
             register_secret(api_key)  # from here on, no message can carry it

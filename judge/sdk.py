@@ -14,7 +14,7 @@ require("sdk", "--transport sdk")
 import openai  # noqa: E402  (after the check, so a missing extra is named)
 
 from drscore.engine.runtime.judging import ChatRequest, ChatResponse, RateLimitInfo, TransientError
-from drscore.engine.runtime.redact import redact, register_secret
+from drscore.engine.runtime.redact import redact, redact_url, register_secret, register_url_secrets
 from drscore.judge.http import CONNECT_TIMEOUT_S, classify_connection_error, parse_completion, status_error
 from drscore.judge.ratelimit_headers import parse_rate_limit_headers
 from drscore.judge.wire import WireProfile, family_profile, request_body
@@ -32,6 +32,7 @@ class SdkBackend:
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 120.0,
                  params: dict[str, Any] | None = None, profile: WireProfile | None = None) -> None:
         self.base_url = base_url.rstrip("/")
+        register_url_secrets(base_url)
         self.model = model
         self.timeout_s = timeout_s
         register_secret(api_key)
@@ -43,7 +44,7 @@ class SdkBackend:
 
     def identity(self) -> dict[str, Any]:
         # Same answers as the HTTP transport: share its cache entries.
-        return {"base_url": self.base_url, "model": self.model, **self.wire.identity()}
+        return {"base_url": redact_url(self.base_url), "model": self.model, **self.wire.identity()}
 
     async def complete(self, request: ChatRequest) -> tuple[ChatResponse, RateLimitInfo | None]:
         sent = self.wire.spelling()

@@ -61,19 +61,60 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else str(value)
 
 
-def parse(name: str, raw: str) -> Template:
-    """Parse template text (front matter + ``## role`` sections)."""
+# Front-matter settings: (kind, lowest, highest). max_tokens is sent to the endpoint and is
+# the budget's worst case, so a negative or absurd value must stop at the file, not there.
+_SETTINGS: dict[str, tuple[type, float, float]] = {
+    "max_tokens": (int, 1, 1_000_000),
+    "expected_output_tokens": (int, 1, 1_000_000),
+    "temperature": (float, 0.0, 2.0),
+}
+
+
+def _shown(bound: float) -> str:
+    return f"{int(bound):,}" if float(bound).is_integer() else f"{bound:g}"
+
+
+def _setting(key: str, text: str, where: str) -> int | float:
+    """One front-matter value, checked against its range (a ValueError naming ``where``)."""
+    if key not in _SETTINGS:
+        raise ValueError(f"{where}: unknown setting {key!r}; known: {', '.join(_SETTINGS)}")
+    kind, low, high = _SETTINGS[key]
+    try:
+        number = float(text)
+    except ValueError:
+        raise ValueError(f"{where}: {key} must be a number, got {text!r}") from None
+    if kind is int and not (number.is_integer() and "." not in text and "e" not in text.lower()):
+        raise ValueError(f"{where}: {key} must be a whole number from {_shown(low)} to {_shown(high)}, got {text!r}")
+    if not low <= number <= high:  # NaN fails this too
+        raise ValueError(f"{where}: {key} must be from {_shown(low)} to {_shown(high)}, got {text!r}")
+    return int(number) if kind is int else number
+
+
+def _front_matter(raw: str, where: str) -> tuple[dict[str, Any], str]:
+    """The settings and the body. A fence is a line of ``---`` (trailing blanks allowed)."""
+    lines = raw.splitlines(keepends=True)
+    if not lines or lines[0].rstrip() != "---":
+        return {}, raw
     meta: dict[str, Any] = {}
-    body = raw
-    if raw.startswith("---\n"):
-        end = raw.index("\n---\n", 4)
-        for line in raw[4:end].splitlines():
-            line = line.split("#", 1)[0].strip()
-            if not line:
-                continue
-            key, _, value = line.partition(":")
-            meta[key.strip()] = float(value) if "." in value else int(value)
-        body = raw[end + 5 :]
+    for number, line in enumerate(lines[1:], start=2):
+        if line.rstrip() == "---":
+            return meta, "".join(lines[number:])
+        if _SECTION.match(line):  # the body began: the closing fence is missing
+            break
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        key, colon, value = text.partition(":")
+        if not colon:
+            raise ValueError(f"{where}:{number}: expected 'key: value', got {text!r}")
+        meta[key.strip()] = _setting(key.strip(), value.strip(), f"{where}:{number}")
+    raise ValueError(f"{where}:1: front matter opened with '---' is never closed")
+
+
+def parse(name: str, raw: str, source: str | None = None) -> Template:
+    """Parse template text (front matter + ``## role`` sections); ``source`` (a file name)
+    goes into error messages with the line."""
+    meta, body = _front_matter(raw, source or f"prompt {name!r}")
     parts = _SECTION.split(body)
     sections = tuple(
         (parts[i], parts[i + 1].strip("\n")) for i in range(1, len(parts) - 1, 2)
@@ -134,9 +175,11 @@ class Library:
                 raise PromptOverrideError(f"{path}: no built-in template named {name!r} to override "
                                           f"(see `drscore prompts list`)")
             try:
-                tpl = parse(name, path.read_text(encoding="utf-8"))
-            except (ValueError, UnicodeDecodeError) as exc:
+                tpl = parse(name, path.read_text(encoding="utf-8"), source=str(path))
+            except UnicodeDecodeError as exc:
                 raise PromptOverrideError(f"{path}: {exc}") from None
+            except ValueError as exc:  # names the file (and line) already
+                raise PromptOverrideError(str(exc)) from None
             want = load(name).variables
             if tpl.variables != want:
                 extra, missing = sorted(tpl.variables - want), sorted(want - tpl.variables)

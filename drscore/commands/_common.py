@@ -71,6 +71,9 @@ def add_judge_args(p: argparse.ArgumentParser) -> None:
     t.add_argument("--redis", metavar="URL",
                    help="share the endpoint's quota, a cache tier and calls in flight with every process using "
                         "this Redis, e.g. redis://127.0.0.1:6379/0 (default: $DRSCORE_REDIS; needs drscore[team])")
+    t.add_argument("--redis-ttl", type=float, default=30.0, metavar="DAYS",
+                   help="answers shared through --redis expire this many days after they were written, so a "
+                        "long-lived team Redis does not fill up (default 30; the local cache keeps its own)")
 
 
 def judge_config_from_args(args: argparse.Namespace) -> JudgeConfig:
@@ -84,7 +87,7 @@ def judge_config_from_args(args: argparse.Namespace) -> JudgeConfig:
         params=parse_judge_params(getattr(args, "judge_param", None)),
         batch=args.batch, batch_window_s=args.batch_window, batch_poll_s=args.batch_poll,
         batch_max_requests=args.batch_max_requests, prefix_warmup=not args.no_prefix_warmup,
-        redis=args.redis, reasoning_effort=getattr(args, "reasoning_effort", None),
+        redis=args.redis, redis_ttl_days=args.redis_ttl, reasoning_effort=getattr(args, "reasoning_effort", None),
         max_output_tokens=getattr(args, "max_output_tokens", None))
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from drscore.engine.runtime.escape import terminal
 from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, paired_bootstrap
 from drscore.engine.runtime.rundir_read import RunDir, RunDirError, natural_key, read_run_dir
 
@@ -127,7 +128,7 @@ def run_compare(args: argparse.Namespace) -> int:
         if note:
             print(f"warning: {run.path}: {note}", file=sys.stderr)
         for problem in run.problems[:20]:
-            print(f"warning: {problem} (line skipped)", file=sys.stderr)
+            print(f"warning: {terminal(problem)} (line skipped)", file=sys.stderr)
     deltas = compare_runs(a, b, methods=args.method, resamples=args.resamples,
                           seed=args.seed, confidence=args.confidence)
     only_a, only_b = unmatched(a, b)
@@ -166,12 +167,12 @@ def _text(args: argparse.Namespace, deltas: list[Delta], only_a: list[list[str]]
         verdict = ("significant" if d.significant else
                    "no shared tasks" if not d.tasks else "not significant")
         lines.append(
-            f"{d.method[:14]:<14} {d.agent[:22]:<22} {d.tasks:>5} {_n(d.mean_a):>9} "
+            f"{d.method[:14]:<14} {terminal(d.agent)[:22]:<22} {d.tasks:>5} {_n(d.mean_a):>9} "
             f"{_n(d.mean_b):>9} {_n(d.delta, signed=True):>9}  {ci:<21} "
             f"{_p(d.p_value, args.resamples):>6}  {verdict}")
     for label, keys in (("only in A", only_a), ("only in B", only_b)):
         if keys:
-            lines.append(f"{label}: " + ", ".join(f"{m}/{g}" for m, g in keys))
+            lines.append(f"{label}: " + ", ".join(f"{m}/{terminal(g)}" for m, g in keys))
     if changed:
         lines += ["", "config changes (A -> B):"] + [f"  {c}" for c in changed]
     return "\n".join(lines)

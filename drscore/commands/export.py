@@ -5,6 +5,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from drscore.engine.runtime.escape import terminal
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="write a run's rows (or verdicts) as one flat CSV or Parquet table",
@@ -40,6 +42,6 @@ def _main(args: argparse.Namespace) -> int:
         print(f"drscore export: error: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     for problem in run.problems[:20]:
-        print(f"warning: {problem} (line skipped)", file=sys.stderr)
+        print(f"warning: {terminal(problem)} (line skipped)", file=sys.stderr)
     print(f"{out} ({n} rows)")
     return 0

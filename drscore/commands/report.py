@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from drscore.engine.runtime.escape import terminal
 from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 
 # matplotlib (engine.report_html -> engine.charts) is imported inside run_report: every
@@ -65,7 +66,7 @@ def run_report(args: argparse.Namespace) -> int:
     if note:
         print(f"warning: {args.dir}: {note}", file=sys.stderr)
     for problem in run.problems[:20]:
-        print(f"warning: {problem} (line skipped)", file=sys.stderr)
+        print(f"warning: {terminal(problem)} (line skipped)", file=sys.stderr)
     if len(run.problems) > 20:
         print(f"warning: ... and {len(run.problems) - 20} more bad lines", file=sys.stderr)
 

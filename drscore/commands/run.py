@@ -12,7 +12,8 @@ import orjson
 
 from drscore.api import Run, RunConfig, methods
 from drscore.commands._common import add_judge_args, judge_config_from_args, run_async
-from drscore.render import dry_run_text, end_of_run_lines, leaderboard_text, only_the_stop
+from drscore.render import dry_run_text, end_of_run_lines, leaderboard_text, only_the_stop, team_incomplete
+from drscore.engine.runtime.escape import terminal
 from drscore.engine.runtime.io import FORMATS, count_lines, shard_of
 from drscore.engine.runtime.models import ScoreRow
 from drscore.engine.runtime.progress import Progress, progress_mode
@@ -30,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "Score reports with the given methods. Without --judge-url the offline judge is used. "
         f"Methods: {', '.join(available)}. Exit status: 0 all scored (items a method does not apply to, "
         f"status 'skipped', included); {EXIT_INCOMPLETE} finished with skipped inputs or failed items, or stopped "
-        f"by --max-cost or a rate-limit reset beyond --max-rate-limit-wait (re-run to resume); {EXIT_ERROR} error, "
+        f"by --max-cost or a rate-limit reset beyond --max-rate-limit-wait (re-run to resume), or the --redis "
+        f"server ran out of memory; {EXIT_ERROR} error, "
         "including a judge endpoint that cannot work (stopped at the first call, or after repeated identical "
         "failures).\n\n"
         "Every option can come from a TOML file (--config); flags given here override it, and\n"
@@ -157,12 +159,12 @@ def _main(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr)
     errors = summary.get("input_errors", [])
     for e in errors[:20]:
-        print(f"skipped: {e}", file=sys.stderr)
+        print(f"skipped: {terminal(e)}", file=sys.stderr)
     if len(errors) > 20:
         print(f"... and {len(errors) - 20} more skipped inputs (see summary.json)", file=sys.stderr)
     if stop and stop["fatal"]:
         return EXIT_ERROR
-    return EXIT_INCOMPLETE if stop or t["inputs_skipped"] or t["items_failed"] else 0
+    return EXIT_INCOMPLETE if stop or t["inputs_skipped"] or t["items_failed"] or team_incomplete(summary) else 0
 
 
 async def _run(config: RunConfig, progress_every: float) -> tuple[dict, list[ScoreRow]]:

@@ -284,7 +284,7 @@ def page_options() -> tuple[Option, ...]:
     return (
         Option("page-budget-tokens", "tokens of page text shown to the judge per call in the relevant-window "
                "mode (factuality, KAE; FACT with --fact-page-text window); longer pages are cut to their passages "
-               "most relevant to the statement(s)", DEFAULT_PAGE_BUDGET, "int"),
+               "most relevant to the statement(s)", DEFAULT_PAGE_BUDGET, "int", low=1),
     )
 
 
@@ -296,5 +296,5 @@ def pair_options() -> tuple[Option, ...]:
                choices=("auto", "parser", "llm")),
         Option("statement-scope", "text a citation covers: its sentence (widened when very short) or "
                "every sentence since the previous citation (span)", "sentence", choices=("sentence", "span")),
-        Option("extract-chunk-tokens", "report tokens per judge extraction call", DEFAULT_EXTRACT_CHUNK, "int"),
+        Option("extract-chunk-tokens", "report tokens per judge extraction call", DEFAULT_EXTRACT_CHUNK, "int", low=1),
     )

@@ -159,11 +159,12 @@ class Kae(Method):
     needs_pages: ClassVar[bool] = True
     options: ClassVar[tuple[Option, ...]] = (
         *page_options(),
-        Option("kae-keypoints-per-page", "most key points asked from one cited page", DEFAULT_KEYPOINTS_PER_PAGE, "int"),
+        Option("kae-keypoints-per-page", "most key points asked from one cited page", DEFAULT_KEYPOINTS_PER_PAGE, "int",
+               low=1),
         Option("kae-keypoints-per-call", "key points labelled per judge call (0 = all)", DEFAULT_KEYPOINTS_PER_CALL,
                "int"),
         Option("kae-report-budget-tokens", "tokens of report text per labelling call; longer reports are cut to "
-               "their passages most relevant to the key points", DEFAULT_REPORT_BUDGET, "int"),
+               "their passages most relevant to the key points", DEFAULT_REPORT_BUDGET, "int", low=1),
         Option("kae-max-pages", "read at most this many cited pages per report, in citation order (0 = all)",
                0, "int"),
     )

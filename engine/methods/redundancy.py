@@ -152,12 +152,13 @@ class Redundancy(Method):
                "--redundancy-max-pairs pairs); full = every pair, screened locally so only similar "
                "pairs are judged", "sampled", "str", PROTOCOLS),
         Option("redundancy-max-pairs", "pairs judged per report under the sampled protocol",
-               30, "int"),
+               30, "int", low=1),
         Option("segmentation", "redundancy units: paragraphs (the published protocol: blank-line "
                "paragraphs) or sections, as the authors' released script does ('## ' sections, no links, "
                ">= 200 chars)", "paragraphs", "str", SEGMENTATIONS),
         Option("screen-threshold", "full protocol: pairs whose n-gram cosine similarity is at least "
-               "this are judged, the rest score 4 (0 = judge every pair)", DEFAULT_THRESHOLD, "float"),
+               "this are judged, the rest score 4 (0 = judge every pair)", DEFAULT_THRESHOLD, "float",
+               high=1.0),
         Option("redundancy-min-chars", "drop units shorter than this many characters (default: "
                f"{DEFAULT_MIN_CHARS['sections']} for sections, {DEFAULT_MIN_CHARS['paragraphs']} "
                "for paragraphs)", None, "int"),

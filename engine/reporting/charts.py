@@ -10,11 +10,13 @@ the SVG canvas by itself).
 """
 from __future__ import annotations
 
+import functools
 import io
 import math
 import re
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, ParamSpec, Sequence
 
+from drscore.engine.runtime.escape import CHART_RC, terminal
 from drscore.engine.runtime.extras import require
 
 require("report", "the charts of drscore report")
@@ -38,6 +40,19 @@ OUTCOME_COLOURS = {
     "refused": "#edae49",
     "failed": "#3d3d3d",  # the judge failed on the pair
 }
+
+
+P = ParamSpec("P")
+
+
+def _literal(chart: Callable[P, str]) -> Callable[P, str]:
+    """Build and draw ``chart`` with labels as plain text: agent names and task ids are
+    data, and a ``$`` in them must neither raise (bad TeX) nor typeset (good TeX)."""
+    @functools.wraps(chart)
+    def drawn(*args: P.args, **kwargs: P.kwargs) -> str:
+        with matplotlib.rc_context(CHART_RC):
+            return chart(*args, **kwargs)
+    return drawn
 
 
 def _figure(width: float, height: float) -> Figure:
@@ -69,9 +84,11 @@ def to_svg(fig: Figure, chart_id: str) -> str:
 
 
 def _short(label: str, limit: int = _MAX_LABEL) -> str:
+    label = terminal(label)  # a control character has no glyph: show its escape
     return label if len(label) <= limit else label[: limit - 1] + "…"
 
 
+@_literal
 def leaderboard_chart(
     chart_id: str,
     title: str,
@@ -102,6 +119,7 @@ def leaderboard_chart(
     return to_svg(fig, chart_id)
 
 
+@_literal
 def dimension_chart(
     chart_id: str,
     title: str,
@@ -127,6 +145,7 @@ def dimension_chart(
     return to_svg(fig, chart_id)
 
 
+@_literal
 def heatmap_chart(
     chart_id: str,
     title: str,
@@ -157,6 +176,7 @@ def heatmap_chart(
     return to_svg(fig, chart_id)
 
 
+@_literal
 def redundancy_chart(
     chart_id: str,
     title: str,
@@ -202,6 +222,7 @@ def redundancy_chart(
     return to_svg(fig, chart_id)
 
 
+@_literal
 def citation_chart(
     chart_id: str,
     title: str,
@@ -226,6 +247,7 @@ def citation_chart(
     return to_svg(fig, chart_id)
 
 
+@_literal
 def cost_latency_chart(
     chart_id: str,
     title: str,

@@ -18,6 +18,7 @@ from typing import Any, Iterable, Sequence
 import msgspec
 
 from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, mean_ci
+from drscore.engine.runtime.escape import csv_cell, markdown_cell
 from drscore.engine.runtime.models import ScoreRow
 from drscore.engine.runtime.pricing import cost_text, sum_costs
 from drscore.engine.runtime.rundir_read import RunDir, natural_key
@@ -363,7 +364,7 @@ def leaderboard_markdown(run: RunDir, board: dict[str, list[LeaderboardRow]], *,
 
 
 def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return markdown_cell(text)
 
 
 def leaderboard_csv(board: dict[str, list[LeaderboardRow]]) -> str:
@@ -389,4 +390,4 @@ def _csv(value: Any) -> Any:
         return ""
     if isinstance(value, float):
         return "" if not math.isfinite(value) else f"{value:.6g}"
-    return value
+    return csv_cell(value)

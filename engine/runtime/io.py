@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 
 from drscore.engine.runtime.models import InputError, Report, Task
@@ -56,6 +57,22 @@ def open_input(path: str | Path, what: str = "input"):  # noqa: ANN201 (a binary
         raise InputFileError(f"{what} file not found: {path}") from None
     except OSError as exc:
         raise InputFileError(f"{what} file {path}: cannot be read ({exc.strerror or exc})") from None
+
+
+class InputFile(msgspec.Struct, frozen=True):
+    """An input file by name and content: what ``drscore merge`` compares across shards
+    (paths differ between machines; the same name may hold different files)."""
+
+    role: str  # "reports" or "tasks"
+    file: str  # the file name, without its directory
+    sha256: str
+
+
+def fingerprint(path: str | Path, role: str) -> InputFile:
+    """``path``'s name and the SHA-256 of its bytes (blocking: call it in a thread)."""
+    with open_input(path, role) as f:
+        digest = hashlib.file_digest(f, "sha256").hexdigest()
+    return InputFile(role=role, file=Path(path).name, sha256=digest)
 
 
 def _lines(path: Path, what: str = "input") -> Iterator[tuple[int, bytes]]:
@@ -231,8 +248,13 @@ def shard_of(spec: str | None) -> tuple[int, int] | None:
 def in_shard(report: Report, k: int, n: int) -> bool:
     """Whether ``report`` belongs to shard ``k`` of ``n``: a hash of (task id, agent), so
     the split depends on nothing else (not the file order, not the machine)."""
-    digest = hashlib.sha256(f"{report.task_id}\x00{report.agent}".encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") % n == k - 1
+    return shard_part(report.task_id, report.agent, n) == k
+
+
+def shard_part(task_id: str, agent: str, n: int) -> int:
+    """The part (1..n) that (task id, agent) falls in when the reports are split in ``n``."""
+    digest = hashlib.sha256(f"{task_id}\x00{agent}".encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % n + 1
 
 
 def tasks_from_reports(path: str | Path, *, fmt: str = "auto") -> dict[str, Task]:

@@ -132,6 +132,10 @@ class SharedQuota(Protocol):
     def attach(self, on_pause: Callable[[float], None]) -> None:
         """Call ``on_pause(seconds)`` when any process sharing the quota saw a 429."""
 
+    def available(self) -> bool:
+        """False once the store is gone for good. A None from one call while the store is
+        still available (a refused command) means: pace this one call locally."""
+
     async def reserve(self, requests: float, tokens: float, shape: tuple[float, float, float, float]) -> float | None:
         """Take the quota now and return 0.0, or take nothing and return the seconds to wait."""
 
@@ -215,7 +219,7 @@ class RateLimiter:
         if self.shared is None:
             return None
         wait = await self.shared.reserve(1 if self.requests else 0, tokens if self.tokens else 0, self._shape())
-        if wait is None:
+        if wait is None and not self.shared.available():
             self.shared = None  # the store is gone: the local buckets take over
         return wait
 

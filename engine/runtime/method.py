@@ -8,6 +8,7 @@ which drives methods without importing any of them. The runner creates one insta
 """
 from __future__ import annotations
 
+import math
 import random
 from typing import Any, Callable, ClassVar, Protocol, TypeVar
 
@@ -27,6 +28,10 @@ class Option(msgspec.Struct, frozen=True):
     default: Any = None
     type: str = "str"  # str | int | float | bool | path
     choices: tuple[str, ...] | None = None
+    # int and float options: the allowed range, checked before a run starts (counts and
+    # budgets are never negative; a size that must be at least 1 says so)
+    low: float = 0.0
+    high: float = math.inf
 
 
 class MethodResult(msgspec.Struct, kw_only=True):

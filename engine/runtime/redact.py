@@ -5,7 +5,11 @@ Two things are removed: the secrets registered with :func:`register_secret` (the
 configured API key, registered when a backend is built from the environment) in every
 spelling they take in text (raw, JSON-escaped, URL-encoded), and anything shaped like a
 bearer token even when it is not ours (``sk-...``, ``Bearer ...``): an endpoint that
-echoes a request header may echo a proxy's token too. Each becomes ``[REDACTED]``.
+echoes a request header may echo a proxy's token too. Secrets in URLs are keys too: a
+key-like query parameter (``?key=``, ``api-key=``, ``token=``) and a ``user:pass@``
+password are masked wherever the judge URL is written (:func:`redact_url`), and their
+values are registered like the API key (:func:`register_url_secrets`), so no message
+carries them however it quotes the URL. Each becomes ``[REDACTED]``.
 
 The registry is process-wide on purpose: exception messages and log lines are built far
 from the backend that knows the key, and they must be clean wherever they are built.
@@ -28,6 +32,18 @@ _TOKEN_SHAPES = re.compile(
     r"(?:\bsk-[A-Za-z0-9_\-]{12,}"  # OpenAI-style secret keys (sk-..., sk-proj-...)
     r"|\b[Bb]earer\s+[A-Za-z0-9._~+/=\-]{8,})"  # any bearer token
 )
+
+# Secrets that ride in a URL: a query parameter some gateways take the key in
+# (``?key=``, ``api-key=``, ``token=``...) and the password of ``user:pass@host``.
+_SECRET_PARAM = r"(?:api[-_]?key|key|x-api-key|token|access[-_]?token|auth|secret|client[-_]?secret|password|" \
+    r"passwd|pwd|sig|signature)"
+_URL_SHAPES = re.compile(
+    # ?key=VALUE; a value ends where text punctuation starts (the judge URL's own values
+    # are registered whole, see register_url_secrets)
+    rf"(?i)(?P<param>[?&;]{_SECRET_PARAM}=)[^&#\s\"'<>:,;)\]]+"
+    r"|(?P<scheme>\b[a-z][a-z0-9+.\-]*://)(?P<user>[^/\s:@\"'<>]*):[^/\s@\"'<>]+@"  # scheme://user:pass@
+)
+_SECRET_NAME = re.compile(rf"(?i)^{_SECRET_PARAM}$")
 
 _lock = threading.Lock()
 _secrets: tuple[str, ...] = ()
@@ -52,6 +68,38 @@ def register_secret(secret: str | None) -> None:
         _pattern = re.compile("|".join(re.escape(s) for s in spellings))
 
 
+def url_secrets(url: str) -> list[str]:
+    """The secret values carried by ``url``: its password and the values of query
+    parameters named like a key or token."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        found = [urllib.parse.unquote(parts.password)] if parts.password else []
+    except ValueError:
+        return []
+    found += [v for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=False)
+              if _SECRET_NAME.match(k)]
+    return found
+
+
+def register_url_secrets(url: str | None) -> None:
+    """Register every secret ``url`` carries (:func:`url_secrets`), so no message,
+    however it spells the value, can show it."""
+    for secret in url_secrets(url or ""):
+        register_secret(secret)
+
+
+def redact_url(url: str) -> str:
+    """``url`` as it may be shown or stored: key-like query values and the password
+    replaced by ``[REDACTED]``, everything else (host, path, other parameters) kept."""
+    return _URL_SHAPES.sub(_mask_url_part, url)
+
+
+def _mask_url_part(m: re.Match[str]) -> str:
+    if m.group("param"):
+        return m.group("param") + MASK
+    return f"{m.group('scheme')}{m.group('user')}:{MASK}@"
+
+
 def forget_secrets() -> None:
     """Clear the registry (tests)."""
     global _secrets, _pattern
@@ -66,6 +114,8 @@ def redact(text: str) -> str:
     pattern = _pattern
     if pattern is not None:
         text = pattern.sub(MASK, text)
+    # Not the URL shapes: a judge's answer may quote a cited page's URL whose own
+    # ?key=... must reach the page fetcher intact; the judge URL's values are registered.
     return _TOKEN_SHAPES.sub(MASK, text)
 
 

@@ -8,8 +8,11 @@ as they ran side by side). Input errors are reported identically by every shard 
 reads every line), so they are taken once.
 
 Shards must come from one configuration: the same methods, options, judge, seed, inputs
-(compared by file name: machines differ in paths) and drscore version, the same N, every
-part 1..N present once, each finished (``summary.json`` written). Pacing settings
+(compared by file name, since machines differ in paths, and by content: each run records
+its inputs' SHA-256 in ``summary.json``) and drscore version, the same N, every part
+1..N present once, each finished (``summary.json`` written). Their rows are checked
+too: each lies inside its shard's part of the split, and no (task, agent, method) is in
+two shards. Pacing settings
 (``--rpm``, ``--concurrency`` ...), the cache directory and the Redis URL may differ.
 """
 from __future__ import annotations
@@ -22,7 +25,7 @@ import msgspec
 import orjson
 
 from drscore.engine.runtime.aggregate import Aggregator
-from drscore.engine.runtime.io import iter_reports, shard_of
+from drscore.engine.runtime.io import iter_reports, shard_of, shard_part
 from drscore.engine.runtime.method import Method
 from drscore.engine.runtime.models import ScoreRow
 from drscore.engine.runtime.rundir import _atomic_write
@@ -30,8 +33,8 @@ from drscore.engine.runtime.rundir_read import RunDir, natural_key, read_run_dir
 
 # Settings that change how fast or where a shard ran, never what it scored.
 _PACING = ("out", "shard", "max_in_flight", "fetch_concurrency")
-_JUDGE_PACING = ("cache_dir", "redis", "api_key_present", "concurrency", "rpm", "tpm", "burst_s", "timeout_s",
-                 "max_retries", "max_cost")
+_JUDGE_PACING = ("cache_dir", "redis", "redis_ttl_days", "api_key_present", "concurrency", "rpm", "tpm", "burst_s",
+                 "timeout_s", "max_retries", "max_cost")
 _ADDITIVE_TOTALS_SKIP = {"wall_time_s", "budget_exhausted", "inputs_skipped", "max_cost_usd", "priced_as"}
 
 
@@ -93,7 +96,46 @@ def _check(runs: list[RunDir]) -> int:
                     [f"judge.{k}" for k in sorted(set(jb) | set(jo)) if jb.get(k) != jo.get(k)]
             raise MergeError(f"{run.path} was run with a different configuration than {runs[0].path} "
                              f"(differs in: {', '.join(diff)})")
+    _check_inputs(runs)
     return n
+
+
+def _check_inputs(runs: list[RunDir]) -> None:
+    """The shards read the same files: compared by content (SHA-256), not only by name."""
+    base = runs[0].summary.get("inputs")
+    for run in runs[1:]:
+        other = run.summary.get("inputs")
+        if other == base:
+            continue
+        if base is None or other is None:
+            raise MergeError(f"{(runs[0] if base is None else run).path}/summary.json records no input hashes; "
+                             "re-run that shard with this drscore to compare its inputs")
+        for a, b in zip(base, other):
+            if a != b:
+                raise MergeError(f"{run.path} read a different {a['role']} file than {runs[0].path}: "
+                                 f"{b['file']} (sha256 {b['sha256'][:12]}) vs {a['file']} (sha256 {a['sha256'][:12]})")
+        raise MergeError(f"{run.path} read {len(other)} input files, {runs[0].path} read {len(base)}")
+
+
+def _check_rows(runs: list[RunDir], n: int) -> None:
+    """Every row lies inside its shard's part of the split, and no (task, agent, method)
+    is in two shards (it would be counted twice and narrow the interval)."""
+    owner: dict[tuple[str, str, str], str] = {}
+    for run in runs:
+        for row in run.scores:
+            key = (row.task_id, row.agent, row.method)
+            if key in owner:
+                raise MergeError(f"task {row.task_id!r}, agent {row.agent!r}, method {row.method!r} is in both "
+                                 f"{owner[key]} and {run.path}; it would be counted twice")
+            owner[key] = run.path
+    for run in runs:
+        shard = shard_of(run.config.get("shard"))
+        assert shard is not None  # _check saw to it
+        for row in run.scores:
+            part = shard_part(row.task_id, row.agent, n)
+            if part != shard[0]:
+                raise MergeError(f"{run.path}/scores.jsonl: task {row.task_id!r}, agent {row.agent!r} belongs to "
+                                 f"shard {part}/{n}, not {shard[0]}/{n}; the shard holds rows of another split")
 
 
 def _input_order(config: dict[str, Any]) -> dict[tuple[str, str], int] | None:
@@ -126,7 +168,7 @@ def merge_runs(dirs: list[str | Path], out: str | Path, *,
     and ``methods`` are what the single run's summary used (``drscore merge`` passes them)."""
     runs = [read_run_dir(d) for d in dirs]
     runs.sort(key=lambda r: shard_of(r.config.get("shard")) or (0, 0))
-    _check(runs)
+    _check_rows(runs, _check(runs))
     method_order = list(runs[0].config.get("methods") or [])
     order = _input_order(runs[0].config)
     rows: list[ScoreRow] = [row for run in runs for row in run.scores]
@@ -187,6 +229,7 @@ def merge_runs(dirs: list[str | Path], out: str | Path, *,
         "totals": totals,
         "stopped": next((run.summary["stopped"] for run in runs if run.summary.get("stopped")), None),
         "input_errors": errors[:200],
+        "inputs": first.get("inputs"),
         "merged_from": [{"dir": run.path, "shard": run.config.get("shard"),
                          "items": (run.summary.get("totals") or {}).get("items"),
                          "wall_time_s": (run.summary.get("totals") or {}).get("wall_time_s")} for run in runs],

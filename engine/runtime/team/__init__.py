@@ -9,21 +9,21 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from drscore.engine.runtime.team.cache_tier import RedisTier, TieredCache
+from drscore.engine.runtime.team.cache_tier import DEFAULT_ANSWER_TTL_S, RedisTier, TieredCache
 from drscore.engine.runtime.team.claims import RedisClaims
 from drscore.engine.runtime.team.link import TeamError, TeamLink, endpoint_id, redact_url
 from drscore.engine.runtime.team.quota import RedisQuota
 
-__all__ = ["Team", "TeamError", "endpoint_id", "open_team", "redact_url"]
+__all__ = ["DEFAULT_ANSWER_TTL_S", "Team", "TeamError", "endpoint_id", "open_team", "redact_url"]
 
 
 class Team:
     """The Redis-backed parts of one process: attach them, read their stats, close."""
 
-    def __init__(self, link: TeamLink, *, lease_s: float = 15.0) -> None:
+    def __init__(self, link: TeamLink, *, lease_s: float = 15.0, answer_ttl_s: float = DEFAULT_ANSWER_TTL_S) -> None:
         self.link = link
         self.quota = RedisQuota(link)
-        self.tier = RedisTier(link)
+        self.tier = RedisTier(link, ttl_s=answer_ttl_s)
         self.lease_s = lease_s
         self.claims: RedisClaims | None = None
 
@@ -36,13 +36,20 @@ class Team:
         return cache
 
     def stats(self) -> dict[str, Any]:
+        reason = self.link.degraded_reason
         out: dict[str, Any] = {"redis": self.link.url, "endpoint": self.link.endpoint,
-                               "degraded": not self.link.up, **self.quota.stats(),
-                               "redis_cache_hits": self.tier.hits, "redis_cache_writes": self.tier.writes}
+                               "degraded": reason is not None, **self.quota.stats(),
+                               "redis_cache_hits": self.tier.hits, "redis_cache_writes": self.tier.writes,
+                               "answer_ttl_s": self.tier.ttl_s, "key_errors": self.link.key_errors,
+                               "out_of_memory": self.link.out_of_memory is not None}
         if self.claims is not None:
             out.update(self.claims.stats())
+        if reason is not None:
+            out["degraded_reason"] = reason
         if self.link.failure:
             out["failure"] = self.link.failure
+        if self.link.memory_refusals:
+            out["memory_refusals"] = self.link.memory_refusals
         return out
 
     async def close(self) -> None:
@@ -52,8 +59,10 @@ class Team:
 
 
 async def open_team(url: str, *, base_url: str, model: str, api_key: str | None, lease_s: float = 15.0,
-                    prefix: str = "drscore", warn: Callable[[str], None] | None = None) -> Team:
-    """Connect to Redis (a :class:`TeamError` when it cannot be reached) for this endpoint."""
+                    prefix: str = "drscore", warn: Callable[[str], None] | None = None,
+                    answer_ttl_s: float = DEFAULT_ANSWER_TTL_S) -> Team:
+    """Connect to Redis (a :class:`TeamError` when it cannot be reached) for this endpoint;
+    answers stored there expire after ``answer_ttl_s`` seconds."""
     kwargs = {"warn": warn} if warn is not None else {}
     link = await TeamLink.connect(url, endpoint_id(base_url, model, api_key), prefix=prefix, **kwargs)
-    return Team(link, lease_s=lease_s)
+    return Team(link, lease_s=lease_s, answer_ttl_s=answer_ttl_s)

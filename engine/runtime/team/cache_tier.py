@@ -24,11 +24,18 @@ import orjson
 from drscore.engine.runtime.team.link import TeamLink
 
 
-class RedisTier:
-    """Content-addressed responses in Redis hashes ``{prefix}:c:{key}`` (fields r, c)."""
+# A shared answer lives this long in Redis (the local caches keep theirs): a long-lived
+# team Redis must not fill up and start refusing writes. drscore run --redis-ttl DAYS.
+DEFAULT_ANSWER_TTL_S = 30 * 86_400.0
 
-    def __init__(self, link: TeamLink) -> None:
+
+class RedisTier:
+    """Content-addressed responses in Redis hashes ``{prefix}:c:{key}`` (fields r, c),
+    each expiring ``ttl_s`` seconds after it was written."""
+
+    def __init__(self, link: TeamLink, *, ttl_s: float = DEFAULT_ANSWER_TTL_S) -> None:
         self.link = link
+        self.ttl_s = ttl_s
         self.hits = 0
         self.misses = 0
         self.writes = 0
@@ -47,10 +54,16 @@ class RedisTier:
         components = orjson.loads(found[1]) if found[1] else {}
         return found[0], components
 
+    @property
+    def ttl_ms(self) -> int:
+        return max(1, int(self.ttl_s * 1000))
+
     async def put(self, key: str, response: bytes, components: dict[str, Any]) -> None:
-        ok = await self.link.guard(self.link.client.hset(
-            self.key_of(key), mapping={"r": response, "c": orjson.dumps(components, option=orjson.OPT_SORT_KEYS)}),
-            None)
+        # no MULTI: inside one, an OOM refusal would come back as a generic EXECABORT
+        pipe = self.link.client.pipeline(transaction=False)
+        pipe.hset(self.key_of(key), mapping={"r": response, "c": orjson.dumps(components, option=orjson.OPT_SORT_KEYS)})
+        pipe.pexpire(self.key_of(key), self.ttl_ms)
+        ok = await self.link.guard(pipe.execute(), None)
         if ok is not None:
             self.writes += 1
 

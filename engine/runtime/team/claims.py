@@ -31,9 +31,12 @@ if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {2} end
 return {0, redis.call('PTTL', KEYS[2])}
 """
 
-# KEYS: claim key, done channel, answer hash. ARGV: owner, request key[, response, components]
+# KEYS: claim key, done channel, answer hash. ARGV: owner, request key, answer ttl ms[, response, components]
 _STORE_AND_RELEASE = """
-if ARGV[3] then redis.call('HSET', KEYS[3], 'r', ARGV[3], 'c', ARGV[4]) end
+if ARGV[4] then
+  redis.call('HSET', KEYS[3], 'r', ARGV[4], 'c', ARGV[5])
+  redis.call('PEXPIRE', KEYS[3], ARGV[3])
+end
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 redis.call('PUBLISH', KEYS[2], ARGV[2])
 return 1
@@ -137,7 +140,7 @@ class RedisClaims:
         """Store ``answer`` (response, components JSON; None when the call failed) in the
         tier, drop the claim and notify, in one script."""
         self._held.discard(key)
-        args: list = [self.owner, key]
+        args: list = [self.owner, key, self.cache.tier.ttl_ms]
         if answer is not None:
             args += list(answer)
         done = await self.link.guard(self._store_and_release(

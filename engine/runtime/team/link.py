@@ -3,10 +3,19 @@
 One :class:`TeamLink` per process: a redis-py asyncio client, one pub/sub connection
 (whose listener hands each message to the handler registered for its channel), the
 endpoint's key prefix, and a health flag. Every Redis operation of the team package goes
-through :meth:`TeamLink.guard`: the first failure marks the link down, prints one
-warning, and from then on every part falls back to what one process does alone (local
-pacing, the local cache, no cross-process claims). A run never crashes and never loses
-an answer because Redis went away.
+through :meth:`TeamLink.guard`, which tells three failures apart (:func:`classify`):
+
+- a lost connection (refused, reset, timed out) marks the link down with one warning, and
+  from then on every part does what one process does alone (local pacing, the local
+  cache, no cross-process claims);
+- Redis out of memory (``OOM command not allowed``, the default ``noeviction`` policy) is
+  loud: a warning at once, ``team.degraded`` with the reason in summary.json and exit 3
+  at the end, since the team no longer shares what it exists to share; the link stays up
+  (reads still work) and each refused operation falls back on its own;
+- a command refused on one key (``WRONGTYPE`` ...) is a miss for that key: counted, warned
+  once, and the rest of the team machinery goes on.
+
+A run never crashes and never loses an answer because of Redis.
 
 redis-py is imported lazily: without ``--redis`` nothing here is loaded.
 """
@@ -61,6 +70,25 @@ def endpoint_id(base_url: str, model: str, api_key: str | None) -> str:
     return hashlib.sha256(f"{base_url.rstrip('/')}\n{model}\n{key_fp}".encode("utf-8")).hexdigest()[:20]
 
 
+CONNECTION, MEMORY, COMMAND = "connection", "memory", "command"
+
+
+def classify(error: BaseException) -> str:
+    """What a Redis failure means: :data:`MEMORY` (Redis refuses writes at its memory
+    limit), :data:`COMMAND` (one command refused, e.g. a key of the wrong type) or
+    :data:`CONNECTION` (Redis is unreachable: everything else)."""
+    from redis import exceptions
+
+    if isinstance(error, exceptions.ResponseError) and not isinstance(error, exceptions.ConnectionError):
+        # redis-py maps the "OOM" reply (also from inside a script or a pipeline) to its own
+        # class and drops the prefix; older versions keep the text
+        out_of_memory = getattr(exceptions, "OutOfMemoryError", ())
+        if isinstance(error, out_of_memory) or "OOM command not allowed" in str(error):
+            return MEMORY
+        return COMMAND
+    return CONNECTION
+
+
 def _warn_stderr(message: str) -> None:
     print(f"drscore: warning: {message}", file=sys.stderr, flush=True)
 
@@ -75,7 +103,10 @@ class TeamLink:
         self.endpoint = endpoint
         self.prefix = prefix
         self.up = True
-        self.failure: str | None = None
+        self.failure: str | None = None  # why the link went down
+        self.out_of_memory: str | None = None  # Redis's refusal, the first time it was out of memory
+        self.memory_refusals = 0
+        self.key_errors = 0  # commands refused on one key, each taken as a miss
         self._warn = warn
         self._errors = self._error_types()
         self._handlers: dict[str, Callable[[bytes], None]] = {}
@@ -132,8 +163,40 @@ class TeamLink:
         try:
             return await op
         except self._errors as e:
-            self.mark_down(e)
+            self.failed(e)
             return fallback
+
+    def failed(self, error: BaseException) -> None:
+        """Account for ``error`` by its kind (see :func:`classify`)."""
+        kind = classify(error)
+        if kind == CONNECTION:
+            self.mark_down(error)
+        elif kind == MEMORY:
+            self.mark_full(error)
+        else:
+            self.key_errors += 1
+            if self.key_errors == 1:
+                self._warn(f"Redis at {self.url} refused a command on one key ({error}); taken as a miss for "
+                           "that key and counted in summary.json (team.key_errors); the team goes on")
+
+    def mark_full(self, error: BaseException | str) -> None:
+        """Redis refuses writes at its memory limit: warn at once (the run will exit 3)."""
+        self.memory_refusals += 1
+        if self.out_of_memory is not None:
+            return
+        self.out_of_memory = error if isinstance(error, str) else (str(error) or type(error).__name__)
+        self._warn(f"Redis at {self.url} is out of memory ({self.out_of_memory}): answers are not shared and "
+                   "the team's quota and claims fail call by call; raise its maxmemory, lower --redis-ttl or "
+                   "flush old keys. The run goes on and will exit 3")
+
+    @property
+    def degraded_reason(self) -> str | None:
+        """Why the team does not work as one (None while it does)."""
+        if not self.up:
+            return f"Redis went away: {self.failure}"
+        if self.out_of_memory is not None:
+            return f"Redis out of memory: {self.out_of_memory}"
+        return None
 
     def mark_down(self, error: BaseException | str) -> None:
         if not self.up:
@@ -177,7 +240,7 @@ class TeamLink:
         except asyncio.CancelledError:
             raise
         except self._errors as e:
-            self.mark_down(e)
+            self.mark_down(e)  # the listener's connection is gone, whatever the error said
 
     async def close(self) -> None:
         if self._listener is not None:

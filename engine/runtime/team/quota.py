@@ -101,6 +101,9 @@ class RedisQuota:
         if self._on_pause is not None and seconds > 0:
             self._on_pause(seconds)
 
+    def available(self) -> bool:
+        return self.link.up
+
     async def _run(self, op: str, shape: Shape, a: float = 0, b: float = 0, c: float = 0) -> float | None:
         if not self.link.up:
             return None
