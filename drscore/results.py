@@ -19,7 +19,7 @@ import json
 import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 from drscore.engine.runtime.extras import MissingExtra
 from drscore.engine.runtime.models import InputError, ScoreRow, VerdictRecord
@@ -51,7 +51,11 @@ class Records(Sequence[T], Generic[T]):
     def __len__(self) -> int:
         return len(self._items)
 
-    def __getitem__(self, i):  # type: ignore[override]
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[T]: ...
+    def __getitem__(self, i: int | slice) -> T | list[T]:
         return self._items[i]
 
     def __iter__(self) -> Iterator[T]:

@@ -186,12 +186,14 @@ def parse_completion(raw: bytes, request: ChatRequest) -> ChatResponse:
         raise TransientError(f"unexpected response body: {excerpt(raw)}", kind="bad_response") from None
     usage = obj.get("usage") or {}
     pin, pout = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    estimated = not (isinstance(pin, int) and isinstance(pout, int))
-    if estimated:
+    if isinstance(pin, int) and isinstance(pout, int):
+        estimated = False
+    else:
+        estimated = True
         pin, pout = estimate_messages(list(request.messages)), estimate_tokens(text)
     details = usage.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    cached = min(cached, pin) if isinstance(cached, int) and cached > 0 and not estimated else 0
+    reported = details.get("cached_tokens") if isinstance(details, dict) else None
+    cached = min(reported, pin) if isinstance(reported, int) and reported > 0 and not estimated else 0
     return ChatResponse(text=text, input_tokens=pin, output_tokens=pout, usage_estimated=estimated,
                         finish_reason=choice.get("finish_reason"), model=obj.get("model"),
                         cached_input_tokens=cached)

@@ -54,6 +54,9 @@ class Team:
 async def open_team(url: str, *, base_url: str, model: str, api_key: str | None, lease_s: float = 15.0,
                     prefix: str = "drscore", warn: Callable[[str], None] | None = None) -> Team:
     """Connect to Redis (a :class:`TeamError` when it cannot be reached) for this endpoint."""
-    kwargs = {"warn": warn} if warn is not None else {}
-    link = await TeamLink.connect(url, endpoint_id(base_url, model, api_key), prefix=prefix, **kwargs)
+    endpoint = endpoint_id(base_url, model, api_key)
+    if warn is not None:
+        link = await TeamLink.connect(url, endpoint, prefix=prefix, warn=warn)
+    else:
+        link = await TeamLink.connect(url, endpoint, prefix=prefix)
     return Team(link, lease_s=lease_s)
