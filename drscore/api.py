@@ -16,7 +16,7 @@ import msgspec
 import drscore.engine.methods as method_registry
 from drscore import prompts
 from drscore.ranges import JUDGE_RANGES, RUN_RANGES, Range, check, check_all
-from drscore.engine.runtime.cache import JudgeCache
+from drscore.engine.runtime.cache import AnswerCache, JudgeCache
 from drscore.engine.runtime.evidence import PageSource, PlaceholderPages
 from drscore.engine.runtime.extras import require
 from drscore.engine.runtime.io import (
@@ -32,7 +32,7 @@ from drscore.engine.runtime.paths import default_cache_dir
 from drscore.engine.runtime.pool import JudgePool
 from drscore.engine.runtime.pricing import PriceTable, known_cost, unknown_price_message
 from drscore.engine.runtime.redact import redact_url as redact_judge_url, register_url_secrets
-from drscore.engine.runtime.rundir import RunDirLock, RunWriter, open_run_dir
+from drscore.engine.runtime.rundir import RunWriter, open_run_dir
 from drscore.engine.runtime.runner import Runner
 from drscore.engine.runtime.thinking import ThinkingPolicy
 from drscore.engine.stats.bootstrap import mean_ci
@@ -217,13 +217,13 @@ def make_backend(jc: JudgeConfig) -> Backend:
                        params=jc.params, profile=profile)
 
 
-async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePool, JudgeCache | None]:
+async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePool, AnswerCache | None]:
     """The judge pool and its cache (None when not cached). Whatever fails here (a
     damaged cache, a bad price table or prompts directory) leaves nothing open: an open
     cache would keep the process alive."""
     jc.validate()
     backend = make_backend(jc)
-    cache = None
+    cache: AnswerCache | None = None
     team = None
     try:
         if jc.redis and getattr(backend, "cacheable", True):
@@ -362,9 +362,9 @@ class Run:
         self.input_errors: list[InputError] = []
         self.summary: dict[str, Any] = {}
         self._stack = contextlib.AsyncExitStack()
-        self.runner: Runner | None = None
+        self._runner: Runner | None = None
         self.pages: Any = None
-        self._cache: JudgeCache | None = None
+        self._cache: AnswerCache | None = None
         self._writer: RunWriter | None = None
         # Said before scoring starts (the CLI prints them): e.g. a judge without a price.
         self.warnings: list[str] = []
@@ -414,12 +414,12 @@ class Run:
         self._stack.callback(executor.shutdown, wait=False)
         # The run directory last: a run that cannot start (bad flags, damaged cache) leaves
         # no directory behind, and one held by another process is still refused at once.
-        lock: RunDirLock | None = None
+        self._writer = None
         if cfg.out and not cfg.dry_run:
             lock = open_run_dir(cfg.out, self.public_config(), overwrite=cfg.overwrite)
             self._stack.callback(lock.release)
-        self._writer = RunWriter(cfg.out, lock) if lock is not None else None
-        self.runner = Runner(
+            self._writer = RunWriter(cfg.out, lock)
+        self._runner = Runner(
             tasks=self.tasks, methods=instances, pool=pool, pages=self.pages, seed=cfg.seed, writer=self._writer,
             executor=executor, max_in_flight=cfg.max_in_flight or (
                 # Batch mode: items wait hours, not seconds, so many must be open at once for
@@ -473,9 +473,15 @@ class Run:
             return reports
         return (r for r in reports if in_shard(r, *shard))  # every shard reports every bad line
 
+    @property
+    def runner(self) -> Runner:
+        """The runner scoring this run's items (live progress: ``runner.snapshot``)."""
+        if self._runner is None:
+            raise RuntimeError("the run is not open: use 'async with Run(config) as run'")
+        return self._runner
+
     async def rows(self) -> AsyncIterator[ScoreRow]:
         """Score everything; yields each row as soon as it is done."""
-        assert self.runner is not None, "use 'async with Run(config) as run'"
         async for row in self.runner.run(self._reports()):
             failure = self._storage_failure()
             if failure is not None:

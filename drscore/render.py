@@ -151,7 +151,9 @@ def only_the_stop(summary: dict[str, Any]) -> bool:
     failed for the stop's reason (a broken endpoint met at the first call, say). The
     terminal then shows that one message and nothing else."""
     stop, t = summary.get("stopped"), summary.get("totals", {})
-    return bool(stop) and t.get("items", 0) > 0 and t.get("items_failed") == t.get("items") and \
+    if not stop:
+        return False
+    return t.get("items", 0) > 0 and t.get("items_failed") == t.get("items") and \
         t.get("failure_reasons") == {stop["reason"]: t["items"]}
 
 

@@ -19,7 +19,7 @@ import json
 import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 from drscore.engine.runtime.escape import csv_cell
 from drscore.engine.runtime.extras import MissingExtra
@@ -53,7 +53,11 @@ class Records(Sequence[T], Generic[T]):
     def __len__(self) -> int:
         return len(self._items)
 
-    def __getitem__(self, i):  # type: ignore[override]
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[T]: ...
+    def __getitem__(self, i: int | slice) -> T | list[T]:
         return self._items[i]
 
     def __iter__(self) -> Iterator[T]:

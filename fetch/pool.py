@@ -359,6 +359,8 @@ class FetchPool:
                 except InvalidURL as exc:
                     return result("invalid_url", f"redirect to {outcome.location[:200]!r}: "
                                                  f"{exc}", outcome.http_status), False
+            else:  # every path in the loop breaks or returns by hop max_redirects
+                raise AssertionError("redirect loop ran out without an outcome")
             extracted, cacheable = await self._extract(outcome, current)
             return result(extracted.status, extracted.detail, outcome.http_status,
                           extracted.text, extracted.content_hash), cacheable

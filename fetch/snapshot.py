@@ -23,9 +23,9 @@ import itertools
 import math
 import os
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import msgspec
 
@@ -95,7 +95,7 @@ async def export_snapshot(store: PageStore, path: Path, *, only_ok: bool = False
     """
     path = Path(path)
     tmp = path.with_name(path.name + ".partial")
-    out: IO[bytes] = await asyncio.to_thread(gzip.open, tmp, "wb")
+    out = await asyncio.to_thread(gzip.GzipFile, tmp, "wb")
     count = 0
     try:
         header = SnapshotHeader(format=FORMAT, version=VERSION, exported_at=clock(),
@@ -118,7 +118,7 @@ async def export_snapshot(store: PageStore, path: Path, *, only_ok: bool = False
     return count
 
 
-def _open_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+def _open_lines(path: Path) -> Generator[tuple[int, bytes], None, None]:
     """(line number, line) of a gzip or plain JSONL file."""
     try:
         with open(path, "rb") as raw:

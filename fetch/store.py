@@ -23,8 +23,9 @@ import contextlib
 import logging
 import sqlite3
 import zlib
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import aiosqlite
 import msgspec
@@ -191,20 +192,23 @@ class PageStore:
             return None
         return await self._stored(row)
 
-    async def _stored(self, row: tuple) -> StoredPage | None:
+    async def _stored(self, row: Sequence[Any] | sqlite3.Row) -> StoredPage | None:
         """A row as a StoredPage, or None (counted) when it is damaged or its text is lost."""
         if any(is_damaged(v) for v in row[:7]) or not isinstance(row[4], (int, float)):
-            return self._damaged(row[0])
+            self._damaged(row[0])
+            return None
         record = PageRecord(*row[:7])
         blob = row[7]
         if record.content_hash and blob is None:
             return None  # text lost (e.g. a partial copy of the file): treat as a miss
         if blob is not None and not isinstance(blob, bytes):
-            return self._damaged(row[0])
+            self._damaged(row[0])
+            return None
         try:
             text = await self._decompress(blob) if blob else ""
         except (zlib.error, UnicodeDecodeError):
-            return self._damaged(row[0])
+            self._damaged(row[0])
+            return None
         return StoredPage(record, text)
 
     def _damaged(self, url: object) -> None:
@@ -212,7 +216,6 @@ class PageStore:
         if self.damaged <= 3:
             log.warning("%s: the stored page for %s is damaged; treated as a miss", self.path,
                         url if not is_damaged(url) else "(unreadable URL)")
-        return None
 
     @staticmethod
     async def _decompress(blob: bytes) -> str:
@@ -287,7 +290,7 @@ class PageStore:
                     "p.content_hash, p.detail, c.text FROM pages p "
                     "LEFT JOIN contents c ON c.hash = p.content_hash "
                     f"WHERE p.url > ? {where}ORDER BY p.url LIMIT ?", (last, chunk)) as cur:
-                rows = await cur.fetchall()
+                rows = list(await cur.fetchall())
             if not rows:
                 return
             for row in rows:
@@ -311,9 +314,13 @@ class PageStore:
         async with self.db.execute(
                 "SELECT COUNT(*), COALESCE(SUM(size), 0), COALESCE(SUM(LENGTH(text)), 0) "
                 "FROM contents") as cur:
-            n_contents, text_chars, stored_bytes = await cur.fetchone()
+            contents = await cur.fetchone()
         async with self.db.execute("SELECT MIN(fetched_at), MAX(fetched_at) FROM pages") as cur:
-            oldest, newest = await cur.fetchone()
+            span = await cur.fetchone()
+        # aggregate queries without GROUP BY return one row
+        assert contents is not None and span is not None
+        n_contents, text_chars, stored_bytes = contents
+        oldest, newest = span
         return {"path": str(self.path), "pages": sum(by_status.values()),
                 "by_status": by_status, "contents": n_contents, "text_chars": text_chars,
                 "compressed_bytes": stored_bytes, "oldest_fetched_at": oldest,

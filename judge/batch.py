@@ -104,13 +104,20 @@ class BatchBackend:
     def identity(self) -> dict[str, Any]:
         return {"base_url": redact_url(self.base_url), "model": self.model, **self.wire.identity()}
 
+    @property
+    def journal(self) -> BatchJournal:
+        """The journal, open from the first call on (:meth:`_start`)."""
+        if self._journal is None:
+            raise RuntimeError("the batch journal is opened by the first call")
+        return self._journal
+
     # -- the Backend protocol -------------------------------------------------------
     async def complete(self, request: ChatRequest) -> tuple[ChatResponse, RateLimitInfo | None]:
         await self._start()
         body = request_body(request, self.model, self.wire)
         cid = custom_id(body)
         if cid in self._result_ids and cid not in self._waiting:
-            raw = await self._journal.result(self.endpoint, cid)
+            raw = await self.journal.result(self.endpoint, cid)
             if raw is not None:
                 self.counts["requests_reused"] += 1
                 return self._response(raw, request), None
@@ -173,7 +180,9 @@ class BatchBackend:
                     break  # a quiet window: send what we have
             self._added.clear()
             while self._queue:  # everything that arrived before the window closed goes now
-                ids, lines, size = [], [], 0
+                ids: list[str] = []
+                lines: list[bytes] = []
+                size = 0
                 for cid, line in self._queue.items():
                     if ids and (len(ids) >= self.max_requests or size + len(line) > self.max_bytes):
                         break
@@ -192,7 +201,7 @@ class BatchBackend:
         local_id = uuid.uuid4().hex
         try:
             file_id = await self._retrying("upload", lambda: self._upload(content))
-            await self._journal.record(local_id, self.endpoint, file_id, ids)  # durable before the batch exists
+            await self.journal.record(local_id, self.endpoint, file_id, ids)  # durable before the batch exists
         except Exception as e:  # nothing was submitted: the requests may go again
             self._finish_ids(ids)
             self._note_failure(f"batch upload failed: {e}")
@@ -210,7 +219,7 @@ class BatchBackend:
         try:
             if batch_id is None:
                 batch_id = await self._create_once(local_id, file_id, look_first=resume)
-                await self._journal.set_state(local_id, "submitted", batch_id=batch_id)
+                await self.journal.set_state(local_id, "submitted", batch_id=batch_id)
             batch = await self._wait(batch_id)
             await self._harvest(local_id, batch, ids)
         except asyncio.CancelledError:
@@ -274,7 +283,7 @@ class BatchBackend:
             for line in await self._retrying("download", lambda: self._content(batch["error_file_id"])):
                 errors[line.get("custom_id")] = self._line_error(line)
         detail = redact(_batch_errors(batch) or "") or None if status != "completed" else None
-        await self._journal.harvest(local_id, self.endpoint, status, answers, detail)
+        await self.journal.harvest(local_id, self.endpoint, status, answers, detail)
         self._finish_ids(ids)
         self.counts["in_progress"] -= 1
         self.counts[status if status in self.counts else "failed"] += 1

@@ -111,7 +111,8 @@ class BatchJournal:
     async def result(self, endpoint: str, cid: str) -> bytes | None:
         rows = await self._db.execute_fetchall(
             "SELECT body FROM batch_results WHERE endpoint=? AND custom_id=?", (endpoint, cid))
-        return rows[0][0] if rows else None
+        row = next(iter(rows), None)
+        return row[0] if row is not None else None
 
     async def close(self) -> None:
         await self._db.close()

@@ -4,6 +4,7 @@ named like the repository's top level. Optional parts name their extra when miss
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -38,6 +39,18 @@ def test_every_package_folder_is_listed_under_its_namespaced_name():
                               f"listed but absent: {sorted(listed - on_disk)}"
 
 
+def test_the_checked_in_links_spell_out_the_installed_layout():
+    # Static tools (mypy, editors) resolve drscore.engine through drscore/engine -> ../engine.
+    mapping = _pyproject()["tool"]["setuptools"]["package-dir"]
+    for name, folder in mapping.items():
+        if name == "drscore":
+            continue
+        link = ROOT / "drscore" / name.removeprefix("drscore.")
+        assert link.is_symlink(), f"{link} should be a symlink to ../{folder}"
+        assert os.readlink(link) == f"../{folder}"  # relative: valid in any clone
+        assert link.resolve() == (ROOT / folder).resolve()
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     # Build from a copy: setuptools writes build/ and *.egg-info beside the sources.
@@ -45,7 +58,8 @@ def wheel(tmp_path_factory) -> Path:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
     for folder in _pyproject()["tool"]["setuptools"]["package-dir"].values():
-        shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__"))
+        # symlinks kept, as a clone has them (drscore/engine -> ../engine, ...)
+        shutil.copytree(ROOT / folder, src / folder, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                     "-w", str(out), str(src)], check=True, cwd=out)
@@ -55,6 +69,7 @@ def wheel(tmp_path_factory) -> Path:
 
 def test_the_wheel_holds_only_drscore_at_the_top(wheel):
     names = zipfile.ZipFile(wheel).namelist()
+    assert len(names) == len(set(names))  # the links add no second copy of a room
     top = {n.split("/", 1)[0] for n in names}
     assert {t for t in top if not t.endswith(".dist-info")} == {"drscore"}
     for must in ("drscore/engine/runtime/pool.py", "drscore/engine/methods/race/method.py",

@@ -276,7 +276,7 @@ def _section_redundancy(row: ScoreRow | None, ids: _Ids) -> str:
     out.append(_chart(cid, charts.redundancy_chart(
         cid, f"{row.method}: task {row.task_id}, {row.agent}", units, pairs),
         "Pair scores 0-4 (4 = no repetition); dots mark pairs sent to the judge."))
-    worst = sorted((p for p in pairs if p[2] is not None), key=lambda p: p[2])[:10]
+    worst = sorted(((i, j, s, kind) for i, j, s, kind in pairs if s is not None), key=lambda p: p[2])[:10]
     if worst:
         out.append("<p>Most repetitive pairs:</p>")
         if texts:

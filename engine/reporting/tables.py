@@ -194,7 +194,7 @@ def dimension_names(entries: Sequence[LeaderboardRow]) -> list[str]:
             if not _COUNT_LIKE.search(key):
                 names[key] = None
     return [k for k in names
-            if all(e.subscores.get(k) is None or abs(e.subscores[k]) <= bound for e in entries)]
+            if all((v := e.subscores.get(k)) is None or abs(v) <= bound for e in entries)]
 
 
 def pick_redundancy_row(rows: Iterable[ScoreRow], task_id: str | None = None,

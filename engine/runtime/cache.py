@@ -38,8 +38,9 @@ import secrets
 import socket
 import sqlite3
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import aiosqlite
 import orjson
@@ -70,7 +71,7 @@ CHECK_COLUMNS = "key, created, template, model, components, CAST(response AS BLO
 _CHUNK = 500  # stay under SQLite's bound-parameter limit
 
 
-def check_row(row: tuple) -> bool:
+def check_row(row: Sequence[Any] | sqlite3.Row) -> bool:
     """A ``responses`` row (``CHECK_COLUMNS``) is usable: its answer is UTF-8 and its
     components are JSON."""
     try:
@@ -99,6 +100,26 @@ def _owner_alive(owner: str, host: str) -> bool:
     except OSError:
         return True
     return True
+
+
+class AnswerCache(Protocol):
+    """What a run uses of its judge cache: a :class:`JudgeCache`, or with ``--redis`` the
+    team's ``TieredCache`` in front of one (which offers the same API)."""
+
+    async def get(self, key: str) -> bytes | None: ...
+    async def put(self, key: str, response: bytes, components: dict[str, Any]) -> None: ...
+    async def claim_or_wait(self, key: str) -> bytes | None: ...
+    def release(self, key: str) -> None: ...
+    async def close(self) -> None: ...
+
+    @property
+    def path(self) -> Path: ...
+    @property
+    def failure(self) -> CacheFileError | None: ...
+    @property
+    def damaged(self) -> int: ...
+    @property
+    def waited(self) -> int: ...
 
 
 class JudgeCache:
@@ -333,8 +354,9 @@ class JudgeCache:
         owners: dict[str, str] = {}
         for i in range(0, len(keys), _CHUNK):
             part = keys[i:i + _CHUNK]
-            owners.update(await self._db.execute_fetchall(
-                f"SELECT key, owner FROM claims WHERE key IN ({','.join('?' * len(part))})", part))
+            rows = await self._db.execute_fetchall(
+                f"SELECT key, owner FROM claims WHERE key IN ({','.join('?' * len(part))})", part)
+            owners.update((key, owner) for key, owner in rows)
         answers = await self._fetch_answers(keys)
         done = [k for k in keys if k in answers and owners.get(k) == self.owner]
         if done:  # answered meanwhile: the claim just taken is not needed
@@ -383,20 +405,21 @@ class JudgeCache:
                 if claims:
                     # a key claimed twice in one batch (two waiters of one key): one owner
                     given: set[str] = set()
-                    for k, fut in claims:
+                    for k, claim in claims:
                         state, raw = claimed[k]
                         if state == "own" and k in given:
                             state = "held"
                         given.add(k)
-                        if not fut.done():
-                            fut.set_result((state, raw))
+                        if not claim.done():
+                            claim.set_result((state, raw))
             except Exception as e:  # surface to every waiter, keep the writer alive
                 err = self._fail(e)
                 try:
                     await self._db.rollback()
                 except Exception:
                     pass
-                for _, fut in [*batch, *claims]:
+                waiters: list[asyncio.Future[Any]] = [f for _, f in batch] + [f for _, f in claims]
+                for fut in waiters:
                     if not fut.done():
                         fut.set_exception(err)
             if self._lease is None and self._held and not self._closed:
@@ -437,7 +460,9 @@ class JudgeCache:
         async with self._db.execute(
             "SELECT COUNT(*), COALESCE(SUM(LENGTH(response)+LENGTH(components)),0), MIN(created), MAX(created)"
             " FROM responses") as cur:
-            n, size, first, last = await cur.fetchone()
+            totals = await cur.fetchone()
+        assert totals is not None  # an aggregate query without GROUP BY returns one row
+        n, size, first, last = totals
         async with self._db.execute(
             "SELECT template, model, COUNT(*) FROM responses GROUP BY template, model ORDER BY 3 DESC") as cur:
             groups = [{"template": t, "model": m, "entries": c} for t, m, c in await cur.fetchall()]
@@ -455,7 +480,8 @@ class JudgeCache:
 
     async def vacuum(self, *, older_than_s: float | None = None, template: str | None = None) -> int:
         """Delete entries (optionally only old ones / one template), then VACUUM."""
-        clauses, args = [], []
+        clauses: list[str] = []
+        args: list[float | str] = []
         if older_than_s is not None:
             clauses.append("created < ?")
             args.append(time.time() - older_than_s)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
 import orjson
@@ -46,7 +46,7 @@ class InputFileError(ValueError):
     """An input file that cannot be read at all (the message names it and why)."""
 
 
-def open_input(path: str | Path, what: str = "input"):  # noqa: ANN201 (a binary file object)
+def open_input(path: str | Path, what: str = "input") -> BinaryIO:
     """Open an input file for reading, or raise :class:`InputFileError` (one line)."""
     path = Path(path)
     if path.is_dir():

@@ -44,13 +44,13 @@ import asyncio
 import random
 import time
 from collections import OrderedDict
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import msgspec
 
 from drscore import prompts
 from drscore.engine.runtime.budget import Budget, input_reservation
-from drscore.engine.runtime.cache import JudgeCache, request_key
+from drscore.engine.runtime.cache import AnswerCache, request_key
 from drscore.engine.runtime.health import CircuitBreaker, EndpointGate
 from drscore.engine.runtime.judging import (
     ENDPOINT_FAULTS, OTHER_FAULTS, Backend, ChatRequest, JudgeError, JudgeFailed, Message, RateLimited,
@@ -63,6 +63,9 @@ from drscore.engine.runtime.redact import redact
 from drscore.engine.runtime.thinking import ThinkingPolicy, is_cut_off, split_thinking
 from drscore.engine.runtime.tokens import TokenEstimator, estimate_messages, estimate_tokens, message_features
 from drscore.engine.runtime.verdicts import VerdictDecodeError, decode_verdict, schema_of
+
+if TYPE_CHECKING:
+    from drscore.engine.runtime.team import Team
 
 T = TypeVar("T")
 
@@ -138,7 +141,7 @@ class JudgePool:
         self,
         backend: Backend,
         *,
-        cache: JudgeCache | None,
+        cache: AnswerCache | None,
         limiter: RateLimiter,
         prices: PriceTable,
         json_mode: bool = True,
@@ -189,6 +192,7 @@ class JudgePool:
         self.warmup = WarmupGate() if prefix_warmup and not self.batched else None
         self._cache_estimate = CacheEstimator()
         self.stopped: StopReason | None = None
+        self.team: Team | None = None  # --redis: set by drscore.api.open_pool, closed by close_team
         self.dry = dry_run_with  # when set: plan calls, answer with this backend, spend nothing
         self.price_model = price_model or backend.model
         # A model without a price is priced as unknown (None in records), never as free.
@@ -276,7 +280,7 @@ class JudgePool:
             text = self._memo[key]
             return Judged(decode_verdict(text, verdict), text, key, "shared", cost_uncached=self._list_cost(req, text))
         if self.dry is not None:
-            return await self._plan(req, verdict, key)
+            return await self._plan(self.dry, req, verdict, key)
         if self.stopped is not None:
             raise self._stopped_error()
         fut = self._inflight.get(key)
@@ -317,8 +321,8 @@ class JudgePool:
         self.stats.shared += 1
         return Judged(value, text, key, "shared")
 
-    async def _plan(self, req: ChatRequest, verdict: type[T], key: str) -> Judged[T]:
-        resp, _ = await self.dry.complete(req)
+    async def _plan(self, dry: Backend, req: ChatRequest, verdict: type[T], key: str) -> Judged[T]:
+        resp, _ = await dry.complete(req)
         if key in self._planned:  # the real run would share or cache this call: plan it once
             self.stats.shared += 1
             return Judged(decode_verdict(resp.text, verdict), resp.text, key, "shared")
@@ -384,19 +388,20 @@ class JudgePool:
 
     async def _call(self, req: ChatRequest, verdict: type[T], key: str, components: dict[str, Any]) -> Judged[T]:
         t0 = time.monotonic()
-        group = group_key(req.messages) if self.warmup is not None else None
+        warmup = self.warmup
+        group = group_key(req.messages) if warmup is not None else None
         leader = False
         wait_spans: list[Span] = []
         try:
-            if group is not None:
-                leader = await self.warmup.enter(group)
+            if warmup is not None and group is not None:
+                leader = await warmup.enter(group)
                 if not leader and time.monotonic() > t0:
                     self.stats.warmup_held += 1
                     wait_spans.append((t0, time.monotonic()))
             return await self._attempts(req, verdict, key, components, t0, wait_spans)
         finally:
-            if leader:
-                self.warmup.leave(group)
+            if leader and warmup is not None:
+                warmup.leave(group)
 
     async def _attempts(self, req: ChatRequest, verdict: type[T], key: str, components: dict[str, Any],
                         t0: float, wait_spans: list[Span]) -> Judged[T]:
@@ -413,10 +418,12 @@ class JudgePool:
         batched = False
         judge_spans: list[Span] = []
         limiter = None if self.batched else self.limiter  # batch work is not paced by the quota
+        gate = self.gate
         while True:
             if self.stopped is not None:
                 raise self._stopped_error()
-            probe = await self.gate.enter() if self.gate is not None and not self.gate.is_open else False
+            # the gate, when this call goes alone as the preflight (it opens the gate when answered)
+            probe = gate if gate is not None and not gate.is_open and await gate.enter() else None
             permit = None
             try:
                 if self.stopped is not None:
@@ -447,17 +454,17 @@ class JudgePool:
                         wait_spans.append((tw, time.monotonic()))
                 except BaseException:  # cancelled while waiting for room: give the slot back
                     if permit is not None:
-                        await limiter.release_failed(permit)
+                        await self.limiter.release_failed(permit)
                     raise
                 if not reserved:
                     if permit is not None:
-                        await limiter.release_failed(permit)
+                        await self.limiter.release_failed(permit)
                     if self.budget.exhausted:
                         self.halt(self._budget_stop(worst))
                     raise self._stopped_error()
             except BaseException:
-                if probe:
-                    self.gate.open()
+                if probe is not None:
+                    probe.open()
                 raise
             tj = time.monotonic()
             try:
@@ -469,12 +476,12 @@ class JudgePool:
                     self.budget.forfeit(worst)
                 else:
                     self.budget.release(worst)
-                if probe and e.endpoint_fault:
+                if probe is not None and e.endpoint_fault:
                     self.halt(self._fault_stop(e, message))
-                if probe:
-                    self.gate.open()
+                if probe is not None:
+                    probe.open()
                 if isinstance(e, RateLimited):
-                    delay = await limiter.rate_limited_release(permit, e.limits) if permit is not None else 1.0
+                    delay = await self.limiter.rate_limited_release(permit, e.limits) if permit is not None else 1.0
                     self.stats.rate_limited += 1
                     rate_limited += 1
                     if delay > self.max_rate_limit_wait_s:
@@ -489,7 +496,7 @@ class JudgePool:
                     wait_spans.append((tw, time.monotonic()))
                     continue
                 if permit is not None:
-                    await limiter.release_failed(permit)
+                    await self.limiter.release_failed(permit)
                 if self.breaker.failure(e.kind, message):
                     self.halt(self._fault_stop(e, message, streak=self.breaker.count))
                 if self.stopped is not None:
@@ -511,16 +518,16 @@ class JudgePool:
             except BaseException:
                 self.budget.forfeit(worst)  # cancelled mid-call: it may have been billed
                 if permit is not None:
-                    await limiter.release_failed(permit)
-                if probe:
-                    self.gate.open()
+                    await self.limiter.release_failed(permit)
+                if probe is not None:
+                    probe.open()
                 raise
             judge_spans.append((tj, time.monotonic()))
-            if probe:
-                self.gate.open()
+            if probe is not None:
+                probe.open()
             self.breaker.success()
             if permit is not None:
-                limiter.observe(info)
+                self.limiter.observe(info)
                 await permit.done(None if resp.usage_estimated else resp.input_tokens + resp.output_tokens)
             if not resp.usage_estimated and reasks == 0:
                 # re-asks carry extra messages: not the features we measured

@@ -92,7 +92,9 @@ class WarmupGate:
         return False
 
     def leave(self, key: str | None) -> None:
-        entry = self._groups.get(key) if key is not None else None
+        if key is None:
+            return
+        entry = self._groups.get(key)
         if entry is not None and not entry[0].is_set():
             entry[0].set()
             self._groups[key] = (entry[0], time.monotonic())

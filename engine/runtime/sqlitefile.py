@@ -165,7 +165,8 @@ async def open_db(path: Path, *, pragmas: tuple[str, ...], schema: str,
                 for pragma in pragmas:
                     if pragma.replace(" ", "").lower() == "pragmajournal_mode=wal":
                         async with db.execute("PRAGMA journal_mode") as cur:
-                            if (await cur.fetchone())[0].lower() == "wal":
+                            mode = await cur.fetchone()
+                            if mode is not None and mode[0].lower() == "wal":
                                 continue  # already WAL: switching needs a lock, skip it
                     await db.execute(pragma)
                 await db.executescript(schema)

@@ -35,9 +35,15 @@ def schema_of(verdict: type) -> dict[str, Any]:
     return schema
 
 
-@functools.cache
-def _decoder(verdict: type) -> msgspec.json.Decoder:
-    return msgspec.json.Decoder(verdict)
+_DECODERS: dict[type, msgspec.json.Decoder[Any]] = {}
+
+
+def _decoder(verdict: type[T]) -> msgspec.json.Decoder[T]:
+    """One decoder per verdict type (building one compiles the type's schema)."""
+    dec = _DECODERS.get(verdict)
+    if dec is None:
+        dec = _DECODERS[verdict] = msgspec.json.Decoder(verdict)
+    return dec
 
 
 def decode_verdict(text: str, verdict: type[T]) -> T:

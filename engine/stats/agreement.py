@@ -42,7 +42,7 @@ import itertools
 import math
 import warnings
 from collections import defaultdict
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import Any, Iterable, Literal, Mapping, Sequence, SupportsFloat
 
 import msgspec
 import numpy as np
@@ -173,7 +173,7 @@ def preference_signs(x: Sequence[float] | np.ndarray, tie_margin: float = 0.0) -
 
 
 def pair_agreement(
-    x: Sequence[float], y: Sequence[float], tie_margin: float = 0.0
+    x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, tie_margin: float = 0.0
 ) -> tuple[int, int]:
     """(agreeing pairs, pairs) between two score vectors over the same items; ties are
     a third preference class."""
@@ -191,16 +191,16 @@ def icc_1_1(groups: Sequence[Sequence[float]]) -> float | None:
 
     None when undefined: fewer than two targets, no target with two ratings, or no
     variance at all."""
-    groups = [np.asarray(g, dtype=float) for g in groups if len(g) > 0]
-    n = len(groups)
-    sizes = np.array([g.size for g in groups], dtype=float)
+    rated = [np.asarray(g, dtype=float) for g in groups if len(g) > 0]
+    n = len(rated)
+    sizes = np.array([g.size for g in rated], dtype=float)
     total = float(sizes.sum()) if n else 0.0
     if n < 2 or total - n < 1:
         return None
-    grand = float(np.concatenate(groups).mean())
-    means = np.array([g.mean() for g in groups])
+    grand = float(np.concatenate(rated).mean())
+    means = np.array([g.mean() for g in rated])
     ssb = float(np.sum(sizes * (means - grand) ** 2))
-    ssw = float(sum(np.sum((g - m) ** 2) for g, m in zip(groups, means)))
+    ssw = float(sum(np.sum((g - m) ** 2) for g, m in zip(rated, means)))
     msb = ssb / (n - 1)
     msw = ssw / (total - n)
     k0 = (total - float(np.sum(sizes**2)) / total) / (n - 1)
@@ -405,7 +405,7 @@ class _Prepared:
         else:
             xm = xh = np.zeros(0)
         for kind in ("pearson", "spearman", "kendall"):
-            f[kind] = correlation(xm, xh, kind)  # type: ignore[arg-type]
+            f[kind] = correlation(xm, xh, kind)
         return f
 
 
@@ -413,8 +413,10 @@ def _nan(v: float | None) -> float:
     return math.nan if v is None else v
 
 
-def _ratio(num: float, den: float) -> float | None:
-    return float(num) / float(den) if den > 0 else None
+def _ratio(num: SupportsFloat, den: SupportsFloat) -> float | None:
+    # weighted sums arrive as numpy scalars (``w @ v``; numpy's stubs call them arrays)
+    n, d = float(num), float(den)
+    return n / d if d > 0 else None
 
 
 def agreement(

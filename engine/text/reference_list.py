@@ -213,7 +213,7 @@ def layout(text: str) -> Layout:
             defs.pending, defs.last_url = [], None
             skipped.add(i)
             continue
-        if in_section and level is not None and (section_level == 0 or level <= section_level):
+        if in_section and level is not None and (not section_level or level <= section_level):
             in_section = False
             section_level = None
         if in_section:

@@ -71,7 +71,7 @@ class MockBatches:
         self.files: dict[str, dict[str, Any]] = {}
         self.contents: dict[str, bytes] = {}
         self.batches: dict[str, dict[str, Any]] = {}
-        self._keys: dict[str, list[str]] = {}  # batch id -> request hashes
+        self._keys: dict[str, list[str | None]] = {}  # batch id -> request hashes (None: a bad request)
         self._live: dict[str, int] = {}  # request hash -> batches (not failed/expired/cancelled) holding it
         self._tasks: set[asyncio.Task[None]] = set()
         self._created = 0
@@ -102,7 +102,7 @@ class MockBatches:
         purpose, upload = form.get("purpose"), form.get("file")
         if purpose != "batch":
             return _error(400, f"purpose must be 'batch', got {purpose!r}")
-        if upload is None or not hasattr(upload, "file"):
+        if not isinstance(upload, web.FileField):
             return _error(400, "missing multipart field 'file'")
         content = upload.file.read()
         if len(content) > MAX_FILE_BYTES:
@@ -252,7 +252,8 @@ class MockBatches:
             await asyncio.sleep(self.delay_s)
         if batch["status"] != "in_progress":  # cancelled meanwhile
             return
-        out, err = [], []
+        out: list[dict[str, Any]] = []
+        err: list[dict[str, Any]] = []
         for i, (cid, body) in enumerate(lines):
             if expire:
                 err.append({"id": f"batch_req_{batch['id']}_{i}", "custom_id": cid, "response": None,

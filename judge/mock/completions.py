@@ -146,7 +146,14 @@ def completion_body(prep: Prepared, payload: dict[str, Any], content: str, compl
                     cached_tokens: int | None, default_model: str) -> dict[str, Any]:
     """An OpenAI chat-completion object; with a prefix cache (``cached_tokens`` not
     None) usage reports the cached part of the prompt."""
-    body = {
+    usage: dict[str, Any] = {
+        "prompt_tokens": prep.prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prep.prompt_tokens + completion_tokens,
+    }
+    if cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+    return {
         "id": f"chatcmpl-{prep.key[:24]}",
         "object": "chat.completion",
         "created": int(time.time()),
@@ -158,12 +165,5 @@ def completion_body(prep: Prepared, payload: dict[str, Any], content: str, compl
             "logprobs": None,
             "finish_reason": "stop",
         }],
-        "usage": {
-            "prompt_tokens": prep.prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prep.prompt_tokens + completion_tokens,
-        },
+        "usage": usage,
     }
-    if cached_tokens is not None:
-        body["usage"]["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
-    return body

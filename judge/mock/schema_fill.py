@@ -255,8 +255,9 @@ class _Compiler:
             for name, sub, req in fields:
                 if req or (not st.lean and rng.random() < 0.5):
                     out[name] = sub(st)
-            for name in undescribed:
-                out[name] = extra_gen(st)
+            if extra_gen is not None:  # always, when something is undescribed (checked above)
+                for name in undescribed:
+                    out[name] = extra_gen(st)
             want = lo if st.lean else rng.randint(want_lo, want_hi)
             if len(out) < want and extra_gen is not None:
                 for _ in range(_TRIES * want):
@@ -368,10 +369,8 @@ def _integer(node: dict[str, Any], where: str) -> _Gen:
     lo_f, lo_ex, hi_f, hi_ex = _bounds(node, where)
     lo = None if lo_f is None else (math.floor(lo_f) + 1 if lo_ex else math.ceil(lo_f))
     hi = None if hi_f is None else (math.ceil(hi_f) - 1 if hi_ex else math.floor(hi_f))
-    if lo is None and hi is None:
-        lo, hi = 0, _DEFAULT_INT
-    elif lo is None:
-        lo = hi - _DEFAULT_INT
+    if lo is None:
+        lo, hi = (0, _DEFAULT_INT) if hi is None else (hi - _DEFAULT_INT, hi)
     elif hi is None:
         hi = lo + _DEFAULT_INT
     step = node.get("multipleOf")
@@ -392,12 +391,11 @@ def _integer(node: dict[str, Any], where: str) -> _Gen:
 
 def _number(node: dict[str, Any], where: str) -> _Gen:
     lo, lo_ex, hi, hi_ex = _bounds(node, where)
-    if lo is None and hi is None:
-        lo, hi = _DEFAULT_FLOAT
-    elif lo is None:
-        lo = hi - (_DEFAULT_FLOAT[1] - _DEFAULT_FLOAT[0]) * 10
+    width = (_DEFAULT_FLOAT[1] - _DEFAULT_FLOAT[0]) * 10
+    if lo is None:
+        lo, hi = _DEFAULT_FLOAT if hi is None else (hi - width, hi)
     elif hi is None:
-        hi = lo + (_DEFAULT_FLOAT[1] - _DEFAULT_FLOAT[0]) * 10
+        hi = lo + width
     lo, hi = float(lo), float(hi)
     if lo > hi or (lo == hi and (lo_ex or hi_ex)):
         raise SchemaFillError(f"{where}: empty number range")

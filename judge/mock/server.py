@@ -203,7 +203,7 @@ class _MockJudge:
         # errors and malformed answers over N admitted requests is reproducible.
         fate = self.fault_rng.random()
         boundaries = self.prefix.boundaries(prompt_token_list(prep)) if self.prefix is not None else []
-        cached = self.prefix.lookup(boundaries) if boundaries else 0
+        cached = self.prefix.lookup(boundaries) if self.prefix is not None and boundaries else 0
         if cfg.latency or cfg.jitter:
             delay = cfg.latency + (self.delay_rng.uniform(-cfg.jitter, cfg.jitter) if cfg.jitter else 0.0)
             if delay > 0:
@@ -263,7 +263,7 @@ class _MockJudge:
             return 400, {"error": {"message": str(e), "type": "invalid_request_error", "param": None,
                                    "code": None}}
         boundaries = self.prefix.boundaries(prompt_token_list(prep)) if self.prefix is not None else []
-        cached = self.prefix.lookup(boundaries) if boundaries else 0
+        cached = self.prefix.lookup(boundaries) if self.prefix is not None and boundaries else 0
         return self._finish(prep, payload, self.batch_rng.random(), cached, boundaries, None)
 
     async def get_stats(self, request: web.Request) -> web.Response:
@@ -446,9 +446,11 @@ class MockServerProcess:
         self._stderr = tempfile.TemporaryFile(mode="w+")
         cmd = [sys.executable, "-m", "drscore.judge.mock.server", "--host", self.host, "--port", "0",
                *config_to_argv(self.cfg)]
-        self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr, text=True)
+        self._proc = proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr, text=True)
+        stdout = proc.stdout
+        assert stdout is not None  # stdout=PIPE
         first: list[str] = []
-        reader = threading.Thread(target=lambda: first.append(self._proc.stdout.readline()), daemon=True)
+        reader = threading.Thread(target=lambda: first.append(stdout.readline()), daemon=True)
         reader.start()
         reader.join(self.startup_timeout)
         line = first[0].strip() if first else ""

@@ -78,7 +78,7 @@ def fact_extract(variables: dict[str, Any], schema: dict[str, Any]) -> dict[str,
     parse = parse_citations(f"{chunk}\n\nReferences\n{sources}")
     pairs = [{"statement": p.statement, "url": p.url} for p in parse.pairs]
     if not pairs:
-        hosts = {}
+        hosts: dict[str, str] = {}
         for url in _URL.findall(sources):
             host = (urlsplit(url).hostname or "").removeprefix("www.")
             if host and "." in host:

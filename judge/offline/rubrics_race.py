@@ -163,7 +163,7 @@ def race_criteria(variables: dict[str, Any], schema: dict[str, Any]) -> dict[str
     if dim not in _CRITERION_FORMS:
         return {"criteria": generic}
     name, explanation = _CRITERION_FORMS[dim]
-    items = [{"criterion": name.format(c=c), "explanation": explanation.format(c=c), "weight": 1.0}
+    items: list[dict[str, Any]] = [{"criterion": name.format(c=c), "explanation": explanation.format(c=c), "weight": 1.0}
              for c in clauses(variables["task_prompt"])]
     # Short prompts: fill up with generic criteria so every dimension has at least three.
     items += generic[: max(0, 3 - len(items))]

@@ -354,6 +354,7 @@ class Race(Method):
         except JudgeFailed as e:
             return _failed(f"clean: {e}", **info)
         criteria_text = criteria_list_json(tc)
+        verdict_type: type[RacePointScores] | type[RacePairScores]
         if reference is None:
             template, verdict_type = self.template(ctx, "race_score_pointwise"), RacePointScores
             variables = {"task_prompt": ctx.task.prompt, "article": target, "criteria_list": criteria_text}

@@ -31,7 +31,7 @@ comes out as 1); for them the re-scorer reports absolute scores on a 0-1 scale:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -235,7 +235,7 @@ def benchmark_row(task_id: Any, prompt: str | None, agg: RaceAggregate) -> dict[
     return row
 
 
-def suite_means(rows: list[Mapping[str, Any]]) -> dict[str, float]:
+def suite_means(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """Mean per dimension and overall over tasks (the benchmark's ``race_result.txt``)."""
     if not rows:
         return {}

@@ -57,7 +57,7 @@ def rubric_verdict(labels: tuple[str, ...]) -> type[msgspec.Struct]:
     JSON Schema is static and cached like any other verdict's."""
     return msgspec.defstruct(
         "RubricVerdict",
-        [("reason", str), ("label", Literal[labels])],  # type: ignore[valid-type]
+        [("reason", str), ("label", Literal[labels])],
         forbid_unknown_fields=True,
     )
 
@@ -190,7 +190,7 @@ class Rigorous(Method):
                 v = await ctx.ask(RUBRIC_TEMPLATE, rubric_verdict(item.labels), variables, label=name)
             except JudgeFailed as e:
                 return e
-            return v.label  # type: ignore[attr-defined]
+            return v.label  # type: ignore[attr-defined]  # a class defstruct builds at run time
 
         async def keyword(name: str, kw: str) -> int | JudgeFailed:
             try:
@@ -205,17 +205,19 @@ class Rigorous(Method):
         n_q, n_g, n_a = len(bundle.qsr), len(self.grr), len(bundle.fak)
         items = (*bundle.qsr, *self.grr)
         keywords = (*bundle.fak, *bundle.fdk)
-        results = await asyncio.gather(
-            *(rubric(name, item) for name, item in zip(names, items)),
-            *(keyword(name, kw) for name, kw in zip(names[n_q + n_g:], keywords)))
+        chosen, rated = await asyncio.gather(
+            asyncio.gather(*(rubric(name, item) for name, item in zip(names, items))),
+            asyncio.gather(*(keyword(name, kw) for name, kw in zip(names[n_q + n_g:], keywords))))
+        results: list[str | int | JudgeFailed] = [*chosen, *rated]
         errors = [f"{name}: {r}" for name, r in zip(names, results) if isinstance(r, JudgeFailed)]
-        ok = [None if isinstance(r, JudgeFailed) else r for r in results]
-        qsr = tally(bundle.qsr, ok[:n_q])
-        grr = tally(self.grr, ok[n_q:n_q + n_g])
+        labels = [None if isinstance(r, JudgeFailed) else r for r in chosen]
+        relevance = [None if isinstance(r, JudgeFailed) else r for r in rated]
+        qsr = tally(bundle.qsr, labels[:n_q])
+        grr = tally(self.grr, labels[n_q:])
         fak = [drift.KeywordScore(kw, drift.count_keyword(plain, kw), rel)
-               for kw, rel in zip(bundle.fak, ok[n_q + n_g:n_q + n_g + n_a]) if rel is not None]
+               for kw, rel in zip(bundle.fak, relevance[:n_a]) if rel is not None]
         fdk = [drift.KeywordScore(kw, drift.count_keyword(plain, kw), rel)
-               for kw, rel in zip(bundle.fdk, ok[n_q + n_g + n_a:]) if rel is not None]
+               for kw, rel in zip(bundle.fdk, relevance[n_a:]) if rel is not None]
         match = drift.match_tsl(bundle.tsl, cited, self.tsl_counting)
         boost = drift.trustworthy_boost(match, counting=self.tsl_counting)
 

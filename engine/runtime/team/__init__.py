@@ -63,6 +63,9 @@ async def open_team(url: str, *, base_url: str, model: str, api_key: str | None,
                     answer_ttl_s: float = DEFAULT_ANSWER_TTL_S) -> Team:
     """Connect to Redis (a :class:`TeamError` when it cannot be reached) for this endpoint;
     answers stored there expire after ``answer_ttl_s`` seconds."""
-    kwargs = {"warn": warn} if warn is not None else {}
-    link = await TeamLink.connect(url, endpoint_id(base_url, model, api_key), prefix=prefix, **kwargs)
+    endpoint = endpoint_id(base_url, model, api_key)
+    if warn is not None:
+        link = await TeamLink.connect(url, endpoint, prefix=prefix, warn=warn)
+    else:
+        link = await TeamLink.connect(url, endpoint, prefix=prefix)
     return Team(link, lease_s=lease_s, answer_ttl_s=answer_ttl_s)
