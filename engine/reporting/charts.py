@@ -16,7 +16,7 @@ import math
 import re
 from typing import Callable, Mapping, ParamSpec, Sequence
 
-from drscore.engine.runtime.escape import CHART_RC, terminal
+from drscore.engine.runtime.escape import terminal
 from drscore.engine.runtime.extras import require
 
 require("report", "the charts of drscore report")
@@ -50,7 +50,9 @@ def _literal(chart: Callable[P, str]) -> Callable[P, str]:
     data, and a ``$`` in them must neither raise (bad TeX) nor typeset (good TeX)."""
     @functools.wraps(chart)
     def drawn(*args: P.args, **kwargs: P.kwargs) -> str:
-        with matplotlib.rc_context(CHART_RC):
+        # ``text.parse_math`` off keeps ``$...$`` from being read as mathtext (which raises
+        # on bad TeX and draws good TeX wrongly); usetex off keeps LaTeX out.
+        with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
             return chart(*args, **kwargs)
     return drawn
 

@@ -9,9 +9,9 @@ One rule per output format:
 - :func:`markdown_cell` — HTML special characters escaped (Markdown renderers pass raw
   HTML through), ``|`` escaped and line breaks flattened so a table cell stays one cell;
 - :func:`csv_cell` — text that a spreadsheet would read as a formula (it starts with
-  ``= + - @``, tab or carriage return: the OWASP rule) gets a leading ``'``;
-- :data:`CHART_RC` — the matplotlib settings under which labels are drawn literally
-  (no mathtext, no TeX), used by ``engine/reporting/charts.py``.
+  ``= + - @``, tab or carriage return: the OWASP rule) gets a leading ``'``.
+
+Charts draw their labels with mathtext and TeX off (``engine/reporting/charts.py``).
 
 HTML pages use :func:`html.escape` directly. The module lives in the runtime (which
 every other part may import) and depends on nothing.
@@ -26,9 +26,6 @@ from typing import Any
 # (which reorder what is shown after them: "Trojan Source").
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-# Charts: labels are plain text. ``text.parse_math`` off keeps ``$...$`` from being read as
-# mathtext (which raises on bad TeX and draws good TeX wrongly); usetex off keeps LaTeX out.
-CHART_RC: dict[str, Any] = {"text.parse_math": False, "text.usetex": False}
 
 
 def _escape_char(m: re.Match[str]) -> str:
@@ -57,4 +54,4 @@ def csv_cell(value: Any) -> Any:
     return value
 
 
-__all__ = ["CHART_RC", "csv_cell", "markdown_cell", "terminal"]
+__all__ = ["csv_cell", "markdown_cell", "terminal"]

@@ -70,9 +70,11 @@ class InputFile(msgspec.Struct, frozen=True):
 
 def fingerprint(path: str | Path, role: str) -> InputFile:
     """``path``'s name and the SHA-256 of its bytes (blocking: call it in a thread)."""
+    digest = hashlib.sha256()
     with open_input(path, role) as f:
-        digest = hashlib.file_digest(f, "sha256").hexdigest()
-    return InputFile(role=role, file=Path(path).name, sha256=digest)
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return InputFile(role=role, file=Path(path).name, sha256=digest.hexdigest())
 
 
 def _lines(path: Path, what: str = "input") -> Iterator[tuple[int, bytes]]:

@@ -204,7 +204,7 @@ class Runner:
         s = self.pool.stats
         priced = self.pool.priced
         wall = (self.finished or time.monotonic()) - self.started
-        totals = {
+        totals: dict[str, Any] = {
             "items": self.items_done, "items_failed": self.items_failed, "items_skipped": self.items_skipped,
             "inputs_skipped": len(input_errors), "calls": s.calls, "cache_hits": s.cache_hits,
             "shared_in_flight": s.shared, "retries": s.retries, "rate_limited_429": s.rate_limited,
