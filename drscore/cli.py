@@ -5,6 +5,7 @@ import argparse
 import copy
 import sqlite3
 import sys
+from collections.abc import Iterator
 
 from drscore.api import version
 from drscore.engine.runtime.escape import terminal
@@ -64,7 +65,8 @@ EXAMPLES: dict[str, str] = {
 }
 
 
-def walk(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+def walk(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+         ) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
     """Every (command path, parser) pair, depth first, the top parser first."""
     yield path, parser
     for action in parser._actions:
@@ -115,9 +117,9 @@ def harmonise(parser: argparse.ArgumentParser) -> None:
             for child in children:
                 if any(o in child._option_string_actions for o in outer.option_strings):
                     continue
-                inner = copy.copy(outer)
-                inner.default = argparse.SUPPRESS
-                child._add_action(inner)
+                clone = copy.copy(outer)
+                clone.default = argparse.SUPPRESS
+                child._add_action(clone)
         for child in children:
             harmonise(child)
 

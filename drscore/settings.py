@@ -17,7 +17,8 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 from drscore.engine.runtime.redact import redact_url as redact_judge_url
 from drscore.engine.runtime.team.link import redact_url
@@ -128,7 +129,7 @@ def _convert(action: argparse.Action, value: Any, name: str) -> Any:
 def _scalar(action: argparse.Action, value: Any, name: str) -> Any:
     if isinstance(value, (dict, list)):
         raise ValueError(f"{name} must be a single value, got {value!r}")
-    convert = action.type
+    convert = cast("Callable[[Any], Any] | None", action.type)
     if convert is int and isinstance(value, float) and not value.is_integer():
         raise ValueError(f"{name} must be a whole number, got {value!r}")  # int() would truncate it
     if convert is not None and callable(convert):
@@ -181,12 +182,12 @@ def load_config_file(path: str | Path, actions: dict[str, argparse.Action]) -> d
 
 
 def apply_sources(parser: argparse.ArgumentParser, argv: list[str], args: argparse.Namespace,
-                  environ: dict[str, str] | None = None) -> argparse.Namespace:
+                  environ: Mapping[str, str] | None = None) -> argparse.Namespace:
     """Fill the options the command line left unset from ``--config`` and the
     environment. Returns ``args`` (updated in place)."""
-    environ = os.environ if environ is None else environ
+    env: Mapping[str, str] = os.environ if environ is None else environ
     config_path = getattr(args, "config", None)
-    env_hits = {d: environ[v] for d, v in ENV_DEFAULTS.items() if hasattr(args, d) and environ.get(v)}
+    env_hits = {d: env[v] for d, v in ENV_DEFAULTS.items() if hasattr(args, d) and env.get(v)}
     if not config_path and not env_hits:
         return args
     parsers = leaf_parsers(parser, args)

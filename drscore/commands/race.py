@@ -103,8 +103,8 @@ def run_rescore(args: argparse.Namespace) -> int:
         # Output piped into `head` or similar: stop quietly, as other Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    for e in errors:
-        print(f"error: {e}", file=sys.stderr)
+    for bad in errors:
+        print(f"error: {bad}", file=sys.stderr)
     means = suite_means(rows)
     summary = " ".join(f"{k}={v:.4f}" for k, v in means.items())
     print(f"rescored {len(rows)} task(s), {len(errors)} bad line(s). {summary}".rstrip(), file=sys.stderr)
