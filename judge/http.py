@@ -134,7 +134,8 @@ def status_error(status: int, raw: bytes, where: str, info: RateLimitInfo | None
     text = f"HTTP {status} from {where}: {excerpt(raw)}"
     if kind == "rate_limit":
         if info is not None and info.retry_after_s is None and not (info.reset_requests_s or info.reset_tokens_s):
-            info.retry_after_s = retry_after_from_text(_error_fields(raw)[0])
+            info.retry_after_s = retry_after_from_text(_error_fields(raw)[0]) or \
+                retry_after_from_text(raw[:4000].decode("utf-8", "replace"))
         return RateLimited(text, limits=info, kind=kind, status=status)
     if kind == "server_error" or status in _RETRYABLE:
         return TransientError(text, limits=info, kind="server_error", status=status)

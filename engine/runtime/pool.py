@@ -26,6 +26,16 @@ ordered by :class:`drscore.engine.runtime.prefix.WarmupGate`: the first goes alo
 follow once it answered. Each result carries its time at the judge and its time waiting
 (quota, warm-up, backoff) as spans, so a row can split its latency honestly.
 
+An endpoint that ignores ``response_format`` (its answer to a schema request is prose
+with no JSON at all; Anthropic's compatible endpoint documents this) is detected at the
+preflight answer: from then on the schema goes into the prompt, and cache keys keep the
+configured mode so they do not move.
+
+Faults of one request (``judging.REQUEST_FAULTS``: a prompt over the context window, a
+content filter, a flagged prompt) fail that request at once, without retry and without
+touching the breaker; a prompt clearly over the model's known window (the table in
+:mod:`drscore.engine.runtime.windows`, or the window an endpoint's 400 stated) is not sent.
+
 Thinking models get room to think: the cap sent is the template's answer cap plus the
 reasoning allowance of :class:`drscore.engine.runtime.thinking.ThinkingPolicy` (the cache key
 keeps the template's cap, so keys of other models do not move). An answer cut off at its
@@ -132,6 +142,7 @@ class PoolStats(msgspec.Struct):
     refused_over_window: int = 0  # requests not sent: clearly beyond the model's context window
     request_faults: int = 0  # requests failed by their own content (judging.REQUEST_FAULTS), not the endpoint
     stopped_calls: int = 0  # calls failed only because the pool had stopped
+    structured_output_ignored: bool = False  # response_format was ignored: the schema went into the prompt
     # dry-run plan (calls that would be made)
     planned_calls: int = 0
     planned_input_tokens: int = 0
@@ -177,7 +188,8 @@ class JudgePool:
         self.cache = cache if getattr(backend, "cacheable", True) else None
         self.limiter = limiter
         self.prices = prices
-        self.json_mode = json_mode
+        self.json_mode = json_mode  # may turn False at run time (an endpoint ignoring response_format)
+        self._json_key = json_mode  # what cache keys say: the configured mode, so keys do not move
         self.max_retries = max_retries
         self.max_rate_limit_retries = max_rate_limit_retries
         self.max_reasks = max_reasks
@@ -294,7 +306,7 @@ class JudgePool:
             **self._identity,
             "messages": [[m.role, m.content] for m in messages],
             "temperature": tpl.temperature, "max_tokens": tpl.max_tokens,
-            "schema_name": verdict.__name__, "schema": schema, "json_mode": self.json_mode,
+            "schema_name": verdict.__name__, "schema": schema, "json_mode": self._json_key,
             "template": template, "template_hash": tpl.hash, "sample": sample,
         }
         return req, components
@@ -461,6 +473,8 @@ class JudgePool:
             if self.stopped is not None:
                 raise self._stopped_error()
             self._refuse_over_window(current)
+            if current.json_mode and not self.json_mode:  # built before the endpoint showed it ignores it
+                current = msgspec.structs.replace(current, json_mode=False)
             # the gate, when this call goes alone as the preflight (it opens the gate when answered)
             probe = gate if gate is not None and not gate.is_open and await gate.enter() else None
             permit = None
@@ -629,6 +643,15 @@ class JudgePool:
             try:
                 value = decode_verdict(resp.text, verdict)
             except VerdictDecodeError as e:
+                first = probe is not None or (self.gate is None and s.calls == 1)  # the preflight answer
+                if first and current.json_mode and "{" not in resp.text:
+                    # Asked for a JSON schema and got prose without any JSON: the endpoint ignores
+                    # response_format (Anthropic's compatible endpoint does). From now on the
+                    # schema goes into the prompt; this call is asked again that way.
+                    self.json_mode = False
+                    s.structured_output_ignored = True
+                    current = msgspec.structs.replace(current, json_mode=False)
+                    continue
                 reasks += 1
                 if reasks > self.max_reasks:
                     s.failures += 1

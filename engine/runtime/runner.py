@@ -226,6 +226,8 @@ class Runner:
         }
         totals["request_faults"] = s.request_faults
         totals["refused_over_window"] = s.refused_over_window
+        if s.structured_output_ignored:
+            totals["structured_output_ignored"] = True  # the schema went into the prompt instead
         stopped = self.pool.stopped
         if stopped is not None and not s.stopped_calls and not self.items_not_run:
             # Nothing was refused for the stop: every item has the row its own calls earned.

@@ -82,11 +82,22 @@ async def test_429_pauses_everyone_for_retry_after():
     lim = RateLimiter(concurrency=4)
     p = await lim.acquire(10)
     delay = await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.2))
-    assert delay == 0.2 and lim.rate_limited == 1 and lim.concurrency.limit == 2
+    # No quota headers: the 429 sets a learned pace (0.9 x one request per second, nothing
+    # answered yet to measure) instead of halving the concurrency.
+    assert delay == 0.2 and lim.rate_limited == 1 and lim.concurrency.limit == 4
+    assert lim.learner.pace == pytest.approx(0.9) and lim.rpm == pytest.approx(54)
     t0 = time.monotonic()
     p2 = await lim.acquire(10)
     assert time.monotonic() - t0 >= 0.18  # nobody goes before the server's delay
     await p2.done()
+
+
+async def test_with_quota_headers_a_429_halves_the_concurrency_as_before():
+    lim = RateLimiter(concurrency=4)
+    p = await lim.acquire(10)
+    info = RateLimitInfo(retry_after_s=0.01, limit_requests=600, remaining_requests=0)
+    await lim.rate_limited_release(p, info)
+    assert lim.concurrency.limit == 2 and lim.learner.pace is None and lim.rpm == 600
 
 
 class V(msgspec.Struct, forbid_unknown_fields=True):
