@@ -16,9 +16,9 @@ in inspect_ai). Concurrency then grows back by one per successful call.
 Without quota headers (many compatible services and gateways send only ``Retry-After``
 on a 429) and without ``--rpm``, :class:`RateLearner` learns the rate the endpoint holds:
 a slow start (after the first answer, one more call in flight per answer instead of the
-full concurrency at once), then at the first 429 a pace of 0.9 x the rate the endpoint
-had been accepting, growing linearly (about 0.6% of that rate per second) and cut by
-0.9 at each later 429 episode (AIMD). With headers the announced limits pace the run and
+full concurrency at once), then at the first 429 a pace of 0.92 x the rate the endpoint
+had been accepting, growing linearly (6% of that rate per second until the second 429,
+0.4% after it) and cut by 0.92 at each later 429 episode (AIMD). With headers the announced limits pace the run and
 the learner stays out of the way.
 
 With a :class:`SharedQuota` (``--redis``: :mod:`drscore.engine.runtime.team.quota`) the buckets
@@ -88,15 +88,19 @@ class RateLearner:
     (the successes per second: during saturation that is the endpoint's limit), or x the
     current pace when one is set. Then the pace grows by ``increase_per_s`` x the pace
     set at the cut per second (additive increase) until the next 429 episode cuts it
-    again (multiplicative decrease). One cut per episode: the 429s of calls already in
+    again (multiplicative decrease). The first cut rests on a rough measure, so until the
+    second one the pace grows faster (``first_increase_per_s``), as TCP's slow start
+    finds its threshold before congestion avoidance. One cut per episode: the 429s of calls already in
     flight and the pause the server asked for (``Retry-After``) belong to the same one.
     Growth waits for the pause to end. Pure and clock-driven (tests pass a fake clock).
     """
 
-    def __init__(self, *, decrease: float = 0.9, increase_per_s: float = 0.006, window_s: float = 10.0,
+    def __init__(self, *, decrease: float = 0.92, increase_per_s: float = 0.004, first_increase_per_s: float = 0.06,
+                 window_s: float = 4.0,
                  min_rps: float = 1 / 60, max_rps: float | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.decrease, self.increase_per_s, self.window_s = decrease, increase_per_s, window_s
+        self.first_increase_per_s = first_increase_per_s
         self.min_rps, self.max_rps, self.clock = min_rps, max_rps, clock
         self.pace: float | None = None  # requests per second; None: not learned yet
         self.cuts = 0
@@ -125,7 +129,10 @@ class RateLearner:
             return False
         start = max(self._grown_at, self._cut_until)
         self._grown_at = now
-        grown = self.pace + self.increase_per_s * self._base * max(0.0, now - start)
+        # After the first cut the pace rests on a rough measure (taken while the run was
+        # still ramping up): it grows fast until the next 429 shows where the limit is.
+        step = self.first_increase_per_s if self.cuts == 1 else self.increase_per_s
+        grown = self.pace + step * self._base * max(0.0, now - start)
         self.pace = min(grown, self.max_rps) if self.max_rps else grown
         return True
 
