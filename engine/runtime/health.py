@@ -9,10 +9,10 @@ so it costs nothing extra and checks the exact request shape the run uses.
 
 **Circuit breaker.** During the run, :class:`CircuitBreaker` counts *distinct requests*
 failing the same way (same ``kind``) in a row, across all calls; a success resets it. The
-retries of one request count once: a body the server always rejects (a poisoned prompt
-answered 503 every time) is one failing request however often it is retried, so it
-cannot trip the breaker alone, while ten different requests failing alike mean the
-endpoint is down. At ``threshold`` the pool stops scheduling. Not counted at all: 429s
+retries of one request count once, for the whole run: a body the server always rejects
+(a poisoned prompt answered 503 every time) is one failing request however often it is
+retried, so it cannot trip the breaker alone, nor can a run's tail where only such
+retries are left; ten different requests failing alike mean the endpoint is down. At ``threshold`` the pool stops scheduling. Not counted at all: 429s
 (the rate limiter handles them) and faults of one request (``judging.REQUEST_FAULTS``: a
 prompt over the context window, a content filter, a flagged prompt, a cut-off answer),
 which fail their item with the reason and neither count nor reset the streak.
@@ -20,6 +20,7 @@ which fail their item with the reason and neither count nor reset the streak.
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Hashable
 
 from drscore.engine.runtime.judging import REQUEST_FAULTS
@@ -62,24 +63,25 @@ class CircuitBreaker:
         self.kind: str | None = None
         self.count = 0
         self.last_message = ""
-        self._requests: set[Hashable] = set()  # the requests counted in the current streak
+        # Requests already counted once (in any streak), bounded: their retries never count again.
+        self._counted: OrderedDict[Hashable, None] = OrderedDict()
 
     def success(self) -> None:
         self.kind, self.count = None, 0
-        self._requests.clear()
 
     def failure(self, kind: str, message: str, request: Hashable | None = None) -> bool:
         """Record a failed attempt of ``request`` (an identity such as its cache key; None:
         every attempt counts as its own request); True when the breaker trips."""
         if kind in NOT_COUNTED:
             return False
+        if request is not None and request in self._counted:
+            return False  # a retry of a request already counted
         if kind != self.kind:
             self.kind, self.count = kind, 0
-            self._requests.clear()
         self.last_message = message
         if request is not None:
-            if request in self._requests:
-                return False  # a retry of a request already counted
-            self._requests.add(request)
+            self._counted[request] = None
+            if len(self._counted) > 100_000:
+                self._counted.popitem(last=False)
         self.count += 1
         return self.count >= self.threshold

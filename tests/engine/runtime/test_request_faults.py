@@ -87,7 +87,10 @@ def test_the_breaker_counts_retries_of_one_request_once():
     b = CircuitBreaker(3)
     assert [b.failure("server_error", "503", "poisoned") for _ in range(6)] == [False] * 6
     assert b.count == 1
-    assert not b.failure("server_error", "503", "b") and b.failure("server_error", "503", "c")
+    b.success()
+    assert not b.failure("server_error", "503", "poisoned") and b.count == 0  # counted once for the run
+    assert not b.failure("server_error", "503", "a") and not b.failure("server_error", "503", "b")
+    assert b.failure("server_error", "503", "c")  # three distinct requests in a row
     b.success()
     assert not b.failure("context_length", "400", "d") and b.count == 0
 
