@@ -583,6 +583,12 @@ class JudgePool:
                 raise
             judge_spans.append((tj, time.monotonic()))
             if probe is not None:
+                if current.json_mode and resp.finish_reason != "length" and "{" not in resp.text:
+                    # Asked for a JSON schema, got prose without any JSON: the endpoint ignores
+                    # response_format (Anthropic's compatible endpoint does). Known before the
+                    # gate opens, so no other call is sent the ignored way.
+                    self.json_mode = False
+                    self.stats.structured_output_ignored = True
                 probe.open()
             self.breaker.success()
             if permit is not None:
@@ -643,13 +649,8 @@ class JudgePool:
             try:
                 value = decode_verdict(resp.text, verdict)
             except VerdictDecodeError as e:
-                first = probe is not None or (self.gate is None and s.calls == 1)  # the preflight answer
-                if first and current.json_mode and "{" not in resp.text:
-                    # Asked for a JSON schema and got prose without any JSON: the endpoint ignores
-                    # response_format (Anthropic's compatible endpoint does). From now on the
-                    # schema goes into the prompt; this call is asked again that way.
-                    self.json_mode = False
-                    s.structured_output_ignored = True
+                if current.json_mode and not self.json_mode and "{" not in resp.text:
+                    # the preflight showed response_format is ignored: ask again with the schema in the prompt
                     current = msgspec.structs.replace(current, json_mode=False)
                     continue
                 reasks += 1

@@ -270,7 +270,7 @@ class _MockJudge:
             malformed = True
         else:
             malformed = False
-        thought = think(payload, content, completion_tokens, cfg.reasoning_tokens, cfg.reasoning_style)
+        thought = think(payload, content, completion_tokens, cfg.reasoning_tokens, self.style)
         if st is not None:
             if malformed:
                 pass
