@@ -473,8 +473,6 @@ class JudgePool:
             if self.stopped is not None:
                 raise self._stopped_error()
             self._refuse_over_window(current)
-            if current.json_mode and not self.json_mode:  # built before the endpoint showed it ignores it
-                current = msgspec.structs.replace(current, json_mode=False)
             # the gate, when this call goes alone as the preflight (it opens the gate when answered)
             probe = gate if gate is not None and not gate.is_open and await gate.enter() else None
             permit = None
@@ -492,6 +490,8 @@ class JudgePool:
                 # The cap is sized now, not when the call was built: calls that waited while
                 # another one showed the model thinks get the room it needs.
                 room = self.thinking.cap(tpl.max_tokens)
+                if current.json_mode and not self.json_mode:  # the preflight showed response_format is ignored
+                    current = msgspec.structs.replace(current, json_mode=False)
                 if room > current.max_tokens:
                     current = msgspec.structs.replace(current, max_tokens=room)
                 # The reservation is made now, after the quota wait: the spend it checks

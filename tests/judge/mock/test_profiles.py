@@ -80,6 +80,7 @@ async def test_anthropic_profile_ignores_response_format_and_the_engine_falls_ba
     pool, out = await _run(MockConfig(profile="anthropic"), ["a", "b", "c"])
     assert all(isinstance(v, V) for v in out)
     assert pool.stats.structured_output_ignored and pool.json_mode is False and pool.stats.reasks == 0
+    assert pool.stats.calls == 3 + 1  # only the preflight was asked twice; the others went with the schema
 
 
 async def test_vllm_profile_reasoning_content_and_poisoned_bodies():
