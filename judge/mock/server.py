@@ -271,9 +271,10 @@ class _MockJudge:
         else:
             malformed = False
         thought = think(payload, content, completion_tokens, cfg.reasoning_tokens, self.style)
+        withheld = self._filtered(prep) and self.shapes.filter == "finish"
         if st is not None:
-            if malformed:
-                pass
+            if malformed or withheld:
+                pass  # counted as malformed, or as filtered (in _refuse)
             elif thought.finish_reason == "stop":
                 st.ok += 1
                 previous = self.answered.get(prep.key, 0)
@@ -291,7 +292,7 @@ class _MockJudge:
         body = shape_body(body, thought, self.style)
         if self.profile is not None:
             body = profiles.shape_usage(self.profile, body, cached)
-        if self._filtered(prep) and self.shapes.filter == "finish":
+        if withheld:
             # The provider's safety filter withheld the answer (billed up to where it stopped).
             body["choices"][0]["message"]["content"] = ""
             body["choices"][0]["finish_reason"] = "content_filter"

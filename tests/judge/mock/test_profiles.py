@@ -96,3 +96,9 @@ async def test_ollama_profile_think_blocks_and_silent_truncation():
     # Ollama cuts an oversized prompt silently: both answered, nothing refused
     assert all(isinstance(v, V) for v in out) and pool.stats.request_faults == 0
     assert pool.stats.reasoning_tokens > 0
+
+
+async def test_gemini_filter_withholds_the_answer_and_the_item_fails_alone():
+    pool, out = await _run(MockConfig(profile="gemini", filter_word="forbidden"), ["a", "forbidden b", "c"])
+    assert isinstance(out[0], V) and out[1] == "content_filter" and isinstance(out[2], V)
+    assert pool.stats.request_faults == 1 and pool.stopped is None
