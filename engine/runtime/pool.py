@@ -556,8 +556,10 @@ class JudgePool:
                     if e.kind == "context_length":
                         message = self._learn_window(message)
                     raise JudgeFailed(e.kind, message) from None
-                if self.breaker.failure(e.kind, message, key):
+                if self.breaker.failure(e.kind, message, key) and self.stopped is None:
                     self.halt(self._fault_stop(e, message, streak=self.breaker.count))
+                    self.stats.failures += 1
+                    raise JudgeFailed(e.kind, message) from None  # its own failure, not lost to the stop
                 if self.stopped is not None:
                     self.stats.failures += 1
                     raise self._stopped_error() from None
