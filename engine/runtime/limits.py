@@ -17,8 +17,9 @@ Without quota headers (many compatible services and gateways send only ``Retry-A
 on a 429) and without ``--rpm``, :class:`RateLearner` learns the rate the endpoint holds:
 a slow start (after the first answer, one more call in flight per answer instead of the
 full concurrency at once), then at the first 429 a pace of 0.92 x the rate the endpoint
-had been accepting, growing linearly (6% of that rate per second until the second 429,
-0.4% after it) and cut by 0.92 at each later 429 episode (AIMD). With headers the announced limits pace the run and
+had been accepting, growing 15% per second (compounded) until the second 429, which cuts
+it to 0.92 x the lower of the pace and the accepted rate; from then on it grows linearly
+by 0.4% of that rate per second and is cut by 0.92 at each 429 episode (AIMD). With headers the announced limits pace the run and
 the learner stays out of the way.
 
 With a :class:`SharedQuota` (``--redis``: :mod:`drscore.engine.runtime.team.quota`) the buckets
@@ -89,13 +90,14 @@ class RateLearner:
     current pace when one is set. Then the pace grows by ``increase_per_s`` x the pace
     set at the cut per second (additive increase) until the next 429 episode cuts it
     again (multiplicative decrease). The first cut rests on a rough measure, so until the
-    second one the pace grows faster (``first_increase_per_s``), as TCP's slow start
-    finds its threshold before congestion avoidance. One cut per episode: the 429s of calls already in
+    second one the pace grows exponentially (``first_increase_per_s`` compounded per
+    second), as TCP's slow start finds its threshold before congestion avoidance; the
+    second cut starts from the lower of the pace and the accepted rate. One cut per episode: the 429s of calls already in
     flight and the pause the server asked for (``Retry-After``) belong to the same one.
     Growth waits for the pause to end. Pure and clock-driven (tests pass a fake clock).
     """
 
-    def __init__(self, *, decrease: float = 0.92, increase_per_s: float = 0.004, first_increase_per_s: float = 0.06,
+    def __init__(self, *, decrease: float = 0.92, increase_per_s: float = 0.004, first_increase_per_s: float = 0.15,
                  window_s: float = 4.0,
                  min_rps: float = 1 / 60, max_rps: float | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -129,10 +131,13 @@ class RateLearner:
             return False
         start = max(self._grown_at, self._cut_until)
         self._grown_at = now
-        # After the first cut the pace rests on a rough measure (taken while the run was
-        # still ramping up): it grows fast until the next 429 shows where the limit is.
-        step = self.first_increase_per_s if self.cuts == 1 else self.increase_per_s
-        grown = self.pace + step * self._base * max(0.0, now - start)
+        dt = max(0.0, now - start)
+        if self.cuts == 1:
+            # The first cut rests on a rough measure (often taken after one or two answers):
+            # grow exponentially until the next 429 shows where the limit is.
+            grown = self.pace * (1.0 + self.first_increase_per_s) ** dt
+        else:
+            grown = self.pace + self.increase_per_s * self._base * dt
         self.pace = min(grown, self.max_rps) if self.max_rps else grown
         return True
 
@@ -143,6 +148,10 @@ class RateLearner:
             return False
         accepted = self.accepted_rate(now)
         current = self.pace if self.pace is not None else accepted
+        if self.cuts == 1 and accepted is not None and current is not None:
+            # The end of the exponential phase overshoots: what the endpoint accepted over the
+            # last seconds (no pause among them) is the better measure of its limit.
+            current = min(current, accepted)
         if current is None:  # no answer yet to measure: one request per pause
             current = 1.0 / max(1.0, pause_s)
         self.pace = self._base = max(self.min_rps, self.decrease * current)

@@ -100,7 +100,7 @@ async def test_with_quota_headers_a_429_halves_the_concurrency_as_before():
     assert lim.concurrency.limit == 2 and lim.learner.pace is None and lim.rpm == 600
 
 
-def test_the_rate_learner_cuts_once_per_episode_and_grows_linearly():
+def test_the_rate_learner_cuts_once_per_episode_then_grows():
     now = [0.0]
     learner = RateLearner(decrease=0.9, increase_per_s=0.01, first_increase_per_s=0.05, window_s=4.0,
                           clock=lambda: now[0])
@@ -110,16 +110,16 @@ def test_the_rate_learner_cuts_once_per_episode_and_grows_linearly():
     assert learner.pace is None  # nothing paced before the first 429
     assert learner.rate_limited(pause_s=1.0) and learner.pace == pytest.approx(0.9 * 2.0)
     assert not learner.rate_limited(pause_s=1.0)  # same episode (within the pause): no second cut
-    now[0] = 5.0  # the pause ended at 5.0: no growth yet
+    for t in (5.0, 5.5, 6.0, 6.5, 7.0):  # the pause ended at 5.0: growth from there, 5% a second compounded
+        now[0] = t
+        learner.success()
+    assert learner.pace == pytest.approx(1.8 * 1.05 ** 2)
+    # The second cut starts from the lower of the pace and the accepted rate: 8 answers in
+    # the window 3.0-7.0 (none during the pause) = 7 intervals / 4 s = 1.75 per second.
+    assert learner.rate_limited(pause_s=1.0) and learner.pace == pytest.approx(0.9 * 1.75)
+    now[0] = 10.0  # then the slow linear step: 0.01 x 1.575 per second, from 8.0 (the pause's end)
     learner.success()
-    assert learner.pace == pytest.approx(1.8)
-    now[0] = 7.0  # 2 s later: + 0.05 x 1.8 per second
-    learner.success()
-    assert learner.pace == pytest.approx(1.8 + 2 * 0.05 * 1.8)
-    assert learner.rate_limited(pause_s=1.0) and learner.pace == pytest.approx(0.9 * 1.98)
-    now[0] = 10.0  # after the second cut the slow step: 0.01 x 1.782 per second, from 8.0 (the pause's end)
-    learner.success()
-    assert learner.pace == pytest.approx(1.782 + 2 * 0.01 * 1.782)
+    assert learner.pace == pytest.approx(1.575 + 2 * 0.01 * 1.575)
 
 
 class V(msgspec.Struct, forbid_unknown_fields=True):
