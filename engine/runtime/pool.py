@@ -74,7 +74,9 @@ from drscore.engine.runtime.redact import redact
 from drscore.engine.runtime.thinking import ThinkingPolicy, is_cut_off, split_thinking
 from drscore.engine.runtime.tokens import TokenEstimator, estimate_messages, estimate_tokens, message_features
 from drscore.engine.runtime.verdicts import VerdictDecodeError, decode_verdict, schema_of
-from drscore.engine.runtime.windows import clearly_over, stated_window, window_of
+from drscore.engine.runtime.windows import (
+    OVER_MARGIN, UNLEARNED_OVER_MARGIN, clearly_over, stated_window, window_of,
+)
 
 if TYPE_CHECKING:
     from drscore.engine.runtime.team import Team
@@ -265,7 +267,11 @@ class JudgePool:
         if self.window is None:
             return
         tokens = self._prompt_tokens(req)
-        if clearly_over(tokens, self.window):
+        # Until the server's usage has taught the estimator its counting (the preflight
+        # answer usually does), the fixed character rule can be far off (CJK text): a
+        # wider margin then.
+        margin = OVER_MARGIN if self.tokens.observations else UNLEARNED_OVER_MARGIN
+        if clearly_over(tokens, self.window, margin):
             self.stats.refused_over_window += 1
             self.stats.request_faults += 1
             self.stats.failures += 1

@@ -86,6 +86,9 @@ def window_of(model: str, table: dict[str, ModelWindow] | None = None) -> ModelW
 # server's usage, but never exact): a request is refused before it is sent only when its
 # estimate is this far over the window, so a prompt that might fit is always tried.
 OVER_MARGIN = 1.1
+# Before any usage was seen the estimate is the fixed character rule (4 ASCII characters
+# or 1 wide character per token), which over-counts CJK text for large vocabularies.
+UNLEARNED_OVER_MARGIN = 1.5
 
 
 def clearly_over(tokens: float, window: int | None, margin: float = OVER_MARGIN) -> bool:

@@ -15,6 +15,7 @@ from drscore.engine.runtime.judging import ChatResponse, FatalError, JudgeFailed
 from drscore.engine.runtime.limits import RateLimiter
 from drscore.engine.runtime.pool import JudgePool
 from drscore.engine.runtime.pricing import PriceTable
+from drscore.engine.runtime.tokens import estimate_messages
 from drscore.engine.runtime.windows import StatedWindow, clearly_over, stated_window
 
 
@@ -47,7 +48,9 @@ class ByPrompt:
         out = self.script(prompt)
         if isinstance(out, Exception):
             raise out
-        return ChatResponse(text='{"score": 1}', input_tokens=10, output_tokens=3, finish_reason=out or "stop"), None
+        # usage as our own estimate: the learned counting stays the character rule
+        return ChatResponse(text='{"score": 1}', input_tokens=estimate_messages(request.messages), output_tokens=3,
+                            finish_reason=out or "stop"), None
 
     async def close(self):
         pass
@@ -125,13 +128,16 @@ async def test_context_length_and_filter_errors_fail_once_and_are_never_counted(
 async def test_a_prompt_clearly_over_the_known_window_is_not_sent():
     backend = ByPrompt(lambda p: None, model="gpt-4o")  # 128,000-token window in the table
     pool = _pool(backend)
-    # about 150,000 estimated tokens (4 characters each): over 1.1 x 128,000 = 140,800
+    # Before any usage was seen only an estimate over 1.5 x 128,000 = 192,000 is refused:
+    # about 200,000 estimated tokens (4 characters each) is.
     with pytest.raises(JudgeFailed) as err:
-        await pool.ask("t", Verdict, {"i": "a" * 600_000})
+        await pool.ask("t", Verdict, {"i": "z" * 800_000})
     assert err.value.reason == "context_length" and backend.sent == []
     assert "128000-token context window" in err.value.detail and pool.stats.refused_over_window == 1
-    # about 130,000: may fit by the server's count, so it is tried
-    assert await _outcomes(pool, ["b" * 520_000]) == ["ok"] and len(backend.sent) == 1
+    assert await _outcomes(pool, ["short"]) == ["ok"]  # the server's usage has now been seen
+    # about 150,000: over 1.1 x 128,000 = 140,800, refused; about 130,000 may fit, so it is tried
+    assert await _outcomes(pool, ["a" * 600_000, "b" * 520_000]) == ["context_length", "ok"]
+    assert len(backend.sent) == 2 and pool.stats.refused_over_window == 2
 
 
 async def test_a_window_stated_by_the_endpoint_is_learned():
@@ -140,10 +146,11 @@ async def test_a_window_stated_by_the_endpoint_is_learned():
     backend = ByPrompt(lambda p: FatalError(message, kind="context_length") if len(p) > 16_000 else None,
                        model="local-model")  # not in the table: nothing refused before the first error
     pool = _pool(backend)
+    assert await _outcomes(pool, ["short"]) == ["ok"]  # the server's usage has been seen
     with pytest.raises(JudgeFailed) as first:
         await pool.ask("t", Verdict, {"i": "a" * 20_000})
-    assert "6000 tokens requested, window 4096 tokens" in first.value.detail and len(backend.sent) == 1
+    assert "6000 tokens requested, window 4096 tokens" in first.value.detail and len(backend.sent) == 2
     assert pool.window == 4096
     # 24,000 characters: about 6,000 estimated tokens, over 1.1 x 4096: refused, not sent
     assert await _outcomes(pool, ["b" * 24_000, "short"]) == ["context_length", "ok"]
-    assert len(backend.sent) == 2 and pool.stats.refused_over_window == 1
+    assert len(backend.sent) == 3 and pool.stats.refused_over_window == 1
