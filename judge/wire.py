@@ -192,6 +192,8 @@ def _error_fields(raw: bytes) -> tuple[str, str]:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return "", raw[:500].decode("utf-8", "replace")
+    if isinstance(obj, list) and obj and isinstance(obj[0], dict):  # Gemini: [{"error": {...}}]
+        obj = obj[0]
     err = obj.get("error") if isinstance(obj, dict) else None
     if isinstance(err, list) and err:  # some gateways wrap errors in a list
         err = err[0]

@@ -7,7 +7,10 @@ to the run directory and yielded to the caller immediately.
 When the pool stops (budget, a long rate-limit reset, a broken endpoint; see
 :attr:`JudgePool.stopped`), no further item is started: every remaining item still gets
 its row, status ``failed`` with the stop's reason, so the run directory lists what was
-not done and why, and a re-run resumes from the cache.
+not done and why, and a re-run resumes from the cache. A stop that cost no item anything
+(the breaker tripped on the run's last calls, every item already had its own row) is no
+stop: the summary records it under ``totals.stop_after_all_items`` and the run is
+``finished``, with exit 3 when some items failed.
 """
 from __future__ import annotations
 
@@ -59,6 +62,7 @@ class Runner:
         self.items_done = 0
         self.items_failed = 0
         self.items_skipped = 0
+        self.items_not_run = 0  # rows written for items never started because the pool stopped
         self.failure_reasons: dict[str, int] = {}
         self.started = time.monotonic()
         self.finished: float | None = None
@@ -166,6 +170,7 @@ class Runner:
         """The row of an item never started because the pool stopped."""
         stop = self.pool.stopped
         assert stop is not None
+        self.items_not_run += 1
         row = ScoreRow(task_id=task.task_id, agent=report.agent, method=method.name, score=None, status="failed",
                        errors=[f"{stop.reason}: {stop.message}"], judge=self.pool.judge_label)
         self._count(row)
@@ -219,6 +224,15 @@ class Runner:
             "truncation_retries": s.truncation_retries, "thinking_learned": s.thinking_learned,
             "failure_reasons": dict(sorted(self.failure_reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
         }
+        totals["request_faults"] = s.request_faults
+        totals["refused_over_window"] = s.refused_over_window
+        if s.structured_output_ignored:
+            totals["structured_output_ignored"] = True  # the schema went into the prompt instead
+        stopped = self.pool.stopped
+        if stopped is not None and not s.stopped_calls and not self.items_not_run:
+            # Nothing was refused for the stop: every item has the row its own calls earned.
+            totals["stop_after_all_items"] = msgspec.to_builtins(stopped)
+            stopped = None
         if not priced:
             totals["price_unknown"] = self.pool.price_model  # costs above are None, not 0
         batches = getattr(self.pool.backend, "batch_summary", None)
@@ -248,6 +262,6 @@ class Runner:
                                   "statuses": self.status_counts[name]}
                            for name, m in self.per_method.items()},
             "totals": totals,
-            "stopped": msgspec.to_builtins(self.pool.stopped) if self.pool.stopped is not None else None,
+            "stopped": msgspec.to_builtins(stopped) if stopped is not None else None,
             "input_errors": [str(e) for e in input_errors[:200]],
         }
