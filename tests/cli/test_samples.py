@@ -1,0 +1,113 @@
+"""``--samples K``: every judge call asked K times as distinct requests, each cached;
+K = 1 keeps today's cache keys; the dry run and a warm re-run count them right."""
+from __future__ import annotations
+
+import aiohttp
+import orjson
+import pytest
+
+import drscore
+from drscore.engine.runtime.cache import request_key
+from drscore.engine.runtime.judging import ChatRequest
+from drscore.engine.runtime.method import MethodResult
+from drscore.engine.runtime.samples import combine
+from drscore.judge.mock.server import MockConfig, start
+from drscore.judge.wire import request_body
+from support.data import ROOT
+
+EXAMPLES = ROOT / "examples"
+
+
+def test_combine_means_and_spreads_by_hand():
+    results = [MethodResult(score=1.0, subscores={"a": 2.0, "n": 3.0}, judged=3, expected=4),
+               MethodResult(score=2.0, subscores={"a": 4.0, "n": 3.0}, judged=2, expected=4),
+               MethodResult(score=3.0, subscores={"a": 6.0, "n": 3.0}, judged=1, expected=4)]
+    result, spread = combine(results)
+    assert result.score == 2.0 and result.subscores == {"a": 4.0, "n": 3.0}
+    assert spread["sample_scores"] == [1.0, 2.0, 3.0]
+    assert spread["score_sd"] == pytest.approx(1.0)  # sqrt(((1-2)^2 + 0 + (3-2)^2) / 2)
+    assert spread["subscore_sd"] == {"a": pytest.approx(2.0), "n": 0.0}
+    assert (result.judged, result.expected, result.status) == (3, 4, "ok")  # the first sample's counts
+    median, _ = combine([MethodResult(score=v) for v in (1.0, 2.0, 9.0)], "median")
+    assert median.score == 2.0
+
+
+def test_a_failed_sample_makes_the_row_partial_and_is_named():
+    result, spread = combine([MethodResult(score=1.0), MethodResult(score=None, status="failed",
+                                                                     errors=["timeout: no answer"]),
+                              MethodResult(score=3.0)])
+    assert result.score == 2.0 and result.status == "partial"
+    assert result.errors == ["1 of 3 judge samples failed: timeout: no answer"]
+    assert spread["sample_scores"] == [1.0, None, 3.0] and spread["score_sd"] == pytest.approx(2 ** 0.5)
+
+
+def _config(tmp_path, out: str, samples: int, **kw) -> drscore.RunConfig:
+    return drscore.RunConfig(methods=["quality"], tasks=str(EXAMPLES / "tasks.jsonl"),
+                             reports=[str(EXAMPLES / "reports.claude-3-7-sonnet.jsonl")], limit=2,
+                             out=str(tmp_path / out) if out else None, samples=samples, **kw)
+
+
+async def _requests(session: aiohttp.ClientSession, url: str) -> int:
+    async with session.get(f"{url}/stats") as r:
+        return int((await r.json())["requests"])
+
+
+async def _run(cfg: drscore.RunConfig) -> tuple[list, dict]:
+    async with drscore.Run(cfg) as run:
+        rows = [r async for r in run.rows()]
+    return rows, run.summary
+
+
+async def test_samples_are_distinct_cached_requests(tmp_path):
+    runner, port = await start(MockConfig())
+    url = f"http://127.0.0.1:{port}/v1"
+    judge = dict(url=url, model="mock-judge", cache_dir=str(tmp_path / "cache"))
+    try:
+        async with aiohttp.ClientSession() as session:
+            rows1, _ = await _run(_config(tmp_path, "one", 1, judge=drscore.JudgeConfig(**judge)))
+            one = await _requests(session, f"http://127.0.0.1:{port}")
+            assert one == 2 and all(r.sample_scores == [] and r.score_sd is None for r in rows1)
+            # dry run of K = 3 on a cold cache: three times the calls
+            dry_cfg = _config(tmp_path, "", 3, dry_run=True,
+                              judge=drscore.JudgeConfig(**{**judge, "cache_dir": str(tmp_path / "cold")}))
+            _, dry = await _run(dry_cfg)
+            assert dry["totals"]["planned_calls"] == 6
+            rows3, summary = await _run(_config(tmp_path, "three", 3, judge=drscore.JudgeConfig(**judge)))
+            # sample 0 is the K = 1 request (same key): only samples 1 and 2 are new
+            assert await _requests(session, f"http://127.0.0.1:{port}") == one + 4
+            for r1, r3 in zip(sorted(rows1, key=lambda r: r.task_id), sorted(rows3, key=lambda r: r.task_id)):
+                assert len(r3.sample_scores) == 3 and r3.sample_scores[0] == r1.score
+                assert r3.score == pytest.approx(sum(r3.sample_scores) / 3)
+                assert r3.score_sd is not None
+            verdicts = [orjson.loads(x) for x in (tmp_path / "three" / "verdicts.jsonl").read_bytes().splitlines()]
+            assert sorted(v["judge_sample"] for v in verdicts) == [0, 0, 1, 1, 2, 2]
+            assert len({v["key"] for v in verdicts}) == 6
+            assert summary["overview"]["samples"] == 3
+            # warm re-run: nothing new is asked
+            await _run(_config(tmp_path, "three", 3, judge=drscore.JudgeConfig(**judge)))
+            assert await _requests(session, f"http://127.0.0.1:{port}") == one + 4
+    finally:
+        await runner.cleanup()
+
+
+def test_sample_zero_keeps_the_key_and_sends_no_seed():
+    from drscore.engine.runtime.limits import RateLimiter
+    from drscore.engine.runtime.pool import JudgePool
+    from drscore.engine.runtime.pricing import PriceTable
+    from drscore.engine.methods.quality import QualityVerdict  # noqa: F401 (a real verdict Struct)
+
+    class Backend:
+        name, model, cacheable = "http", "m", True
+
+        def identity(self):
+            return {"base_url": "http://x/v1", "model": "m"}
+
+    pool = JudgePool(Backend(), cache=None, limiter=RateLimiter(0, 0, 1), prices=PriceTable.load(None))
+    variables = {"question": "t", "report": "r"}
+    req0, c0 = pool.build("quality", QualityVerdict, variables)
+    req0b, c0b = pool.build("quality", QualityVerdict, variables, 0, 0)
+    req2, c2 = pool.build("quality", QualityVerdict, variables, 0, 2)
+    assert "judge_sample" not in c0 and request_key(c0) == request_key(c0b)
+    assert request_key(c2) != request_key(c0) and c2["judge_sample"] == 2
+    assert "seed" not in request_body(req0, "m") and request_body(req2, "m")["seed"] == 2000
+    assert isinstance(req2, ChatRequest) and req2.judge_sample == 2
