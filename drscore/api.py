@@ -531,6 +531,16 @@ class Run:
         for entry in self.summary.get("per_agent_method", []):
             entry["unranked_reason"] = agent_reason(by_key.get((entry["method"], entry["agent"]), []))
         self.summary["decisions"] = {m: msgspec.to_builtins(d) for m, d in decide(light, seed=0).items()}
+        if self.config.samples > 1:  # how noisy the judge was, per method and agent
+            from drscore.engine.stats.noise import judge_noise
+
+            noise: dict[str, dict[str, Any]] = {}
+            for (method, agent), agent_rows in sorted(by_key.items()):
+                figures = judge_noise({r.task_id: [v for v in r.sample_scores if v is not None]
+                                       for r in agent_rows if r.sample_scores})
+                if figures is not None:
+                    noise.setdefault(method, {})[agent] = msgspec.to_builtins(figures)
+            self.summary["judge_noise"] = noise
         jc = self.config.judge
         t = self.summary.get("totals", {})
         self.summary["overview"] = {

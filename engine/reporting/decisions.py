@@ -21,6 +21,7 @@ from drscore.engine.reporting.tables import LeaderboardRow
 from drscore.engine.runtime.pricing import cost_text, sum_costs
 from drscore.engine.runtime.redact import endpoint_host
 from drscore.engine.runtime.rundir_read import RunDir
+from drscore.engine.stats.noise import judge_noise
 from drscore.engine.stats.paired import MethodDecisions, decide
 
 
@@ -88,6 +89,31 @@ def _noise_text(d: MethodDecisions) -> str:
             "differences comes from the judge, the rest from the agents' differences between tasks.</p>")
 
 
+def _noise_table(run: RunDir, method: str) -> str:
+    """Per agent: the judge's spread per report and of the suite mean (judge samples only)."""
+    by_agent: dict[str, dict[str, list[float]]] = {}
+    for r in run.scores:
+        if r.method == method and r.sample_scores:
+            by_agent.setdefault(r.agent, {})[r.task_id] = [v for v in r.sample_scores if v is not None]
+    rows = []
+    for agent, samples in sorted(by_agent.items()):
+        n = judge_noise(samples)
+        if n is None:
+            continue
+        rows.append(f'<tr><td class="l">{_e(agent)}</td><td>{n.samples}</td><td>{n.per_task_sd:.4f}</td>'
+                    f"<td>{_e(_num(n.between_task_sd))}</td><td>{_e(_num(n.suite_mean_sd, 5))}</td>"
+                    f"<td>{_e('-' if n.judge_share is None else f'{n.judge_share:.0%}')}</td></tr>")
+    if not rows:
+        return ""
+    return ("<table><thead><tr><th class=\"l\">agent</th><th>samples</th><th>judge sd per report</th>"
+            "<th>sd between reports</th><th>sd of the suite mean across samples</th>"
+            "<th>judge share of the mean's variance</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+
+
+def _num(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
 def section_decisions(run: RunDir, board: dict[str, list[LeaderboardRow]], *, confidence: float,
                       resamples: int, seed: int,
                       decisions: dict[str, MethodDecisions] | None = None) -> str:
@@ -118,6 +144,7 @@ def section_decisions(run: RunDir, board: dict[str, list[LeaderboardRow]], *, co
             out.append(f"<p>Probability of ranking first (over the {d.first_tasks} tasks every agent "
                        f"scored): {first}</p>")
         out.append(_noise_text(d))
+        out.append(_noise_table(run, method))
     out.append("</section>")
     return "".join(out)
 

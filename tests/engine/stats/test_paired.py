@@ -7,7 +7,7 @@ import pytest
 
 from drscore.engine.runtime.models import ScoreRow
 from drscore.engine.stats.bootstrap import paired_bootstrap
-from drscore.engine.stats.paired import compare_agents, decide, holm
+from drscore.engine.stats.paired import compare_agents, decide, expanded_confidence, holm
 
 
 def test_holm_adjusts_in_order_and_keeps_monotone():
@@ -45,11 +45,20 @@ def test_single_samples_match_the_paired_bootstrap_of_bootstrap_py():
     b = [0.1, 0.5, 0.5, 0.3, 0.2, 0.6, 0.35]
     d = compare_agents("m", {"a": {str(i): [v] for i, v in enumerate(a)},
                              "b": {str(i): [v] for i, v in enumerate(b)}}, resamples=500, seed=3, block_cells=21)
-    ref = paired_bootstrap(b, a, resamples=500, seed=3)  # mean(a) - mean(b), same seed, one block
+    # mean(a) - mean(b), same seed, one block, at the expanded level for 7 tasks
+    ref = paired_bootstrap(b, a, resamples=500, seed=3, confidence=expanded_confidence(0.95, 7))
     (pair,) = d.pairs
     assert pair.delta == pytest.approx(ref.delta)
     # blocks of 3 resamples draw the same stream as one draw of all 500
     assert pair.ci == pytest.approx(ref.ci.as_list())
+
+
+def test_expanded_confidence_by_hand():
+    # n = 40: t(39) at 0.975 = 2.02269; * sqrt(40/39) = 2.04846; 1 - 2 * Phi(-2.04846) = 0.95948
+    assert expanded_confidence(0.95, 40) == pytest.approx(0.95948, abs=2e-5)
+    # n = 2: t(1) = 12.7062 * sqrt(2) = 17.97: essentially the whole range
+    assert expanded_confidence(0.95, 2) > 0.999999
+    assert expanded_confidence(0.95, 1) == 0.95
 
 
 def test_ties_share_the_first_place():
@@ -113,3 +122,19 @@ def test_memory_blocks_do_not_change_results():
     small = compare_agents("m", {"a": a, "b": b}, resamples=64, seed=1, block_cells=60)
     assert one.pairs[0].delta == pytest.approx(small.pairs[0].delta)
     assert one.pairs[0].ci is not None and small.pairs[0].ci is not None
+
+
+def test_judge_noise_figures_by_hand():
+    from drscore.engine.stats.noise import judge_noise
+
+    # two reports, two samples each: sds sqrt(2) and 0; means 2 and 5
+    noise = judge_noise({"1": [1.0, 3.0], "2": [5.0, 5.0]})
+    assert noise is not None and (noise.tasks, noise.samples) == (2, 2)
+    assert noise.per_task_sd == pytest.approx(2 ** 0.5 / 2)
+    assert noise.per_task_sd_rms == pytest.approx(1.0)  # sqrt((2 + 0) / 2)
+    assert noise.between_task_sd == pytest.approx(3 / 2 ** 0.5)  # sd of [2, 5]
+    # sample means: (1 + 5) / 2 = 3 and (3 + 5) / 2 = 4 -> sd sqrt(0.5)
+    assert noise.suite_mean_sd == pytest.approx(0.5 ** 0.5)
+    assert noise.suite_mean_sd_independent == pytest.approx(1 / 2 ** 0.5)
+    assert noise.judge_share == pytest.approx((1.0 / 2) / 4.5)
+    assert judge_noise({"1": [1.0], "2": [2.0]}) is None
