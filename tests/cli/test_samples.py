@@ -111,3 +111,20 @@ def test_sample_zero_keeps_the_key_and_sends_no_seed():
     assert request_key(c2) != request_key(c0) and c2["judge_sample"] == 2
     assert "seed" not in request_body(req0, "m") and request_body(req2, "m")["seed"] == 2000
     assert isinstance(req2, ChatRequest) and req2.judge_sample == 2
+
+
+async def test_samples_go_through_the_batch_api(tmp_path):
+    runner, port = await start(MockConfig(batch_delay=0.05))
+    base = f"http://127.0.0.1:{port}"
+    judge = drscore.JudgeConfig(url=f"{base}/v1", model="mock-judge", cache_dir=str(tmp_path / "cache"), batch=True,
+                                batch_window_s=0.2, batch_poll_s=0.05)
+    try:
+        rows, summary = await _run(_config(tmp_path, "batch", 2, judge=judge))
+        async with aiohttp.ClientSession() as session, session.get(f"{base}/stats") as r:
+            stats = await r.json()
+        # 2 reports x 1 quality call x 2 samples, all batched, none synchronous
+        assert (stats["batch_requests"], stats["requests"]) == (4, 0)
+        assert summary["totals"]["batched_calls"] == 4
+        assert all(len(r.sample_scores) == 2 and r.status == "ok" for r in rows)
+    finally:
+        await runner.cleanup()
