@@ -375,6 +375,9 @@ def leaderboard_markdown(run: RunDir, board: dict[str, list[LeaderboardRow]], *,
         note = comparison_note(entries)
         if note:
             lines += ["", f"> {note}"]
+        for e in entries:  # shown, not ranked (engine.stats.rankable)
+            if e.unranked_reason:
+                lines += ["", f"> not ranked: {_md(e.agent)} ({_md(e.unranked_reason)})"]
         subs = list(dict.fromkeys(k for e in entries for k in e.subscores))
         if subs:
             lines += ["", "Subscores (mean over tasks):", "",

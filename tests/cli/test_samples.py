@@ -128,3 +128,23 @@ async def test_samples_go_through_the_batch_api(tmp_path):
         assert all(len(r.sample_scores) == 2 and r.status == "ok" for r in rows)
     finally:
         await runner.cleanup()
+
+
+def test_the_cli_prints_the_paired_difference_and_refuses_zero_samples(tmp_path, capsys):
+    from drscore.cli import main
+
+    args = ["run", "--methods", "quality", "--tasks", str(EXAMPLES / "tasks.jsonl"),
+            "--reports", str(EXAMPLES / "reports.claude-3-7-sonnet.jsonl"),
+            "--reports", str(EXAMPLES / "reports.claude-first-half.jsonl"), "--cache", str(tmp_path / "c")]
+    assert main([*args, "--out", str(tmp_path / "zero"), "--samples", "0"]) == 1
+    assert "--samples" in capsys.readouterr().err and not (tmp_path / "zero").exists()
+    assert main([*args, "--out", str(tmp_path / "two"), "--samples", "2"]) == 0
+    out = capsys.readouterr().out
+    summary = orjson.loads((tmp_path / "two" / "summary.json").read_bytes())
+    (pair,) = summary["decisions"]["quality"]["pairs"]
+    ci = f"[{pair['ci'][0]:.2f}, {pair['ci'][1]:.2f}]"
+    assert f"{pair['a']} - {pair['b']}: {pair['delta']:+.2f} {ci}" in out
+    assert summary["overview"]["samples"] == 2 and "judge sd" in out
+    rows = [orjson.loads(x) for x in (tmp_path / "two" / "scores.jsonl").read_bytes().splitlines()]
+    # the offline judge is deterministic: two samples, no spread
+    assert all(len(r["sample_scores"]) == 2 and r["score_sd"] == 0.0 for r in rows)

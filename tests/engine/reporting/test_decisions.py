@@ -41,6 +41,14 @@ def test_mostly_partial_agent_is_shown_unranked_with_its_reason():
     assert board[2].score == 0.925  # still shown: (0.9 + 0.95) / 2
 
 
+def test_leaderboard_markdown_says_why_an_agent_is_not_ranked():
+    from drscore.engine.reporting.tables import leaderboard_markdown
+
+    run = run_of(rows())
+    md = leaderboard_markdown(run, leaderboard(run.scores, resamples=20), confidence=0.95, resamples=20, seed=0)
+    assert "> not ranked: C (2 of 2 scored rows partial, 1 with coverage 0)" in md
+
+
 def test_leaderboard_csv_has_the_honest_columns():
     table = list(csv.DictReader(io.StringIO(leaderboard_csv(leaderboard(rows(), resamples=50)))))
     a, b, c = table
