@@ -135,6 +135,15 @@ class RunResults:
         """The score rows as a DataFrame (same as ``rows.to_pandas()``)."""
         return self.rows.to_pandas()
 
+    def decisions(self, *, resamples: int = 1000, seed: int = 0, confidence: float = 0.95) -> dict[str, Any]:
+        """Per method, the paired comparisons of its agents
+        (:class:`drscore.engine.stats.paired.MethodDecisions`): every pair's difference on
+        shared tasks with its interval, p and Holm-adjusted p, and P(ranks first). The
+        defaults are those of ``summary.json`` and the report, so the numbers agree."""
+        from drscore.engine.stats.paired import decide
+
+        return dict(decide(self.rows, resamples=resamples, seed=seed, confidence=confidence))
+
 
 def load_run(path: str | Path) -> RunResults:
     """Load a run directory written by ``drscore run`` (see :class:`RunResults`).

@@ -145,6 +145,9 @@ def test_the_cli_prints_the_paired_difference_and_refuses_zero_samples(tmp_path,
     ci = f"[{pair['ci'][0]:.2f}, {pair['ci'][1]:.2f}]"
     assert f"{pair['a']} - {pair['b']}: {pair['delta']:+.2f} {ci}" in out
     assert summary["overview"]["samples"] == 2 and "judge sd" in out
+    # the Python API on the finished run gives the summary's numbers
+    (again,) = drscore.load_run(tmp_path / "two").decisions()["quality"].pairs
+    assert (again.delta, again.ci, again.p_holm) == (pytest.approx(pair["delta"]), pair["ci"], pair["p_holm"])
     rows = [orjson.loads(x) for x in (tmp_path / "two" / "scores.jsonl").read_bytes().splitlines()]
     # the offline judge is deterministic: two samples, no spread
     assert all(len(r["sample_scores"]) == 2 and r["score_sd"] == 0.0 for r in rows)
