@@ -107,6 +107,9 @@ def test_sample_zero_keeps_the_key_and_sends_no_seed():
     req0, c0 = pool.build("quality", QualityVerdict, variables)
     req0b, c0b = pool.build("quality", QualityVerdict, variables, 0, 0)
     req2, c2 = pool.build("quality", QualityVerdict, variables, 0, 2)
+    # exactly the components every key had before --samples existed
+    assert set(c0) == {"backend", "base_url", "model", "messages", "temperature", "max_tokens", "schema_name",
+                       "schema", "json_mode", "template", "template_hash", "sample"}
     assert "judge_sample" not in c0 and request_key(c0) == request_key(c0b)
     assert request_key(c2) != request_key(c0) and c2["judge_sample"] == 2
     assert "seed" not in request_body(req0, "m") and request_body(req2, "m")["seed"] == 2000
@@ -151,3 +154,16 @@ def test_the_cli_prints_the_paired_difference_and_refuses_zero_samples(tmp_path,
     rows = [orjson.loads(x) for x in (tmp_path / "two" / "scores.jsonl").read_bytes().splitlines()]
     # the offline judge is deterministic: two samples, no spread
     assert all(len(r["sample_scores"]) == 2 and r["score_sd"] == 0.0 for r in rows)
+
+
+def test_flat_rows_carry_the_honest_columns():
+    from drscore.results import flat_row
+
+    row = drscore.ScoreRow(task_id="1", agent="a", method="quality", score=2.0, judge_s=1.5, quota_wait_s=40.0,
+                           latency_s=42.0, cost_usd=0.0, cost_usd_uncached=0.02, cached_input_tokens=900,
+                           reasoning_tokens=12, score_sd=0.5, subscores={"depth": 3.0}, subscore_sd={"depth": 1.0})
+    flat = flat_row(row)
+    assert (flat["judge_s"], flat["quota_wait_s"], flat["latency_s"]) == (1.5, 40.0, 42.0)
+    assert (flat["cost_usd"], flat["cost_usd_uncached"]) == (0.0, 0.02)
+    assert (flat["cached_input_tokens"], flat["reasoning_tokens"], flat["score_sd"]) == (900, 12, 0.5)
+    assert (flat["sub.depth"], flat["sd.depth"]) == (3.0, 1.0)
