@@ -121,16 +121,27 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     for method in sorted({r["method"] for r in rows}):
         block = sorted((r for r in rows if r["method"] == method),
-                       key=lambda r: (r["mean"] is None, -(r["mean"] or 0.0)))
+                       key=lambda r: (r["mean"] is None or bool(r.get("unranked_reason")), -(r["mean"] or 0.0)))
         lines.append(f"\n  {method}")
         lines.append(f"    {'rank':<5}{'agent':<32}{'mean':>9}{'95% CI':>20}{'n':>6}{'failed':>8}{'skipped':>9}"
-                     f"{'cost $':>10}")
+                     f"{'cost $':>10}{'uncached $':>12}{'judge s':>10}{'wait s':>10}")
         for i, r in enumerate(block, 1):
             ci = f"[{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]" if r.get("ci95") else "-"
-            lines.append(f"    {i:<5}{terminal(r['agent'])[:31]:<32}{_fmt(r['mean']):>9}{ci:>20}{r['n']:>6}"
-                         f"{r['failed']:>8}{r.get('skipped', 0):>9}{cost_text(r['cost_usd']):>10}")
+            rank = "-" if r.get("unranked_reason") or r["mean"] is None else str(i)
+            lines.append(f"    {rank:<5}{terminal(r['agent'])[:31]:<32}{_fmt(r['mean']):>9}{ci:>20}{r['n']:>6}"
+                         f"{r['failed']:>8}{r.get('skipped', 0):>9}{cost_text(r['cost_usd']):>10}"
+                         f"{cost_text(r.get('cost_usd_uncached')):>12}{_seconds(r.get('judge_s')):>10}"
+                         f"{_seconds(r.get('quota_wait_s')):>10}")
+        for r in block:
+            if r.get("unranked_reason"):
+                lines.append(f"    not ranked: {terminal(r['agent'])} ({terminal(r['unranked_reason'])})")
+        lines += decision_lines((summary.get("decisions") or {}).get(method))
         lines += _method_extras(summary, method)
     return lines
+
+
+def _seconds(value: Any) -> str:
+    return "-" if not isinstance(value, (int, float)) else f"{value:.1f}"
 
 
 def _method_extras(summary: dict[str, Any], method: str) -> list[str]:
