@@ -154,6 +154,31 @@ def task_bootstrap_interval(values: Sequence[float]) -> list[float] | None:
     return interval.as_list() if interval else None
 
 
+def add_decisions(summary: dict[str, Any], rows: Sequence[ScoreRow], *, samples: int = 1) -> None:
+    """Add to a run summary what decides between its agents: each entry's
+    ``unranked_reason`` (engine.stats.rankable), ``decisions`` (the paired comparisons of
+    engine.stats.paired, seed 0, 1,000 resamples) and, with judge samples, ``judge_noise``
+    per method and agent (engine.stats.noise). ``drscore run`` and ``drscore merge`` use it."""
+    from drscore.engine.stats.noise import judge_noise
+    from drscore.engine.stats.paired import decide
+    from drscore.engine.stats.rankable import agent_reason
+
+    by_key: dict[tuple[str, str], list[ScoreRow]] = {}
+    for r in rows:
+        by_key.setdefault((r.method, r.agent), []).append(r)
+    for entry in summary.get("per_agent_method", []):
+        entry["unranked_reason"] = agent_reason(by_key.get((entry["method"], entry["agent"]), []))
+    summary["decisions"] = {m: msgspec.to_builtins(d) for m, d in decide(rows, seed=0).items()}
+    if samples > 1 or any(r.sample_scores for r in rows):  # how noisy the judge was
+        noise: dict[str, dict[str, Any]] = {}
+        for (method, agent), agent_rows in sorted(by_key.items()):
+            figures = judge_noise({r.task_id: [v for v in r.sample_scores if v is not None]
+                                   for r in agent_rows if r.sample_scores})
+            if figures is not None:
+                noise.setdefault(method, {})[agent] = msgspec.to_builtins(figures)
+        summary["judge_noise"] = noise
+
+
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` to completion on uvloop when available (a faster event loop), else on
     asyncio's default loop. For scripts that drive the API without their own loop."""
@@ -518,29 +543,9 @@ class Run:
             self._writer = None
 
     def _add_decisions(self) -> None:
-        """The run's overview (date, version, judge, endpoint host), the agents shown but
-        not ranked and why, and the paired comparisons of the agents (engine.stats.paired),
-        with the same seed and resamples as every leaderboard interval."""
-        from drscore.engine.stats.paired import decide
-        from drscore.engine.stats.rankable import agent_reason
-
-        light = self.runner.aggregate.light_rows()
-        by_key: dict[tuple[str, str], list[ScoreRow]] = {}
-        for r in light:
-            by_key.setdefault((r.method, r.agent), []).append(r)
-        for entry in self.summary.get("per_agent_method", []):
-            entry["unranked_reason"] = agent_reason(by_key.get((entry["method"], entry["agent"]), []))
-        self.summary["decisions"] = {m: msgspec.to_builtins(d) for m, d in decide(light, seed=0).items()}
-        if self.config.samples > 1:  # how noisy the judge was, per method and agent
-            from drscore.engine.stats.noise import judge_noise
-
-            noise: dict[str, dict[str, Any]] = {}
-            for (method, agent), agent_rows in sorted(by_key.items()):
-                figures = judge_noise({r.task_id: [v for v in r.sample_scores if v is not None]
-                                       for r in agent_rows if r.sample_scores})
-                if figures is not None:
-                    noise.setdefault(method, {})[agent] = msgspec.to_builtins(figures)
-            self.summary["judge_noise"] = noise
+        """The run's overview (date, version, judge, endpoint host), and what
+        :func:`add_decisions` adds, with the same seed and resamples as every interval."""
+        add_decisions(self.summary, self.runner.aggregate.light_rows(), samples=self.config.samples)
         jc = self.config.judge
         t = self.summary.get("totals", {})
         self.summary["overview"] = {
