@@ -53,7 +53,7 @@ def remaining_calls(snap: dict[str, Any], per_method: dict[str, int] | None) -> 
     (``False``). Without per-method counts: the run's calls per item times items left."""
     done_by = snap.get("done_by_method") or {}
     calls_by = snap.get("calls_by_method")
-    if per_method and calls_by is not None:
+    if per_method and calls_by is not None and set(per_method) & set(calls_by):
         total, complete = 0.0, True
         for m, n in per_method.items():
             done, left = int(done_by.get(m, 0)), max(0, n - int(done_by.get(m, 0)))
@@ -91,7 +91,8 @@ def estimate_eta(snap: dict[str, Any], total: int, elapsed_s: float,
     calls_left, complete = remaining_calls(snap, per_method or {"items": total})
     if calls_left is None:
         return None, "starting"
-    finished_calls = sum((snap.get("calls_by_method") or {}).values()) if per_method else calls
+    calls_by = snap.get("calls_by_method") or {}
+    finished_calls = sum(calls_by.values()) if per_method and set(per_method) & set(calls_by) else calls
     if finished_calls > 0:
         pace = elapsed_s / finished_calls * calls_left
     else:  # everything so far came from the cache: the item pace is all there is
@@ -110,6 +111,8 @@ def estimate_eta(snap: dict[str, Any], total: int, elapsed_s: float,
 
 def _eta_text(eta: float | None, basis: str) -> str:
     if basis.endswith("+"):
+        if not eta:  # only methods with no finished item are left: nothing to go on yet
+            return "unknown (a method has no finished item yet)"
         return f">{_duration(eta)} ({basis[:-1]}; a method has no finished item yet)"
     return _duration(eta) + (f" ({basis})" if basis in ("quota", "pace") else "")
 

@@ -115,7 +115,14 @@ def test_eta_is_a_lower_bound_while_a_method_has_no_finished_item():
     eta, basis = estimate_eta(s, 20, 10.0, {"quality": 10, "redundancy": 10})
     assert (eta, basis) == (0.0, "pace+")  # quality is done; redundancy's calls are unknown
     line = plain_line(s, {"quality": 10, "redundancy": 10}, elapsed_s=10.0)
-    assert "ETA >0s (pace; a method has no finished item yet)" in line
+    assert "ETA unknown (a method has no finished item yet)" in line
+    # half of redundancy's items known to take 30 calls: 9 left after the first -> a lower bound
+    s2 = {**s, "items_done": 11, "calls": 40, "done_by_method": {"quality": 10, "redundancy": 1},
+          "calls_by_method": {"quality": 10, "redundancy": 30}}
+    eta, basis = estimate_eta(s2, 30, 40.0, {"quality": 10, "redundancy": 10, "kae": 10})
+    assert (eta, basis) == (pytest.approx(270.0), "pace+")  # kae unknown: at least 270 s
+    assert "ETA >4m30s (pace; a method has no finished item yet)" in plain_line(
+        s2, {"quality": 10, "redundancy": 10, "kae": 10}, elapsed_s=40.0)
 
 
 def test_current_rates_against_the_limits_and_batch_state_on_the_plain_line():
