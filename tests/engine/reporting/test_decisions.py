@@ -86,3 +86,17 @@ def test_overview_without_summary_reads_the_config_host_only():
     facts = dict(overview_facts(run))
     assert facts["endpoint"] == "10.0.0.5:8000" and facts["drscore version"] == "1.2"
     assert facts["wall time"].startswith("unknown")
+
+
+def test_viewer_rows_split_time_and_carry_uncached_cost_and_samples():
+    import json
+
+    from drscore.engine.reporting.viewer import viewer_data
+
+    r = row("1", "A", 0.5, judge_s=1.5, quota_wait_s=40.0, latency_s=42.0, cost_usd=0.0, cost_usd_uncached=0.02,
+            cached_input_tokens=900, score_sd=0.1, sample_scores=[0.4, 0.6])
+    data = viewer_data([r], [])
+    assert data["rows"]["lat"] == [1.5] and data["rows"]["wait"] == [40.0]
+    honest = json.loads(data["detail"][0])["honest"]
+    assert honest == {"cached_input_tokens": 900, "cost_usd_uncached": 0.02, "latency_s": 42.0, "score_sd": 0.1,
+                      "sample_scores": [0.4, 0.6]}
