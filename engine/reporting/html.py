@@ -194,7 +194,7 @@ def _section_leaderboard(board: dict[str, list[LeaderboardRow]], ids: _Ids,
             ["agent", "rank", "score", f"{pct} CI",
              *(("shared mean", f"shared {pct} CI") if differ else ()),
              "tasks", "coverage", "failed", "partial"],
-            [(e.agent, e.rank or "–", _fmt(e.score), _ci(e.ci_low, e.ci_high),
+            [(e.agent, e.rank or (f"not ranked: {e.unranked_reason}" if e.unranked_reason else "–"), _fmt(e.score), _ci(e.ci_low, e.ci_high),
               *((_fmt(e.shared_score), _ci(e.shared_ci_low, e.shared_ci_high)) if differ else ()),
               f"{e.tasks_scored}/{e.tasks_total}", _fmt(e.coverage, 2), e.failed, e.partial)
              for e in entries]))

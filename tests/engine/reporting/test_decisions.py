@@ -75,6 +75,7 @@ def test_report_matrix_banner_and_overview():
     assert 'id="not-ranked"' in decisions and "<b>C</b>" in decisions
     # A - B on tasks 1 and 2: differences 0.2 and 0.2 -> +0.200 [0.20, 0.20]
     assert "+0.200 [0.20, 0.20]" in decisions
+    assert "not ranked: 2 of 2 scored rows partial, 1 with coverage 0" in page  # beside C in the leaderboard
     assert "2026-11-26T10:00:00Z" in page and 'id="decisions"' in page and 'id="time-money"' in page
     money = section_time_money(board)
     assert "<td class=\"n\">3.0</td><td class=\"n\">10.0</td>" in money
