@@ -144,16 +144,28 @@ class _Agent:
         self.has = np.isfinite(self.mean)
         self.sampled = bool((self.k >= 2).any())
 
-    def resampled_noise(self, rng: np.random.Generator, block: int) -> np.ndarray:
-        """Mean of resampled residuals per (replicate, task): shape ``(block, n)``."""
+    def resampled_noise(self, rng: np.random.Generator, block: int) -> np.ndarray | None:
+        """Mean of resampled residuals per (replicate, task): shape ``(block, n)``; None
+        for an agent with one sample per task (no noise to resample, no memory spent)."""
         n, kmax = self.resid.shape
         if not self.sampled:
-            return np.zeros((block, n))
+            return None
         k = np.maximum(self.k, 1)
         idx = np.floor(rng.random((block, n, kmax)) * k[None, :, None]).astype(np.int64)
         picked = np.take_along_axis(np.broadcast_to(self.resid, (block, n, kmax)), idx, axis=2)
         use = np.arange(kmax)[None, None, :] < self.k[None, :, None]
         return np.where(use, picked, 0.0).sum(axis=2) / k[None, :]
+
+
+def _difference(na: np.ndarray | None, nb: np.ndarray | None, cols: np.ndarray) -> np.ndarray | None:
+    """``na - nb`` on the columns ``cols`` (None stands for no noise)."""
+    if na is None and nb is None:
+        return None
+    if nb is None:
+        return na[:, cols] if na is not None else None
+    if na is None:
+        return -nb[:, cols]
+    return na[:, cols] - nb[:, cols]
 
 
 def _shrink(values: np.ndarray, noise: float) -> np.ndarray:
@@ -230,7 +242,9 @@ def compare_agents(
     wins = dict.fromkeys(names, 0.0)
     first_defined = 0
     rng = np.random.Generator(np.random.PCG64(seed))
-    block = max(1, min(resamples, block_cells // max(1, n * max(kmax, 1))))
+    # cells held per resample: the task counts, and per agent with samples its draws
+    per_resample = n * (1 + max(kmax, 1) * sum(ag.sampled for ag in agents.values()))
+    block = max(1, min(resamples, block_cells // max(1, per_resample)))
     done = 0
     while done < resamples:
         size = min(block, resamples - done)
@@ -246,7 +260,10 @@ def compare_agents(
             total = c.sum(axis=1)
             # A task drawn c times stands for c independent judge draws: its resampled
             # noise enters with weight sqrt(c), not c (variance c, as c draws would have).
-            value = (ds[shared][None, :] * c + (noise[a][:, shared] - noise[b][:, shared]) * np.sqrt(c)).sum(axis=1)
+            value = (ds[shared][None, :] * c).sum(axis=1)
+            jitter = _difference(noise[a], noise[b], shared)
+            if jitter is not None:
+                value = value + (jitter * np.sqrt(c)).sum(axis=1)
             with np.errstate(invalid="ignore", divide="ignore"):
                 reps[(a, b)][done:done + size] = np.where(total > 0, value / np.where(total > 0, total, 1), np.nan)
         if first_vals:
@@ -254,8 +271,9 @@ def compare_agents(
             total = c.sum(axis=1)
             ok = total > 0
             root = np.sqrt(c)
-            means = np.array([(first_vals[a][None, :] * c + noise[a][:, everyone] * root).sum(axis=1)
-                              for a in names])  # (agents, size); the common divisor does not change the order
+            means = np.array([(first_vals[a][None, :] * c).sum(axis=1) + (
+                0.0 if (na := noise[a]) is None else (na[:, everyone] * root).sum(axis=1))
+                for a in names])  # (agents, size); the common divisor does not change the order
             best = means.max(axis=0)
             tied = np.isclose(means, best[None, :], rtol=0.0, atol=1e-12) & ok[None, :]
             ties = np.maximum(tied.sum(axis=0), 1)
