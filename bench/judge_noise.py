@@ -26,9 +26,16 @@ from bench.machine import machine
 from drscore.engine.runtime.method import MethodResult
 from drscore.engine.runtime.samples import combine
 from drscore.engine.stats.noise import judge_noise
-from drscore.engine.stats.paired import compare_agents
+from drscore.engine.stats.paired import compare_agents, expanded_confidence
 
 PUBLISHED = {"per_task_sd": 0.0099, "suite_mean_sd": 0.00076}
+
+
+def expanded_z(n: int) -> float:
+    """The normal quantile of the expanded percentile level drscore uses at ``n`` tasks."""
+    from scipy import stats
+
+    return float(stats.norm.ppf(0.5 + expanded_confidence(0.95, n) / 2))
 
 
 def read_runs(data: Path) -> list[dict[str, float]]:
@@ -65,6 +72,10 @@ def main() -> None:
         excluded += out
         pairs.append({"a": p.a, "b": p.b, "n": p.n, "delta": round(p.delta, 5),
                       "ci": [round(p.ci[0], 5), round(p.ci[1], 5)], "excludes_0": out})
+    # how far apart the runs really are, against the standard error the intervals assume
+    z = expanded_z(len(shared))
+    rms_delta = (sum(p["delta"] ** 2 for p in pairs) / len(pairs)) ** 0.5
+    se = [(p["ci"][1] - p["ci"][0]) / 2 / z for p in pairs]
     own_means = [sum(r.values()) / len(r) for r in runs]
     mean_all = sum(own_means) / len(own_means)
     sd_own = (sum((m - mean_all) ** 2 for m in own_means) / (len(own_means) - 1)) ** 0.5
@@ -80,6 +91,8 @@ def main() -> None:
         "judge_share_of_suite_mean_variance": round(noise.judge_share or 0.0, 4),
         "run_pairs": len(pairs), "paired_intervals_excluding_0": excluded,
         "share_excluding_0": round(excluded / len(pairs), 4),
+        "rms_delta_between_runs": round(rms_delta, 6), "mean_standard_error_of_intervals": round(sum(se) / len(se), 6),
+        "largest_abs_delta_over_se": round(max(abs(p["delta"]) / s for p, s in zip(pairs, se)), 2),
     }
     print(json.dumps({"bench": "judge_noise", "published": PUBLISHED, "figures": figures,
                       "pairs": pairs, "machine": machine()}, indent=2))
