@@ -45,8 +45,9 @@ BLOCK_CELLS = 1 << 20  # resample x task x sample cells per block (8 MB of float
 class PairDifference(msgspec.Struct, kw_only=True):
     """``A - B`` on the tasks both agents scored (A is the agent with the higher mean).
 
-    ``p_value`` is the bootstrap two-sided p-value, floored at one over the number of
-    resamples (a bootstrap cannot show a smaller one); ``p_holm`` is Holm-adjusted over
+    ``p_value`` is the bootstrap two-sided p-value of the interval shown
+    (:func:`expanded_p`), floored at one over the number of resamples (a bootstrap cannot
+    show a smaller one); ``p_holm`` is Holm-adjusted over
     the method's pairs and ``significant`` means ``p_holm < 1 - confidence``.
     ``judge_noise_share`` is the share of the variance of per-task differences that is
     judge noise (None without judge samples)."""
@@ -100,6 +101,24 @@ def expanded_confidence(confidence: float, n: int) -> float:
     alpha = 1.0 - confidence
     z = math.sqrt(n / (n - 1)) * float(stats.t.ppf(1.0 - alpha / 2.0, n - 1))
     return float(min(1.0 - 1e-9, 1.0 - 2.0 * stats.norm.sf(z)))
+
+
+def expanded_p(tail: float, n: int) -> float:
+    """Two-sided p-value matching the expanded interval: the smallest ``1 - confidence``
+    whose expanded percentile interval excludes 0, from ``tail``, the smaller share of
+    resampled differences on one side of 0. (Twice the tail share would be the plain
+    percentile interval's p-value; it would call a difference significant while the
+    interval shown still contains 0.)"""
+    if n < 2:
+        return min(1.0, 2.0 * tail)
+    if tail >= 0.5:
+        return 1.0
+    if tail <= 0.0:
+        return 0.0
+    from scipy import stats
+
+    z = float(stats.norm.isf(tail)) / math.sqrt(n / (n - 1))
+    return float(min(1.0, 2.0 * stats.t.sf(z, n - 1)))
 
 
 def holm(p_values: Sequence[float | None]) -> list[float | None]:
@@ -294,8 +313,8 @@ def compare_agents(
         interval = percentile_interval(r, expanded_confidence(confidence, k)) if k >= 2 else None
         p = None
         if ok.size and k >= 2:
-            p = min(1.0, 2.0 * min(float(np.mean(ok <= 0.0)), float(np.mean(ok >= 0.0))))
-            p = max(p, 1.0 / ok.size)
+            tail = min(float(np.mean(ok <= 0.0)), float(np.mean(ok >= 0.0)))
+            p = max(expanded_p(tail, k), 1.0 / ok.size)
         A, B = agents[a], agents[b]
         pairs.append(PairDifference(
             method=method, a=a, b=b, n=k, mean_a=float(A.mean[shared].mean()), mean_b=float(B.mean[shared].mean()),

@@ -7,7 +7,7 @@ import pytest
 
 from drscore.engine.runtime.models import ScoreRow
 from drscore.engine.stats.bootstrap import paired_bootstrap
-from drscore.engine.stats.paired import compare_agents, decide, expanded_confidence, holm
+from drscore.engine.stats.paired import compare_agents, decide, expanded_confidence, expanded_p, holm
 
 
 def test_holm_adjusts_in_order_and_keeps_monotone():
@@ -138,3 +138,26 @@ def test_judge_noise_figures_by_hand():
     assert noise.suite_mean_sd_independent == pytest.approx(1 / 2 ** 0.5)
     assert noise.judge_share == pytest.approx((1.0 / 2) / 4.5)
     assert judge_noise({"1": [1.0], "2": [2.0]}) is None
+
+
+def test_expanded_p_agrees_with_the_expanded_interval():
+    # n = 40: the 95% interval uses the 95.948% percentiles, so a tail share of
+    # (1 - 0.959485) / 2 = 0.0202575 sits exactly on its edge: p = 0.05
+    assert expanded_p((1 - expanded_confidence(0.95, 40)) / 2, 40) == pytest.approx(0.05, abs=1e-6)
+    assert expanded_p(0.016, 10) > 0.05  # twice the tail would say 0.032
+    assert expanded_p(0.0, 10) == 0.0 and expanded_p(0.6, 10) == 1.0
+    assert expanded_p(0.01, 1) == 0.02
+
+
+def test_p_value_and_interval_never_disagree():
+    import numpy as np
+
+    rng = np.random.Generator(np.random.PCG64(5))
+    for trial in range(30):
+        a = {str(t): [float(v)] for t, v in enumerate(rng.normal(0.3, 1.0, 10))}
+        b = {str(t): [float(v)] for t, v in enumerate(rng.normal(0.0, 1.0, 10))}
+        (pair,) = compare_agents("m", {"a": a, "b": b}, resamples=400, seed=trial).pairs
+        excludes = pair.ci[0] > 0 or pair.ci[1] < 0
+        # one pair: Holm changes nothing; allow the percentile's interpolation at the edge
+        if abs(pair.p_value - 0.05) > 0.01:
+            assert excludes == (pair.p_value < 0.05), (pair.ci, pair.p_value)
