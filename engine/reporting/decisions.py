@@ -133,9 +133,10 @@ def section_decisions(run: RunDir, board: dict[str, list[LeaderboardRow]], *, co
         return "".join(out)
     pct = f"{confidence * 100:g}%"
     out.append(f"<p>Each cell: row agent minus column agent, mean over the tasks both scored, with the {pct} "
-               f"percentile bootstrap interval ({resamples} resamples over tasks, seed {seed}) and the "
-               "two-sided p-value adjusted for all pairs of the method (Holm). Shaded: the difference holds "
-               "after the adjustment.</p>")
+               f"bootstrap interval ({resamples} resamples over tasks, and over judge samples when there are "
+               f"several; expanded percentile for small task counts; seed {seed}) and the two-sided p-value "
+               "adjusted for all pairs of the method (Holm). Shaded: the difference holds after the "
+               "adjustment. See docs/decisions.md.</p>")
     for method, d in decisions.items():
         out.append(f"<h3>{_e(method)}</h3>")
         out.append(_matrix(d))
