@@ -271,6 +271,10 @@ def dry_run_text(summary: dict[str, Any], price_model: str | None) -> str:
         lines.append(f"  warning: {unknown_price_message(t['price_unknown'])}")
     items = max(1, t["items"])
     lines.append(f"  {t['items']} report x method items; {t['planned_calls'] / items:.2f} calls per item")
+    samples = (summary.get("overview") or {}).get("samples", 1)
+    if samples > 1:
+        lines.append(f"  --samples {samples}: every judge call is asked {samples} times as distinct requests "
+                     "(counted above); answers already cached are not asked again")
     if t.get("priced_as") == "batch":
         lines.append("  priced at batch rates (--batch); answers arrive within the provider's 24h window")
     cached = t.get("planned_cached_input_tokens_estimate", 0)

@@ -72,6 +72,9 @@ async def test_samples_are_distinct_cached_requests(tmp_path):
                               judge=drscore.JudgeConfig(**{**judge, "cache_dir": str(tmp_path / "cold")}))
             _, dry = await _run(dry_cfg)
             assert dry["totals"]["planned_calls"] == 6
+            from drscore.render import dry_run_text
+
+            assert "--samples 3: every judge call is asked 3 times" in dry_run_text(dry, "mock-judge")
             rows3, summary = await _run(_config(tmp_path, "three", 3, judge=drscore.JudgeConfig(**judge)))
             # sample 0 is the K = 1 request (same key): only samples 1 and 2 are new
             assert await _requests(session, f"http://127.0.0.1:{port}") == one + 4
