@@ -274,12 +274,16 @@ def compare_agents(
             flat = (draws + np.arange(size)[:, None] * n).ravel()
             counts.ravel()[:] = np.bincount(flat, minlength=size * n)
         noise = {a: agents[a].resampled_noise(rng, size) for a in names}
+        views: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}  # pairs sharing a task set share the slice
         for a, b, shared, _, ds, _ in plans:
-            c = counts[:, shared]
-            total = c.sum(axis=1)
+            view = views.get(key := shared.tobytes())
+            if view is None:
+                sub = counts if shared.all() else counts[:, shared]
+                view = views[key] = (sub, sub.sum(axis=1))
+            c, total = view
             # A task drawn c times stands for c independent judge draws: its resampled
             # noise enters with weight sqrt(c), not c (variance c, as c draws would have).
-            value = (ds[shared][None, :] * c).sum(axis=1)
+            value = c @ ds[shared]
             jitter = _difference(noise[a], noise[b], shared)
             if jitter is not None:
                 value = value + (jitter * np.sqrt(c)).sum(axis=1)
