@@ -525,7 +525,8 @@ class Run:
                                            interval=task_bootstrap_interval)
         if self.config.shard:
             self.summary["shard"] = self.config.shard
-        self._add_decisions()
+        # the bootstrap of every pair takes a moment on big runs: off the event loop
+        await asyncio.get_running_loop().run_in_executor(None, self._add_decisions)
         self.summary["inputs"] = msgspec.to_builtins(self.inputs)
         team = getattr(self.runner.pool, "team", None)
         if team is not None:
