@@ -151,6 +151,11 @@ def test_the_cli_prints_the_paired_difference_and_refuses_zero_samples(tmp_path,
     ci = f"[{pair['ci'][0]:.2f}, {pair['ci'][1]:.2f}]"
     assert f"{pair['a']} - {pair['b']}: {pair['delta']:+.2f} {ci}" in out
     assert summary["overview"]["samples"] == 2 and "judge sd" in out
+    for entry in summary["per_agent_method"]:
+        assert (entry["samples"], entry["judge_sd"], entry["unranked_reason"]) == (2, 0.0, None)
+        assert entry["judge_s"] >= 0 and entry["quota_wait_s"] >= 0 and "cost_usd_uncached" in entry
+    noise = summary["judge_noise"]["quality"]["claude-3-7-sonnet"]
+    assert (noise["samples"], noise["tasks"], noise["per_task_sd"]) == (2, 10, 0.0)
     # the Python API on the finished run gives the summary's numbers
     (again,) = drscore.load_run(tmp_path / "two").decisions()["quality"].pairs
     assert (again.delta, again.ci, again.p_holm) == (pytest.approx(pair["delta"]), pair["ci"], pair["p_holm"])
