@@ -30,11 +30,15 @@ T = TypeVar("T")
 
 EXTRA_HINT = "pip install 'drscore[pandas]'"
 # The fixed columns of a flat score table, in order; subscores follow as ``sub.<name>``.
-ROW_COLUMNS = ("task_id", "agent", "method", "score", "status", "coverage", "judged", "expected", "errors",
-               "judge", "calls", "cache_hits", "input_tokens", "output_tokens", "reasoning_tokens", "cost_usd",
-               "latency_s")
+# Time is split honestly: judge_s (a call at the judge) and quota_wait_s (only waiting for
+# quota); latency_s is the item's elapsed time, which includes both. Money: cost_usd is
+# what was paid, cost_usd_uncached what the item would have cost alone.
+ROW_COLUMNS = ("task_id", "agent", "method", "score", "score_sd", "status", "coverage", "judged", "expected",
+               "errors", "judge", "calls", "cache_hits", "input_tokens", "cached_input_tokens", "output_tokens",
+               "reasoning_tokens", "cost_usd", "cost_usd_uncached", "judge_s", "quota_wait_s", "latency_s")
 VERDICT_COLUMNS = ("task_id", "agent", "method", "template", "label", "status", "cached", "error",
-                   "input_tokens", "output_tokens", "reasoning_tokens", "cost_usd", "latency_s", "key", "verdict")
+                   "input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens", "cost_usd",
+                   "cost_usd_uncached", "latency_s", "judge_sample", "key", "verdict")
 
 
 def _require(module: str, feature: str) -> Any:
@@ -87,6 +91,8 @@ def flat_row(row: ScoreRow) -> dict[str, Any]:
     out["errors"] = "; ".join(row.errors)
     for k, v in row.subscores.items():
         out[f"sub.{k}"] = v if v is None or math.isfinite(v) else None
+    for k, sd in row.subscore_sd.items():  # --samples K: the spread of each subscore
+        out[f"sd.{k}"] = sd if math.isfinite(sd) else None
     return out
 
 
@@ -128,6 +134,15 @@ class RunResults:
     def to_pandas(self) -> Any:
         """The score rows as a DataFrame (same as ``rows.to_pandas()``)."""
         return self.rows.to_pandas()
+
+    def decisions(self, *, resamples: int = 1000, seed: int = 0, confidence: float = 0.95) -> dict[str, Any]:
+        """Per method, the paired comparisons of its agents
+        (:class:`drscore.engine.stats.paired.MethodDecisions`): every pair's difference on
+        shared tasks with its interval, p and Holm-adjusted p, and P(ranks first). The
+        defaults are those of ``summary.json`` and the report, so the numbers agree."""
+        from drscore.engine.stats.paired import decide
+
+        return dict(decide(self.rows, resamples=resamples, seed=seed, confidence=confidence))
 
 
 def load_run(path: str | Path) -> RunResults:

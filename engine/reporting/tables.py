@@ -18,6 +18,7 @@ from typing import Any, Iterable, Sequence
 import msgspec
 
 from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, mean_ci
+from drscore.engine.stats.rankable import agent_reason
 from drscore.engine.runtime.escape import csv_cell, markdown_cell
 from drscore.engine.runtime.models import ScoreRow
 from drscore.engine.runtime.pricing import cost_text, sum_costs
@@ -65,6 +66,19 @@ class LeaderboardRow(msgspec.Struct, kw_only=True):
     shared_score: float | None = None
     shared_ci_low: float | None = None
     shared_ci_high: float | None = None
+    # Honest time and money (summed over the rows): time with a call at the judge and time
+    # only waiting for quota, instead of latency_s, which mixes them; what the rows would
+    # have cost alone (no prompt cache, no answer shared with another agent or run).
+    judge_s: float = 0.0
+    quota_wait_s: float = 0.0
+    cost_usd_uncached: float | None = 0.0
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
+    # Shown but not ranked, and why (engine.stats.rankable); None when ranked normally.
+    unranked_reason: str | None = None
+    # --samples K: K, and the typical spread of one report's score across the samples
+    samples: int = 1
+    judge_sd: float | None = None
 
 
 def task_sets_differ(entries: Sequence[LeaderboardRow]) -> bool:
@@ -125,8 +139,12 @@ def leaderboard(
                 e.shared_score, ci = mean_ci(values, resamples=resamples, seed=seed, confidence=confidence)
                 e.shared_ci_low, e.shared_ci_high = (ci.low, ci.high) if ci else (None, None)
         use_shared = differ and any(e.shared_score is not None for e in entries)
+        for e in entries:
+            e.unranked_reason = agent_reason(by_agent[e.agent])
 
         def key(e: LeaderboardRow) -> float | None:
+            if e.unranked_reason is not None:
+                return None  # shown, after the ranked agents, with its reason
             return e.shared_score if use_shared else e.score
 
         entries.sort(key=lambda e: (key(e) is None, -(key(e) or 0.0), e.agent))
@@ -169,7 +187,19 @@ def _board_row(method: str, agent: str, rows: list[ScoreRow], resamples: int, se
         latency_s=sum(r.latency_s for r in rows),
         judge=", ".join(sorted({r.judge for r in rows if r.judge})),
         subscores=_subscore_means(rows),
+        judge_s=sum(r.judge_s for r in rows),
+        quota_wait_s=sum(r.quota_wait_s for r in rows),
+        cost_usd_uncached=sum_costs(r.cost_usd_uncached for r in rows),
+        cached_input_tokens=sum(r.cached_input_tokens for r in rows),
+        reasoning_tokens=sum(r.reasoning_tokens for r in rows),
+        samples=max([len(r.sample_scores) for r in rows] + [1]),
+        judge_sd=_rms([r.score_sd for r in rows if r.score_sd is not None]),
     )
+
+
+def _rms(values: Sequence[float]) -> float | None:
+    """Root mean square: the typical judge spread of one report (variances average)."""
+    return math.sqrt(sum(v * v for v in values) / len(values)) if values else None
 
 
 def _subscore_means(rows: Sequence[ScoreRow]) -> dict[str, float | None]:
@@ -270,10 +300,12 @@ def cost_by(rows: Iterable[ScoreRow], key: str) -> list[tuple[str, dict[str, flo
     acc: dict[str, dict[str, float | None]] = {}
     for row in rows:
         slot = acc.setdefault(getattr(row, key), dict.fromkeys(
-            ("reports", "cost_usd", "latency_s", "calls", "cache_hits", "input_tokens",
-             "output_tokens"), 0.0))
+            ("reports", "cost_usd", "cost_usd_uncached", "latency_s", "judge_s", "quota_wait_s", "calls",
+             "cache_hits", "input_tokens", "output_tokens"), 0.0))
         slot["cost_usd"] = sum_costs((slot["cost_usd"], row.cost_usd))
-        for name, value in (("reports", 1), ("latency_s", row.latency_s), ("calls", row.calls),
+        slot["cost_usd_uncached"] = sum_costs((slot["cost_usd_uncached"], row.cost_usd_uncached))
+        for name, value in (("reports", 1), ("latency_s", row.latency_s), ("judge_s", row.judge_s),
+                            ("quota_wait_s", row.quota_wait_s), ("calls", row.calls),
                             ("cache_hits", row.cache_hits), ("input_tokens", row.input_tokens),
                             ("output_tokens", row.output_tokens)):
             slot[name] = (slot[name] or 0.0) + value
@@ -343,6 +375,9 @@ def leaderboard_markdown(run: RunDir, board: dict[str, list[LeaderboardRow]], *,
         note = comparison_note(entries)
         if note:
             lines += ["", f"> {note}"]
+        for e in entries:  # shown, not ranked (engine.stats.rankable)
+            if e.unranked_reason:
+                lines += ["", f"> not ranked: {_md(e.agent)} ({_md(e.unranked_reason)})"]
         subs = list(dict.fromkeys(k for e in entries for k in e.subscores))
         if subs:
             lines += ["", "Subscores (mean over tasks):", "",
@@ -372,8 +407,10 @@ def leaderboard_csv(board: dict[str, list[LeaderboardRow]]) -> str:
     subs = sorted({k for entries in board.values() for e in entries for k in e.subscores})
     fields = ["method", "rank", "agent", "score", "ci_low", "ci_high", "tasks_scored",
               "tasks_total", "coverage", "failed", "partial", "calls", "cache_hits",
-              "input_tokens", "output_tokens", "cost_usd", "latency_s", "judge",
-              "shared_tasks", "shared_score", "shared_ci_low", "shared_ci_high"]
+              "input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens", "cost_usd",
+              "cost_usd_uncached", "judge_s", "quota_wait_s", "judge",
+              "shared_tasks", "shared_score", "shared_ci_low", "shared_ci_high", "samples", "judge_sd",
+              "unranked_reason"]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(fields + [f"sub.{s}" for s in subs])

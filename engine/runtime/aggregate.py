@@ -39,6 +39,11 @@ class _Acc(msgspec.Struct):
     sub_sum: dict[str, float] = {}
     sub_n: dict[str, int] = {}
     scores: list[tuple[str, float]] = []  # (task_id, score), for an interval over tasks
+    # What the paired comparisons and the rank rules need of each row (no details).
+    light: list[ScoreRow] = []
+    sd_sq_sum: float = 0.0  # judge samples: sum of the rows' score variance across samples
+    sd_n: int = 0
+    samples: int = 1
 
 
 class Aggregator:
@@ -57,6 +62,12 @@ class Aggregator:
         acc.judge_s += row.judge_s
         acc.quota_wait_s += row.quota_wait_s
         acc.reasoning_tokens += row.reasoning_tokens
+        acc.light.append(ScoreRow(task_id=row.task_id, agent=row.agent, method=row.method, score=row.score,
+                                  coverage=row.coverage, status=row.status, sample_scores=row.sample_scores))
+        acc.samples = max(acc.samples, len(row.sample_scores))
+        if row.score_sd is not None:
+            acc.sd_sq_sum += row.score_sd * row.score_sd
+            acc.sd_n += 1
         if row.status == "skipped":
             acc.skipped += 1
             return
@@ -103,8 +114,17 @@ class Aggregator:
                 "cached_input_tokens": a.cached_input_tokens, "cost_usd_uncached": _round(a.cost_usd_uncached),
                 "mean_judge_s": a.judge_s / a.rows if a.rows else None,
                 "mean_quota_wait_s": a.quota_wait_s / a.rows if a.rows else None,
+                "judge_s": round(a.judge_s, 4), "quota_wait_s": round(a.quota_wait_s, 4),
+                "samples": a.samples,
+                # the typical spread of one report's score across judge samples (root mean square)
+                "judge_sd": math.sqrt(a.sd_sq_sum / a.sd_n) if a.sd_n else None,
             })
         return out
+
+    def light_rows(self) -> list[ScoreRow]:
+        """Every row so far with only its task, agent, method, score, coverage, status and
+        judge samples: what paired comparisons and rank rules read."""
+        return [r for acc in self._acc.values() for r in acc.light]
 
 
 def _task_order(task_id: str) -> tuple[int, int | str]:

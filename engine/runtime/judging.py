@@ -31,6 +31,7 @@ class ChatRequest(msgspec.Struct, frozen=True, kw_only=True):
     max_tokens: int = 1024
     sample: int = 0
     variables: dict[str, Any] = {}
+    judge_sample: int = 0  # --samples K: which ask of this call (engine.runtime.samples)
     json_mode: bool = True
 
 

@@ -71,6 +71,7 @@ from drscore.engine.runtime.limits import LimiterStopped, RateLimiter
 from drscore.engine.runtime.prefix import CacheEstimator, WarmupGate, group_key
 from drscore.engine.runtime.pricing import PriceTable
 from drscore.engine.runtime.redact import redact
+from drscore.engine.runtime.samples import key_component
 from drscore.engine.runtime.thinking import ThinkingPolicy, is_cut_off, split_thinking
 from drscore.engine.runtime.tokens import TokenEstimator, estimate_messages, estimate_tokens, message_features
 from drscore.engine.runtime.verdicts import VerdictDecodeError, decode_verdict, schema_of
@@ -296,7 +297,8 @@ class JudgePool:
     def _template(self, name: str) -> prompts.Template:
         return self.templates.load(name) if self.templates is not None else prompts.load(name)
 
-    def build(self, template: str, verdict: type, variables: dict[str, Any], sample: int = 0) -> tuple[ChatRequest, dict[str, Any]]:
+    def build(self, template: str, verdict: type, variables: dict[str, Any], sample: int = 0,
+              judge_sample: int = 0) -> tuple[ChatRequest, dict[str, Any]]:
         """The request and its cache-key components (public for ``cache explain`` and tests)."""
         tpl = self._template(template)
         messages = tuple(Message(role, content) for role, content in tpl.render(variables))
@@ -304,7 +306,7 @@ class JudgePool:
         req = ChatRequest(
             messages=messages, template=template, template_hash=tpl.hash, schema_name=verdict.__name__,
             schema=schema, temperature=tpl.temperature, max_tokens=self.thinking.cap(tpl.max_tokens), sample=sample,
-            variables=variables, json_mode=self.json_mode,
+            variables=variables, json_mode=self.json_mode, judge_sample=judge_sample,
         )
         # The key holds the template's answer cap, not the cap sent: room to think does not
         # change a complete answer, and the keys of non-thinking models stay what they were.
@@ -314,11 +316,13 @@ class JudgePool:
             "temperature": tpl.temperature, "max_tokens": tpl.max_tokens,
             "schema_name": verdict.__name__, "schema": schema, "json_mode": self._json_key,
             "template": template, "template_hash": tpl.hash, "sample": sample,
+            **key_component(judge_sample),  # nothing for sample 0: K = 1 keeps every key
         }
         return req, components
 
-    async def ask(self, template: str, verdict: type[T], variables: dict[str, Any], *, sample: int = 0) -> Judged[T]:
-        req, components = self.build(template, verdict, variables, sample)
+    async def ask(self, template: str, verdict: type[T], variables: dict[str, Any], *, sample: int = 0,
+                  judge_sample: int = 0) -> Judged[T]:
+        req, components = self.build(template, verdict, variables, sample, judge_sample)
         key = request_key(components)
         if self.cache is not None:
             raw = await self.cache.get(key)
