@@ -29,6 +29,7 @@ from drscore.engine.runtime.method import Method
 from drscore.engine.runtime.judging import JudgeFailed
 from drscore.engine.runtime.models import InputError, Report, ScoreRow, VerdictRecord
 from drscore.engine.runtime.paths import default_cache_dir
+from drscore.engine.methods.language import task_language
 from drscore.engine.runtime.pool import JudgePool
 from drscore.engine.runtime.pricing import PriceTable, known_cost, unknown_price_message
 from drscore.engine.runtime.redact import redact_url as redact_judge_url, register_url_secrets
@@ -214,7 +215,7 @@ def make_backend(jc: JudgeConfig) -> Backend:
 
     return HttpBackend(jc.url, jc.model, api_key=key, timeout_s=jc.timeout_s,
                        connections=max(64, jc.concurrency * 2), api_key_header=jc.api_key_header,
-                       params=jc.params, profile=profile)
+                       params=jc.params, profile=profile, unset_key_env=jc.api_key_env)
 
 
 async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePool, AnswerCache | None]:
@@ -370,6 +371,23 @@ class Run:
         self.warnings: list[str] = []
         self.inputs: list[InputFile] = []
 
+    def _unpaired_prompt_warnings(self, pool: JudgePool) -> list[str]:
+        """A --prompts override of a template whose Chinese variant was not overridden:
+        Chinese tasks would silently get the built-in variant, so say so before the run."""
+        if pool.templates is None:
+            return []
+        variants = pool.templates.unpaired_variants("_zh")
+        mode = str(self.config.method_options.get("prompt_language") or "auto")
+        if not variants or mode == "en":
+            return []
+        chinese = sum(task_language(t, mode) == "zh" for t in self.tasks.values())
+        if not chinese:
+            return []
+        names = ", ".join(variants)
+        return [f"--prompts overrides {', '.join(v[:-3] for v in variants)} but not {names}: "
+                f"{chinese} Chinese task(s) use the built-in {names} (put your own {names} in the directory as .md, "
+                "or pass --prompt-language en)"]
+
     async def __aenter__(self) -> Run:
         try:
             await self._open()
@@ -404,6 +422,7 @@ class Run:
         pool, cache = await open_pool(cfg.judge, dry_run=cfg.dry_run)
         if not pool.priced:
             self.warnings.append(unknown_price_message(pool.price_model))
+        self.warnings += self._unpaired_prompt_warnings(pool)
         self._stack.push_async_callback(close_team, pool)  # after the cache (callbacks run last first)
         self._stack.push_async_callback(pool.backend.close)
         if cache is not None:
