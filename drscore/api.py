@@ -111,6 +111,18 @@ class RunConfig(msgspec.Struct, kw_only=True):
     # its judge model, thinking budget, temperature and method options become defaults.
     protocol: str | None = None
 
+    def __post_init__(self) -> None:
+        # msgspec does not check types at construction: a list of Report objects (or one
+        # path as a bare string) would otherwise fail later as a bare TypeError
+        if isinstance(self.reports, (str, os.PathLike)):
+            raise TypeError("RunConfig.reports takes a list of JSONL file paths, e.g. reports=['reports.jsonl']")
+        wrong = [r for r in self.reports if not isinstance(r, (str, os.PathLike))]
+        if wrong:
+            raise TypeError(f"RunConfig.reports takes JSONL file paths, not {type(wrong[0]).__name__} objects: "
+                            "write the reports to a JSONL file first, one {\"task_id\", \"agent\", \"report\"} "
+                            "object per line (see README, Inputs), and pass its path")
+        self.reports = [os.fspath(r) for r in self.reports]
+
     def validate(self) -> None:
         """Every numeric setting (the judge's and the methods' too) in its range: a
         ValueError naming the flag."""

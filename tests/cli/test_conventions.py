@@ -178,3 +178,61 @@ def test_run_dir_arguments_are_named_alike_and_the_old_spelling_still_works():
     assert metavars["tasks domains"] == ["RUN_DIR"] and metavars["compare"] == ["RUN_DIR_A", "RUN_DIR_B"]
     agree = help_text(dict((" ".join(p), c) for p, c, _ in walk(build_cli()))["agree"], ("agree",))
     assert "--run, --run-dir DIR" in agree
+
+
+def test_run_config_with_report_objects_says_what_it_takes():
+    import drscore
+
+    with pytest.raises(TypeError, match="takes JSONL file paths, not Report objects"):
+        drscore.RunConfig(methods=["quality"], reports=[drscore.Report(task_id="1", agent="a", report="x")])
+
+
+def test_ctrl_c_says_truthfully_whether_answers_were_cached():
+    from drscore.api import JudgeConfig
+    from drscore.commands._common import interrupt_note_for
+
+    assert "in the cache" in interrupt_note_for(JudgeConfig(url="http://127.0.0.1:9/v1", model="m"))
+    assert "nothing was cached" in interrupt_note_for(JudgeConfig(url="http://127.0.0.1:9/v1", model="m",
+                                                                  no_cache=True))
+    assert "in the cache" not in interrupt_note_for(JudgeConfig())  # the offline judge is never cached
+
+
+def test_cache_explain_takes_a_key_prefix_and_shows_the_answer(tmp_path, capsys):
+    import asyncio
+
+    from drscore.engine.runtime.cache import JudgeCache
+
+    async def fill() -> None:
+        cache = await JudgeCache.open(tmp_path / "judge.sqlite")
+        try:
+            await cache.put("ab" * 32, b'{"score": 3}', {"model": "m", "template": "quality"})
+            await cache.put("ac" * 32, b'{"score": 1}', {"model": "m", "template": "quality"})
+        finally:
+            await cache.close()
+
+    asyncio.run(fill())
+    assert main(["cache", "explain", "abab", "--cache", str(tmp_path)]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["key"] == "ab" * 32 and shown["answer"] == {"score": 3}
+    assert main(["cache", "explain", "a", "--cache", str(tmp_path)]) == 1  # names two entries
+    assert "matches 2 entries" in capsys.readouterr().err
+    assert main(["cache", "explain", "ff", "--cache", str(tmp_path)]) == 1
+
+
+def test_report_without_matplotlib_writes_everything_but_the_charts(tmp_path):
+    import subprocess
+    import sys
+
+    run = tmp_path / "run"
+    assert main(["run", "--methods", "quality", "--tasks", str(TASKS), "--reports", str(FULL), "--limit", "2",
+                 "--out", str(run), "--no-cache"]) in (0, 3)
+    # matplotlib made unimportable, as on the base install without the report extra
+    code = ("import sys; sys.modules['matplotlib'] = None; from drscore.cli import main; "
+            f"sys.exit(main(['report', {str(run)!r}]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: report.html has no charts" in proc.stderr and "drscore[report]" in proc.stderr
+    for name in ("leaderboard.md", "leaderboard.csv", "report.html", "viewer.html"):
+        assert (run / name).is_file()
+    html = (run / "report.html").read_text()
+    assert "Chart not drawn" in html and "<svg" not in html
