@@ -435,6 +435,9 @@ class Run:
         if not pool.priced:
             self.warnings.append(unknown_price_message(pool.price_model))
         self.warnings += self._unpaired_prompt_warnings(pool)
+        if cfg.judge.redis and not cfg.judge.url:
+            self.warnings.append("--redis is not used with the offline judge (its answers are not cached and it "
+                                 "has no quota to share); give --judge-url for a team run")
         self._stack.push_async_callback(close_team, pool)  # after the cache (callbacks run last first)
         self._stack.push_async_callback(pool.backend.close)
         if cache is not None:

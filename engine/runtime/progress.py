@@ -82,6 +82,12 @@ def _spend(snap: dict[str, Any], max_cost: float | None) -> str:
     return f"${spent:.4f}" + (f" of ${max_cost:.2f}" if max_cost is not None else "")
 
 
+def working(snap: dict[str, Any]) -> int:
+    """Calls at the judge (or about to be sent). A call takes its concurrency slot before it
+    queues for quota, so the limiter's ``in_flight`` includes the ones still waiting."""
+    return max(0, int(snap.get("in_flight", 0)) - int(snap.get("waiting_for_quota", 0)))
+
+
 def plain_line(snap: dict[str, Any], per_method: dict[str, int], elapsed_s: float,
                max_cost: float | None = None) -> str:
     """One line for logs: totals, per method, calls, quota waits, spend, ETA."""
@@ -92,11 +98,20 @@ def plain_line(snap: dict[str, Any], per_method: dict[str, int], elapsed_s: floa
     methods = " ".join(f"{m} {by_method.get(m, 0)}/{n}" for m, n in per_method.items())
     pct = f" ({100 * done / total:.0f}%)" if total else ""
     return (f"progress {done}/{total} items{pct} [{methods}] · failed {snap.get('items_failed', 0)} · "
-            f"working {snap.get('in_flight', 0)}, waiting for quota {snap.get('waiting_for_quota', 0)} · "
+            f"working {working(snap)}, waiting for quota {snap.get('waiting_for_quota', 0)} · "
             f"calls {snap.get('calls', 0)}, cache hits {snap.get('cache_hits', 0)}, retries "
             f"{snap.get('retries', 0)}, 429s {snap.get('rate_limited', 0)} · spent {_spend(snap, max_cost)} · "
             f"elapsed {_duration(elapsed_s)} · ETA {_duration(eta)}"
-            + (f" ({basis})" if basis in ("quota", "pace") else ""))
+            + (f" ({basis})" if basis in ("quota", "pace") else "") + _batches(snap))
+
+
+def _batches(snap: dict[str, Any]) -> str:
+    """With --batch, where the calls are (the live panel shows the same)."""
+    b = snap.get("batches")
+    if b is None:
+        return ""
+    return (f" · batches submitted {b.get('submitted', 0)}, in progress {b.get('in_progress', 0)}, "
+            f"completed {b.get('completed', 0)}, queued for next batch {b.get('requests_queued', 0)}")
 
 
 class Progress:
@@ -190,7 +205,7 @@ class Progress:
         t.add_row(f"items {s.get('items_done', 0)}/{total}", f"failed {s.get('items_failed', 0)}",
                   f"elapsed {_duration(elapsed)} · ETA {_duration(eta)}"
                   + (f" ({basis})" if basis in ("quota", "pace") else ""))
-        t.add_row(f"[green]working[/] {s.get('in_flight', 0)}",
+        t.add_row(f"[green]working[/] {working(s)}",
                   f"[yellow]waiting for quota[/] {s.get('waiting_for_quota', 0)}",
                   f"concurrency {s.get('concurrency_limit', '-')}")
         t.add_row(f"calls {s.get('calls', 0)}", f"cache hits {s.get('cache_hits', 0)}",

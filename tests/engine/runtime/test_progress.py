@@ -10,7 +10,8 @@ from drscore.engine.runtime.progress import Progress, estimate_eta, plain_line, 
 
 def snap(**kw):
     base = {"items_done": 10, "items_failed": 1, "calls": 50, "cache_hits": 7, "retries": 2, "rate_limited": 3,
-            "in_flight": 4, "waiting_for_quota": 6, "cost_usd": 1.25, "rpm": 0, "tpm": 0,
+            "in_flight": 10, "waiting_for_quota": 6,  # 10 slots held: 4 at the judge, 6 waiting for quota
+            "cost_usd": 1.25, "rpm": 0, "tpm": 0,
             "input_tokens": 0, "output_tokens": 0, "done_by_method": {"quality": 6, "race": 4}}
     base.update(kw)
     return base
@@ -97,3 +98,12 @@ def test_the_live_panel_draws_a_bar_per_method_and_the_counters():
     for part in ("quality", "6/55", "race", "4/55", "items 10/110", "waiting for quota 6", "working 4",
                  "cache hits 7", "retries 2", "429s 3", "spent $1.2500 of $5.00", "(quota)"):
         assert part in text, part
+
+
+def test_the_plain_line_shows_batches_as_the_panel_does():
+    from drscore.engine.runtime.progress import plain_line
+
+    line = plain_line(snap(batches={"submitted": 2, "in_progress": 1, "completed": 1, "requests_queued": 7}),
+                      {"quality": 55, "race": 55}, 20.0)
+    assert line.endswith("batches submitted 2, in progress 1, completed 1, queued for next batch 7")
+    assert "batches" not in plain_line(snap(), {"quality": 55, "race": 55}, 20.0)
