@@ -397,8 +397,8 @@ class Run:
             return []
         names = ", ".join(variants)
         return [f"--prompts overrides {', '.join(v[:-3] for v in variants)} but not {names}: "
-                f"{chinese} Chinese task(s) use the built-in {names} (put your own {names} in the directory as .md, "
-                "or pass --prompt-language en)"]
+                f"Chinese tasks ({chinese} among the tasks) are judged with the built-in {names} (put your own "
+                f"{names} in the directory as .md, or pass --prompt-language en)"]
 
     async def __aenter__(self) -> Run:
         try:

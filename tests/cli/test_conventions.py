@@ -236,3 +236,28 @@ def test_report_without_matplotlib_writes_everything_but_the_charts(tmp_path):
         assert (run / name).is_file()
     html = (run / "report.html").read_text()
     assert "Chart not drawn" in html and "<svg" not in html
+
+
+def test_redis_with_the_offline_judge_is_said_to_be_unused(tmp_path, capsys):
+    code = main(["run", "--methods", "quality", "--tasks", str(TASKS), "--reports", str(FULL), "--limit", "1",
+                 "--redis", "redis://127.0.0.1:9/0", "--out", str(tmp_path / "run")])
+    assert code in (0, 3)  # not an error: Redis (unreachable here) is never contacted
+    assert "--redis is not used with the offline judge" in capsys.readouterr().err
+
+
+def test_a_chinese_task_on_the_built_in_zh_template_is_warned_about(tmp_path, capsys):
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (prompts / "quality.md").write_text((ROOT / "prompts" / "quality.md").read_text(encoding="utf-8"),
+                                        encoding="utf-8")
+    argv = ["run", "--methods", "quality", "--tasks", str(TASKS), "--reports", str(FULL), "--limit", "1",
+            "--prompts", str(prompts), "--dry-run"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    # examples/tasks.jsonl: tasks 1-5 are Chinese
+    assert ("--prompts overrides quality but not quality_zh: Chinese tasks (5 among the tasks) are judged "
+            "with the built-in quality_zh") in err
+    (prompts / "quality_zh.md").write_text((ROOT / "prompts" / "quality_zh.md").read_text(encoding="utf-8"),
+                                           encoding="utf-8")
+    assert main(argv) == 0
+    assert "quality_zh" not in capsys.readouterr().err
