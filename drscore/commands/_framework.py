@@ -88,11 +88,7 @@ class Command(click.Command):
             raise click.UsageError(f"no such option {e.option_name}{hint}", ctx) from None
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        args = [r for r in (p.get_help_record(ctx) for p in self.get_params(ctx)
-                            if isinstance(p, click.Argument)) if r is not None]
-        if args:
-            with formatter.section("Arguments"):
-                formatter.write_dl(args)
+        # (click lists the arguments, with their help, under "Positional arguments" itself)
         _format_sections(self, ctx, formatter)
 
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
