@@ -30,6 +30,7 @@ from drscore.engine.runtime.method import Method
 from drscore.engine.runtime.judging import JudgeFailed
 from drscore.engine.runtime.models import InputError, Report, ScoreRow, VerdictRecord
 from drscore.engine.runtime.paths import default_cache_dir
+from drscore.engine.methods.language import task_language
 from drscore.engine.runtime.pool import JudgePool
 from drscore.engine.runtime.pricing import PriceTable, known_cost, unknown_price_message
 from drscore.engine.runtime.redact import endpoint_host, redact_url as redact_judge_url, register_url_secrets
@@ -113,6 +114,18 @@ class RunConfig(msgspec.Struct, kw_only=True):
     # --samples K: ask every judge call K times (distinct requests, each cached) and keep
     # the mean and spread per row; 1 = once, as always (engine.runtime.samples).
     samples: int = 1
+
+    def __post_init__(self) -> None:
+        # msgspec does not check types at construction: a list of Report objects (or one
+        # path as a bare string) would otherwise fail later as a bare TypeError
+        if isinstance(self.reports, (str, os.PathLike)):
+            raise TypeError("RunConfig.reports takes a list of JSONL file paths, e.g. reports=['reports.jsonl']")
+        wrong = [r for r in self.reports if not isinstance(r, (str, os.PathLike))]
+        if wrong:
+            raise TypeError(f"RunConfig.reports takes JSONL file paths, not {type(wrong[0]).__name__} objects: "
+                            "write the reports to a JSONL file first, one {\"task_id\", \"agent\", \"report\"} "
+                            "object per line (see README, Inputs), and pass its path")
+        self.reports = [os.fspath(r) for r in self.reports]
 
     def validate(self) -> None:
         """Every numeric setting (the judge's and the methods' too) in its range: a
@@ -243,7 +256,7 @@ def make_backend(jc: JudgeConfig) -> Backend:
 
     return HttpBackend(jc.url, jc.model, api_key=key, timeout_s=jc.timeout_s,
                        connections=max(64, jc.concurrency * 2), api_key_header=jc.api_key_header,
-                       params=jc.params, profile=profile)
+                       params=jc.params, profile=profile, unset_key_env=jc.api_key_env)
 
 
 async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePool, AnswerCache | None]:
@@ -400,6 +413,23 @@ class Run:
         self.warnings: list[str] = []
         self.inputs: list[InputFile] = []
 
+    def _unpaired_prompt_warnings(self, pool: JudgePool) -> list[str]:
+        """A --prompts override of a template whose Chinese variant was not overridden:
+        Chinese tasks would silently get the built-in variant, so say so before the run."""
+        if pool.templates is None:
+            return []
+        variants = pool.templates.unpaired_variants("_zh")
+        mode = str(self.config.method_options.get("prompt_language") or "auto")
+        if not variants or mode == "en":
+            return []
+        chinese = sum(task_language(t, mode) == "zh" for t in self.tasks.values())
+        if not chinese:
+            return []
+        names = ", ".join(variants)
+        return [f"--prompts overrides {', '.join(v[:-3] for v in variants)} but not {names}: "
+                f"Chinese tasks ({chinese} among the tasks) are judged with the built-in {names} (put your own "
+                f"{names} in the directory as .md, or pass --prompt-language en)"]
+
     async def __aenter__(self) -> Run:
         try:
             await self._open()
@@ -434,6 +464,10 @@ class Run:
         pool, cache = await open_pool(cfg.judge, dry_run=cfg.dry_run)
         if not pool.priced:
             self.warnings.append(unknown_price_message(pool.price_model))
+        self.warnings += self._unpaired_prompt_warnings(pool)
+        if cfg.judge.redis and not cfg.judge.url:
+            self.warnings.append("--redis is not used with the offline judge (its answers are not cached and it "
+                                 "has no quota to share); give --judge-url for a team run")
         self._stack.push_async_callback(close_team, pool)  # after the cache (callbacks run last first)
         self._stack.push_async_callback(pool.backend.close)
         if cache is not None:

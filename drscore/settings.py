@@ -2,97 +2,73 @@
 then a ``--config`` TOML file, then ``DRSCORE_*`` environment variables, then the built-in
 defaults. Also the reverse: the TOML of a command line (``drscore run --print-config``).
 
-Nothing here knows the options by name. The mapping is read from the argparse parser of
-the command, so an option any module adds to ``drscore run`` (method options included)
-is accepted in the config file as soon as it exists. A key is the flag without its
-dashes (``judge-url``) or its Python name (``judge_url``); TOML tables only group keys
-(``[judge]`` ``url = ...`` is not ``judge-url``: the table name is ignored), so a file can
-be laid out in sections like ``--print-config`` writes it.
+Nothing here knows the options by name. The mapping is read from the click command, so an
+option any module adds to ``drscore run`` (method options included) is accepted in the
+config file as soon as it exists. A key is the flag without its dashes (``judge-url``) or
+its Python name (``judge_url``); TOML tables only group keys (``[judge]`` ``url = ...`` is
+not ``judge-url``: the table name is ignored), so a file can be laid out in sections like
+``--print-config`` writes it. A TOML list is accepted wherever the flag repeats
+(``reports = [...]``) or takes a comma-separated list (``methods = ["quality", "redundancy"]``).
+
+The values are checked here, with the file's name and line in the message, and laid into
+click's ``default_map`` above the environment's (see :mod:`drscore.commands._framework`).
 """
 from __future__ import annotations
 
-import argparse
 import difflib
-import os
 import re
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
-from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import Any
 
+import click
+
+from drscore.commands._framework import Failure, sections
 from drscore.engine.runtime.redact import redact_url as redact_judge_url
 from drscore.engine.runtime.team.link import redact_url
 from drscore.ranges import JUDGE_RANGES, RUN_RANGES, check
 
 _RANGES = {r.flag.lstrip("-"): r for r in JUDGE_RANGES + RUN_RANGES}
 
-# Environment defaults (the option's dest -> variable). Any command with the option gets it.
-ENV_DEFAULTS: dict[str, str] = {
-    "judge_url": "DRSCORE_JUDGE_URL",
-    "judge_model": "DRSCORE_JUDGE_MODEL",
-    "api_key_env": "DRSCORE_API_KEY_ENV",
-    "cache": "DRSCORE_CACHE",
-    "redis": "DRSCORE_REDIS",
-}
 # Options that select or describe the config itself; never read from or written to it.
 NOT_IN_FILE = frozenset({"help", "version", "config", "print_config"})
 
-_UNSET = object()
+
+class ConfigError(Failure):
+    """A config file that cannot be used, named by file (and line when known); exit 1."""
 
 
-class ConfigError(ValueError):
-    """A config file that cannot be used, named by file (and line when known)."""
+class CommaList(click.ParamType):
+    """A comma-separated list kept as its text (``quality,redundancy``); a TOML list
+    (``["quality", "redundancy"]``) means the same."""
+
+    name = "LIST"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        if isinstance(value, (list, tuple)):
+            return ",".join(str(v).strip() for v in value)
+        return str(value)
 
 
-def leaf_parsers(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[argparse.ArgumentParser]:
-    """The chain of parsers that parsed ``args``: the top one, then each chosen sub-command."""
-    chain = [parser]
-    while True:
-        subs = [a for a in chain[-1]._actions if isinstance(a, argparse._SubParsersAction)]
-        if not subs:
-            return chain
-        chosen = getattr(args, subs[0].dest, None)
-        if chosen is None or chosen not in subs[0].choices:
-            return chain
-        chain.append(subs[0].choices[chosen])
+COMMA_LIST = CommaList()
 
 
-def file_actions(parsers: list[argparse.ArgumentParser]) -> dict[str, argparse.Action]:
-    """Options that a config file may set, by dest (positional arguments excluded)."""
-    out: dict[str, argparse.Action] = {}
-    for p in parsers:
-        for a in p._actions:
-            if a.option_strings and a.dest not in NOT_IN_FILE and not isinstance(
-                    a, (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction)):
-                out[a.dest] = a
-    return out
+def in_file(param: click.Parameter) -> bool:
+    """Whether a config file may set ``param`` (an option other than help, config, ...)."""
+    return (isinstance(param, click.Option) and bool(param.name) and param.name not in NOT_IN_FILE
+            and not param.is_eager)  # --help, --version and --config are eager
 
 
-def explicit_dests(parser: argparse.ArgumentParser, argv: list[str],
-                   parsers: list[argparse.ArgumentParser]) -> set[str]:
-    """Dests the command line sets itself (as opposed to leaving at their default)."""
-    saved = []
-    for p in parsers:
-        for a in p._actions:
-            if a.option_strings and not isinstance(a, (argparse._HelpAction, argparse._VersionAction)) \
-                    and a.default is not argparse.SUPPRESS:  # a SUPPRESS copy must not mask its twin
-                saved.append((a, a.default))
-                # append/count actions build on their default; None is their neutral start
-                a.default = None if isinstance(a, (argparse._AppendAction, argparse._CountAction)) else _UNSET
-    try:
-        ns = parser.parse_args(argv)
-    finally:
-        for a, default in saved:
-            a.default = default
-    actions = file_actions(parsers)
-    return {d for d, v in vars(ns).items() if v is not _UNSET and not (
-        v is None and isinstance(actions.get(d), (argparse._AppendAction, argparse._CountAction)))}
+def file_options(params: Iterable[click.Parameter]) -> dict[str, click.Option]:
+    """Options that a config file may set, by name (arguments excluded)."""
+    return {p.name: p for p in params if isinstance(p, click.Option) and p.name and in_file(p)}
 
 
-def flag_name(action: argparse.Action) -> str:
+def flag_name(param: click.Option) -> str:
     """The option's config-file key: its first long flag without the dashes."""
-    longs = [o for o in action.option_strings if o.startswith("--")]
-    return (longs or action.option_strings)[0].lstrip("-")
+    longs = [o for o in param.opts if o.startswith("--")]
+    return (longs or list(param.opts))[0].lstrip("-")
 
 
 def _line_of(text: str, key: str) -> int | None:
@@ -106,47 +82,54 @@ def _flatten(table: dict[str, Any], where: str, out: dict[str, tuple[str, Any]])
         if isinstance(value, dict):
             _flatten(value, f"{where}{key}.", out)
             continue
-        dest = key.replace("-", "_")
-        if dest in out:
-            raise ConfigError(f"option {key!r} is set twice ({out[dest][0]} and {where}{key})")
-        out[dest] = (f"{where}{key}", value)
+        name = key.replace("-", "_")
+        if name in out:
+            raise ValueError(f"option {key!r} is set twice ({out[name][0]} and {where}{key})")
+        out[name] = (f"{where}{key}", value)
 
 
-def _convert(action: argparse.Action, value: Any, name: str) -> Any:
-    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction,
-                           argparse.BooleanOptionalAction)):
+def _convert(param: click.Option, value: Any, name: str) -> Any:
+    if param.is_flag and param.is_bool_flag:
         if not isinstance(value, bool):
             raise ValueError(f"{name} must be true or false, got {value!r}")
         return value
-    if isinstance(action, argparse._AppendAction):
+    if param.multiple:
         items = value if isinstance(value, list) else [value]
-        return [_scalar(action, v, name) for v in items]
+        return [_scalar(param, v, name) for v in items]
+    if isinstance(value, list) and isinstance(param.type, CommaList):
+        return param.type.convert([_scalar(param, v, name) for v in value], param, None)
     if isinstance(value, list):
         raise ValueError(f"{name} takes one value, got a list")
-    return _scalar(action, value, name)
+    return _scalar(param, value, name)
 
 
-def _scalar(action: argparse.Action, value: Any, name: str) -> Any:
+def _scalar(param: click.Option, value: Any, name: str) -> Any:
     if isinstance(value, (dict, list)):
         raise ValueError(f"{name} must be a single value, got {value!r}")
-    convert = cast("Callable[[Any], Any] | None", action.type)
-    if convert is int and isinstance(value, float) and not value.is_integer():
+    kind = param.type
+    if isinstance(kind, click.Choice):
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        if text not in kind.choices:
+            raise ValueError(f"{name}: {text!r} is not one of {', '.join(map(str, kind.choices))}")
+        return text
+    if isinstance(kind, click.types.IntParamType) and isinstance(value, float) and not value.is_integer():
         raise ValueError(f"{name} must be a whole number, got {value!r}")  # int() would truncate it
-    if convert is not None and callable(convert):
+    if isinstance(kind, (click.types.IntParamType, click.types.FloatParamType)):
+        if isinstance(value, bool):
+            raise ValueError(f"{name}: invalid value {value!r} (a number is needed)")
         try:
-            value = convert(value if isinstance(value, (int, float)) and convert in (int, float) else str(value))
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise ValueError(f"{name}: invalid value {value!r} ({exc})") from None
-    elif isinstance(value, bool) or not isinstance(value, str):
-        value = str(value).lower() if isinstance(value, bool) else str(value)
-    if action.choices is not None and value not in action.choices:
-        raise ValueError(f"{name}: {value!r} is not one of {', '.join(map(str, action.choices))}")
-    return value
+            return kind.convert(value, param, None)
+        except click.BadParameter as exc:
+            raise ValueError(f"{name}: invalid value {value!r} ({exc.message})") from None
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
 
 
-def load_config_file(path: str | Path, actions: dict[str, argparse.Action]) -> dict[str, Any]:
-    """``dest -> value`` from a TOML file, checked against the command's options."""
+def load_config_file(path: str | Path, params: Iterable[click.Parameter]) -> dict[str, Any]:
+    """``option name -> value`` from a TOML file, checked against the command's options."""
     path = Path(path)
+    options = file_options(params)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -158,55 +141,43 @@ def load_config_file(path: str | Path, actions: dict[str, argparse.Action]) -> d
     flat: dict[str, tuple[str, Any]] = {}
     try:
         _flatten(data, "", flat)
-    except ConfigError as exc:
+    except ValueError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    by_flag = {flag_name(p).replace("-", "_"): p for p in options.values()}
     out: dict[str, Any] = {}
-    for dest, (name, value) in flat.items():
+    for key, (name, value) in flat.items():
         leaf = name.rsplit(".", 1)[-1]
         line = _line_of(text, leaf)
         where = f"{path}:{line}" if line else str(path)
-        action = actions.get(dest)
-        if action is None:
-            known = sorted(flag_name(a) for a in actions.values())
+        param = options.get(key) or by_flag.get(key)
+        if param is None or param.name is None:
+            known = sorted(flag_name(p) for p in options.values())
             close = difflib.get_close_matches(leaf.replace("_", "-"), known, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ConfigError(f"{where}: unknown option {name!r}{hint}")
         try:
-            out[dest] = _convert(action, value, name)
-            allowed = _RANGES.get(flag_name(action))
+            out[param.name] = _convert(param, value, name)
+            allowed = _RANGES.get(flag_name(param))
             if allowed is not None:  # checked again in the configs; here the error has its line
-                check(out[dest], allowed)
+                check(out[param.name], allowed)
         except ValueError as exc:
             raise ConfigError(f"{where}: {exc}") from None
     return out
 
 
-def apply_sources(parser: argparse.ArgumentParser, argv: list[str], args: argparse.Namespace,
-                  environ: Mapping[str, str] | None = None) -> argparse.Namespace:
-    """Fill the options the command line left unset from ``--config`` and the
-    environment. Returns ``args`` (updated in place)."""
-    env: Mapping[str, str] = os.environ if environ is None else environ
-    config_path = getattr(args, "config", None)
-    env_hits = {d: env[v] for d, v in ENV_DEFAULTS.items() if hasattr(args, d) and env.get(v)}
-    if not config_path and not env_hits:
-        return args
-    parsers = leaf_parsers(parser, args)
-    actions = file_actions(parsers)
-    explicit = explicit_dests(parser, argv, parsers)
-    from_file = load_config_file(config_path, actions) if config_path else {}
-    for dest, value in env_hits.items():
-        if dest not in explicit and dest not in from_file:
-            action = actions.get(dest)
-            if action is not None:
-                try:
-                    value = _scalar(action, value, ENV_DEFAULTS[dest])
-                except ValueError as exc:
-                    raise ConfigError(f"environment: {exc}") from None
-            setattr(args, dest, value)
-    for dest, value in from_file.items():
-        if dest not in explicit:
-            setattr(args, dest, value)
-    return args
+def config_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--config FILE`` (an eager option): lay the file's values over the environment's
+    in ``default_map``, beneath whatever the command line gives."""
+    if value:
+        from_file = load_config_file(value, ctx.command.get_params(ctx))
+        ctx.default_map = {**(ctx.default_map or {}), **from_file}
+    return value
+
+
+def config_option(help: str = "TOML file with any of these options (flags override it)"  # noqa: A002
+                  ) -> Any:
+    """The ``--config FILE`` option (read before every other option)."""
+    return click.option("--config", metavar="FILE", is_eager=True, callback=config_callback, help=help)
 
 
 # --------------------------------------------------------------------------- writing
@@ -223,26 +194,27 @@ def _toml_value(value: Any) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def to_toml(parser: argparse.ArgumentParser, args: argparse.Namespace, title: str = "") -> str:
-    """The options of ``parser`` with their values in ``args`` as a TOML file: one
-    commented section per option group; unset options are listed commented out."""
+def to_toml(ctx: click.Context, title: str = "") -> str:
+    """The options of the command of ``ctx`` with their values as a TOML file: one
+    commented section per option section; unset options are listed commented out."""
     lines = [f"# {title}" if title else "# drscore config", "# Flags given on the command line override this file.", ""]
-    for group in parser._action_groups:
-        acts = [a for a in group._group_actions if a.option_strings and a.dest not in NOT_IN_FILE
-                and not isinstance(a, (argparse._HelpAction, argparse._VersionAction))]
+    for section, opts in sections(ctx.command.get_params(ctx)):
+        acts = [o for o in opts if in_file(o)]
         if not acts:
             continue
-        lines.append(f"# --- {group.title}")
-        for a in acts:
-            key = flag_name(a)
-            value = getattr(args, a.dest, None)
-            help_text = " ".join((a.help or "").split()).replace("%%", "%")
+        lines.append(f"# --- {section}")
+        for o in acts:
+            key = flag_name(o)
+            value = ctx.params.get(o.name or "")
+            if isinstance(value, tuple):
+                value = list(value) or None
+            help_text = " ".join((o.help or "").split())
             if value is None:
                 lines.append(f"# {key} =   # {help_text}"[:160])
-            elif a.dest == "judge_url" and redact_judge_url(str(value)) != str(value):
+            elif o.name == "judge_url" and redact_judge_url(str(value)) != str(value):
                 lines.append(f"{key} = {_toml_value(redact_judge_url(str(value)))}"
                              "   # secret left out: give the full URL in DRSCORE_JUDGE_URL")
-            elif a.dest == "redis" and redact_url(str(value)) != str(value):
+            elif o.name == "redis" and redact_url(str(value)) != str(value):
                 # a config file is shared and committed: the password stays in the environment
                 lines.append(f"{key} = {_toml_value(redact_url(str(value)))}"
                              "   # password left out: give the full URL in DRSCORE_REDIS")

@@ -142,6 +142,14 @@ def status_error(status: int, raw: bytes, where: str, info: RateLimitInfo | None
     return FatalError(text, limits=info, kind=kind, status=status, param=param)
 
 
+def no_key_error(err: JudgeError, unset_key_env: str | None) -> JudgeError:
+    """A 401/403 sent without a key because its variable is unset says so, by name."""
+    if err.kind == "auth" and unset_key_env:
+        err.kind = "auth_no_key"
+        err.args = (f"{err.args[0]}; ${unset_key_env} is not set (--api-key-env names the variable)",)
+    return err
+
+
 def endpoint_url(base_url: str, path: str) -> str:
     """``path`` appended to the base URL's path, the query (a gateway's ``?key=``) kept."""
     parts = urlsplit(base_url)
@@ -155,8 +163,10 @@ class HttpBackend:
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 120.0,
                  connections: int = 256, extra_headers: dict[str, str] | None = None,
                  api_key_header: str = "Authorization", params: dict[str, Any] | None = None,
-                 profile: WireProfile | None = None) -> None:
+                 profile: WireProfile | None = None, unset_key_env: str | None = None) -> None:
         register_url_secrets(base_url)
+        # the variable that should have held the key but is empty: a 401 then names it
+        self.unset_key_env = None if api_key else unset_key_env
         # Shown in messages and the cache's identity without the secrets a gateway URL may
         # carry (?key=...); the request goes to the real URL, its query kept after the path.
         self.base_url = redact_url(base_url.rstrip("/"))
@@ -206,7 +216,7 @@ class HttpBackend:
         if status == 400 and self.wire.learn(status, raw, sent):
             return await self.complete(request)  # adapted once (e.g. max_completion_tokens); remembered
         if status >= 400:
-            raise status_error(status, raw, self.base_url, info)
+            raise no_key_error(status_error(status, raw, self.base_url, info), self.unset_key_env)
         return parse_completion(raw, request), info
 
     async def close(self) -> None:

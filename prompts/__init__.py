@@ -194,6 +194,14 @@ class Library:
         """Names of the templates this library takes from the override directory."""
         return sorted(self._overrides)
 
+    def unpaired_variants(self, suffix: str = "_zh") -> list[str]:
+        """Built-in language variants (``quality_zh``) whose base template (``quality``) is
+        overridden here while they are not: a task in that language still gets the
+        built-in variant, which a run says (see docs/everyday.md, custom prompts)."""
+        builtin = set(names())
+        return [f"{n}{suffix}" for n in self.overridden
+                if f"{n}{suffix}" in builtin and f"{n}{suffix}" not in self._overrides]
+
     def load(self, name: str) -> Template:
         """The template called ``name`` (override first)."""
         tpl = self._overrides.get(name)

@@ -6,12 +6,15 @@ prints every METHODS.md section 6 figure with a seeded bootstrap interval over t
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+import click
+
+from drscore.commands._framework import Command, fail, option, usage_error
 from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 
 if TYPE_CHECKING:
@@ -43,47 +46,44 @@ ORDER = ("par", "human_par", "par_raters", "opc", "fap", "fas", "tasks_kept", "s
          "pearson", "kendall", "mad", "exact_match")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``agree`` sub-command."""
-    p = subparsers.add_parser(
-        "agree",
-        help="agreement of a method's scores with human scores (PAR, OPC, FAP, FAS, ...)",
-        description="Join a run's scores with human scores on (task_id, agent) and report "
+@click.command("agree", cls=Command,
+               short_help="agreement of a method's scores with human scores (PAR, OPC, FAP, FAS, ...)",
+               help="Join a run's scores with human scores on (task_id, agent) and report "
                     "pairwise agreement, correlations, ICC-filtered averages, MAD and "
                     "exact-match rate, each with a bootstrap CI over tasks. Human file: "
-                    "JSONL with task_id, agent, rater, score and optional dimension.")
-    p.add_argument("--human", required=True, type=Path, metavar="FILE",
-                   help="human scores JSONL (task_id, agent, rater, score[, dimension])")
-    p.add_argument("--run", required=True, type=Path, metavar="DIR",
-                   help="run directory written by `drscore run --out`")
-    p.add_argument("--method", help="method to evaluate (required if the run has several)")
-    p.add_argument("--dimension",
-                   help="use human rows with this dimension and the method's subscore of "
-                        "the same name (default: the overall score)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--per-task", action="store_true", help="also print per-task figures")
-    p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
-                   help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    p.add_argument("--confidence", type=float, default=DEFAULT_CONFIDENCE,
-                   help=f"interval level (default {DEFAULT_CONFIDENCE})")
-    p.add_argument("--scale-method", type=float, default=1.0, metavar="F",
-                   help="multiply method scores by F before comparing (MAD needs one scale)")
-    p.add_argument("--scale-human", type=float, default=1.0, metavar="F",
-                   help="multiply human scores by F before comparing")
-    p.add_argument("--tie-margin", type=float, default=0.0, metavar="D",
-                   help="score differences <= D count as ties in PAR (default 0)")
-    p.set_defaults(func=run_agree)
+                    "JSONL with task_id, agent, rater, score and optional dimension. Exit status: 0; "
+                    "1 when a file is missing or the data cannot be joined; 2 usage.")
+@option("--human", required=True, type=click.Path(path_type=Path), metavar="FILE",
+        help="human scores JSONL (task_id, agent, rater, score[, dimension])")
+@option("--run", "--run-dir", "run", required=True, type=click.Path(path_type=Path), metavar="DIR",
+        help="run directory written by `drscore run --out` (--run-dir is the same option)")
+@option("--method", help="method to evaluate (required if the run has several)")
+@option("--dimension", help="use human rows with this dimension and the method's subscore of "
+                            "the same name (default: the overall score)")
+@option("--json", is_flag=True, help="print one JSON object")
+@option("--per-task", is_flag=True, help="also print per-task figures")
+@option("--resamples", type=int, default=DEFAULT_RESAMPLES, help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
+@option("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+@option("--confidence", type=float, default=DEFAULT_CONFIDENCE, help=f"interval level (default {DEFAULT_CONFIDENCE})")
+@option("--scale-method", type=float, default=1.0, metavar="F",
+        help="multiply method scores by F before comparing (MAD needs one scale)")
+@option("--scale-human", type=float, default=1.0, metavar="F", help="multiply human scores by F before comparing")
+@option("--tie-margin", type=float, default=0.0, metavar="D",
+        help="score differences <= D count as ties in PAR (default 0)")
+def command(**opts: Any) -> int:
+    return run_agree(SimpleNamespace(**opts))
 
 
-def run_agree(args: argparse.Namespace) -> int:
+def run_agree(args: SimpleNamespace) -> int:
     """Entry point of ``drscore agree``; returns the exit code."""
     from drscore.engine.stats.agreement import agreement, align
     from drscore.engine.runtime.rundir_read import RunDirError, method_scores, read_human_scores, read_run_dir
 
     problem = _check_args(args)
     if problem:
-        return _fail(problem)
+        usage_error(problem)
+    if not args.human.is_file():
+        return _fail(f"{args.human}: human scores file not found")
     try:
         run = read_run_dir(args.run)
         human, bad_lines = read_human_scores(args.human)
@@ -129,7 +129,7 @@ def run_agree(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_args(args: argparse.Namespace) -> str | None:
+def _check_args(args: SimpleNamespace) -> str | None:
     if args.resamples < 1:
         return "--resamples must be >= 1"
     if not 0 < args.confidence < 1:
@@ -138,8 +138,6 @@ def _check_args(args: argparse.Namespace) -> str | None:
         return "--scale-method and --scale-human must be positive"
     if args.tie_margin < 0:
         return "--tie-margin must be >= 0"
-    if not args.human.is_file():
-        return f"{args.human}: human scores file not found"
     return None
 
 
@@ -177,15 +175,14 @@ def _show_problems(what: str, problems: list[InputError]) -> None:
 
 
 def _fail(message: str) -> int:
-    print(f"drscore agree: error: {message}", file=sys.stderr)
-    return 2
+    fail(message)
 
 
 def _num(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
 
-def _text_report(result: AgreementResult, method: str, args: argparse.Namespace,
+def _text_report(result: AgreementResult, method: str, args: SimpleNamespace,
                  bad_lines: int) -> str:
     pct = f"{result.confidence * 100:g}%"
     head = (f"method {method}" + (f", dimension {args.dimension}" if args.dimension else "")

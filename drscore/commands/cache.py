@@ -1,79 +1,128 @@
 """``drscore cache stats|vacuum|export|import|explain|check``."""
 from __future__ import annotations
 
-import argparse
 import sqlite3
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import click
 import orjson
 
 from drscore.commands._common import run_async
+from drscore.commands._framework import Group, argument, fail, inherited, option
 from drscore.engine.runtime.cache import CHECK_COLUMNS, JudgeCache, check_row
 from drscore.engine.runtime.paths import default_cache_dir
 from drscore.engine.runtime.sqlitefile import CacheFileError, check_file, describe, salvage_rows
 
 _CACHE_HELP = "cache directory (default: $DRSCORE_CACHE or the user cache dir)"
+# --cache is accepted before and after the action (drscore cache --cache DIR stats, drscore cache stats --cache DIR)
+cache_dir_option = option("--cache", metavar="DIR", help=_CACHE_HELP)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("cache", help="inspect and maintain the judge cache")
-    p.add_argument("--cache", metavar="DIR", help=_CACHE_HELP)
-    # --cache is accepted after the action too (drscore cache check --cache DIR)
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--cache", metavar="DIR", default=argparse.SUPPRESS, help=_CACHE_HELP)
-    cs = p.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
-    cs.add_parser("stats", parents=[common], help="entries and size, by template and model")
-    v = cs.add_parser("vacuum", parents=[common], help="delete old entries and compact the file")
-    v.add_argument("--older-than-days", type=float, help="delete entries older than this")
-    v.add_argument("--template", help="delete entries of this prompt template only")
-    e = cs.add_parser("export", parents=[common], help="write all entries to a portable gzip JSONL file")
-    e.add_argument("file")
-    i = cs.add_parser("import", parents=[common], help="merge entries from an exported file")
-    i.add_argument("file")
-    x = cs.add_parser("explain", parents=[common], help="show what a key was computed from")
-    x.add_argument("key")
-    c = cs.add_parser("check", parents=[common], help="check judge.sqlite and pages.sqlite for damage",
-                      description="Check the cache files (header, SQLite integrity, unreadable rows). "
-                                  "Exit 0 when sound, 1 when damaged. With --repair, a damaged file is "
-                                  "moved aside (FILE.bad-TIME) and replaced by a new file holding every "
-                                  "row that could still be read. Run it while no drscore process uses "
-                                  "the cache.")
-    c.add_argument("--repair", action="store_true",
-                   help="move damaged files aside and rebuild them from their readable rows")
-    p.set_defaults(func=_main)
+@click.group("cache", cls=Group, help="Inspect and maintain the judge cache.",
+             short_help="inspect and maintain the judge cache")
+@cache_dir_option
+def command(cache: str | None) -> None:
+    """The group: its --cache is read by the action (see :func:`_dir`)."""
 
 
-def _main(args: argparse.Namespace) -> int:
-    if args.cache_command == "check":
-        return check(Path(args.cache or default_cache_dir()), repair=args.repair)
-    return run_async(_run(args))
+def _dir() -> Path:
+    return Path(inherited(click.get_current_context(), "cache") or default_cache_dir())
 
 
-async def _run(args: argparse.Namespace) -> int:
-    path = Path(args.cache or default_cache_dir()) / "judge.sqlite"
+@command.command("stats", short_help="entries and size, by template and model",
+                 help="Entries and size, by template and model, as JSON. Reads only: a cache that does not "
+                      "exist yet is reported empty, not created.")
+@cache_dir_option
+def stats(cache: str | None) -> int:
+    path = _dir() / "judge.sqlite"
+    if not path.parent.exists() or (path.parent.is_dir() and not path.exists()):  # a file there is an error
+        print(orjson.dumps(JudgeCache.empty_stats(path), option=orjson.OPT_INDENT_2).decode())
+        return 0
+    return run_async(_with_cache(path, _stats))
+
+
+@command.command("vacuum", help="Delete old entries and compact the file.")
+@cache_dir_option
+@option("--older-than-days", type=float, help="delete entries older than this")
+@option("--template", help="delete entries of this prompt template only")
+def vacuum(cache: str | None, older_than_days: float | None, template: str | None) -> int:
+    path = _dir() / "judge.sqlite"
+
+    async def go(c: JudgeCache) -> int:
+        older = older_than_days * 86400 if older_than_days is not None else None
+        n = await c.vacuum(older_than_s=older, template=template)
+        print(f"deleted {n} entries; compacted {path}")
+        return 0
+    return run_async(_with_cache(path, go))
+
+
+@command.command("export", help="Write all entries to a portable gzip JSONL file.")
+@argument("file", help="file to write (e.g. judge-cache.jsonl.gz)")
+@cache_dir_option
+def export(file: str, cache: str | None) -> int:
+    async def go(c: JudgeCache) -> int:
+        n = await c.export(file)
+        skipped = f" ({c.damaged} damaged entries skipped)" if c.damaged else ""
+        print(f"exported {n} entries to {file}{skipped}")
+        return 0
+    return run_async(_with_cache(_dir() / "judge.sqlite", go))
+
+
+@command.command("import", help="Merge entries from an exported file.")
+@argument("file", help="file written by `drscore cache export`")
+@cache_dir_option
+def import_(file: str, cache: str | None) -> int:
+    if not Path(file).is_file():
+        fail(f"{file}: no such file")
+
+    async def go(c: JudgeCache) -> int:
+        print(f"imported {await c.import_(file)} entries from {file}")
+        return 0
+    return run_async(_with_cache(_dir() / "judge.sqlite", go))
+
+
+@command.command("explain", help="Show what a key was computed from, and the answer stored under it. "
+                 "KEY may be the start of a key (as long as it names one entry). Exit 1 when no entry has it.")
+@argument("key", help="a cache key (64 hex characters) or its first characters")
+@cache_dir_option
+def explain(key: str, cache: str | None) -> int:
+    path = _dir() / "judge.sqlite"
+    if not path.exists():
+        fail(f"no entry with key {key}: {path} does not exist")
+
+    async def go(c: JudgeCache) -> int:
+        info = await c.explain(key)
+        if info is None:
+            fail(f"no entry with key {key} in {path}")
+        print(orjson.dumps(info, option=orjson.OPT_INDENT_2).decode())
+        return 0
+    return run_async(_with_cache(path, go))
+
+
+@command.command("check", short_help="check judge.sqlite and pages.sqlite for damage",
+                 help="Check the cache files (header, SQLite integrity, unreadable rows). "
+                      "Exit 0 when sound, 1 when damaged. With --repair, a damaged file is "
+                      "moved aside (FILE.bad-TIME) and replaced by a new file holding every "
+                      "row that could still be read. Run it while no drscore process uses "
+                      "the cache.")
+@cache_dir_option
+@option("--repair", is_flag=True, help="move damaged files aside and rebuild them from their readable rows")
+def check_command(cache: str | None, repair: bool) -> int:
+    return check(_dir(), repair=repair)
+
+
+async def _stats(c: JudgeCache) -> int:
+    print(orjson.dumps(await c.stats(), option=orjson.OPT_INDENT_2).decode())
+    return 0
+
+
+async def _with_cache(path: Path, action: Callable[[JudgeCache], Awaitable[int]]) -> int:
     cache = await JudgeCache.open(path)
     try:
-        if args.cache_command == "stats":
-            print(orjson.dumps(await cache.stats(), option=orjson.OPT_INDENT_2).decode())
-        elif args.cache_command == "vacuum":
-            older = args.older_than_days * 86400 if args.older_than_days is not None else None
-            n = await cache.vacuum(older_than_s=older, template=args.template)
-            print(f"deleted {n} entries; compacted {path}")
-        elif args.cache_command == "export":
-            n = await cache.export(args.file)
-            skipped = f" ({cache.damaged} damaged entries skipped)" if cache.damaged else ""
-            print(f"exported {n} entries to {args.file}{skipped}")
-        elif args.cache_command == "import":
-            print(f"imported {await cache.import_(args.file)} entries from {args.file}")
-        elif args.cache_command == "explain":
-            info = await cache.explain(args.key)
-            if info is None:
-                print(f"no entry with key {args.key}")
-                return 1
-            print(orjson.dumps(info, option=orjson.OPT_INDENT_2).decode())
-        return 0
+        return await action(cache)
     except sqlite3.Error as exc:
         raise CacheFileError(path, describe(exc)) from None
     finally:

@@ -10,11 +10,14 @@ Exit status: 0, or 3 when some input lines were skipped.
 """
 from __future__ import annotations
 
-import argparse
 import sys
+from types import SimpleNamespace
 from typing import IO, Any
 
+import click
 import orjson
+
+from drscore.commands._framework import Command, option
 
 from drscore.engine.text.citations import cited_urls, parse_citations
 from drscore.engine.runtime.io import FORMATS, iter_reports, load_tasks
@@ -23,20 +26,19 @@ from drscore.engine.runtime.models import InputError
 EXIT_INCOMPLETE = 3
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "citations", help="list statement-URL pairs of reports (no judge, no fetching)",
-        description="Parse reports' citations (numbered markers and reference lists, footnotes, inline "
-        "links, bare URLs) and print one JSON line per statement-URL pair.")
-    p.add_argument("--reports", required=True, action="append", metavar="FILE",
-                   help="reports JSONL (repeatable)")
-    p.add_argument("--tasks", metavar="FILE", help="tasks JSONL: reports of unknown tasks are reported")
-    p.add_argument("--format", choices=FORMATS, default="auto", help="report format (default: detected per line)")
-    p.add_argument("--agent", help="agent name for formats without one (default: from the file name)")
-    p.add_argument("--scope", choices=("sentence", "span"), default="sentence",
-                   help="text a citation covers: its sentence (default) or all text since the previous citation")
-    p.add_argument("--summary", action="store_true", help="one line per report with counts instead of pairs")
-    p.set_defaults(func=run_citations)
+@click.command("citations", cls=Command, short_help="list statement-URL pairs of reports (no judge, no fetching)",
+               help="Parse reports' citations (numbered markers and reference lists, footnotes, inline "
+                    "links, bare URLs) and print one JSON line per statement-URL pair. Exit status: 0; 3 when "
+                    "some input lines were skipped; 1 when a file cannot be read.")
+@option("--reports", required=True, multiple=True, metavar="FILE", help="reports JSONL (repeatable)")
+@option("--tasks", metavar="FILE", help="tasks JSONL: reports of unknown tasks are reported")
+@option("--format", type=click.Choice(FORMATS), default="auto", help="report format (default: detected per line)")
+@option("--agent", help="agent name for formats without one (default: from the file name)")
+@option("--scope", type=click.Choice(("sentence", "span")), default="sentence",
+        help="text a citation covers: its sentence (default) or all text since the previous citation")
+@option("--summary", is_flag=True, help="one line per report with counts instead of pairs")
+def command(**opts: Any) -> int:
+    return run_citations(SimpleNamespace(**opts))
 
 
 def report_lines(report: Any, *, scope: str = "sentence", summary: bool = False) -> tuple[list[dict[str, Any]], bool]:
@@ -54,7 +56,7 @@ def report_lines(report: Any, *, scope: str = "sentence", summary: bool = False)
              "marker": p.marker, "kind": p.kind, "extractor": "parser"} for p in parse.pairs], parse.parseable
 
 
-def write_citations(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+def write_citations(args: SimpleNamespace, out: IO[str], err: IO[str]) -> int:
     """Parse every report of ``args.reports`` and write JSON lines to ``out``."""
     errors: list[InputError] = []
     tasks = load_tasks(args.tasks, errors) if args.tasks else None
@@ -74,9 +76,5 @@ def write_citations(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int
     return EXIT_INCOMPLETE if errors else 0
 
 
-def run_citations(args: argparse.Namespace) -> int:
-    try:
-        return write_citations(args, sys.stdout, sys.stderr)
-    except BrokenPipeError:  # e.g. piped into `head`
-        sys.stderr.close()
-        return 0
+def run_citations(args: SimpleNamespace) -> int:
+    return write_citations(args, sys.stdout, sys.stderr)  # a broken pipe (| head) is quiet: see cli.main

@@ -2,14 +2,17 @@
 runs, with a paired bootstrap over the tasks both runs scored."""
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import click
 import msgspec
+
+from drscore.commands._framework import Command, argument, fail, option, usage_error
 
 from drscore.engine.runtime.escape import terminal
 from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, paired_bootstrap
@@ -32,24 +35,21 @@ class Delta(msgspec.Struct, kw_only=True):
     significant: bool
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``compare`` sub-command."""
-    p = subparsers.add_parser(
-        "compare",
-        help="score deltas between two runs with a paired bootstrap over tasks",
-        description="For every method and agent present in both runs, compare mean scores "
+@click.command("compare", cls=Command,
+               short_help="score deltas between two runs with a paired bootstrap over tasks",
+               help="For every method and agent present in both runs, compare mean scores "
                     "over the tasks both runs scored (B - A) with a paired bootstrap over "
-                    "tasks; changes whose interval contains 0 are flagged not significant.")
-    p.add_argument("dir_a", type=Path, metavar="DIR_A", help="baseline run directory")
-    p.add_argument("dir_b", type=Path, metavar="DIR_B", help="new run directory")
-    p.add_argument("--method", action="append", help="only this method (repeatable)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
-                   help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    p.add_argument("--confidence", type=float, default=DEFAULT_CONFIDENCE,
-                   help=f"interval level (default {DEFAULT_CONFIDENCE})")
-    p.set_defaults(func=run_compare)
+                    "tasks; changes whose interval contains 0 are flagged not significant. "
+                    "Exit status: 0; 1 when a run directory cannot be read; 2 usage.")
+@argument("dir_a", type=click.Path(path_type=Path), metavar="RUN_DIR_A", help="baseline run directory")
+@argument("dir_b", type=click.Path(path_type=Path), metavar="RUN_DIR_B", help="new run directory")
+@option("--method", multiple=True, help="only this method (repeatable)")
+@option("--json", is_flag=True, help="print one JSON object")
+@option("--resamples", type=int, default=DEFAULT_RESAMPLES, help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
+@option("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+@option("--confidence", type=float, default=DEFAULT_CONFIDENCE, help=f"interval level (default {DEFAULT_CONFIDENCE})")
+def command(**opts: Any) -> int:
+    return run_compare(SimpleNamespace(**opts))
 
 
 def compare_runs(a: RunDir, b: RunDir, *, methods: list[str] | None = None,
@@ -112,12 +112,12 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix.rstrip("."): value}
 
 
-def run_compare(args: argparse.Namespace) -> int:
+def run_compare(args: SimpleNamespace) -> int:
     """Entry point of ``drscore compare``; returns the exit code."""
     if args.resamples < 1:
-        return _fail("--resamples must be >= 1")
+        usage_error("--resamples must be >= 1")
     if not 0 < args.confidence < 1:
-        return _fail("--confidence must be between 0 and 1 (e.g. 0.95)")
+        usage_error("--confidence must be between 0 and 1 (e.g. 0.95)")
     try:
         a = read_run_dir(args.dir_a)
         b = read_run_dir(args.dir_b)
@@ -129,7 +129,7 @@ def run_compare(args: argparse.Namespace) -> int:
             print(f"warning: {run.path}: {note}", file=sys.stderr)
         for problem in run.problems[:20]:
             print(f"warning: {terminal(problem)} (line skipped)", file=sys.stderr)
-    deltas = compare_runs(a, b, methods=args.method, resamples=args.resamples,
+    deltas = compare_runs(a, b, methods=list(args.method) or None, resamples=args.resamples,
                           seed=args.seed, confidence=args.confidence)
     only_a, only_b = unmatched(a, b)
     changed = config_differences(a.config, b.config)
@@ -153,7 +153,7 @@ def _state_label(run: RunDir) -> str:
     return "" if run.finished else f"  [{run.state.get('state', 'unknown').upper()}: not finished]"
 
 
-def _text(args: argparse.Namespace, deltas: list[Delta], only_a: list[list[str]],
+def _text(args: SimpleNamespace, deltas: list[Delta], only_a: list[list[str]],
           only_b: list[list[str]], changed: list[str], state_a: str = "", state_b: str = "") -> str:
     pct = f"{args.confidence * 100:g}%"
     lines = [f"A = {args.dir_a}{state_a}", f"B = {args.dir_b}{state_b}",
@@ -192,5 +192,4 @@ def _p(value: float | None, resamples: int) -> str:
 
 
 def _fail(message: str) -> int:
-    print(f"drscore compare: error: {message}", file=sys.stderr)
-    return 2
+    fail(message)

@@ -1,46 +1,50 @@
 """``drscore export DIR --format csv|parquet``: a run's score rows as one flat table."""
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import click
+
+from drscore.commands._framework import Command, argument, fail, option
 
 from drscore.engine.runtime.escape import terminal
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("export", help="write a run's rows (or verdicts) as one flat CSV or Parquet table",
-                       description="One row per (task, agent, method): score, status, coverage, errors, "
-                                   "cost, tokens and every subscore as a sub.<name> column. Parquet needs "
-                                   "pyarrow: pip install 'drscore[pandas]'.")
-    p.add_argument("dir", type=Path, metavar="DIR", help="run directory (drscore run --out)")
-    p.add_argument("--format", choices=("csv", "parquet"), default="csv", help="file format (default csv)")
-    p.add_argument("--table", choices=("rows", "verdicts"), default="rows",
-                   help="rows: one per scored report and method (default); verdicts: one per judge call")
-    p.add_argument("--out", type=Path, metavar="FILE",
-                   help="file to write (default: DIR/<table>.<format>, e.g. DIR/rows.csv)")
-    p.set_defaults(func=_main)
+@click.command("export", cls=Command,
+               short_help="write a run's rows (or verdicts) as one flat CSV or Parquet table",
+               help="One row per (task, agent, method): score, status, coverage, errors, "
+                    "cost, tokens and every subscore as a sub.<name> column. Parquet needs "
+                    "pyarrow: pip install 'drscore[pandas]'. Exit status: 0; 1 when the run directory "
+                    "cannot be read or the file cannot be written; 2 usage.")
+@argument("dir", type=click.Path(path_type=Path), metavar="RUN_DIR", help="run directory (drscore run --out)")
+@option("--format", type=click.Choice(("csv", "parquet")), default="csv", help="file format (default csv)")
+@option("--table", type=click.Choice(("rows", "verdicts")), default="rows",
+        help="rows: one per scored report and method (default); verdicts: one per judge call")
+@option("--out", type=click.Path(path_type=Path), metavar="FILE",
+        help="file to write (default: RUN_DIR/<table>.<format>, e.g. RUN_DIR/rows.csv)")
+def command(**opts: Any) -> int:
+    return _main(SimpleNamespace(**opts))
 
 
-def _main(args: argparse.Namespace) -> int:
+def _main(args: SimpleNamespace) -> int:
     from drscore.engine.runtime.rundir_read import RunDirError
     from drscore.results import load_run, write_csv, write_parquet
 
     try:
         run = load_run(args.dir)
     except RunDirError as exc:
-        print(f"drscore export: error: {exc}", file=sys.stderr)
-        return 2
+        fail(str(exc))
     records = run.rows if args.table == "rows" else run.verdicts
     out = args.out or args.dir / f"{args.table}.{args.format}"
     try:
         n = (write_csv if args.format == "csv" else write_parquet)(records, out)
     except ImportError as exc:
-        print(f"drscore export: error: {exc}", file=sys.stderr)
-        return 2
+        fail(str(exc))
     except OSError as exc:
-        print(f"drscore export: error: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        fail(f"cannot write {out}: {exc.strerror or exc}")
     for problem in run.problems[:20]:
         print(f"warning: {terminal(problem)} (line skipped)", file=sys.stderr)
     print(f"{out} ({n} rows)")

@@ -7,27 +7,35 @@ stricter figures under their own names.
 """
 from __future__ import annotations
 
-import argparse
 import sys
+from types import SimpleNamespace
+from typing import Any
 
+import click
 import orjson
+
+from drscore.commands._framework import Group, argument, option
 
 from drscore.engine.methods.fact.rescore import rescore_validated
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    fact = subparsers.add_parser("fact", help="FACT utilities (re-scoring stored judgements)")
-    sub = fact.add_subparsers(dest="fact_command", required=True)
-    p = sub.add_parser(
-        "rescore", help="FACT figures from the benchmark's validated.jsonl, without calling a judge",
-        description="Compute DeepResearch Bench's FACT figures (as its utils/stat.py) from its stored "
-                    "judgements, with the same aggregation as live FACT runs.")
-    p.add_argument("file", help="validated.jsonl written by the benchmark's FACT pipeline")
-    p.add_argument("--json", action="store_true", help="print the figures as JSON")
-    p.set_defaults(func=run_rescore)
+@click.group("fact", cls=Group, short_help="FACT utilities (re-scoring stored judgements)",
+             help="FACT utilities (re-scoring stored judgements).")
+def command() -> None:
+    """FACT tools that need no judge."""
 
 
-def run_rescore(args: argparse.Namespace) -> int:
+@command.command("rescore", short_help="FACT figures from the benchmark's validated.jsonl, without calling a judge",
+                 help="Compute DeepResearch Bench's FACT figures (as its utils/stat.py) from its stored "
+                      "judgements, with the same aggregation as live FACT runs. Exit status: 0; 3 when some "
+                      "lines were skipped; 1 when the file cannot be read.")
+@argument("file", help="validated.jsonl written by the benchmark's FACT pipeline")
+@option("--json", is_flag=True, help="print the figures as JSON")
+def rescore(**opts: Any) -> int:
+    return run_rescore(SimpleNamespace(**opts))
+
+
+def run_rescore(args: SimpleNamespace) -> int:
     res = rescore_validated(args.file)
     for e in res.errors[:20]:
         print(f"skipped: {e}", file=sys.stderr)

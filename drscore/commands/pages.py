@@ -9,67 +9,82 @@
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import click
 
 import msgspec
 
+from drscore.commands._framework import Group, argument, fail, inherited, option
 from drscore.engine.runtime.extras import require
 from drscore.fetch.pool import FetchPool
 from drscore.fetch.snapshot import SnapshotError, export_snapshot, import_snapshot
 from drscore.fetch.store import PageStore, store_path
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``pages`` and its sub-commands."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--cache", metavar="DIR", type=Path, default=None,
-                        help="cache directory (default: $DRSCORE_CACHE or the user cache "
-                             "dir); pages live in DIR/pages.sqlite")
-    parser = subparsers.add_parser(
-        "pages", help="inspect, export and import fetched web pages",
-        description="The page cache holds every fetched cited page (text or failure). "
-                    "Snapshots make runs reproducible offline (--offline-pages).")
-    sub = parser.add_subparsers(dest="pages_command", metavar="COMMAND", required=True)
-
-    p = sub.add_parser("export", parents=[common], help="write the page cache to a "
-                       "portable snapshot (gzip JSONL)")
-    p.add_argument("file", type=Path, help="snapshot file to write (e.g. pages.jsonl.gz)")
-    p.add_argument("--only-ok", action="store_true",
-                   help="export only pages with text (skip recorded failures)")
-    p.set_defaults(func=cmd_export)
-
-    p = sub.add_parser("import", parents=[common],
-                       help="load a snapshot into the page cache (newer entries win)")
-    p.add_argument("file", type=Path, help="snapshot written by 'drscore pages export', or DeepResearch "
-                   "Bench's scraped.jsonl (the page texts its FACT judge read)")
-    p.set_defaults(func=cmd_import)
-
-    p = sub.add_parser("stats", parents=[common], help="summarise the page cache")
-    p.set_defaults(func=cmd_stats)
-
-    p = sub.add_parser("get", parents=[common],
-                       help="fetch one URL (debug): print status and the start of the text")
-    p.add_argument("url")
-    p.add_argument("--allow-private-fetch", action="store_true",
-                   help="DANGEROUS, local testing only: allow loopback/private addresses")
-    p.add_argument("--offline-pages", action="store_true",
-                   help="answer from the cache only; never touch the network")
-    p.add_argument("--chars", type=int, default=1500, metavar="N",
-                   help="how much of the text to print (default 1500)")
-    p.add_argument("--json", action="store_true", help="print the full result as JSON")
-    p.set_defaults(func=cmd_get)
+_CACHE_HELP = ("cache directory (default: $DRSCORE_CACHE or the user cache dir); pages live in "
+               "DIR/pages.sqlite")
+# --cache is accepted before and after the action (drscore pages --cache DIR stats, drscore pages stats --cache DIR)
+cache_dir_option = option("--cache", metavar="DIR", type=click.Path(path_type=Path), default=None, help=_CACHE_HELP)
 
 
-def _fail(args: argparse.Namespace, message: str) -> int:
-    print(f"drscore pages {args.pages_command}: error: {message}", file=sys.stderr)
-    return 2
+@click.group("pages", cls=Group, short_help="inspect, export and import fetched web pages",
+             help="The page cache holds every fetched cited page (text or failure). "
+                  "Snapshots make runs reproducible offline (--offline-pages).")
+@cache_dir_option
+def command(cache: Path | None) -> None:
+    """The group: its --cache is read by the action."""
 
 
-def cmd_export(args: argparse.Namespace) -> int:
+def _args(**opts: Any) -> SimpleNamespace:
+    ctx = click.get_current_context()
+    return SimpleNamespace(**{**opts, "cache": inherited(ctx, "cache"), "pages_command": ctx.info_name})
+
+
+@command.command("export", help="Write the page cache to a portable snapshot (gzip JSONL).")
+@argument("file", type=click.Path(path_type=Path), help="snapshot file to write (e.g. pages.jsonl.gz)")
+@cache_dir_option
+@option("--only-ok", is_flag=True, help="export only pages with text (skip recorded failures)")
+def export(**opts: Any) -> int:
+    return cmd_export(_args(**opts))
+
+
+@command.command("import", help="Load a snapshot into the page cache (newer entries win).")
+@argument("file", type=click.Path(path_type=Path), help="snapshot written by 'drscore pages export', or "
+          "DeepResearch Bench's scraped.jsonl (the page texts its FACT judge read)")
+@cache_dir_option
+def import_(**opts: Any) -> int:
+    return cmd_import(_args(**opts))
+
+
+@command.command("stats", help="Summarise the page cache.")
+@cache_dir_option
+def stats(**opts: Any) -> int:
+    return cmd_stats(_args(**opts))
+
+
+@command.command("get", help="Fetch one URL (debug): print status and the start of the text. Exit 0 when "
+                 "usable text was extracted, else 1.")
+@argument("url", help="the URL, as a report cites it")
+@cache_dir_option
+@option("--allow-private-fetch", is_flag=True, help="DANGEROUS, local testing only: allow loopback/private addresses")
+@option("--offline-pages", is_flag=True, help="answer from the cache only; never touch the network")
+@option("--chars", type=int, default=1500, metavar="N", help="how much of the text to print (default 1500)")
+@option("--json", is_flag=True, help="print the full result as JSON")
+def get(**opts: Any) -> int:
+    return cmd_get(_args(**opts))
+
+
+def _fail(args: SimpleNamespace, message: str) -> int:
+    fail(message)
+
+
+def cmd_export(args: SimpleNamespace) -> int:
     """Export the cache to ``args.file``."""
     async def run() -> int:
         async with PageStore(store_path(args.cache)) as store:
@@ -82,7 +97,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_import(args: argparse.Namespace) -> int:
+def cmd_import(args: SimpleNamespace) -> int:
     """Import ``args.file`` into the cache (all-or-nothing validation)."""
     from drscore.fetch.scraped import import_scraped, is_scraped_file
 
@@ -103,7 +118,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_stats(args: argparse.Namespace) -> int:
+def cmd_stats(args: SimpleNamespace) -> int:
     """Print cache statistics as JSON."""
     async def run() -> dict:
         async with PageStore(store_path(args.cache)) as store:
@@ -113,7 +128,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_get(args: argparse.Namespace) -> int:
+def cmd_get(args: SimpleNamespace) -> int:
     """Fetch one URL through the pool; exit 0 if usable text was extracted, else 1."""
     if args.allow_private_fetch:
         print("WARNING: --allow-private-fetch disables the SSRF guard for loopback and "

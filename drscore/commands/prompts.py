@@ -2,25 +2,37 @@
 ``drscore run --prompts DIR``)."""
 from __future__ import annotations
 
-import argparse
 import sys
+from types import SimpleNamespace
+
+import click
 
 from drscore import prompts
+from drscore.commands._framework import Group, argument, fail
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("prompts", help="list and show the built-in judge prompt templates",
-                       description="The judge prompts drscore sends, one template per judge step. To use your "
-                                   "own, copy one into a directory under the same file name, edit it (keep its "
-                                   "${placeholders}) and pass --prompts DIR to `drscore run`.")
-    ps = p.add_subparsers(dest="prompts_command", metavar="ACTION", required=True)
-    ps.add_parser("list", help="every template: name, hash, placeholders")
-    s = ps.add_parser("show", help="print one template's file")
-    s.add_argument("name", help="template name (see `drscore prompts list`)")
-    p.set_defaults(func=_main)
+@click.group("prompts", cls=Group, short_help="list and show the built-in judge prompt templates",
+             help="The judge prompts drscore sends, one template per judge step. To use your "
+                  "own, copy one into a directory under the same file name, edit it (keep its "
+                  "${placeholders}) and pass --prompts DIR to `drscore run`. A Chinese task uses the "
+                  "template's _zh variant (quality_zh, ...) when there is one: override both, or the "
+                  "run warns that the built-in _zh template was used.")
+def command() -> None:
+    """The templates, by name."""
 
 
-def _main(args: argparse.Namespace) -> int:
+@command.command("list", help="Every template: name, hash, answer cap, placeholders.")
+def list_() -> int:
+    return _main(SimpleNamespace(prompts_command="list"))
+
+
+@command.command("show", help="Print one template's file.")
+@argument("name", help="template name (see `drscore prompts list`)")
+def show(name: str) -> int:
+    return _main(SimpleNamespace(prompts_command="show", name=name))
+
+
+def _main(args: SimpleNamespace) -> int:
     if args.prompts_command == "list":
         rows = [(n, prompts.load(n)) for n in prompts.names()]
         width = max(len(n) for n, _ in rows)
@@ -31,6 +43,5 @@ def _main(args: argparse.Namespace) -> int:
     try:
         sys.stdout.write(prompts.source_of(args.name))
     except KeyError as exc:
-        print(f"drscore prompts show: error: {exc.args[0]}", file=sys.stderr)
-        return 2
+        fail(exc.args[0])
     return 0

@@ -7,36 +7,37 @@ to stderr. Bad lines are reported with file and line; the others are still score
 """
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import IO, Any
 
+import click
 import orjson
 
+from drscore.commands._framework import Group, fail, option
 from drscore.engine.methods.race.criteria import CriteriaError, find_task_criteria, load_criteria
 from drscore.engine.methods.race.rescore import aggregate, benchmark_row, parse_judgement_line, suite_means
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    race = subparsers.add_parser("race", help="RACE utilities (re-scoring stored judge outputs)")
-    sub = race.add_subparsers(dest="race_command", required=True)
-    p = sub.add_parser(
-        "rescore",
-        help="recompute RACE scores from stored judge outputs, without calling a judge",
-        description="Re-aggregate judge outputs stored in DeepResearch Bench's JSON shape. "
-        "Output: JSONL like the benchmark's raw_results.jsonl (0-1 scale).",
-    )
-    p.add_argument("--criteria", required=True, help="criteria JSONL in DeepResearch Bench's format")
-    p.add_argument("--judgements", required=True,
-                   help='JSONL, one line per task: {"id": <task id>, "judgement": <judge JSON object>}')
-    p.add_argument("--out", help="write results here instead of stdout")
-    p.add_argument("--reverse", action="store_true",
-                   help="the judge saw the reference as article 1 (reverse-position variant)")
-    p.add_argument("--details", action="store_true",
-                   help="add absolute scores, match counts and warnings to every line")
-    p.set_defaults(func=run_rescore)
+@click.group("race", cls=Group, help="RACE utilities (re-scoring stored judge outputs).",
+             short_help="RACE utilities (re-scoring stored judge outputs)")
+def command() -> None:
+    """RACE tools that need no judge."""
+
+
+@command.command("rescore", short_help="recompute RACE scores from stored judge outputs, without calling a judge",
+                 help="Re-aggregate judge outputs stored in DeepResearch Bench's JSON shape. "
+                      "Output: JSONL like the benchmark's raw_results.jsonl (0-1 scale). Exit status: 0, "
+                      "1 when a file cannot be read or some lines were bad (named on stderr).")
+@option("--criteria", required=True, metavar="FILE", help="criteria JSONL in DeepResearch Bench's format")
+@option("--judgements", required=True, metavar="FILE",
+        help='JSONL, one line per task: {"id": <task id>, "judgement": <judge JSON object>}')
+@option("--out", metavar="FILE", help="write results here instead of stdout")
+@option("--reverse", is_flag=True, help="the judge saw the reference as article 1 (reverse-position variant)")
+@option("--details", is_flag=True, help="add absolute scores, match counts and warnings to every line")
+def rescore(**opts: Any) -> int:
+    return run_rescore(SimpleNamespace(**opts))
 
 
 def rescore_file(criteria_path: str | Path, judgements_path: str | Path, out: IO[bytes], *,
@@ -86,7 +87,7 @@ def rescore_file(criteria_path: str | Path, judgements_path: str | Path, out: IO
     return rows, errors
 
 
-def run_rescore(args: argparse.Namespace) -> int:
+def run_rescore(args: SimpleNamespace) -> int:
     try:
         if args.out:
             with open(args.out, "wb") as out:
@@ -97,14 +98,9 @@ def run_rescore(args: argparse.Namespace) -> int:
                                         reverse=args.reverse, details=args.details)
             sys.stdout.flush()
     except (CriteriaError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        # Output piped into `head` or similar: stop quietly, as other Unix tools do.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        fail(str(e))
     for bad in errors:
-        print(f"error: {bad}", file=sys.stderr)
+        print(f"drscore: error: {bad}", file=sys.stderr)
     means = suite_means(rows)
     summary = " ".join(f"{k}={v:.4f}" for k, v in means.items())
     print(f"rescored {len(rows)} task(s), {len(errors)} bad line(s). {summary}".rstrip(), file=sys.stderr)

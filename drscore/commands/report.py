@@ -3,9 +3,14 @@ report.html and, beside it, viewer.html (every row, its judge calls and verdicts
 run directory (see ``docs/reports.md``)."""
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import click
+
+from drscore.commands._framework import Command, argument, fail, option, usage_error
 
 from drscore.engine.runtime.escape import terminal
 from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
@@ -14,37 +19,34 @@ from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 # drscore invocation imports all command modules, and only this command draws.
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``report`` sub-command."""
-    p = subparsers.add_parser(
-        "report",
-        help="write leaderboard.md, leaderboard.csv, report.html and viewer.html for a run",
-        description="Summarise a run directory: per-method leaderboards with bootstrap "
+@click.command("report", cls=Command,
+               short_help="write leaderboard.md, leaderboard.csv, report.html and viewer.html for a run",
+               help="Summarise a run directory: per-method leaderboards with bootstrap "
                     "confidence intervals over tasks (Markdown and CSV), one HTML page "
                     "with charts, and a viewer page to open any (task, agent, method) row "
-                    "with its judge calls and verdicts. Both pages open offline.")
-    p.add_argument("dir", type=Path, metavar="DIR", help="run directory (drscore run --out)")
-    p.add_argument("--out", type=Path, metavar="OUTDIR",
-                   help="where to write the files (default: DIR)")
-    p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
-                   help=f"bootstrap resamples for the intervals (default {DEFAULT_RESAMPLES})")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    p.add_argument("--confidence", type=float, default=DEFAULT_CONFIDENCE,
-                   help=f"interval level (default {DEFAULT_CONFIDENCE})")
-    p.add_argument("--redundancy-task", metavar="TASK_ID",
-                   help="task of the report whose paragraph matrix to draw "
-                        "(default: the report with the most scored pairs)")
-    p.add_argument("--redundancy-agent", metavar="AGENT",
-                   help="agent of the report whose paragraph matrix to draw")
-    p.add_argument("--title", help="page title (default: the run directory)")
-    p.add_argument("--no-viewer", action="store_true",
-                   help="do not write viewer.html (and do not link to it from report.html)")
-    p.set_defaults(func=run_report)
+                    "with its judge calls and verdicts. Both pages open offline. Without the "
+                    "report extra (matplotlib) everything is written except the charts, and a "
+                    "warning says so. Exit status: 0; 1 when the run directory cannot be read "
+                    "or written; 2 usage.")
+@argument("dir", type=click.Path(path_type=Path), metavar="RUN_DIR", help="run directory (drscore run --out)")
+@option("--out", type=click.Path(path_type=Path), metavar="OUTDIR", help="where to write the files (default: RUN_DIR)")
+@option("--resamples", type=int, default=DEFAULT_RESAMPLES,
+        help=f"bootstrap resamples for the intervals (default {DEFAULT_RESAMPLES})")
+@option("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+@option("--confidence", type=float, default=DEFAULT_CONFIDENCE, help=f"interval level (default {DEFAULT_CONFIDENCE})")
+@option("--redundancy-task", metavar="TASK_ID", help="task of the report whose paragraph matrix to draw "
+        "(default: the report with the most scored pairs)")
+@option("--redundancy-agent", metavar="AGENT", help="agent of the report whose paragraph matrix to draw")
+@option("--title", help="page title (default: the run directory)")
+@option("--no-viewer", is_flag=True, help="do not write viewer.html (and do not link to it from report.html)")
+def command(**opts: Any) -> int:
+    return run_report(SimpleNamespace(**opts))
 
 
-def run_report(args: argparse.Namespace) -> int:
+def run_report(args: SimpleNamespace) -> int:
     """Entry point of ``drscore report``; returns the exit code."""
     from drscore.engine.reporting.html import (
+        CHARTS_MISSING,
         leaderboard,
         leaderboard_csv,
         leaderboard_markdown,
@@ -55,9 +57,9 @@ def run_report(args: argparse.Namespace) -> int:
     from drscore.engine.runtime.rundir_read import RunDirError, iter_verdicts, read_run_dir
 
     if args.resamples < 1:
-        return _fail("--resamples must be >= 1")
+        usage_error("--resamples must be >= 1")
     if not 0 < args.confidence < 1:
-        return _fail("--confidence must be between 0 and 1 (e.g. 0.95)")
+        usage_error("--confidence must be between 0 and 1 (e.g. 0.95)")
     try:
         run = read_run_dir(args.dir)
     except RunDirError as exc:
@@ -98,9 +100,10 @@ def run_report(args: argparse.Namespace) -> int:
         return _fail(f"cannot write to {out}: {exc.strerror or exc}")
     for name in files:
         print(out / name)
+    if CHARTS_MISSING:
+        print(f"warning: report.html has no charts: {CHARTS_MISSING}", file=sys.stderr)
     return 0
 
 
 def _fail(message: str) -> int:
-    print(f"drscore report: error: {message}", file=sys.stderr)
-    return 2
+    fail(message)

@@ -1,105 +1,120 @@
 """``drscore run``: score reports with one or more methods."""
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 import time
 from pathlib import Path
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any, TypeVar
 
+import click
 import msgspec
 import orjson
 
 from drscore.api import Run, RunConfig, methods
-from drscore.commands._common import add_judge_args, judge_config_from_args, run_async
+from drscore.commands._common import interrupt_note_for, judge_config_from_args, judge_options, run_async
+from drscore.commands._framework import Command, on_interrupt, option, options, usage_error
 from drscore.render import dry_run_text, end_of_run_lines, leaderboard_text, only_the_stop, team_incomplete
 from drscore.engine.runtime.escape import terminal
 from drscore.engine.runtime.io import FORMATS, count_lines, shard_of
 from drscore.engine.runtime.models import ScoreRow
 from drscore.engine.runtime.progress import Progress, progress_mode
 from drscore.protocols import PROTOCOLS
-from drscore.settings import to_toml
+from drscore.settings import COMMA_LIST, ConfigError, config_option, to_toml
 
 EXIT_INCOMPLETE = 3  # finished, but some inputs were skipped or some items failed (or budget/quota ran out)
 EXIT_ERROR = 1  # includes an endpoint that cannot work (refused, DNS, TLS, 401/403, 404, bad parameter)
+_PAGES = "pages (methods that read cited pages)"
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    available = methods()
-    p = sub.add_parser("run", help="score reports", formatter_class=argparse.RawDescriptionHelpFormatter,
-                       description=(
-        "Score reports with the given methods. Without --judge-url the offline judge is used. "
-        f"Methods: {', '.join(available)}. Exit status: 0 all scored (items a method does not apply to, "
-        f"status 'skipped', included); {EXIT_INCOMPLETE} finished with skipped inputs or failed items, or stopped "
-        f"by --max-cost or a rate-limit reset beyond --max-rate-limit-wait (re-run to resume), or the --redis "
-        f"server ran out of memory; {EXIT_ERROR} error, "
-        "including a judge endpoint that cannot work (stopped at the first call, or after repeated identical "
-        "failures).\n\n"
-        "Every option can come from a TOML file (--config); flags given here override it, and\n"
-        "DRSCORE_JUDGE_URL, DRSCORE_JUDGE_MODEL, DRSCORE_API_KEY_ENV, DRSCORE_CACHE, DRSCORE_REDIS\n"
-        "give defaults for the options they name."),
-        epilog=("examples:\n"
-                "  drscore run --methods quality,redundancy --tasks tasks.jsonl --reports reports.a.jsonl --limit 5\n"
-                "  drscore run --methods race --reports r.jsonl --judge-url https://api.openai.com/v1 "
-                "--judge-model gpt-4.1 --print-config > run.toml\n"
-                "  drscore run --config run.toml --max-cost 5"))
-    p.add_argument("--methods", help="comma-separated method names (required, here or in --config)")
-    p.add_argument("--reports", action="append", metavar="FILE",
-                   help="reports JSONL (repeat for several agents; required, here or in --config)")
-    p.add_argument("--tasks", metavar="FILE", help="tasks JSONL (optional when reports carry their prompt)")
-    p.add_argument("--format", choices=FORMATS, default="auto", help="report format (default: detected per line)")
-    p.add_argument("--agent", help="agent name for formats without one (default: from the file name)")
-    p.add_argument("--out", metavar="DIR", help="run directory (config, verdicts, scores, summary; default: "
-                   "runs/<date>-<time>-<methods>/); the same command on the same DIR resumes, one process at a time")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace a run directory that holds a different run's configuration")
-    p.add_argument("--limit", type=int, metavar="N", help="score only the first N reports of each reports file")
-    p.add_argument("--config", metavar="FILE", help="TOML file with any of these options (flags override it)")
-    p.add_argument("--print-config", action="store_true",
-                   help="print this command line as a TOML config file and exit")
-    p.add_argument("--dry-run", action="store_true", help="print calls, tokens and cost; spend nothing")
-    p.add_argument("--protocol", choices=sorted(PROTOCOLS), default=None,
-                   help="a published judge set-up as defaults (judge model, thinking budget, temperature, method "
-                        "options); flags given here override it; see docs/judges.md")
-    p.add_argument("--seed", type=int, default=0, help="seed for every sampled step (default 0)")
-    p.add_argument("--samples", type=int, default=1, metavar="K",
-                   help="ask every judge call K times (distinct requests, each cached): rows get the mean and "
-                        "its spread (score_sd), intervals include the judge's noise (default 1; see docs/decisions.md)")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--shard", metavar="K/N", help="score only part K of N of the reports (split by task id and "
-                   "agent); join the parts with `drscore merge`")
-    p.add_argument("--progress-every", type=float, default=30.0, metavar="SECONDS",
-                   help="when stderr is not a terminal (CI, a pipe), print one progress line this often "
-                        "(default 30; 0 = never)")
-    f = p.add_argument_group("pages (methods that read cited pages)")
-    f.add_argument("--allow-private-fetch", action="store_true",
-                   help="DANGEROUS: allow fetching loopback/private addresses (local testing only)")
-    f.add_argument("--offline-pages", action="store_true", help="use only cached/imported pages, never the network")
-    f.add_argument("--fetch-concurrency", type=int, default=32)
-    add_judge_args(p)
+def _method_options(f: F) -> F:
+    """One ``--flag`` per method option, in a help section per method (a flag two methods
+    share is declared by the first)."""
     seen: set[str] = set()
-    for cls in available.values():
-        opts = [o for o in cls.options if o.flag not in seen]
-        if not opts:
-            continue
-        g = p.add_argument_group(f"method {cls.name}")
-        for o in opts:
+    decorators = []
+    for cls in methods().values():
+        for o in cls.options:
+            if o.flag in seen:
+                continue
             seen.add(o.flag)
-            kwargs: dict = {"help": f"{o.help} (default: {o.default})", "default": None}
+            shown = f" (default: {o.default})" if o.default is not None else ""
+            kwargs: dict[str, Any] = {"help": f"{o.help}{shown}", "default": None, "section": f"method {cls.name}"}
             if o.type == "bool":
-                kwargs["action"] = argparse.BooleanOptionalAction
-            else:
-                kwargs["type"] = {"int": int, "float": float}.get(o.type, str)
-                if o.choices:
-                    kwargs["choices"] = o.choices
-            g.add_argument(f"--{o.flag}", **kwargs)
-    p.set_defaults(func=_main, run_parser=p)
+                decorators.append(option(f"--{o.flag}/--no-{o.flag}", **kwargs))
+                continue
+            kind: Any = {"int": int, "float": float}.get(o.type, str)
+            decorators.append(option(f"--{o.flag}", type=click.Choice(o.choices) if o.choices else kind, **kwargs))
+    return options(*decorators)(f)
 
 
-def _config(args: argparse.Namespace) -> RunConfig:
+_DESCRIPTION = (
+    "Score reports with the given methods. Without --judge-url the offline judge is used. "
+    "Methods: {methods}. Exit status: 0 all scored (items a method does not apply to, "
+    f"status 'skipped', included); {EXIT_INCOMPLETE} finished with skipped inputs or failed items, or stopped "
+    "by --max-cost or a rate-limit reset beyond --max-rate-limit-wait (re-run to resume), or the --redis "
+    f"server ran out of memory; {EXIT_ERROR} error, "
+    "including a judge endpoint that cannot work (stopped at the first call, or after repeated identical "
+    "failures) and inputs of which not one is valid; 2 usage (an unknown or malformed option, "
+    "--methods or --reports missing).\n\n"
+    "Every option can come from a TOML file (--config); flags given here override it, and "
+    "DRSCORE_JUDGE_URL, DRSCORE_JUDGE_MODEL, DRSCORE_API_KEY_ENV, DRSCORE_CACHE, DRSCORE_REDIS "
+    "give defaults for the options they name (OPENAI_BASE_URL, too, for the judge URL).")
+
+
+@click.command("run", cls=Command, short_help="score reports",
+               help=_DESCRIPTION.format(methods=", ".join(methods())),
+               examples=[
+                   "drscore run --methods quality,redundancy --tasks tasks.jsonl --reports reports.a.jsonl --limit 5",
+                   "drscore run --methods quality --reports r.jsonl --judge-url https://api.openai.com/v1 "
+                   "--judge-model gpt-4.1 --print-config > run.toml",
+                   "drscore run --config run.toml --max-cost 5"])
+@option("--methods", type=COMMA_LIST, help="comma-separated method names (required, here or in --config)")
+@option("--reports", multiple=True, metavar="FILE",
+        help="reports JSONL (repeat for several agents; required, here or in --config)")
+@option("--tasks", metavar="FILE", help="tasks JSONL (optional when reports carry their prompt)")
+@option("--format", type=click.Choice(FORMATS), default="auto", help="report format (default: detected per line)")
+@option("--agent", help="agent name for formats without one (default: from the file name)")
+@option("--out", metavar="DIR", help="run directory (config, verdicts, scores, summary; default: "
+        "runs/<date>-<time>-<methods>/); the same command on the same DIR resumes, one process at a time")
+@option("--overwrite", is_flag=True, help="replace a run directory that holds a different run's configuration")
+@option("--limit", type=int, metavar="N", help="score only the first N reports of each reports file")
+@config_option()
+@option("--print-config", is_flag=True, help="print this command line as a TOML config file and exit")
+@option("--dry-run", is_flag=True, help="print calls, tokens and cost; spend nothing")
+@option("--protocol", type=click.Choice(sorted(PROTOCOLS)), default=None,
+        help="a published judge set-up as defaults (judge model, thinking budget, temperature, method "
+             "options); flags given here override it; see docs/judges.md")
+@option("--seed", type=int, default=0, help="seed for every sampled step (default 0)")
+@option("--samples", type=int, default=1, metavar="K",
+        help="ask every judge call K times (distinct requests, each cached): rows get the mean and "
+             "its spread (score_sd), intervals include the judge's noise (default 1; see docs/decisions.md)")
+@option("--json", is_flag=True, help="print the summary as JSON")
+@option("--shard", metavar="K/N", help="score only part K of N of the reports (split by task id and "
+        "agent); join the parts with `drscore merge`")
+@option("--progress-every", type=float, default=30.0, metavar="SECONDS",
+        help="when stderr is not a terminal (CI, a pipe), print one progress line this often "
+             "(default 30; 0 = never)")
+@option("--allow-private-fetch", is_flag=True, section=_PAGES,
+        help="DANGEROUS: allow fetching loopback/private addresses (local testing only)")
+@option("--offline-pages", is_flag=True, section=_PAGES, help="use only cached/imported pages, never the network")
+@option("--fetch-concurrency", type=int, default=32, section=_PAGES,
+        help="cited pages fetched at once (default 32)")
+@judge_options
+@_method_options
+@click.pass_context
+def command(ctx: click.Context, **opts: Any) -> int:
+    return _main(SimpleNamespace(**opts), ctx)
+
+
+def _config(args: SimpleNamespace) -> RunConfig:
     if not args.methods or not args.reports:
         missing = " and ".join(f for f, v in (("--methods", args.methods), ("--reports", args.reports)) if not v)
-        raise ValueError(f"{missing} required (on the command line or in the --config file)")
+        if args.config:  # the file was meant to hold them: an error in the file, not in the usage
+            raise ConfigError(f"{args.config}: {missing} required (on the command line or in the --config file)")
+        usage_error(f"{missing} required (on the command line or in the --config file)")
     if args.limit is not None and args.limit < 1:
         raise ValueError("--limit must be at least 1")
     names = [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -113,7 +128,7 @@ def _config(args: argparse.Namespace) -> RunConfig:
             dest = o.flag.replace("-", "_")
             if getattr(args, dest, None) is not None:
                 options[dest] = getattr(args, dest)
-    return RunConfig(methods=names, reports=args.reports, tasks=args.tasks, format=args.format, agent=args.agent,
+    return RunConfig(methods=names, reports=list(args.reports), tasks=args.tasks, format=args.format, agent=args.agent,
                      out=args.out, judge=judge_config_from_args(args), seed=args.seed, dry_run=args.dry_run,
                      method_options=options, allow_private_fetch=args.allow_private_fetch,
                      offline_pages=args.offline_pages, fetch_concurrency=args.fetch_concurrency,
@@ -133,11 +148,12 @@ def default_out_dir(methods: list[str], root: Path = Path("runs"), now: float | 
     return path
 
 
-def _main(args: argparse.Namespace) -> int:
+def _main(args: SimpleNamespace, ctx: click.Context) -> int:
     if args.print_config:
-        sys.stdout.write(to_toml(args.run_parser, args, "drscore run config (drscore run --config FILE)"))
+        sys.stdout.write(to_toml(ctx, "drscore run config (drscore run --config FILE)"))
         return 0
     config = _config(args)
+    on_interrupt(interrupt_note_for(config.judge))
     if not config.out and not config.dry_run:
         config.out = str(default_out_dir(config.methods))
     if config.out and not config.dry_run:
@@ -166,6 +182,9 @@ def _main(args: argparse.Namespace) -> int:
     if len(errors) > 20:
         print(f"... and {len(errors) - 20} more skipped inputs (see summary.json)", file=sys.stderr)
     if stop and stop["fatal"]:
+        return EXIT_ERROR
+    if not t["items"] and t["inputs_skipped"] and not config.dry_run:
+        print("drscore: error: not one valid input: every report line was skipped (reasons above)", file=sys.stderr)
         return EXIT_ERROR
     return EXIT_INCOMPLETE if stop or t["inputs_skipped"] or t["items_failed"] or team_incomplete(summary) else 0
 

@@ -14,15 +14,18 @@ stderr and skipped; the totals (calls, cost) go to stderr too.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
+
+import click
 
 import msgspec
 import orjson
 
-from drscore.commands._common import add_judge_args, open_judge_session, run_async
+from drscore.commands._common import judge_options, open_judge_session, run_async
+from drscore.commands._framework import Group, argument, option
 from drscore.engine.methods.tasks import elo, leakage
 from drscore.engine.methods.rigorous.drift import domain_breakdown
 from drscore.engine.runtime.io import load_tasks
@@ -34,46 +37,56 @@ from drscore.engine.methods.tasks.tools import check_leakage, rank_tasks
 EXIT_INCOMPLETE = 3
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    tasks = subparsers.add_parser("tasks", help="task tools: Elo ranking, leakage check, per-domain means")
-    sub = tasks.add_subparsers(dest="tasks_command", required=True)
+@click.group("tasks", cls=Group, short_help="task tools: Elo ranking, leakage check, per-domain means",
+             help="Task tools: Elo ranking, leakage check, per-domain means.")
+def command() -> None:
+    """Tools over a task file or a run's task groups."""
 
-    rank = sub.add_parser("rank", help="rank candidate tasks by Elo over pairwise judge preferences",
-                          description="Elo ranking of tasks (DeepResearch Arena): every task starts at "
-                          f"{elo.START_RATING:g}; each round pairs tasks at random; the judge picks the better "
-                          "task with a confidence in [0.5, 1], used as a soft outcome. Output: JSONL, best "
-                          "first, one task per line (also a valid --tasks file).")
-    rank.add_argument("--tasks", required=True, metavar="FILE", help="tasks JSONL ({task_id, prompt} or {id, prompt})")
-    rank.add_argument("--rounds", type=int, default=elo.DEFAULT_ROUNDS,
-                      help=f"rounds of random disjoint pairs (default {elo.DEFAULT_ROUNDS})")
-    rank.add_argument("--top-k", type=int, metavar="N", help="output only the N best tasks (default: all)")
-    rank.add_argument("--k-factor", type=float, default=elo.K_FACTOR,
-                      help=f"Elo K factor (default {elo.K_FACTOR:g})")
-    rank.add_argument("--seed", type=int, default=0, help="seed for pairings and A/B order (default 0)")
-    rank.add_argument("--out", metavar="FILE", help="also write the JSONL here")
-    rank.add_argument("--verdicts", metavar="FILE", help="append every judge verdict (JSONL) here")
-    add_judge_args(rank)
-    rank.set_defaults(func=_rank)
 
-    leak = sub.add_parser("leakage", help="continuation-based leakage check of task texts",
-                          description="Split each task at the punctuation mark nearest its middle, ask the "
-                          "judge model to continue the first half, and compare with the true second half: "
-                          "composite = 0.4 LCS string + 0.4 TF-IDF cosine + 0.2 word overlap; leaked when "
-                          "composite > threshold. With the offline judge this is only a baseline (it never "
-                          "reproduces a text).")
-    leak.add_argument("--tasks", required=True, metavar="FILE", help="tasks JSONL")
-    leak.add_argument("--threshold", type=float, default=leakage.THRESHOLD,
-                      help=f"leaked when the composite exceeds this (default {leakage.THRESHOLD})")
-    leak.add_argument("--out", metavar="FILE", help="also write the JSONL here")
-    leak.add_argument("--verdicts", metavar="FILE", help="append every judge verdict (JSONL) here")
-    add_judge_args(leak)
-    leak.set_defaults(func=_leakage)
+@command.command("rank", short_help="rank candidate tasks by Elo over pairwise judge preferences",
+                 help="Elo ranking of tasks (DeepResearch Arena): every task starts at "
+                      f"{elo.START_RATING:g}; each round pairs tasks at random; the judge picks the better "
+                      "task with a confidence in [0.5, 1], used as a soft outcome. Output: JSONL, best "
+                      "first, one task per line (also a valid --tasks file).")
+@option("--tasks", required=True, metavar="FILE", help="tasks JSONL ({task_id, prompt} or {id, prompt})")
+@option("--rounds", type=int, default=elo.DEFAULT_ROUNDS,
+        help=f"rounds of random disjoint pairs (default {elo.DEFAULT_ROUNDS})")
+@option("--top-k", type=int, metavar="N", help="output only the N best tasks (default: all)")
+@option("--k-factor", type=float, default=elo.K_FACTOR, help=f"Elo K factor (default {elo.K_FACTOR:g})")
+@option("--seed", type=int, default=0, help="seed for pairings and A/B order (default 0)")
+@option("--out", metavar="FILE", help="also write the JSONL here")
+@option("--verdicts", metavar="FILE", help="append every judge verdict (JSONL) here")
+@judge_options
+def rank(**opts: Any) -> int:
+    return _rank(SimpleNamespace(**opts))
 
-    dom = sub.add_parser("domains", help="per-domain means of a run's rigorous scores (domain = uid[:2])")
-    dom.add_argument("run_dir", metavar="RUN_DIR", help="run directory written by `drscore run --out`")
-    dom.add_argument("--method", default="rigorous", help="method whose rows to group (default rigorous)")
-    dom.add_argument("--agent", help="only this agent's rows (default: one table per agent)")
-    dom.set_defaults(func=_domains)
+
+@command.command("leakage", short_help="continuation-based leakage check of task texts",
+                 help="Split each task at the punctuation mark nearest its middle, ask the "
+                      "judge model to continue the first half, and compare with the true second half: "
+                      "composite = 0.4 LCS string + 0.4 TF-IDF cosine + 0.2 word overlap; leaked when "
+                      "composite > threshold. With the offline judge this is only a baseline (it never "
+                      "reproduces a text).")
+@option("--tasks", required=True, metavar="FILE", help="tasks JSONL")
+@option("--threshold", type=float, default=leakage.THRESHOLD,
+        help=f"leaked when the composite exceeds this (default {leakage.THRESHOLD})")
+@option("--out", metavar="FILE", help="also write the JSONL here")
+@option("--verdicts", metavar="FILE", help="append every judge verdict (JSONL) here")
+@judge_options
+def leakage_command(**opts: Any) -> int:
+    return _leakage(SimpleNamespace(**opts))
+
+
+@command.command("domains", short_help="per-domain means of a run's scores (domain = the task uid's first "
+                 "two characters)",
+                 help="Per-domain means of a run's rows (domain = the first two characters of the task uid, as "
+                      "Rigorous Bench names its tasks). Without --method: the run's only method, or rigorous "
+                      "when the run has it.")
+@argument("run_dir", metavar="RUN_DIR", help="run directory written by `drscore run --out`")
+@option("--method", help="method whose rows to group (default: the run's only method, else rigorous)")
+@option("--agent", help="only this agent's rows (default: one table per agent)")
+def domains(**opts: Any) -> int:
+    return _domains(SimpleNamespace(**opts))
 
 
 def _load(path: str) -> tuple[list[Task], list[InputError]]:
@@ -96,7 +109,7 @@ def _totals(totals: dict[str, Any], extra: dict[str, Any]) -> None:
     print(orjson.dumps({**extra, **totals}).decode(), file=sys.stderr)
 
 
-def _rank(args: argparse.Namespace) -> int:
+def _rank(args: SimpleNamespace) -> int:
     if args.rounds < 0:
         raise ValueError("--rounds must be >= 0")
     if args.top_k is not None and args.top_k < 1:
@@ -119,7 +132,7 @@ def _rank(args: argparse.Namespace) -> int:
     return EXIT_INCOMPLETE if errors or result.errors else 0
 
 
-def _leakage(args: argparse.Namespace) -> int:
+def _leakage(args: SimpleNamespace) -> int:
     if not 0.0 <= args.threshold <= 1.0:
         raise ValueError("--threshold must be between 0 and 1")
     tasks, errors = _load(args.tasks)
@@ -138,13 +151,24 @@ def _leakage(args: argparse.Namespace) -> int:
     return EXIT_INCOMPLETE if errors or failed else 0
 
 
-def _domains(args: argparse.Namespace) -> int:
+def _domains(args: SimpleNamespace) -> int:
     try:
         run = read_run_dir(args.run_dir)
     except RunDirError as e:
         raise ValueError(str(e)) from None
     for p in run.problems:
         print(f"drscore: skipped {p}", file=sys.stderr)
+    method = args.method
+    if method is None:
+        present = sorted({r.method for r in run.scores})
+        if len(present) == 1 or "rigorous" not in present:
+            if len(present) != 1:
+                raise ValueError(f"{args.run_dir}: the run has several methods ({', '.join(present) or 'none'}); "
+                                 "pick one with --method")
+            method = present[0]
+        else:
+            method = "rigorous"
+    args.method = method
     rows = [r for r in run.scores if r.method == args.method and (args.agent is None or r.agent == args.agent)]
     if not rows:
         raise ValueError(f"{args.run_dir}: no rows for method {args.method!r}"

@@ -22,7 +22,23 @@ import re
 import urllib.parse
 from typing import Any, Iterable, Sequence
 
-from drscore.engine.reporting import charts, decisions
+from drscore.engine.reporting import decisions
+from drscore.engine.runtime.extras import MissingExtra
+
+try:
+    from drscore.engine.reporting import charts
+    CHARTS_MISSING: str | None = None
+except MissingExtra as exc:  # the base install: the report is written, without its charts
+    CHARTS_MISSING = str(exc)
+
+    class _NoCharts:
+        """Stands in for :mod:`charts` without matplotlib: every chart is a short note."""
+
+        def __getattr__(self, name: str) -> Any:
+            return lambda *args, **kwargs: ('<p class="nodata">Chart not drawn: matplotlib is not installed '
+                                            "(pip install 'drscore[report]').</p>")
+
+    charts = _NoCharts()  # type: ignore[assignment]
 from drscore.engine.reporting.tables import (  # noqa: F401  (re-exported: the report's data API)
     OUTCOMES, LeaderboardRow, _fmt, _judges, _offline, _pairs, _units, citation_counts, comparison_note,
     cost_by, dimension_names, leaderboard, leaderboard_csv, leaderboard_markdown, pick_redundancy_row,

@@ -471,12 +471,34 @@ class JudgeCache:
                 "oldest": first, "newest": last, "by_template": groups}
 
     async def explain(self, key: str) -> dict[str, Any] | None:
-        """The components a key was computed from (to debug cache misses)."""
-        async with self._db.execute("SELECT components, created FROM responses WHERE key=?", (key,)) as cur:
-            row = await cur.fetchone()
-        if row is None:
+        """The components a key was computed from (to debug cache misses) and the answer
+        stored under it. ``key`` may be a prefix of the 64 hex characters, as long as
+        it names one entry (ValueError when it names several)."""
+        prefix = key.strip().lower()
+        if not prefix or any(c not in "0123456789abcdef" for c in prefix):
+            raise ValueError(f"cache key {key!r}: expected hex characters (a key or the start of one)")
+        async with self._db.execute(
+                "SELECT key, components, created, CAST(response AS BLOB) FROM responses "
+                "WHERE key >= ? AND key <= ? ORDER BY key LIMIT 6", (prefix, prefix + "g")) as cur:
+            rows = list(await cur.fetchall())
+        if not rows:
             return None
-        return {"key": key, "created": row[1], "components": orjson.loads(row[0])}
+        if len(rows) > 1:
+            shown = ", ".join(str(r[0])[:16] for r in rows[:5])
+            raise ValueError(f"cache key prefix {key!r} matches {'more than 5' if len(rows) > 5 else len(rows)} "
+                             f"entries ({shown}, ...); give more characters")
+        full, components, created, response = rows[0]
+        try:
+            answer: Any = orjson.loads(response)
+        except orjson.JSONDecodeError:
+            answer = bytes(response).decode("utf-8", "replace")
+        return {"key": full, "created": created, "components": orjson.loads(components), "answer": answer}
+
+    @staticmethod
+    def empty_stats(path: Path) -> dict[str, Any]:
+        """:meth:`stats` of a cache file that does not exist (``cache stats`` creates none)."""
+        return {"path": str(path), "entries": 0, "payload_bytes": 0, "file_bytes": 0,
+                "oldest": None, "newest": None, "by_template": []}
 
     async def vacuum(self, *, older_than_s: float | None = None, template: str | None = None) -> int:
         """Delete entries (optionally only old ones / one template), then VACUUM."""

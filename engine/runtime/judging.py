@@ -77,6 +77,8 @@ ENDPOINT_FAULTS: dict[str, str] = {
     "tls": "TLS/SSL error (check https vs http and the certificate)",
     "connect_timeout": "could not connect within the connect timeout (host unreachable?)",
     "auth": "authentication failed (check the API key and --api-key-env/--api-key-header)",
+    # told apart from a wrong key: the variable is named in the message
+    "auth_no_key": "authentication failed and no API key was sent: the key variable is not set",
     "model_not_found": "model not found (check --judge-model)",
     "not_found": "URL not found (check --judge-url; most servers want the base URL ending in /v1)",
     "unsupported_parameter": "the endpoint rejects a request parameter this judge call uses",

@@ -20,7 +20,7 @@ Token accounting is deliberately its own (one token per word or punctuation mark
 3 per message), different from :func:`drscore.engine.runtime.tokens.estimate_tokens`, so a client has
 to correct its estimates from the ``usage`` the server returns.
 
-Run it with ``python -m judge.mock_server --port 0`` (prints ``LISTENING <port>``) or
+Run it with ``python -m drscore.judge.mock.server --port 0`` (prints ``LISTENING <port>``) or
 ``drscore mock-judge``; in Python use :func:`start` (in-process) or
 :class:`MockServerProcess` (a child process, so the server does not share the client's
 event loop or CPU core).
@@ -61,6 +61,7 @@ __all__ = [
     "add_config_arguments",
     "build_app",
     "ceil_ms",
+    "config_flags",
     "config_from_args",
     "count_tokens",
     "format_duration",
@@ -467,6 +468,13 @@ _FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
 }
 
 
+def config_flags() -> list[tuple[str, Callable[[str], Any], str, Any]]:
+    """``(field, converter, help, default)`` per :class:`MockConfig` field with a flag: the
+    one table both command lines (this module's and ``drscore mock-judge``) are built from."""
+    defaults = MockConfig()
+    return [(name, type_, help_, getattr(defaults, name)) for name, (type_, help_) in _FLAGS.items()]
+
+
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """Add one ``--flag`` per :class:`MockConfig` field (shared by the module's own
     command line and ``drscore mock-judge``)."""
@@ -477,9 +485,10 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
                             help=f"{help_} (default: {default})")
 
 
-def config_from_args(args: argparse.Namespace) -> MockConfig:
+def config_from_args(args: argparse.Namespace | dict[str, Any]) -> MockConfig:
     """Build a validated config from parsed arguments (ValueError names the bad flag)."""
-    return MockConfig(**{name: getattr(args, name) for name in _FLAGS})
+    values = args if isinstance(args, dict) else vars(args)
+    return MockConfig(**{name: values[name] for name in _FLAGS})
 
 
 def config_to_argv(cfg: MockConfig) -> list[str]:
@@ -592,8 +601,8 @@ class MockServerProcess:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m judge.mock_server``: serve and print ``LISTENING <port>`` once bound."""
-    parser = argparse.ArgumentParser(prog="python -m judge.mock_server", description=__doc__.split("\n\n")[0])
+    """``python -m drscore.judge.mock.server``: serve and print ``LISTENING <port>`` once bound."""
+    parser = argparse.ArgumentParser(prog="python -m drscore.judge.mock.server", description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8089)
     add_config_arguments(parser)

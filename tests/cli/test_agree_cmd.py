@@ -115,17 +115,17 @@ def test_text_output_lists_every_figure(hand_case, capsys):
     assert re.search(r"^2\s+3\s+2\s+0\.000\s+0\.636\s+yes", text, re.M)  # per-task row
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--method", "nope"], "method 'nope' is not in"),
-    ([], "several methods (quality, redundancy)"),
-    (["--method", "quality", "--dimension", "depth"], "no human rows for depth"),
+@pytest.mark.parametrize("argv, message, status", [
+    (["--method", "nope"], "method 'nope' is not in", 1),
+    ([], "several methods (quality, redundancy)", 1),
+    (["--method", "quality", "--dimension", "depth"], "no human rows for depth", 1),
     (["--method", "redundancy", "--dimension", "clarity"],
-     "method 'redundancy' has no subscore 'clarity'"),
-    (["--method", "quality", "--scale-human", "0"], "must be positive"),
+     "method 'redundancy' has no subscore 'clarity'", 1),
+    (["--method", "quality", "--scale-human", "0"], "must be positive", 2),  # usage: a bad option value
 ])
-def test_errors_exit_2_with_a_clear_message(hand_case, capsys, argv, message):
+def test_errors_exit_with_a_clear_message(hand_case, capsys, argv, message, status):
     run, human = hand_case
-    assert drscore_main(["agree", "--human", str(human), "--run", str(run), *argv]) == 2
+    assert drscore_main(["agree", "--human", str(human), "--run", str(run), *argv]) == status
     assert message in capsys.readouterr().err
 
 
@@ -134,7 +134,7 @@ def test_no_common_items_says_what_the_ids_look_like(hand_case, tmp_path, capsys
     human = write_jsonl(tmp_path / "other.jsonl", [
         {"task_id": "task-1", "agent": "a", "rater": "r1", "score": 1}])
     assert drscore_main(["agree", "--human", str(human), "--run", str(run),
-                         "--method", "quality"]) == 2
+                         "--method", "quality"]) == 1
     err = capsys.readouterr().err
     assert "no (task_id, agent) item has both" in err
     assert "('1', 'a')" in err and "('task-1', 'a')" in err
@@ -142,9 +142,10 @@ def test_no_common_items_says_what_the_ids_look_like(hand_case, tmp_path, capsys
 
 def test_missing_inputs_are_reported(tmp_path, hand_case, capsys):
     run, human = hand_case
-    assert drscore_main(["agree", "--human", str(tmp_path / "none.jsonl"), "--run", str(run)]) == 2
+    # missing files are errors (1), not usage errors (2)
+    assert drscore_main(["agree", "--human", str(tmp_path / "none.jsonl"), "--run", str(run)]) == 1
     assert "human scores file not found" in capsys.readouterr().err
-    assert drscore_main(["agree", "--human", str(human), "--run", str(tmp_path / "nope")]) == 2
+    assert drscore_main(["agree", "--human", str(human), "--run", str(tmp_path / "nope")]) == 1
     assert "not a run directory" in capsys.readouterr().err
 
 

@@ -67,7 +67,7 @@ def test_shift_is_significant_noise_and_no_change_are_not(tmp_path, capsys):
 
 def test_compare_errors(tmp_path, capsys):
     write_jsonl(tmp_path / "a" / "scores.jsonl", rows_for({("1", "x"): 1.0}))
-    assert drscore_main(["compare", str(tmp_path / "a"), str(tmp_path / "missing")]) == 2
+    assert drscore_main(["compare", str(tmp_path / "a"), str(tmp_path / "missing")]) == 1  # an error, not usage
     assert "not a run directory" in capsys.readouterr().err
     assert drscore_main(["compare", str(tmp_path / "a"), str(tmp_path / "a"),
                          "--confidence", "95"]) == 2

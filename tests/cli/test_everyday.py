@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from drscore.cli import build_parser, main, walk
+from drscore.cli import build_cli, main, walk
+from drscore.commands._framework import help_text
 from drscore.commands.run import default_out_dir
 from drscore.engine.reporting.tables import leaderboard
 from drscore.engine.runtime.rundir_read import read_run_dir
@@ -148,32 +149,34 @@ def test_default_run_dirs_never_collide(tmp_path):
 
 
 def test_options_are_accepted_before_and_after_the_action(tmp_path, capsys):
-    for argv in (["cache", "stats", "--cache", str(tmp_path / "a")],
-                 ["cache", "--cache", str(tmp_path / "b"), "stats"]):
+    for name, argv in (("a", ["cache", "stats", "--cache", str(tmp_path / "a")]),
+                       ("b", ["cache", "--cache", str(tmp_path / "b"), "stats"])):
         assert main(argv) == 0
-    assert (tmp_path / "a" / "judge.sqlite").is_file() and (tmp_path / "b" / "judge.sqlite").is_file()
+        # the cache it read (cache stats only reads: an absent cache is reported empty, not created)
+        assert json.loads(capsys.readouterr().out)["path"] == str(tmp_path / name / "judge.sqlite")
+    assert not (tmp_path / "a" / "judge.sqlite").exists()
     for argv in (["pages", "stats", "--cache", str(tmp_path / "p")],
                  ["pages", "--cache", str(tmp_path / "q"), "stats"]):
         assert main(argv) == 0
     assert (tmp_path / "p" / "pages.sqlite").is_file() and (tmp_path / "q" / "pages.sqlite").is_file()
 
 
-def test_an_option_given_in_either_place_beats_the_environment(tmp_path, monkeypatch):
+def test_an_option_given_in_either_place_beats_the_environment(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("DRSCORE_CACHE", str(tmp_path / "env"))
-    for argv in (["cache", "stats", "--cache", str(tmp_path / "a")],
-                 ["cache", "--cache", str(tmp_path / "b"), "stats"],
-                 ["pages", "--cache", str(tmp_path / "c"), "stats"]):
+    for name, argv in (("a", ["cache", "stats", "--cache", str(tmp_path / "a")]),
+                       ("b", ["cache", "--cache", str(tmp_path / "b"), "stats"])):
         assert main(argv) == 0
+        assert json.loads(capsys.readouterr().out)["path"] == str(tmp_path / name / "judge.sqlite")
+    assert main(["pages", "--cache", str(tmp_path / "c"), "stats"]) == 0
     assert main(["pages", "stats"]) == 0  # nothing given: the environment's
-    assert (tmp_path / "a" / "judge.sqlite").is_file() and (tmp_path / "b" / "judge.sqlite").is_file()
     assert (tmp_path / "c" / "pages.sqlite").is_file() and (tmp_path / "env" / "pages.sqlite").is_file()
     assert not (tmp_path / "env" / "judge.sqlite").exists()
 
 
 def test_every_command_help_has_an_example():
     missing = []
-    for path, parser in walk(build_parser()):
-        text = parser.format_help()
+    for path, command, _ in walk(build_cli()):
+        text = help_text(command, path)
         if not re.search(r"^examples?:\n  drscore ", text, re.MULTILINE):
             missing.append(" ".join(path) or "drscore")
     assert missing == []

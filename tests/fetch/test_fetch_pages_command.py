@@ -1,7 +1,6 @@
-"""``drscore pages ...`` sub-commands, driven through argparse as the CLI does."""
+"""``drscore pages ...`` sub-commands, driven through the command line."""
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gzip
 import json
@@ -9,16 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from drscore.commands import pages
+from drscore.cli import main
 from drscore.fetch.content import content_hash
 from drscore.fetch.store import PageRecord, PageStore, StoredPage
 
 
 def run_cli(*argv: str) -> int:
-    parser = argparse.ArgumentParser(prog="drscore")
-    pages.register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(list(argv))
-    return args.func(args)
+    return main(list(argv))
 
 
 def seed(cache: Path, n: int) -> None:
@@ -51,9 +47,9 @@ def test_import_error_names_file_and_line(tmp_path: Path,
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"format": "drscore-pages", "version": 1, "exported_at": 1.0, '
                    '"tool": "drscore"}\n{"url": 3}\n')
-    assert run_cli("pages", "import", str(bad), "--cache", str(tmp_path / "c")) == 2
+    assert run_cli("pages", "import", str(bad), "--cache", str(tmp_path / "c")) == 1  # an error, not usage
     err = capsys.readouterr().err
-    assert f"{bad}:2:" in err and "drscore pages import: error" in err
+    assert f"{bad}:2:" in err and err.startswith("drscore: error: ")  # the one error prefix of every command
 
 
 def test_get_prints_status_and_text(server, tmp_path: Path,

@@ -1,7 +1,6 @@
 """judge.mock_server over real HTTP on 127.0.0.1 (aiohttp client)."""
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import hashlib
@@ -16,6 +15,7 @@ import msgspec
 import orjson
 import pytest
 
+from drscore.cli import main
 from drscore.commands import mock_judge as mock_judge_command
 from drscore.judge.mock.server import (
     MockConfig,
@@ -105,16 +105,14 @@ def test_config_validation_names_the_field() -> None:
 
 
 def test_cli_flags_map_to_config(capsys: pytest.CaptureFixture[str]) -> None:
-    parser = argparse.ArgumentParser(prog="drscore")
-    mock_judge_command.register(parser.add_subparsers())
-    args = parser.parse_args(["mock-judge", "--port", "0", "--rpm", "30", "--tpm", "9000", "--burst", "2",
-                              "--error-rate", "0.1", "--malformed-rate", "0.05", "--seed", "4",
-                              "--latency", "0.2", "--jitter", "0.1", "--model", "m1"])
-    cfg = mock_judge_command.config_from_args(args)
+    ctx = mock_judge_command.command.make_context(
+        "mock-judge", ["--port", "0", "--rpm", "30", "--tpm", "9000", "--burst", "2",
+                       "--error-rate", "0.1", "--malformed-rate", "0.05", "--seed", "4",
+                       "--latency", "0.2", "--jitter", "0.1", "--model", "m1"])
+    cfg = mock_judge_command.config_from_args(ctx.params)
     assert cfg == MockConfig(rpm=30, tpm=9000, burst=2, error_rate=0.1, malformed_rate=0.05, seed=4,
                              latency=0.2, jitter=0.1, model="m1")
-    bad = parser.parse_args(["mock-judge", "--error-rate", "2"])
-    assert bad.func(bad) == 2
+    assert main(["mock-judge", "--error-rate", "2"]) == 2  # a bad flag value: usage
     assert "error_rate must be within [0, 1]" in capsys.readouterr().err
 
 

@@ -2,7 +2,6 @@
 parameter" answer, --judge-param in the body and the cache key, unchanged keys otherwise."""
 from __future__ import annotations
 
-import argparse
 from typing import Annotated
 
 import msgspec
@@ -217,12 +216,11 @@ def test_cache_key_unchanged_for_models_that_worked_and_params_enter_it():
 
 
 def test_judge_param_flag_reaches_config(tmp_path):
-    from drscore.commands._common import add_judge_args, judge_config_from_args
+    from drscore.commands._common import judge_config_from_args
+    from drscore.commands.run import command as run_command
 
-    p = argparse.ArgumentParser()
-    add_judge_args(p)
-    args = p.parse_args(["--judge-param", "reasoning_effort=high", "--judge-param", "seed=7"])
-    jc = judge_config_from_args(args)
+    ctx = run_command.make_context("run", ["--judge-param", "reasoning_effort=high", "--judge-param", "seed=7"])
+    jc = judge_config_from_args(ctx.params)
     assert jc.params == {"reasoning_effort": "high", "seed": 7}
     from drscore.api import Run, RunConfig
 

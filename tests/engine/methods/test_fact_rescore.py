@@ -122,7 +122,7 @@ def test_scraped_import_with_a_bad_line_names_it_and_writes_nothing(tmp_path, ca
     scraped.write_bytes(orjson.dumps({"id": 1, "citations_deduped": {"https://a.example/x": {"url_content": "text"}}})
                         + b"\n" + b'{"id": 2, "citations_deduped": {"https://b.example/y": {"url_content": 5}}}\n')
     cache = tmp_path / "cache"
-    assert main(["pages", "import", str(scraped), "--cache", str(cache)]) == 2
+    assert main(["pages", "import", str(scraped), "--cache", str(cache)]) == 1  # an error, not usage
     assert f"{scraped}:2:" in capsys.readouterr().err
     assert main(["pages", "stats", "--cache", str(cache)]) == 0
     assert orjson.loads(capsys.readouterr().out)["pages"] == 0

@@ -2,12 +2,12 @@
 matching rules, and the ``drscore race rescore`` command."""
 from __future__ import annotations
 
-import argparse
 import io
 import json
 
 import pytest
 
+from drscore.cli import main
 from drscore.commands import race as race_cmd
 from drscore.engine.methods.race.criteria import DIMENSIONS, Criterion, TaskCriteria, load_criteria
 from drscore.engine.methods.race.rescore import (
@@ -261,13 +261,10 @@ def test_rescore_file_and_cli(tmp_path, capsys):
     assert out[0]["overall_score"] == pytest.approx(overall)
     assert out[0]["prompt"] == raw["51"]["prompt"]
 
-    # Through argparse, as `drscore race rescore` runs it.
-    parser = argparse.ArgumentParser()
-    race_cmd.register(parser.add_subparsers())
+    # Through the command line, as `drscore race rescore` runs it.
     dest = tmp_path / "raw_results.jsonl"
-    args = parser.parse_args(["race", "rescore", "--criteria", str(CRITERIA), "--judgements", str(judgements),
-                              "--out", str(dest), "--details"])
-    assert args.func(args) == 1  # bad lines were reported
+    assert main(["race", "rescore", "--criteria", str(CRITERIA), "--judgements", str(judgements),
+                 "--out", str(dest), "--details"]) == 1  # bad lines were reported
     err = capsys.readouterr().err
     assert f"{judgements}:2: malformed JSON" in err and "rescored 2 task(s), 3 bad line(s)" in err
     written = [json.loads(line) for line in dest.read_text(encoding="utf-8").splitlines()]
@@ -277,7 +274,7 @@ def test_rescore_file_and_cli(tmp_path, capsys):
     means = suite_means(rows)
     assert means["overall_score"] == pytest.approx((rows[0]["overall_score"] + rows[1]["overall_score"]) / 2)
 
-    args = parser.parse_args(["race", "rescore", "--criteria", str(tmp_path / "missing.jsonl"),
-                              "--judgements", str(judgements)])
-    assert args.func(args) == 2
+    # a missing file is an error (1), not a usage error (2)
+    assert main(["race", "rescore", "--criteria", str(tmp_path / "missing.jsonl"),
+                 "--judgements", str(judgements)]) == 1
     assert "criteria file not found" in capsys.readouterr().err

@@ -10,7 +10,8 @@ from drscore.engine.runtime.progress import Progress, estimate_eta, plain_line, 
 
 def snap(**kw):
     base = {"items_done": 10, "items_failed": 1, "calls": 50, "cache_hits": 7, "retries": 2, "rate_limited": 3,
-            "in_flight": 10, "waiting_for_quota": 6, "cost_usd": 1.25, "rpm": 0, "tpm": 0,
+            "in_flight": 10, "waiting_for_quota": 6,  # 10 slots held: 4 at the judge, 6 waiting for quota
+            "cost_usd": 1.25, "rpm": 0, "tpm": 0,
             "input_tokens": 0, "output_tokens": 0, "done_by_method": {"quality": 6, "race": 4}}
     base.update(kw)
     return base
