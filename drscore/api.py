@@ -35,6 +35,7 @@ from drscore.engine.runtime.redact import redact_url as redact_judge_url, regist
 from drscore.engine.runtime.rundir import RunWriter, open_run_dir
 from drscore.engine.runtime.runner import Runner
 from drscore.engine.runtime.thinking import ThinkingPolicy
+from drscore.engine.runtime.seen import SeenKeys
 from drscore.engine.stats.bootstrap import mean_ci
 from drscore.protocols import protocol
 
@@ -463,7 +464,7 @@ class Run:
 
     def _reports(self) -> Iterator[Report]:
         cfg = self.config
-        seen: dict[tuple[str, str], str] = {}  # one (task, agent) is scored once across all files
+        seen = SeenKeys()  # one (task, agent) is scored once across all files
         reports = itertools.chain.from_iterable(
             itertools.islice(iter_reports(p, fmt=cfg.format, agent=cfg.agent, tasks=self.tasks,
                                           errors=self.input_errors, seen=seen), cfg.limit or None)

@@ -1,7 +1,9 @@
 """Streaming aggregation of score rows into per (agent, method) summaries.
 
 Rows are folded in as they arrive, so a run over thousands of reports never holds them
-all: per agent x method, sums and the (task, score) pairs an interval needs. The caller
+all: per agent x method, sums and the (task, score) pairs an interval needs, kept
+compactly (a task index and a float in two typed arrays, 12 bytes a scored row, where a
+list of tuples took about 150). The caller
 may pass the interval (``drscore.api`` passes the bootstrap over tasks that ``drscore
 report`` and the terminal leaderboard use, so ``summary.json`` agrees with them); without
 one, a normal approximation is used.
@@ -9,9 +11,11 @@ one, a normal approximation is used.
 from __future__ import annotations
 
 import math
+from array import array
 from typing import Any, Callable, Sequence
 
 import msgspec
+import numpy as np
 
 from drscore.engine.runtime.models import ScoreRow
 from drscore.engine.runtime.pricing import sum_costs
@@ -38,12 +42,17 @@ class _Acc(msgspec.Struct):
     rows: int = 0
     sub_sum: dict[str, float] = {}
     sub_n: dict[str, int] = {}
-    scores: list[tuple[str, float]] = []  # (task_id, score), for an interval over tasks
+    # (task, score) of every scored row, for an interval over tasks: the task as an index
+    # into Aggregator._tasks (a run has far fewer tasks than rows, and ids repeat).
+    task_ix: array = msgspec.field(default_factory=lambda: array("i"))
+    scores: array = msgspec.field(default_factory=lambda: array("d"))
 
 
 class Aggregator:
     def __init__(self) -> None:
         self._acc: dict[tuple[str, str], _Acc] = {}
+        self._task_ix: dict[str, int] = {}
+        self._tasks: list[str] = []
 
     def add(self, row: ScoreRow) -> None:
         acc = self._acc.setdefault((row.agent, row.method), _Acc())
@@ -68,7 +77,12 @@ class Aggregator:
         acc.n += 1
         acc.total += row.score
         acc.total_sq += row.score * row.score
-        acc.scores.append((row.task_id, row.score))
+        ix = self._task_ix.get(row.task_id)
+        if ix is None:
+            ix = self._task_ix[row.task_id] = len(self._tasks)
+            self._tasks.append(row.task_id)
+        acc.task_ix.append(ix)
+        acc.scores.append(row.score)
         if row.coverage is not None:
             acc.coverage_sum += row.coverage
             acc.coverage_n += 1
@@ -83,11 +97,14 @@ class Aggregator:
         the scores in natural task order (numeric ids numerically); without it the CI is
         a normal approximation."""
         out = []
+        rank = self._task_ranks()
         for (agent, method), a in sorted(self._acc.items(), key=lambda kv: (kv[0][1], kv[0][0])):
             mean = a.total / a.n if a.n else None
             ci = None
             if interval is not None and a.n >= 2:
-                ci = interval([v for _, v in sorted(a.scores, key=lambda p: _task_order(p[0]))])
+                # natural task order; stable, so a task's rows keep their arrival order
+                order = np.argsort(rank[np.frombuffer(a.task_ix, dtype=np.int32)], kind="stable")
+                ci = interval(np.frombuffer(a.scores, dtype=float)[order].tolist())
             elif a.n >= 2 and mean is not None:
                 var = max(0.0, (a.total_sq - a.n * mean * mean) / (a.n - 1))
                 half = 1.96 * math.sqrt(var / a.n)
@@ -105,6 +122,14 @@ class Aggregator:
                 "mean_quota_wait_s": a.quota_wait_s / a.rows if a.rows else None,
             })
         return out
+
+
+    def _task_ranks(self) -> np.ndarray:
+        """Each task index's position in natural task order."""
+        rank = np.empty(len(self._tasks), dtype=np.int64)
+        for pos, ix in enumerate(sorted(range(len(self._tasks)), key=lambda i: _task_order(self._tasks[i]))):
+            rank[ix] = pos
+        return rank
 
 
 def _task_order(task_id: str) -> tuple[int, int | str]:
