@@ -212,6 +212,39 @@ def pick_redundancy_row(rows: Iterable[ScoreRow], task_id: str | None = None,
     return candidates[0]
 
 
+class RedundancyPicker:
+    """While rows stream past, keeps only the row :func:`pick_redundancy_row` would
+    choose, so the report never holds every row's pairs."""
+
+    def __init__(self, task_id: str | None = None, agent: str | None = None) -> None:
+        self.task_id, self.agent = task_id, agent
+        self.row: ScoreRow | None = None
+        self._key: tuple[Any, ...] | None = None
+
+    def see(self, row: ScoreRow) -> None:
+        if (self.task_id is not None and row.task_id != self.task_id) or (
+                self.agent is not None and row.agent != self.agent):
+            return
+        pairs = len(_pairs(row))
+        if not pairs:
+            return
+        key = (-pairs, row.method, natural_key(row.task_id), row.agent)
+        if self._key is None or key < self._key:
+            self.row, self._key = row, key
+
+
+def slim_row(row: ScoreRow) -> ScoreRow:
+    """The row without its bulky ``details`` (statements, pairs, claims), keeping the
+    citation outcome counts the report draws (:func:`citation_counts`)."""
+    if not row.details:
+        return row
+    slim: dict[str, Any] = {k: v for k, v in row.details.items() if k in OUTCOMES}
+    counts = row.details.get("counts")
+    if isinstance(counts, dict):
+        slim["counts"] = {k: v for k, v in counts.items() if k in OUTCOMES}
+    return msgspec.structs.replace(row, details=slim)
+
+
 def _pairs(row: ScoreRow) -> list[tuple[int, int, float | None, str]]:
     """Valid ``details["pairs"]`` entries as (i, j, score, kind); malformed ones dropped."""
     out = []
