@@ -24,17 +24,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _main(args: argparse.Namespace) -> int:
     from drscore.engine.runtime.rundir_read import RunDirError
-    from drscore.results import load_run, write_csv, write_parquet
+    from drscore.results import load_run
 
     try:
         run = load_run(args.dir)
     except RunDirError as exc:
         print(f"drscore export: error: {exc}", file=sys.stderr)
         return 2
-    records = run.rows if args.table == "rows" else run.verdicts
     out = args.out or args.dir / f"{args.table}.{args.format}"
-    try:
-        n = (write_csv if args.format == "csv" else write_parquet)(records, out)
+    try:  # chunk by chunk: a million-row run is never held whole
+        n = run.export_table(out, table=args.table, fmt=args.format)
     except ImportError as exc:
         print(f"drscore export: error: {exc}", file=sys.stderr)
         return 2
