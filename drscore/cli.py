@@ -58,7 +58,7 @@ EXAMPLES: dict[str, str] = {
     "race rescore": "drscore race rescore --criteria criteria.jsonl --judgements judgements.jsonl",
     "report": "drscore report runs/r1 && open runs/r1/report.html",
     "run": "drscore run --config run.toml --limit 10",
-    "view": "drscore view runs/r1 --open",
+    "view": "drscore view runs/r1 --port 8800",
     "tasks": "drscore tasks rank --tasks tasks.jsonl --judge-url URL --judge-model gpt-4.1",
     "tasks rank": "drscore tasks rank --tasks tasks.jsonl --rounds 3 --out ranked.jsonl",
     "tasks leakage": "drscore tasks leakage --tasks tasks.jsonl --out leakage.jsonl",
