@@ -27,7 +27,7 @@ import orjson
 from drscore.engine.runtime.models import ScoreRow
 
 INDEX_NAME = "view.sqlite"
-INDEX_VERSION = "1"
+INDEX_VERSION = "2"
 # Sortable columns: name in the API -> SQL expression. Numeric task ids sort numerically.
 SORTS: dict[str, tuple[str, ...]] = {
     "task": ("task_num IS NULL", "task_num", "task"), **{c: (c,) for c in (
@@ -43,8 +43,10 @@ CREATE TABLE IF NOT EXISTS rows (
     id INTEGER PRIMARY KEY, task TEXT NOT NULL, task_num INTEGER, agent TEXT NOT NULL,
     method TEXT NOT NULL, status TEXT NOT NULL, score REAL, coverage REAL, calls INTEGER,
     cache_hits INTEGER, input_tokens INTEGER, output_tokens INTEGER, reasoning_tokens INTEGER,
-    cached_input_tokens INTEGER, cost_usd REAL, latency_s REAL, errors INTEGER, body BLOB NOT NULL,
+    cached_input_tokens INTEGER, cost_usd REAL, latency_s REAL, errors INTEGER,
     UNIQUE (task, agent, method));
+-- the row as written, apart: sorting and counting scan only the narrow table above
+CREATE TABLE IF NOT EXISTS bodies (id INTEGER PRIMARY KEY, body BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS calls (
     task TEXT NOT NULL, agent TEXT NOT NULL, method TEXT NOT NULL, offset INTEGER NOT NULL,
     length INTEGER NOT NULL);
@@ -79,12 +81,14 @@ class ViewIndex:
         self._db = sqlite3.connect(self.path, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=OFF")  # a lost index is rebuilt from the run
-        self._db.executescript(_SCHEMA)
-        if self._meta("version") != INDEX_VERSION:
-            self._reset("scores")
-            self._reset("verdicts")
+        self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        if self._meta("version") != INDEX_VERSION:  # an index of another layout: start over
+            for table in ("rows", "bodies", "calls", "meta"):
+                self._db.execute(f"DROP TABLE IF EXISTS {table}")
+            self._db.executescript(_SCHEMA)
             self._set_meta("version", INDEX_VERSION)
             self._db.commit()
+        self._db.executescript(_SCHEMA)
 
     def close(self) -> None:
         with self._lock:
@@ -132,7 +136,7 @@ class ViewIndex:
         return added
 
     def _add_scores(self, lines: list[tuple[int, bytes]]) -> int:
-        values = []
+        values, bodies = [], []
         for _, line in lines:
             if not line.strip():
                 continue
@@ -143,17 +147,20 @@ class ViewIndex:
             values.append((r.task_id, int(r.task_id) if r.task_id.isdigit() and len(r.task_id) < 18 else None,
                            r.agent, r.method, r.status, _finite(r.score), _finite(r.coverage), r.calls,
                            r.cache_hits, r.input_tokens, r.output_tokens, r.reasoning_tokens,
-                           r.cached_input_tokens, r.cost_usd, r.latency_s, len(r.errors), line.strip()))
+                           r.cached_input_tokens, r.cost_usd, r.latency_s, len(r.errors)))
+            bodies.append((line.strip(), r.task_id, r.agent, r.method))
         # the last line of a (task, agent, method) wins, as in read_run_dir
         self._db.executemany(
             "INSERT INTO rows (task, task_num, agent, method, status, score, coverage, calls, cache_hits,"
-            " input_tokens, output_tokens, reasoning_tokens, cached_input_tokens, cost_usd, latency_s, errors,"
-            " body) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (task, agent, method) DO UPDATE SET"
+            " input_tokens, output_tokens, reasoning_tokens, cached_input_tokens, cost_usd, latency_s, errors)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (task, agent, method) DO UPDATE SET"
             " status=excluded.status, score=excluded.score, coverage=excluded.coverage, calls=excluded.calls,"
             " cache_hits=excluded.cache_hits, input_tokens=excluded.input_tokens,"
             " output_tokens=excluded.output_tokens, reasoning_tokens=excluded.reasoning_tokens,"
             " cached_input_tokens=excluded.cached_input_tokens, cost_usd=excluded.cost_usd,"
-            " latency_s=excluded.latency_s, errors=excluded.errors, body=excluded.body", values)
+            " latency_s=excluded.latency_s, errors=excluded.errors", values)
+        self._db.executemany("INSERT OR REPLACE INTO bodies (id, body) SELECT id, ? FROM rows"
+                             " WHERE task=? AND agent=? AND method=?", bodies)
         return len(values)
 
     def _add_calls(self, lines: list[tuple[int, bytes]]) -> int:
@@ -170,7 +177,8 @@ class ViewIndex:
         return len(values)
 
     def _reset(self, name: str) -> None:
-        self._db.execute("DELETE FROM rows" if name == "scores" else "DELETE FROM calls")
+        for table in (("rows", "bodies") if name == "scores" else ("calls",)):
+            self._db.execute(f"DELETE FROM {table}")
         self._db.execute("DELETE FROM meta WHERE key IN (?, ?)", (f"{name}_offset", f"{name}_inode"))
 
     def _meta(self, key: str) -> str | None:
@@ -222,8 +230,8 @@ class ViewIndex:
     def row(self, row_id: int) -> dict[str, Any] | None:
         """One row in full (its JSON as written) with its judge calls as recorded."""
         with self._lock:
-            found = self._db.execute("SELECT task, agent, method, body FROM rows WHERE id=?",
-                                     (row_id,)).fetchone()
+            found = self._db.execute("SELECT task, agent, method, body FROM rows JOIN bodies USING (id)"
+                                     " WHERE id=?", (row_id,)).fetchone()
             if found is None:
                 return None
             spots = self._db.execute("SELECT offset, length FROM calls WHERE task=? AND agent=? AND method=?"
