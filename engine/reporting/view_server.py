@@ -23,7 +23,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import sqlite3
 import sys
+import tempfile
 import webbrowser
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -32,7 +34,7 @@ import msgspec
 from aiohttp import web
 
 from drscore.engine.reporting import view_page
-from drscore.engine.reporting.view_index import PromptLookup, RowQuery, ViewIndex, default_cache_file
+from drscore.engine.reporting.view_index import INDEX_NAME, PromptLookup, RowQuery, ViewIndex, default_cache_file
 from drscore.engine.runtime.rundir import run_state
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
@@ -40,7 +42,6 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'se
 DEFAULT_PORT = 8765
 _INDEX_KEY = web.AppKey("index", ViewIndex)
 _PROMPTS_KEY = web.AppKey("prompts", PromptLookup)
-_CONFIG_KEY = web.AppKey("config", object)
 
 
 class ViewConfig(msgspec.Struct, kw_only=True):
@@ -165,12 +166,17 @@ class ViewServer:
         self._task: asyncio.Task[None] | None = None
         self._index: ViewIndex | None = None
         self._prompts: PromptLookup | None = None
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
 
     async def __aenter__(self) -> ViewServer:
         run_dir = Path(self.config.run_dir)
         if not (run_dir / "scores.jsonl").is_file():
             raise FileNotFoundError(f"{run_dir}: no scores.jsonl; is it the --out directory of `drscore run`?")
-        self._index = await asyncio.to_thread(ViewIndex, run_dir)
+        try:
+            self._index = await asyncio.to_thread(ViewIndex, run_dir)
+        except (sqlite3.Error, OSError):  # a read-only run directory: index in a temporary file
+            self._tmp = tempfile.TemporaryDirectory(prefix="drscore-view-")
+            self._index = await asyncio.to_thread(ViewIndex, run_dir, Path(self._tmp.name) / INDEX_NAME)
         self.built = await asyncio.to_thread(self._index.refresh)
         cache = Path(self.config.cache_file) if self.config.cache_file else default_cache_file(run_dir)
         self._prompts = PromptLookup(cache)
@@ -183,6 +189,10 @@ class ViewServer:
         self._task = asyncio.create_task(_follow(self._index, self.config.refresh_s))
         return self
 
+    @property
+    def index_path(self) -> Path | None:
+        return self._index.path if self._index is not None else None
+
     async def __aexit__(self, *exc: Any) -> None:
         if self._task is not None:
             self._task.cancel()
@@ -194,6 +204,8 @@ class ViewServer:
             self._prompts.close()
         if self._index is not None:
             self._index.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
 
 
 async def serve(config: ViewConfig) -> None:
@@ -203,7 +215,7 @@ async def serve(config: ViewConfig) -> None:
               "can read the run's reports, prompts and answers", file=sys.stderr)
     async with ViewServer(config) as server:
         print(f"indexed {server.built.get('scores', 0)} new score lines and {server.built.get('verdicts', 0)} "
-              f"new judge calls into {Path(config.run_dir) / 'view.sqlite'}", file=sys.stderr)
+              f"new judge calls into {server.index_path}", file=sys.stderr)
         print(f"serving {config.run_dir} at {server.url} (Ctrl-C to stop)", flush=True)
         if config.open_browser:
             webbrowser.open(server.url)

@@ -157,7 +157,7 @@ def bootstrap_ci(
 
 
 def mean_ci(
-    values: Sequence[float],
+    values: Sequence[float] | np.ndarray,
     *,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
