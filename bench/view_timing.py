@@ -4,6 +4,7 @@ A run of ``--rows`` reports (default 100,000; one method, quality, offline judge
 workload of :mod:`bench.scale`) is scored into a run directory, then:
 
 - ``drscore report`` on it in a fresh process: wall time, peak RSS, file sizes;
+- ``drscore export`` to CSV and to Parquet, each in a fresh process (chunked writing);
 - the view index: build time from scratch, size; first page (task order), the first page
   sorted by score over every row, a task-prefix filter, a row with its calls; each
   through HTTP from a running ``drscore view`` server (median of ``--repeat``);
@@ -65,6 +66,20 @@ def time_report(run_dir: Path) -> dict[str, Any]:
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     for name in ("report.html", "viewer.html", "leaderboard.md"):
         out[f"{name}_kb"] = round((run_dir / name).stat().st_size / 1024, 1)
+    return out
+
+
+def time_export(run_dir: Path, fmt: str) -> dict[str, Any]:
+    """`drscore export DIR --format FMT` in a fresh process: chunk by chunk, so its peak
+    RSS should not follow the size of scores.jsonl."""
+    out_file = run_dir / f"rows.{fmt}"
+    code = ("import json, resource, time\nfrom drscore.cli import main\nt0 = time.monotonic()\n"
+            f"rc = main(['export', {str(run_dir)!r}, '--format', {fmt!r}, '--out', {str(out_file)!r}])\n"
+            "print(json.dumps({'rc': rc, 'wall_s': round(time.monotonic() - t0, 2), "
+            "'peak_rss_mb': round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["file_mb"] = round(out_file.stat().st_size / 2**20, 1)
     return out
 
 
@@ -139,6 +154,8 @@ def main() -> None:
         result["scoring_s"] = round(time.monotonic() - t0, 1)
         result["scores_jsonl_mb"] = round((run_dir / "scores.jsonl").stat().st_size / 2**20, 1)
         result["report"] = time_report(run_dir)
+        result["export_csv"] = time_export(run_dir, "csv")
+        result["export_parquet"] = time_export(run_dir, "parquet")
         result["view"] = asyncio.run(time_view(run_dir, args.repeat))
     if args.browser_rows:
         with tempfile.TemporaryDirectory(prefix="drscore-view-") as tmp:
