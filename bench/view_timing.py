@@ -4,7 +4,8 @@ A run of ``--rows`` reports (default 100,000; one method, quality, offline judge
 workload of :mod:`bench.scale`) is scored into a run directory, then:
 
 - ``drscore report`` on it in a fresh process: wall time, peak RSS, file sizes;
-- ``drscore export`` to CSV and to Parquet, each in a fresh process (chunked writing);
+- ``drscore export`` to CSV and to Parquet, each in a fresh process (chunked writing), on
+  synthetic score files of ``--rows`` and 5 x ``--rows`` rows: flat memory means the same peak;
 - the view index: build time from scratch, size; first page (task order), the first page
   sorted by score over every row, a task-prefix filter, a row with its calls; each
   through HTTP from a running ``drscore view`` server (median of ``--repeat``);
@@ -83,6 +84,22 @@ def time_export(run_dir: Path, fmt: str) -> dict[str, Any]:
     return out
 
 
+def synthetic_scores(run_dir: Path, n: int) -> Path:
+    """A scores.jsonl of ``n`` quality-like rows (no judging), for the export check."""
+    import msgspec
+
+    from drscore.engine.runtime.models import ScoreRow
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    enc = msgspec.json.Encoder()
+    with open(run_dir / "scores.jsonl", "wb") as f:
+        for i in range(n):
+            f.write(enc.encode(ScoreRow(
+                task_id=f"t{i // 10}", agent=f"agent{i % 10}", method="quality", score=(i * 7919 % 1000) / 1000,
+                subscores={"coherence": 2.0, "clarity": 3.0}, details={"note": "y" * 300})) + b"\n")
+    return run_dir
+
+
 async def time_view(run_dir: Path, repeat: int) -> dict[str, Any]:
     from drscore.engine.reporting.view_index import INDEX_NAME, ViewIndex
     from drscore.engine.reporting.view_server import ViewConfig, ViewServer
@@ -154,9 +171,12 @@ def main() -> None:
         result["scoring_s"] = round(time.monotonic() - t0, 1)
         result["scores_jsonl_mb"] = round((run_dir / "scores.jsonl").stat().st_size / 2**20, 1)
         result["report"] = time_report(run_dir)
-        result["export_csv"] = time_export(run_dir, "csv")
-        result["export_parquet"] = time_export(run_dir, "parquet")
         result["view"] = asyncio.run(time_view(run_dir, args.repeat))
+    with tempfile.TemporaryDirectory(prefix="drscore-export-") as tmp:
+        # export memory against size: the same rows at n and 5n (synthetic, no judging)
+        for n in (args.rows, 5 * args.rows):
+            export_dir = synthetic_scores(Path(tmp) / str(n), n)
+            result[f"export_{n}_rows"] = {fmt: time_export(export_dir, fmt) for fmt in ("csv", "parquet")}
     if args.browser_rows:
         with tempfile.TemporaryDirectory(prefix="drscore-view-") as tmp:
             run_dir = score_run(Path(tmp), args.browser_rows)

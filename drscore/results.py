@@ -219,7 +219,7 @@ class RunResults:
         return keep, sorted(subs)
 
     def export_table(self, path: str | Path, *, table: str = "rows", fmt: str = "csv",
-                     chunk_size: int = 50_000) -> int:
+                     chunk_size: int = 10_000) -> int:
         """Write ``rows`` or ``verdicts`` as CSV or Parquet one chunk at a time; returns
         the number of records written. Parquet needs pyarrow (the pandas extra)."""
         if table not in ("rows", "verdicts") or fmt not in ("csv", "parquet"):
