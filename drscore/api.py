@@ -6,6 +6,7 @@ import contextlib
 import importlib.metadata
 import itertools
 import os
+import time
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -31,7 +32,7 @@ from drscore.engine.runtime.models import InputError, Report, ScoreRow, VerdictR
 from drscore.engine.runtime.paths import default_cache_dir
 from drscore.engine.runtime.pool import JudgePool
 from drscore.engine.runtime.pricing import PriceTable, known_cost, unknown_price_message
-from drscore.engine.runtime.redact import redact_url as redact_judge_url, register_url_secrets
+from drscore.engine.runtime.redact import endpoint_host, redact_url as redact_judge_url, register_url_secrets
 from drscore.engine.runtime.rundir import RunWriter, open_run_dir
 from drscore.engine.runtime.runner import Runner
 from drscore.engine.runtime.thinking import ThinkingPolicy
@@ -110,6 +111,9 @@ class RunConfig(msgspec.Struct, kw_only=True):
     # A published judge set-up (drscore.protocols: drb, drb-fact, reporteval, arena, rigorous):
     # its judge model, thinking budget, temperature and method options become defaults.
     protocol: str | None = None
+    # --samples K: ask every judge call K times (distinct requests, each cached) and keep
+    # the mean and spread per row; 1 = once, as always (engine.runtime.samples).
+    samples: int = 1
 
     def validate(self) -> None:
         """Every numeric setting (the judge's and the methods' too) in its range: a
@@ -149,6 +153,31 @@ def task_bootstrap_interval(values: Sequence[float]) -> list[float] | None:
     default resamples, seed 0 (``drscore report``'s defaults), so the numbers agree."""
     _, interval = mean_ci(values, seed=0)
     return interval.as_list() if interval else None
+
+
+def add_decisions(summary: dict[str, Any], rows: Sequence[ScoreRow], *, samples: int = 1) -> None:
+    """Add to a run summary what decides between its agents: each entry's
+    ``unranked_reason`` (engine.stats.rankable), ``decisions`` (the paired comparisons of
+    engine.stats.paired, seed 0, 1,000 resamples) and, with judge samples, ``judge_noise``
+    per method and agent (engine.stats.noise). ``drscore run`` and ``drscore merge`` use it."""
+    from drscore.engine.stats.noise import judge_noise
+    from drscore.engine.stats.paired import decide
+    from drscore.engine.stats.rankable import agent_reason
+
+    by_key: dict[tuple[str, str], list[ScoreRow]] = {}
+    for r in rows:
+        by_key.setdefault((r.method, r.agent), []).append(r)
+    for entry in summary.get("per_agent_method", []):
+        entry["unranked_reason"] = agent_reason(by_key.get((entry["method"], entry["agent"]), []))
+    summary["decisions"] = {m: msgspec.to_builtins(d) for m, d in decide(rows, seed=0).items()}
+    if samples > 1 or any(r.sample_scores for r in rows):  # how noisy the judge was
+        noise: dict[str, dict[str, Any]] = {}
+        for (method, agent), agent_rows in sorted(by_key.items()):
+            figures = judge_noise({r.task_id: [v for v in r.sample_scores if v is not None]
+                                   for r in agent_rows if r.sample_scores})
+            if figures is not None:
+                noise.setdefault(method, {})[agent] = msgspec.to_builtins(figures)
+        summary["judge_noise"] = noise
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
@@ -367,6 +396,7 @@ class Run:
         self.pages: Any = None
         self._cache: AnswerCache | None = None
         self._writer: RunWriter | None = None
+        self._started_at = time.time()
         # Said before scoring starts (the CLI prints them): e.g. a judge without a price.
         self.warnings: list[str] = []
         self.inputs: list[InputFile] = []
@@ -425,7 +455,8 @@ class Run:
             executor=executor, max_in_flight=cfg.max_in_flight or (
                 # Batch mode: items wait hours, not seconds, so many must be open at once for
                 # their calls to share a batch.
-                BATCH_ITEMS_IN_FLIGHT if cfg.judge.batch else max(32, 4 * cfg.judge.concurrency)))
+                BATCH_ITEMS_IN_FLIGHT if cfg.judge.batch else max(32, 4 * cfg.judge.concurrency)),
+            samples=cfg.samples)
 
     def _storage_failure(self) -> BaseException | None:
         """A cache or page store that failed mid-run: the run stops (the files are not
@@ -495,6 +526,8 @@ class Run:
                                            interval=task_bootstrap_interval)
         if self.config.shard:
             self.summary["shard"] = self.config.shard
+        # the bootstrap of every pair takes a moment on big runs: off the event loop
+        await asyncio.get_running_loop().run_in_executor(None, self._add_decisions)
         self.summary["inputs"] = msgspec.to_builtins(self.inputs)
         team = getattr(self.runner.pool, "team", None)
         if team is not None:
@@ -510,6 +543,19 @@ class Run:
         if self._writer is not None:
             self._writer.finish(self.summary)
             self._writer = None
+
+    def _add_decisions(self) -> None:
+        """The run's overview (date, version, judge, endpoint host), and what
+        :func:`add_decisions` adds, with the same seed and resamples as every interval."""
+        add_decisions(self.summary, self.runner.aggregate.light_rows(), samples=self.config.samples)
+        jc = self.config.judge
+        t = self.summary.get("totals", {})
+        self.summary["overview"] = {
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._started_at)),
+            "drscore_version": version(), "judge_model": jc.model or self.summary.get("judge"),
+            "endpoint_host": endpoint_host(jc.url) or "offline", "wall_time_s": t.get("wall_time_s"),
+            "cost_usd": t.get("cost_usd"), "cost_usd_uncached": t.get("cost_usd_uncached"),
+            "samples": self.config.samples}
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         try:

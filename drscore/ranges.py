@@ -76,6 +76,7 @@ RUN_RANGES = (
     Range("max_in_flight", "max_in_flight", 0, 10_000_000, integer=True),  # 0 = auto; no flag
     Range("limit", "--limit", 0, integer=True),  # 0 = all
     Range("seed", "--seed", -(2**63), 2**63 - 1, integer=True),
+    Range("samples", "--samples", 1, 100, integer=True),  # engine.runtime.samples.MAX_SAMPLES
 )
 
 __all__ = ["JUDGE_RANGES", "RUN_RANGES", "Range", "check", "check_all"]

@@ -39,31 +39,82 @@ def leaderboard_text(summary: dict[str, Any], rows: Iterable[ScoreRow] | BoardFo
 
 def _board_lines(summary: dict[str, Any], rows: Iterable[ScoreRow] | BoardFold, seed: int,
                  resamples: int | None) -> list[str]:
-    from drscore.engine.reporting.tables import comparison_note, leaderboard, task_sets_differ
+    from drscore.engine.reporting.tables import BoardFold, comparison_note, leaderboard, task_sets_differ
     from drscore.engine.stats.bootstrap import DEFAULT_RESAMPLES
 
     skipped = {(r["method"], r["agent"]): r.get("skipped", 0) for r in summary.get("per_agent_method", [])}
     board = leaderboard(rows, resamples=resamples or DEFAULT_RESAMPLES, seed=seed)
+    decisions = summary.get("decisions")
+    if decisions is None:  # a summary from before paired comparisons: compute them from the rows
+        import msgspec
+
+        from drscore.engine.stats.paired import decide
+
+        # (folded rows cannot be paired again; a `drscore run` summary always carries them)
+        decisions = {} if isinstance(rows, BoardFold) else {
+            m: msgspec.to_builtins(d) for m, d in decide(list(rows), seed=seed).items()}
     lines: list[str] = []
     for method in sorted(board):
         entries = board[method]
         differ = task_sets_differ(entries)
         lines.append(f"\n  {method}")
         shared_head = f"{'shared':>9}{'95% CI':>20}" if differ else ""
-        lines.append(f"    {'rank':<5}{'agent':<32}{'mean':>9}{'95% CI':>20}{shared_head}{'n':>6}{'failed':>8}"
-                     f"{'skipped':>9}{'cost $':>10}")
+        sd_head = f"{'judge sd':>9}" if any(e.samples > 1 for e in entries) else ""
+        lines.append(f"    {'rank':<5}{'agent':<32}{'mean':>9}{'95% CI':>20}{shared_head}{sd_head}{'n':>6}{'failed':>8}"
+                     f"{'skipped':>9}{'cost $':>10}{'uncached $':>12}{'judge s':>10}{'wait s':>10}")
         for e in entries:
             shared = ""
             if differ:
                 shared = f"{_fmt(e.shared_score):>9}{_ci(e.shared_ci_low, e.shared_ci_high):>20}"
+            sd = f"{_fmt(e.judge_sd, 4):>9}" if sd_head else ""
             lines.append(f"    {e.rank or '-'!s:<5}{terminal(e.agent)[:31]:<32}{_fmt(e.score):>9}{_ci(e.ci_low, e.ci_high):>20}"
-                         f"{shared}{e.tasks_scored:>6}{e.failed:>8}{skipped.get((method, e.agent), 0):>9}"
-                         f"{cost_text(e.cost_usd):>10}")
+                         f"{shared}{sd}{e.tasks_scored:>6}{e.failed:>8}{skipped.get((method, e.agent), 0):>9}"
+                         f"{cost_text(e.cost_usd):>10}{cost_text(e.cost_usd_uncached):>12}"
+                         f"{e.judge_s:>10.1f}{e.quota_wait_s:>10.1f}")
+        for e in entries:
+            if e.unranked_reason:
+                lines.append(f"    not ranked: {terminal(e.agent)} ({terminal(e.unranked_reason)})")
         note = comparison_note(entries)
         if note:
             lines.append(f"    note: {terminal(note)}")
+        lines += decision_lines(decisions.get(method))
         lines += _method_extras(summary, method)
     return lines
+
+
+def decision_lines(decision: dict[str, Any] | None, limit: int = 12) -> list[str]:
+    """The paired comparisons of one method (``summary["decisions"][method]``): each pair
+    as ``A - B: +0.31 [0.12, 0.50]`` with its p-values, then P(first)."""
+    if not decision or not decision.get("pairs"):
+        return []
+    pct = f"{decision.get('confidence', 0.95) * 100:g}%"
+    lines = [f"    paired differences on shared tasks ({pct} interval over tasks"
+             + (" and judge samples" if decision.get("samples", 1) > 1 else "")
+             + "; p Holm-adjusted over the pairs; * = differs):"]
+    pairs = decision["pairs"]
+    for p in pairs[:limit]:
+        if p.get("delta") is None:
+            lines.append(f"      {terminal(p['a'])} - {terminal(p['b'])}: no shared task")
+            continue
+        ci = f" [{p['ci'][0]:.2f}, {p['ci'][1]:.2f}]" if p.get("ci") else ""
+        pv = "" if p.get("p_holm") is None else f"  p {_p(p['p_value'])} (Holm {_p(p['p_holm'])})"
+        noise = "" if p.get("judge_noise_share") is None else f"  judge noise {p['judge_noise_share']:.0%}"
+        star = " *" if p.get("significant") else ""
+        lines.append(f"      {terminal(p['a'])} - {terminal(p['b'])}: {p['delta']:+.2f}{ci}{pv}  "
+                     f"n {p['n']}{noise}{star}")
+    if len(pairs) > limit:
+        lines.append(f"      ... and {len(pairs) - limit} more pairs (summary.json 'decisions')")
+    first = decision.get("p_first")
+    if first:
+        shown = ", ".join(f"{terminal(a)} {v:.2f}" for a, v in sorted(first.items(), key=lambda kv: -kv[1]))
+        lines.append(f"    P(ranks first, over the {decision.get('first_tasks')} tasks all scored): {shown}")
+    return lines
+
+
+def _p(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}" if value >= 0.001 else "<0.001"
 
 
 def _ci(low: float | None, high: float | None) -> str:
@@ -76,16 +127,27 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     for method in sorted({r["method"] for r in rows}):
         block = sorted((r for r in rows if r["method"] == method),
-                       key=lambda r: (r["mean"] is None, -(r["mean"] or 0.0)))
+                       key=lambda r: (r["mean"] is None or bool(r.get("unranked_reason")), -(r["mean"] or 0.0)))
         lines.append(f"\n  {method}")
         lines.append(f"    {'rank':<5}{'agent':<32}{'mean':>9}{'95% CI':>20}{'n':>6}{'failed':>8}{'skipped':>9}"
-                     f"{'cost $':>10}")
+                     f"{'cost $':>10}{'uncached $':>12}{'judge s':>10}{'wait s':>10}")
         for i, r in enumerate(block, 1):
             ci = f"[{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]" if r.get("ci95") else "-"
-            lines.append(f"    {i:<5}{terminal(r['agent'])[:31]:<32}{_fmt(r['mean']):>9}{ci:>20}{r['n']:>6}"
-                         f"{r['failed']:>8}{r.get('skipped', 0):>9}{cost_text(r['cost_usd']):>10}")
+            rank = "-" if r.get("unranked_reason") or r["mean"] is None else str(i)
+            lines.append(f"    {rank:<5}{terminal(r['agent'])[:31]:<32}{_fmt(r['mean']):>9}{ci:>20}{r['n']:>6}"
+                         f"{r['failed']:>8}{r.get('skipped', 0):>9}{cost_text(r['cost_usd']):>10}"
+                         f"{cost_text(r.get('cost_usd_uncached')):>12}{_seconds(r.get('judge_s')):>10}"
+                         f"{_seconds(r.get('quota_wait_s')):>10}")
+        for r in block:
+            if r.get("unranked_reason"):
+                lines.append(f"    not ranked: {terminal(r['agent'])} ({terminal(r['unranked_reason'])})")
+        lines += decision_lines((summary.get("decisions") or {}).get(method))
         lines += _method_extras(summary, method)
     return lines
+
+
+def _seconds(value: Any) -> str:
+    return "-" if not isinstance(value, (int, float)) else f"{value:.1f}"
 
 
 def _method_extras(summary: dict[str, Any], method: str) -> list[str]:
@@ -215,6 +277,10 @@ def dry_run_text(summary: dict[str, Any], price_model: str | None) -> str:
         lines.append(f"  warning: {unknown_price_message(t['price_unknown'])}")
     items = max(1, t["items"])
     lines.append(f"  {t['items']} report x method items; {t['planned_calls'] / items:.2f} calls per item")
+    samples = (summary.get("overview") or {}).get("samples", 1)
+    if samples > 1:
+        lines.append(f"  --samples {samples}: every judge call is asked {samples} times as distinct requests "
+                     "(counted above); answers already cached are not asked again")
     if t.get("priced_as") == "batch":
         lines.append("  priced at batch rates (--batch); answers arrive within the provider's 24h window")
     cached = t.get("planned_cached_input_tokens_estimate", 0)

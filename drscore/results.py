@@ -49,11 +49,15 @@ T = TypeVar("T")
 
 EXTRA_HINT = "pip install 'drscore[pandas]'"
 # The fixed columns of a flat score table, in order; subscores follow as ``sub.<name>``.
-ROW_COLUMNS = ("task_id", "agent", "method", "score", "status", "coverage", "judged", "expected", "errors",
-               "judge", "calls", "cache_hits", "input_tokens", "output_tokens", "reasoning_tokens", "cost_usd",
-               "latency_s")
+# Time is split honestly: judge_s (a call at the judge) and quota_wait_s (only waiting for
+# quota); latency_s is the item's elapsed time, which includes both. Money: cost_usd is
+# what was paid, cost_usd_uncached what the item would have cost alone.
+ROW_COLUMNS = ("task_id", "agent", "method", "score", "score_sd", "status", "coverage", "judged", "expected",
+               "errors", "judge", "calls", "cache_hits", "input_tokens", "cached_input_tokens", "output_tokens",
+               "reasoning_tokens", "cost_usd", "cost_usd_uncached", "judge_s", "quota_wait_s", "latency_s")
 VERDICT_COLUMNS = ("task_id", "agent", "method", "template", "label", "status", "cached", "error",
-                   "input_tokens", "output_tokens", "reasoning_tokens", "cost_usd", "latency_s", "key", "verdict")
+                   "input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens", "cost_usd",
+                   "cost_usd_uncached", "latency_s", "judge_sample", "key", "verdict")
 
 
 def _require(module: str, feature: str) -> Any:
@@ -106,6 +110,8 @@ def flat_row(row: ScoreRow) -> dict[str, Any]:
     out["errors"] = "; ".join(row.errors)
     for k, v in row.subscores.items():
         out[f"sub.{k}"] = v if v is None or math.isfinite(v) else None
+    for k, sd in row.subscore_sd.items():  # --samples K: the spread of each subscore
+        out[f"sd.{k}"] = sd if math.isfinite(sd) else None
     return out
 
 
@@ -121,6 +127,7 @@ class _RowKey(msgspec.Struct):
     agent: str = ""
     method: str = ""
     subscores: dict[str, Any] = {}
+    subscore_sd: dict[str, Any] = {}
 
 
 class RunResults:
@@ -196,7 +203,7 @@ class RunResults:
             yield chunk
 
     def _scan_rows(self) -> tuple[np.ndarray, list[str]]:
-        """(which decodable lines to keep, the subscore names in sorted order)."""
+        """(which decodable lines to keep, the extra columns (``sub.``/``sd.``) sorted)."""
         decoder = msgspec.json.Decoder(_RowKey)
         hashes: list[int] = []
         subs: set[str] = set()
@@ -207,7 +214,8 @@ class RunResults:
                 key = decoder.decode(line)
             except (msgspec.ValidationError, msgspec.DecodeError):
                 continue
-            subs.update(key.subscores)
+            subs.update(f"sub.{k}" for k in key.subscores)
+            subs.update(f"sd.{k}" for k in key.subscore_sd)
             digest = msgspec.json.encode([key.task_id, key.agent, key.method])
             hashes.append(hash(digest) & ((1 << 63) - 1))
         arr = np.asarray(hashes, dtype=np.int64)
@@ -226,7 +234,7 @@ class RunResults:
             raise ValueError("table must be rows|verdicts and fmt csv|parquet")
         if table == "rows":
             _, subs = self._scan_rows()
-            header = [*ROW_COLUMNS, *(f"sub.{s}" for s in subs)]
+            header = [*ROW_COLUMNS, *subs]  # as Records.header: fixed, then the extras sorted
             chunks: Iterator[list[dict[str, Any]]] = ([flat_row(r) for r in c] for c in self.iter_rows(chunk_size))
         else:
             header = list(VERDICT_COLUMNS)
@@ -238,6 +246,15 @@ class RunResults:
     def to_pandas(self) -> Any:
         """The score rows as a DataFrame (same as ``rows.to_pandas()``)."""
         return self.rows.to_pandas()
+
+    def decisions(self, *, resamples: int = 1000, seed: int = 0, confidence: float = 0.95) -> dict[str, Any]:
+        """Per method, the paired comparisons of its agents
+        (:class:`drscore.engine.stats.paired.MethodDecisions`): every pair's difference on
+        shared tasks with its interval, p and Holm-adjusted p, and P(ranks first). The
+        defaults are those of ``summary.json`` and the report, so the numbers agree."""
+        from drscore.engine.stats.paired import decide
+
+        return dict(decide(self.rows, resamples=resamples, seed=seed, confidence=confidence))
 
 
 def _write_csv_chunks(chunks: Iterator[list[dict[str, Any]]], header: list[str], path: Path) -> int:
@@ -253,6 +270,8 @@ def _write_csv_chunks(chunks: Iterator[list[dict[str, Any]]], header: list[str],
 
 
 _ARROW_TYPES = {"score": "float64", "coverage": "float64", "cost_usd": "float64", "latency_s": "float64",
+                "score_sd": "float64", "cost_usd_uncached": "float64", "judge_s": "float64",
+                "quota_wait_s": "float64", "cached_input_tokens": "int64", "judge_sample": "int64",
                 "judged": "int64", "expected": "int64", "calls": "int64", "cache_hits": "int64",
                 "input_tokens": "int64", "output_tokens": "int64", "reasoning_tokens": "int64",
                 "cached": "bool_"}
@@ -264,7 +283,7 @@ def _write_parquet_chunks(chunks: Iterator[list[dict[str, Any]]], header: list[s
     import pyarrow.parquet as pq
 
     # One schema for every chunk (a chunk without a subscore must not change the types).
-    schema = pa.schema([(c, pa.float64() if c.startswith("sub.") else
+    schema = pa.schema([(c, pa.float64() if c.startswith(("sub.", "sd.")) else
                          getattr(pa, _ARROW_TYPES.get(c, "string"))()) for c in header])
     n = 0
     with pq.ParquetWriter(str(path), schema) as writer:

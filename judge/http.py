@@ -32,9 +32,20 @@ _RETRYABLE = {408, 409, 425, 500, 502, 503, 504, 520, 522, 524, 529}
 _UNSUPPORTED = re.compile(
     r"unsupported (?:parameter|value|argument)|(?:unrecognized|unknown|unexpected) (?:request )?"
     r"(?:parameter|argument|field|key)|not supported|does not support|extra (?:inputs|fields) (?:are )?not permitted"
-    r"|extra_forbidden", re.IGNORECASE)
+    r"|extra_forbidden|unknown name \"", re.IGNORECASE)
 _MODEL_MISSING = re.compile(r"model\b.*\b(?:not found|does not exist|not exist|unknown|no such)|"
                             r"(?:unknown|invalid) model|model_not_found", re.IGNORECASE)
+# A prompt over the model's window, in each provider's words: OpenAI's code
+# context_length_exceeded and vLLM's "maximum context length is N tokens", Anthropic's
+# "prompt is too long", Gemini's "exceeds the maximum number of tokens", llama.cpp's
+# exceed_context_size_error.
+_CONTEXT = re.compile(r"context[_ ]length|maximum context|context (?:window|size)|prompt is too long|"
+                      r"exceeds the maximum number of tokens|too many (?:input )?tokens|exceed_context_size",
+                      re.IGNORECASE)
+# Azure's content filter (code content_filter, inner ResponsibleAIPolicyViolation) and
+# OpenAI's flagged prompts (code invalid_prompt: "flagged as potentially violating").
+_FILTERED = re.compile(r"content[_ ](?:management )?(?:filter|policy)|ResponsibleAIPolicyViolation|"
+                       r"safety (?:settings|filter)|blocked by (?:the )?(?:safety|content)", re.IGNORECASE)
 CONNECT_TIMEOUT_S = 10.0  # a TCP/TLS connection that takes longer is an unreachable host
 
 
@@ -42,8 +53,10 @@ def classify_status(status: int, body: bytes) -> tuple[str, str | None]:
     """``(kind, param)`` of an error status: 401/403 ``auth``; 404 ``model_not_found``
     (the body names a model) or ``not_found`` (the URL); 400/422 naming an unsupported
     parameter ``unsupported_parameter`` (with the parameter when the body says), one
-    naming an unknown model ``model_not_found``; other 4xx ``bad_request``; 429
-    ``rate_limit``; 5xx ``server_error``."""
+    naming an unknown model ``model_not_found``; a prompt over the model's window
+    ``context_length``, a content filter's refusal ``content_filter``, a flagged prompt
+    ``invalid_request`` (these three belong to the one request: ``judging.REQUEST_FAULTS``);
+    other 4xx ``bad_request``; 429 ``rate_limit``; 5xx ``server_error``."""
     if status == 429:
         return "rate_limit", None
     if status in (401, 403):
@@ -54,7 +67,14 @@ def classify_status(status: int, body: bytes) -> tuple[str, str | None]:
     if status == 404:
         return ("model_not_found" if _MODEL_MISSING.search(message) or code == "model_not_found"
                 else "not_found"), None
-    if status in (400, 422):
+    if status in (400, 413, 422):
+        # The request's own content first: a long prompt's message may also name a parameter.
+        if code in ("context_length_exceeded", "string_above_max_length") or _CONTEXT.search(message):
+            return "context_length", param
+        if code == "content_filter" or _FILTERED.search(message):
+            return "content_filter", param
+        if code == "invalid_prompt":
+            return "invalid_request", param
         if code in ("unsupported_parameter", "unsupported_value") or _UNSUPPORTED.search(message):
             return "unsupported_parameter", param
         if code == "model_not_found" or _MODEL_MISSING.search(message):
@@ -69,10 +89,14 @@ def _error_fields(body: bytes) -> tuple[str, str | None, str | None]:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError:
         return text, None, None
+    if isinstance(obj, list) and obj and isinstance(obj[0], dict):  # Gemini: [{"error": {...}}]
+        obj = obj[0]
     err = obj.get("error") if isinstance(obj, dict) else None
     if isinstance(err, dict):
         msg = err.get("message")
         code, param = err.get("code"), err.get("param")
+        if not isinstance(code, str):  # Gemini: "code": 400, "status": "INVALID_ARGUMENT"
+            code = err.get("status")
         return (msg if isinstance(msg, str) else text, code if isinstance(code, str) else None,
                 param if isinstance(param, str) else None)
     if isinstance(err, str):  # {"error": "..."} (Ollama, llama.cpp)
@@ -110,7 +134,8 @@ def status_error(status: int, raw: bytes, where: str, info: RateLimitInfo | None
     text = f"HTTP {status} from {where}: {excerpt(raw)}"
     if kind == "rate_limit":
         if info is not None and info.retry_after_s is None and not (info.reset_requests_s or info.reset_tokens_s):
-            info.retry_after_s = retry_after_from_text(_error_fields(raw)[0])
+            info.retry_after_s = retry_after_from_text(_error_fields(raw)[0]) or \
+                retry_after_from_text(raw[:4000].decode("utf-8", "replace"))
         return RateLimited(text, limits=info, kind=kind, status=status)
     if kind == "server_error" or status in _RETRYABLE:
         return TransientError(text, limits=info, kind="server_error", status=status)

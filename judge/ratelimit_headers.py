@@ -32,10 +32,17 @@ def parse_duration(value: str | None) -> float | None:
 _TRY_AGAIN = re.compile(r"(?:try again|retry) in\s+((?:\d+(?:\.\d+)?\s*(?:ms|h|m|s)\s*)+)", re.IGNORECASE)
 
 
+# Gemini says it only in the body: details [{"@type": ".../google.rpc.RetryInfo", "retryDelay": "24s"}].
+_RETRY_DELAY = re.compile(r'"retryDelay"\s*:\s*"(\d+(?:\.\d+)?)s"')
+
+
 def retry_after_from_text(text: str) -> float | None:
-    """Seconds from a "try again in 23h59m12s" phrase in an error body, if any."""
+    """Seconds from a "try again in 23h59m12s" phrase or a ``retryDelay`` in an error body, if any."""
     m = _TRY_AGAIN.search(text or "")
-    return parse_duration(m.group(1).replace(" ", "")) if m else None
+    if m:
+        return parse_duration(m.group(1).replace(" ", ""))
+    d = _RETRY_DELAY.search(text or "")
+    return float(d.group(1)) if d else None
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -62,14 +69,23 @@ def parse_rate_limit_headers(headers: Mapping[str, str]) -> RateLimitInfo:
     ``headers`` may be a case-insensitive mapping (aiohttp, httpx) or a plain dict."""
     h = headers if hasattr(headers, "getall") or hasattr(headers, "get_list") else \
         {k.lower(): v for k, v in headers.items()}
+    # Anthropic announces its quota in its own headers (anthropic-ratelimit-*, per minute).
+    limit_requests = _float(h.get("x-ratelimit-limit-requests")) or _float(h.get("anthropic-ratelimit-requests-limit"))
+    limit_tokens = _float(h.get("x-ratelimit-limit-tokens")) or _float(h.get("anthropic-ratelimit-tokens-limit"))
+    remaining_requests = _float(h.get("x-ratelimit-remaining-requests"))
+    if remaining_requests is None:
+        remaining_requests = _float(h.get("anthropic-ratelimit-requests-remaining"))
+    remaining_tokens = _float(h.get("x-ratelimit-remaining-tokens"))
+    if remaining_tokens is None:
+        remaining_tokens = _float(h.get("anthropic-ratelimit-tokens-remaining"))
     retry = _float(h.get("retry-after-ms"))
     retry_s = retry / 1000.0 if retry is not None else _retry_after(h.get("retry-after"))
     return RateLimitInfo(
         retry_after_s=retry_s,
-        limit_requests=_float(h.get("x-ratelimit-limit-requests")),
-        limit_tokens=_float(h.get("x-ratelimit-limit-tokens")),
-        remaining_requests=_float(h.get("x-ratelimit-remaining-requests")),
-        remaining_tokens=_float(h.get("x-ratelimit-remaining-tokens")),
+        limit_requests=limit_requests,
+        limit_tokens=limit_tokens,
+        remaining_requests=remaining_requests,
+        remaining_tokens=remaining_tokens,
         reset_requests_s=parse_duration(h.get("x-ratelimit-reset-requests")),
         reset_tokens_s=parse_duration(h.get("x-ratelimit-reset-tokens")),
     )

@@ -32,6 +32,7 @@ import msgspec
 import orjson
 
 from drscore.engine.runtime.judging import ChatRequest
+from drscore.engine.runtime.samples import request_seed
 from drscore.engine.runtime.thinking import CLAUDE_BUDGETS, family_of
 
 SCHEMA_OPEN, SCHEMA_CLOSE = "<json-schema>", "</json-schema>"
@@ -170,8 +171,9 @@ def request_body(req: ChatRequest, model: str, profile: WireProfile | None = Non
         body["temperature"] = req.temperature
     body["max_completion_tokens" if profile.completion_tokens else "max_tokens"] = req.max_tokens
     body.update(profile.thinking_fields())
-    if req.sample:
-        body["seed"] = req.sample  # distinct samples of one step must not look identical
+    seed = request_seed(req.sample, req.judge_sample)
+    if seed:
+        body["seed"] = seed  # distinct samples of one step (or of the judge, --samples) must not look identical
     if req.json_mode:
         body["response_format"] = {"type": "json_schema", "json_schema": {
             "name": req.schema_name, "schema": req.schema, "strict": True}}
@@ -192,6 +194,8 @@ def _error_fields(raw: bytes) -> tuple[str, str]:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return "", raw[:500].decode("utf-8", "replace")
+    if isinstance(obj, list) and obj and isinstance(obj[0], dict):  # Gemini: [{"error": {...}}]
+        obj = obj[0]
     err = obj.get("error") if isinstance(obj, dict) else None
     if isinstance(err, list) and err:  # some gateways wrap errors in a list
         err = err[0]

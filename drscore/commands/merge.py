@@ -6,7 +6,7 @@ import sys
 
 import orjson
 
-from drscore.api import method_instances, task_bootstrap_interval
+from drscore.api import add_decisions, method_instances, task_bootstrap_interval
 from drscore.engine.runtime.rundir_merge import MergeError, merge_runs
 from drscore.engine.runtime.rundir_read import RunDirError, read_run_dir
 from drscore.render import leaderboard_text
@@ -34,7 +34,8 @@ def _main(args: argparse.Namespace) -> int:
     try:
         config = read_run_dir(args.dirs[0]).config
         methods = method_instances(config.get("methods") or [], config.get("method_options") or {})
-        summary = merge_runs(args.dirs, args.out, interval=task_bootstrap_interval, methods=methods)
+        summary = merge_runs(args.dirs, args.out, interval=task_bootstrap_interval, methods=methods,
+                             extend=lambda s, rows: add_decisions(s, rows, samples=int(config.get("samples") or 1)))
     except (MergeError, RunDirError) as e:
         print(f"drscore merge: error: {e}", file=sys.stderr)
         return 1

@@ -38,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
             f"{name}={getattr(cfg, name)}" for name in ("rpm", "tpm", "burst", "latency", "jitter",
                                                          "error_rate", "malformed_rate", "seed",
                                                          "prefix_cache", "batch_delay", "reasoning_tokens",
-                                                         "reasoning_style"))
+                                                         "reasoning_style", "profile", "context_window",
+                                                         "poison_rate", "filter_word"))
         print(f"mock judge {cfg.model!r} ready ({limits}); stats at http://{args.host}:{port}/stats; "
               "Ctrl-C to stop", file=sys.stderr, flush=True)
 

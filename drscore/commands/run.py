@@ -61,6 +61,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a published judge set-up as defaults (judge model, thinking budget, temperature, method "
                         "options); flags given here override it; see docs/judges.md")
     p.add_argument("--seed", type=int, default=0, help="seed for every sampled step (default 0)")
+    p.add_argument("--samples", type=int, default=1, metavar="K",
+                   help="ask every judge call K times (distinct requests, each cached): rows get the mean and "
+                        "its spread (score_sd), intervals include the judge's noise (default 1; see docs/decisions.md)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--shard", metavar="K/N", help="score only part K of N of the reports (split by task id and "
                    "agent); join the parts with `drscore merge`")
@@ -114,7 +117,7 @@ def _config(args: argparse.Namespace) -> RunConfig:
                      method_options=options, allow_private_fetch=args.allow_private_fetch,
                      offline_pages=args.offline_pages, fetch_concurrency=args.fetch_concurrency,
                      limit=args.limit or 0, overwrite=args.overwrite, shard=args.shard,
-                     protocol=getattr(args, "protocol", None))
+                     protocol=getattr(args, "protocol", None), samples=args.samples)
 
 
 def default_out_dir(methods: list[str], root: Path = Path("runs"), now: float | None = None) -> Path:

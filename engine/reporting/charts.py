@@ -267,7 +267,7 @@ def cost_latency_chart(
     top.set_title(title, fontsize=10)
     top.grid(axis="y", alpha=0.3)
     bottom.bar(x, latency_s, color="#72b7b2")
-    bottom.set_ylabel("latency (s)")
+    bottom.set_ylabel("at the judge (s)")
     bottom.grid(axis="y", alpha=0.3)
     step = max(1, math.ceil(n / 40))
     rotation = 90 if n > 6 else 0  # few labels (methods) read better horizontally

@@ -22,7 +22,7 @@ import re
 import urllib.parse
 from typing import Any, Iterable, Sequence
 
-from drscore.engine.reporting import charts
+from drscore.engine.reporting import charts, decisions
 from drscore.engine.reporting.tables import (  # noqa: F401  (re-exported: the report's data API)
     OUTCOMES, LeaderboardRow, _fmt, _judges, _offline, _pairs, _units, citation_counts, comparison_note,
     cost_by, dimension_names, leaderboard, leaderboard_csv, leaderboard_markdown, pick_redundancy_row,
@@ -50,6 +50,7 @@ h3{font-size:1.05rem;margin-top:1.4rem}
 table{border-collapse:collapse;margin:.6rem 0;font-size:.88rem}
 th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:right}
 th{background:#f4f4f4}td.l,th.l{text-align:left}
+td.sig{background:#e3f2e1}
 .note{background:#fff8e1;border-left:4px solid #edae49;padding:.5rem .8rem}
 .nodata{color:#777;font-style:italic}
 figure.chart{margin:.8rem 0;overflow-x:auto}figure.chart svg{max-width:100%;height:auto}
@@ -134,11 +135,13 @@ def render_html(
         _unfinished(run),
         _section_header(run, confidence, resamples, seed),
         _section_leaderboard(board, ids, confidence, viewer),
+        decisions.section_decisions(run, board, confidence=confidence, resamples=resamples, seed=seed),
         _section_dimensions(board, ids),
         _section_heatmaps(run, ids),
         _section_redundancy(redundancy_row, ids),
         _section_citations(run, ids),
         _section_cost(run, ids),
+        decisions.section_time_money(board),
         _section_problems(run),
         _section_config(run),
         "</body></html>",
@@ -163,6 +166,7 @@ def _section_header(run: RunDir, confidence: float, resamples: int, seed: int) -
         ("score rows", len(run.scores)),
         ("intervals", f"{confidence * 100:g}% percentile bootstrap over tasks, "
                       f"{resamples} resamples, seed {seed}"),
+        *decisions.overview_facts(run),
     ])]
     if _offline(run):
         out.insert(0, '<p class="note">Scored by the <b>offline judge</b>: a deterministic '
@@ -194,7 +198,7 @@ def _section_leaderboard(board: dict[str, list[LeaderboardRow]], ids: _Ids,
             ["agent", "rank", "score", f"{pct} CI",
              *(("shared mean", f"shared {pct} CI") if differ else ()),
              "tasks", "coverage", "failed", "partial"],
-            [(e.agent, e.rank or "–", _fmt(e.score), _ci(e.ci_low, e.ci_high),
+            [(e.agent, e.rank or (f"not ranked: {e.unranked_reason}" if e.unranked_reason else "–"), _fmt(e.score), _ci(e.ci_low, e.ci_high),
               *((_fmt(e.shared_score), _ci(e.shared_ci_low, e.shared_ci_high)) if differ else ()),
               f"{e.tasks_scored}/{e.tasks_total}", _fmt(e.coverage, 2), e.failed, e.partial)
              for e in entries]))
@@ -343,10 +347,11 @@ def _section_cost(run: RunDir, ids: _Ids) -> str:
         out.append(_nodata("the run has no score rows"))
         out.append("</section>")
         return "".join(out)
-    out.append("<p>Judge cost and latency summed over the score rows (a cache hit costs "
-               "nothing). Latency is the sum of the rows' judge latencies, not wall time.</p>")
+    out.append("<p>Judge cost and time summed over the score rows (a cache hit costs "
+               "nothing; 'uncached' is what the rows would have cost alone). Time is split into time "
+               "with a call at the judge and time only waiting for quota; neither is wall time.</p>")
     headers = ["reports", "calls", "cache hits", "input tokens", "output tokens",
-               "cost (USD)", "latency (s)"]
+               "cost (USD)", "uncached (USD)", "at the judge (s)", "waiting (s)"]
     for key, label in (("method", "method"), ("task_id", "task")):
         groups = cost_by(run.scores, key)
         cid = ids("cost", label)
@@ -359,12 +364,13 @@ def _section_cost(run: RunDir, ids: _Ids) -> str:
                        "(then the slowest); `drscore view` lists every row.</p>")
         out.append(_chart(cid, charts.cost_latency_chart(
             cid, f"cost and latency per {label}", [g for g, _ in groups],
-            [v["cost_usd"] or 0.0 for _, v in groups], [v["latency_s"] or 0.0 for _, v in groups]),
-            f"Judge cost (USD) and summed latency (s) per {label}."))
+            [v["cost_usd"] or 0.0 for _, v in groups], [v["judge_s"] or 0.0 for _, v in groups]),
+            f"Judge cost (USD) and summed time at the judge (s) per {label}."))
         table = _table([label, *headers], [
             (g, int(v["reports"] or 0), int(v["calls"] or 0), int(v["cache_hits"] or 0),
              int(v["input_tokens"] or 0), int(v["output_tokens"] or 0), cost_text(v["cost_usd"]),
-             f"{v['latency_s'] or 0.0:.2f}") for g, v in groups])
+             cost_text(v["cost_usd_uncached"]), f"{v['judge_s'] or 0.0:.2f}",
+             f"{v['quota_wait_s'] or 0.0:.2f}") for g, v in groups])
         if len(groups) > 12:  # long per-task tables fold away under the chart
             table = f"<details><summary>table ({len(groups)} rows)</summary>{table}</details>"
         out.append(table)

@@ -20,6 +20,7 @@ import msgspec
 import numpy as np
 
 from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, mean_ci
+from drscore.engine.stats.rankable import reason_from_counts
 from drscore.engine.runtime.escape import csv_cell, markdown_cell
 from drscore.engine.runtime.models import ScoreRow
 from drscore.engine.runtime.pricing import cost_text, sum_costs
@@ -67,6 +68,19 @@ class LeaderboardRow(msgspec.Struct, kw_only=True):
     shared_score: float | None = None
     shared_ci_low: float | None = None
     shared_ci_high: float | None = None
+    # Honest time and money (summed over the rows): time with a call at the judge and time
+    # only waiting for quota, instead of latency_s, which mixes them; what the rows would
+    # have cost alone (no prompt cache, no answer shared with another agent or run).
+    judge_s: float = 0.0
+    quota_wait_s: float = 0.0
+    cost_usd_uncached: float | None = 0.0
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
+    # Shown but not ranked, and why (engine.stats.rankable); None when ranked normally.
+    unranked_reason: str | None = None
+    # --samples K: K, and the typical spread of one report's score across the samples
+    samples: int = 1
+    judge_sd: float | None = None
 
 
 def task_sets_differ(entries: Sequence[LeaderboardRow]) -> bool:
@@ -107,6 +121,18 @@ class _Cell(msgspec.Struct):
     output_tokens: int = 0
     cost_usd: float | None = 0.0
     latency_s: float = 0.0
+    judge_s: float = 0.0
+    quota_wait_s: float = 0.0
+    cost_usd_uncached: float | None = 0.0
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
+    samples: int = 1
+    sd_sq_sum: float = 0.0  # judge samples: squares of the rows' score_sd
+    sd_n: int = 0
+    # the rank rules (engine.stats.rankable): scored rows, partial ones, coverage-0 ones
+    scored: int = 0
+    scored_partial: int = 0
+    scored_zero: int = 0
     judges: set[str] = msgspec.field(default_factory=set)
     sub_sum: dict[str, float] = {}
     sub_n: dict[str, int] = {}
@@ -146,6 +172,21 @@ class BoardFold:
         cell.output_tokens += row.output_tokens
         cell.cost_usd = sum_costs((cell.cost_usd, row.cost_usd))
         cell.latency_s += row.latency_s
+        cell.judge_s += row.judge_s
+        cell.quota_wait_s += row.quota_wait_s
+        cell.cost_usd_uncached = sum_costs((cell.cost_usd_uncached, row.cost_usd_uncached))
+        cell.cached_input_tokens += row.cached_input_tokens
+        cell.reasoning_tokens += row.reasoning_tokens
+        cell.samples = max(cell.samples, len(row.sample_scores))
+        if row.score_sd is not None:
+            cell.sd_sq_sum += row.score_sd * row.score_sd
+            cell.sd_n += 1
+        if row.score is not None:
+            cell.scored += 1
+            if row.coverage is not None and row.coverage <= 0.0:
+                cell.scored_zero += 1
+            elif row.status == "partial":
+                cell.scored_partial += 1
         if row.judge:
             cell.judges.add(row.judge)
         order = natural_key(row.task_id)
@@ -191,6 +232,9 @@ class BoardFold:
                     values = scores[np.isin(tasks, keep)]
                     e.shared_score, ci = mean_ci(values, resamples=resamples, seed=seed, confidence=confidence)
                     e.shared_ci_low, e.shared_ci_high = (ci.low, ci.high) if ci else (None, None)
+            for e in entries:
+                cell = by_agent[e.agent]
+                e.unranked_reason = reason_from_counts(cell.scored, cell.scored_partial, cell.scored_zero)
             _rank(entries, differ and any(e.shared_score is not None for e in entries))
             board[method] = entries
         return board
@@ -209,12 +253,17 @@ def _board_entry(method: str, agent: str, cell: _Cell, values: np.ndarray, resam
         input_tokens=cell.input_tokens, output_tokens=cell.output_tokens, cost_usd=cell.cost_usd,
         latency_s=cell.latency_s, judge=", ".join(sorted(cell.judges)),
         subscores={k: (cell.sub_sum[k] / cell.sub_n[k] if cell.sub_n[k] else None) for k in subs},
+        judge_s=cell.judge_s, quota_wait_s=cell.quota_wait_s, cost_usd_uncached=cell.cost_usd_uncached,
+        cached_input_tokens=cell.cached_input_tokens, reasoning_tokens=cell.reasoning_tokens,
+        samples=cell.samples, judge_sd=math.sqrt(cell.sd_sq_sum / cell.sd_n) if cell.sd_n else None,
     )
 
 
 def _rank(entries: list[LeaderboardRow], use_shared: bool) -> None:
     """Sort best first and give competition ranks (equal scores share a rank)."""
     def key(e: LeaderboardRow) -> float | None:
+        if e.unranked_reason is not None:
+            return None  # shown, after the ranked agents, with its reason
         return e.shared_score if use_shared else e.score
 
     entries.sort(key=lambda e: (key(e) is None, -(key(e) or 0.0), e.agent))
@@ -374,10 +423,12 @@ def cost_by(rows: Iterable[ScoreRow], key: str) -> list[tuple[str, dict[str, flo
     acc: dict[str, dict[str, float | None]] = {}
     for row in rows:
         slot = acc.setdefault(getattr(row, key), dict.fromkeys(
-            ("reports", "cost_usd", "latency_s", "calls", "cache_hits", "input_tokens",
-             "output_tokens"), 0.0))
+            ("reports", "cost_usd", "cost_usd_uncached", "latency_s", "judge_s", "quota_wait_s", "calls",
+             "cache_hits", "input_tokens", "output_tokens"), 0.0))
         slot["cost_usd"] = sum_costs((slot["cost_usd"], row.cost_usd))
-        for name, value in (("reports", 1), ("latency_s", row.latency_s), ("calls", row.calls),
+        slot["cost_usd_uncached"] = sum_costs((slot["cost_usd_uncached"], row.cost_usd_uncached))
+        for name, value in (("reports", 1), ("latency_s", row.latency_s), ("judge_s", row.judge_s),
+                            ("quota_wait_s", row.quota_wait_s), ("calls", row.calls),
                             ("cache_hits", row.cache_hits), ("input_tokens", row.input_tokens),
                             ("output_tokens", row.output_tokens)):
             slot[name] = (slot[name] or 0.0) + value
@@ -447,6 +498,9 @@ def leaderboard_markdown(run: RunDir, board: dict[str, list[LeaderboardRow]], *,
         note = comparison_note(entries)
         if note:
             lines += ["", f"> {note}"]
+        for e in entries:  # shown, not ranked (engine.stats.rankable)
+            if e.unranked_reason:
+                lines += ["", f"> not ranked: {_md(e.agent)} ({_md(e.unranked_reason)})"]
         subs = list(dict.fromkeys(k for e in entries for k in e.subscores))
         if subs:
             lines += ["", "Subscores (mean over tasks):", "",
@@ -476,8 +530,10 @@ def leaderboard_csv(board: dict[str, list[LeaderboardRow]]) -> str:
     subs = sorted({k for entries in board.values() for e in entries for k in e.subscores})
     fields = ["method", "rank", "agent", "score", "ci_low", "ci_high", "tasks_scored",
               "tasks_total", "coverage", "failed", "partial", "calls", "cache_hits",
-              "input_tokens", "output_tokens", "cost_usd", "latency_s", "judge",
-              "shared_tasks", "shared_score", "shared_ci_low", "shared_ci_high"]
+              "input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens", "cost_usd",
+              "cost_usd_uncached", "judge_s", "quota_wait_s", "judge",
+              "shared_tasks", "shared_score", "shared_ci_low", "shared_ci_high", "samples", "judge_sd",
+              "unranked_reason"]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(fields + [f"sub.{s}" for s in subs])

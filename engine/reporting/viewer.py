@@ -88,7 +88,7 @@ def viewer_data(rows: list[ScoreRow], verdicts: Iterable[VerdictRecord | InputEr
                          rec.input_tokens, rec.output_tokens, _num(rec.cost_usd, 8), _num(rec.latency_s, 4),
                          rec.error or "", rec.verdict, rec.inputs or {}, rec.reasoning_tokens])
     col: dict[str, list[Any]] = {k: [] for k in ("t", "a", "m", "st", "s", "cov", "n", "hit", "cost", "lat",
-                                                 "err")}
+                                                 "wait", "err")}
     detail: list[str] = []
     call_text: list[str] = []
     for i, r in enumerate(rows):
@@ -101,12 +101,17 @@ def viewer_data(rows: list[ScoreRow], verdicts: Iterable[VerdictRecord | InputEr
         col["n"].append(r.calls)
         col["hit"].append(r.cache_hits)
         col["cost"].append(_num(r.cost_usd, 8))
-        col["lat"].append(_num(r.latency_s, 3))
+        # time at the judge and time only waiting for quota, apart (latency_s mixes them)
+        col["lat"].append(_num(r.judge_s, 3))
+        col["wait"].append(_num(r.quota_wait_s, 3))
         col["err"].append(len(r.errors))
         detail.append(json.dumps({
             "subscores": {k: _num(v) for k, v in r.subscores.items()},
             "errors": r.errors[:MAX_ERRORS_PER_ROW], "judged": r.judged, "expected": r.expected,
             "judge": r.judge, "tokens": [r.input_tokens, r.output_tokens, r.reasoning_tokens],
+            "honest": {"cached_input_tokens": r.cached_input_tokens, "cost_usd_uncached": _num(r.cost_usd_uncached, 8),
+                       "latency_s": _num(r.latency_s, 3), "score_sd": _num(r.score_sd),
+                       "sample_scores": [_num(v) for v in r.sample_scores]},
             "details": _clip_details(r.details)}, ensure_ascii=False, separators=(",", ":"), default=str))
         call_text.append(json.dumps({"calls": calls.get(i, []), "dropped": dropped.get(i, 0)},
                                     ensure_ascii=False, separators=(",", ":"), default=str))
@@ -206,7 +211,7 @@ function drawRows() {
       el("td", {class: "n"}, fmt(R.s[i])), el("td", {class: "st-" + S[R.st[i]]}, S[R.st[i]]),
       el("td", {class: "n"}, fmt(R.cov[i], 2)), el("td", {class: "n"}, R.n[i]), el("td", {class: "n"}, R.hit[i]),
       el("td", {class: "n"}, R.cost[i] === null ? "unknown" : fmt(R.cost[i], 4)), el("td", {class: "n"}, fmt(R.lat[i], 2)),
-      el("td", {class: "n"}, R.err[i]));
+      el("td", {class: "n"}, fmt(R.wait[i], 2)), el("td", {class: "n"}, R.err[i]));
     frag.append(tr);
   }
   body.replaceChildren(frag);
@@ -262,7 +267,8 @@ function openPanel(i) {
   const facts = table([{score: R.s[i], status: S[R.st[i]], coverage: R.cov[i], judged: det.judged,
     expected: det.expected, calls: R.n[i], cache_hits: R.hit[i], input_tokens: det.tokens[0],
     output_tokens: det.tokens[1], reasoning_tokens: det.tokens[2] ?? 0,
-    cost_usd: R.cost[i] === null ? "unknown" : R.cost[i], latency_s: R.lat[i], judge: det.judge}]);
+    cost_usd: R.cost[i] === null ? "unknown" : R.cost[i], judge_s: R.lat[i], quota_wait_s: R.wait[i],
+    judge: det.judge, ...(det.honest || {})}]);
   const parts = [head, facts];
   if (Object.keys(det.subscores).length) parts.push(el("h3", {}, "subscores"),
     table(Object.entries(det.subscores).map(([k, v]) => ({subscore: k, value: v}))));
@@ -363,7 +369,7 @@ def render_viewer(run: RunDir, verdicts: Iterable[VerdictRecord | InputError], *
         '<label>task<input id="f-task" type="search" placeholder="task id"></label>'
         '<span id="count" class="muted"></span></div>',
         '<table id="rows"><thead><tr><th>task</th><th>agent</th><th>method</th><th>score</th><th>status</th>'
-        "<th>coverage</th><th>calls</th><th>cache hits</th><th>cost $</th><th>latency s</th><th>errors</th>"
+        "<th>coverage</th><th>calls</th><th>cache hits</th><th>cost $</th><th>judge s</th><th>wait s</th><th>errors</th>"
         "</tr></thead><tbody></tbody></table>",
         '<button id="more" hidden>show more</button>',
         '<section id="panel" hidden></section>',

@@ -46,6 +46,17 @@ class _Acc(msgspec.Struct):
     # into Aggregator._tasks (a run has far fewer tasks than rows, and ids repeat).
     task_ix: array = msgspec.field(default_factory=lambda: array("i"))
     scores: array = msgspec.field(default_factory=lambda: array("d"))
+    # What the paired comparisons and the rank rules need of each row (no details), kept
+    # compactly (21 bytes a row): task index, score and coverage (NaN for none), status
+    # code; the judge samples only of the rows that have them. light_rows() rebuilds rows.
+    light_task: array = msgspec.field(default_factory=lambda: array("i"))
+    light_score: array = msgspec.field(default_factory=lambda: array("d"))
+    light_cov: array = msgspec.field(default_factory=lambda: array("d"))
+    light_status: array = msgspec.field(default_factory=lambda: array("b"))
+    light_samples: dict[int, list[float | None]] = {}
+    sd_sq_sum: float = 0.0  # judge samples: sum of the rows' score variance across samples
+    sd_n: int = 0
+    samples: int = 1
 
 
 class Aggregator:
@@ -53,6 +64,15 @@ class Aggregator:
         self._acc: dict[tuple[str, str], _Acc] = {}
         self._task_ix: dict[str, int] = {}
         self._tasks: list[str] = []
+        self._status_ix: dict[str, int] = {}
+        self._statuses: list[str] = []
+
+    def _task(self, task_id: str) -> int:
+        ix = self._task_ix.get(task_id)
+        if ix is None:
+            ix = self._task_ix[task_id] = len(self._tasks)
+            self._tasks.append(task_id)
+        return ix
 
     def add(self, row: ScoreRow) -> None:
         acc = self._acc.setdefault((row.agent, row.method), _Acc())
@@ -66,6 +86,20 @@ class Aggregator:
         acc.judge_s += row.judge_s
         acc.quota_wait_s += row.quota_wait_s
         acc.reasoning_tokens += row.reasoning_tokens
+        status = self._status_ix.get(row.status)
+        if status is None:
+            status = self._status_ix[row.status] = len(self._statuses)
+            self._statuses.append(row.status)
+        if row.sample_scores:
+            acc.light_samples[len(acc.light_task)] = list(row.sample_scores)
+        acc.light_task.append(self._task(row.task_id))
+        acc.light_score.append(math.nan if row.score is None else row.score)
+        acc.light_cov.append(math.nan if row.coverage is None else row.coverage)
+        acc.light_status.append(status)
+        acc.samples = max(acc.samples, len(row.sample_scores))
+        if row.score_sd is not None:
+            acc.sd_sq_sum += row.score_sd * row.score_sd
+            acc.sd_n += 1
         if row.status == "skipped":
             acc.skipped += 1
             return
@@ -77,11 +111,7 @@ class Aggregator:
         acc.n += 1
         acc.total += row.score
         acc.total_sq += row.score * row.score
-        ix = self._task_ix.get(row.task_id)
-        if ix is None:
-            ix = self._task_ix[row.task_id] = len(self._tasks)
-            self._tasks.append(row.task_id)
-        acc.task_ix.append(ix)
+        acc.task_ix.append(self._task(row.task_id))
         acc.scores.append(row.score)
         if row.coverage is not None:
             acc.coverage_sum += row.coverage
@@ -120,7 +150,25 @@ class Aggregator:
                 "cached_input_tokens": a.cached_input_tokens, "cost_usd_uncached": _round(a.cost_usd_uncached),
                 "mean_judge_s": a.judge_s / a.rows if a.rows else None,
                 "mean_quota_wait_s": a.quota_wait_s / a.rows if a.rows else None,
+                "judge_s": round(a.judge_s, 4), "quota_wait_s": round(a.quota_wait_s, 4),
+                "samples": a.samples,
+                # the typical spread of one report's score across judge samples (root mean square)
+                "judge_sd": math.sqrt(a.sd_sq_sum / a.sd_n) if a.sd_n else None,
             })
+        return out
+
+    def light_rows(self) -> list[ScoreRow]:
+        """Every row so far with only its task, agent, method, score, coverage, status and
+        judge samples: what paired comparisons and rank rules read (built on demand from
+        the compact arrays)."""
+        out = []
+        for (agent, method), acc in self._acc.items():
+            for i, (t, score, cov, status) in enumerate(zip(acc.light_task, acc.light_score, acc.light_cov,
+                                                           acc.light_status)):
+                out.append(ScoreRow(task_id=self._tasks[t], agent=agent, method=method,
+                                    score=None if math.isnan(score) else score,
+                                    coverage=None if math.isnan(cov) else cov, status=self._statuses[status],
+                                    sample_scores=acc.light_samples.get(i, [])))
         return out
 
 

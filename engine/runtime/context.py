@@ -45,22 +45,24 @@ def seeded_rng(*parts: Any) -> random.Random:
 class ItemContext:
     def __init__(self, *, pool: JudgePool, task: Task, report: Report, method: str, options: dict[str, Any],
                  seed: int, pages: PageSource | None, executor: Executor | None,
-                 on_verdict: Callable[[VerdictRecord], None] | None, meter: Meter) -> None:
+                 on_verdict: Callable[[VerdictRecord], None] | None, meter: Meter, judge_sample: int = 0) -> None:
         self.pool, self.task, self.report, self.method = pool, task, report, method
         self.options, self.seed, self.pages = options, seed, pages
         self._executor, self._on_verdict, self.meter = executor, on_verdict, meter
+        self.judge_sample = judge_sample  # --samples K: every call of this context is ask number judge_sample
         # The judge's model name, for sizing what it is shown (its context window).
         self.judge_model: str = str(getattr(pool.backend, "model", "") or "")
 
     async def ask(self, template: str, verdict: type[T], variables: dict[str, Any], *,
                   sample: int = 0, label: str = "") -> T:
         try:
-            judged = await self.pool.ask(template, verdict, variables, sample=sample)
+            judged = await self.pool.ask(template, verdict, variables, sample=sample, judge_sample=self.judge_sample)
         except JudgeFailed as e:
             self.meter.failed += 1
             self._record(VerdictRecord(task_id=self.task.task_id, agent=self.report.agent, method=self.method,
                                        template=template, key="", cached=False, status="failed",
                                        error=f"{e.reason}: {e.detail}" if e.detail else e.reason, label=label,
+                                       judge_sample=self.judge_sample,
                                        inputs=call_inputs(variables) if self._on_verdict else {}))
             raise
         self.meter.add(judged)
@@ -71,7 +73,7 @@ class ItemContext:
             cost_usd=judged.cost_usd if self.pool.priced else None,
             latency_s=round(judged.latency_s, 4), label=label, cached_input_tokens=judged.cached_input_tokens,
             cost_usd_uncached=round(judged.cost_uncached, 8) if self.pool.priced else None, batched=judged.batched,
-            reasoning_tokens=judged.reasoning_tokens,
+            reasoning_tokens=judged.reasoning_tokens, judge_sample=self.judge_sample,
             inputs=call_inputs(variables) if self._on_verdict else {}))
         return judged.value
 

@@ -7,19 +7,28 @@ parameter: ``judging.ENDPOINT_FAULTS``) the pool stops the run before anything e
 sent; any other outcome opens the gate. The preflight is the run's own first request,
 so it costs nothing extra and checks the exact request shape the run uses.
 
-**Circuit breaker.** During the run, :class:`CircuitBreaker` counts consecutive failed
-attempts that failed the same way (same ``kind``), across all calls; a success resets
-it. At ``threshold`` the pool stops scheduling. 429s are not counted (the rate limiter
-handles them). A request-specific 400 (one oversized prompt) is counted like any other
-failure, but a success in between resets the count, so only a run of them trips it.
+**Circuit breaker.** During the run, :class:`CircuitBreaker` counts *distinct requests*
+failing the same way (same ``kind``) in a row, across all calls; a success resets it. The
+retries of one request count once, for the whole run: a body the server always rejects
+(a poisoned prompt answered 503 every time) is one failing request however often it is
+retried, so it cannot trip the breaker alone, nor can a run's tail where only such
+retries are left; ten different requests failing alike mean the endpoint is down. At ``threshold`` the pool stops scheduling. Not counted at all: 429s
+(the rate limiter handles them) and faults of one request (``judging.REQUEST_FAULTS``: a
+prompt over the context window, a content filter, a flagged prompt, a cut-off answer),
+which fail their item with the reason and neither count nor reset the streak.
 """
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
+from collections.abc import Hashable
+
+from drscore.engine.runtime.judging import REQUEST_FAULTS
 
 # Not counted: 429s (the rate limiter handles them), and requests a batch left unanswered
 # (judge/batch.py: one expired batch fails all its requests at once; they are retried).
-NOT_COUNTED = frozenset({"rate_limit", "batch_unfinished"})
+# Nor the faults of one request (they say nothing about the endpoint).
+NOT_COUNTED = frozenset({"rate_limit", "batch_unfinished", *REQUEST_FAULTS})
 
 
 class EndpointGate:
@@ -47,24 +56,32 @@ class EndpointGate:
 
 
 class CircuitBreaker:
-    """Trips after ``threshold`` consecutive attempts failing with the same kind."""
+    """Trips after ``threshold`` distinct requests in a row failed with the same kind."""
 
     def __init__(self, threshold: int = 10) -> None:
         self.threshold = max(1, threshold)
         self.kind: str | None = None
         self.count = 0
         self.last_message = ""
+        # Requests already counted once (in any streak), bounded: their retries never count again.
+        self._counted: OrderedDict[Hashable, None] = OrderedDict()
 
     def success(self) -> None:
         self.kind, self.count = None, 0
 
-    def failure(self, kind: str, message: str) -> bool:
-        """Record a failed attempt; True when the breaker trips."""
+    def failure(self, kind: str, message: str, request: Hashable | None = None) -> bool:
+        """Record a failed attempt of ``request`` (an identity such as its cache key; None:
+        every attempt counts as its own request); True when the breaker trips."""
         if kind in NOT_COUNTED:
             return False
-        if kind == self.kind:
-            self.count += 1
-        else:
-            self.kind, self.count = kind, 1
+        if request is not None and request in self._counted:
+            return False  # a retry of a request already counted
+        if kind != self.kind:
+            self.kind, self.count = kind, 0
         self.last_message = message
+        if request is not None:
+            self._counted[request] = None
+            if len(self._counted) > 100_000:
+                self._counted.popitem(last=False)
+        self.count += 1
         return self.count >= self.threshold

@@ -31,6 +31,7 @@ class ChatRequest(msgspec.Struct, frozen=True, kw_only=True):
     max_tokens: int = 1024
     sample: int = 0
     variables: dict[str, Any] = {}
+    judge_sample: int = 0  # --samples K: which ask of this call (engine.runtime.samples)
     json_mode: bool = True
 
 
@@ -88,7 +89,15 @@ OTHER_FAULTS: dict[str, str] = {
     "bad_response": "answer was not a chat completion",
     "rate_limit": "rate limited (HTTP 429)",
     "truncated": "answer cut off at the output cap (finish_reason length), also after one retry with a larger cap",
+    "context_length": "the prompt does not fit the model's context window",
+    "content_filter": "the provider's content filter refused the prompt or the answer",
+    "invalid_request": "the endpoint rejected this request's content (HTTP 400)",
 }
+# Faults of one request, not of the endpoint: the item fails with the reason, the request
+# is never retried as transient (it would fail the same way), and the circuit breaker
+# (engine.runtime.health) neither counts them nor resets on them. ``truncated`` has its own
+# single retry with a larger cap (engine.runtime.pool).
+REQUEST_FAULTS = frozenset({"context_length", "content_filter", "invalid_request", "truncated"})
 
 
 class JudgeError(Exception):

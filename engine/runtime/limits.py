@@ -13,6 +13,15 @@ local buckets are drained to what the server says remains, and the concurrency l
 halved — at most once per cooldown, so one rate-limit episode causes one cut (AIMD, as
 in inspect_ai). Concurrency then grows back by one per successful call.
 
+Without quota headers (many compatible services and gateways send only ``Retry-After``
+on a 429) and without ``--rpm``, :class:`RateLearner` learns the rate the endpoint holds:
+a slow start (after the first answer, one more call in flight per answer instead of the
+full concurrency at once), then at the first 429 a pace of 0.92 x the rate the endpoint
+had been accepting, growing 15% per second (compounded) until the second 429, which cuts
+it to 0.92 x the lower of the pace and the accepted rate; from then on it grows linearly
+by 0.4% of that rate per second and is cut by 0.92 at each 429 episode (AIMD). With headers the announced limits pace the run and
+the learner stays out of the way.
+
 With a :class:`SharedQuota` (``--redis``: :mod:`drscore.engine.runtime.team.quota`) the buckets
 live outside the process: the head of the queue reserves from the shared store instead of
 the local buckets, corrections and 429 pauses go to the store, and a pause another
@@ -64,6 +73,95 @@ class TokenBucket:
         self._refill(now)
         self.level = min(self.level, remaining)
 
+    def set_rate(self, per_minute: float, now: float, burst_s: float = 1.0) -> None:
+        """Change the refill rate from now on (what accrued so far is kept)."""
+        self._refill(now)
+        self.rate = per_minute / 60.0
+        self.capacity = max(1.0, self.rate * burst_s)
+        self.level = min(self.level, self.capacity)
+
+
+class RateLearner:
+    """The request rate a header-less endpoint sustains, learned from its 429s alone.
+
+    Until the first 429 it paces nothing (:meth:`rate` is None). At a 429 it sets the pace
+    to ``decrease`` x the rate the endpoint had been accepting over the last ``window_s``
+    (the successes per second: during saturation that is the endpoint's limit), or x the
+    current pace when one is set. Then the pace grows by ``increase_per_s`` x the pace
+    set at the cut per second (additive increase) until the next 429 episode cuts it
+    again (multiplicative decrease). The first cut rests on a rough measure, so until the
+    second one the pace grows exponentially (``first_increase_per_s`` compounded per
+    second), as TCP's slow start finds its threshold before congestion avoidance; the
+    second cut starts from the lower of the pace and the accepted rate. One cut per episode: the 429s of calls already in
+    flight and the pause the server asked for (``Retry-After``) belong to the same one.
+    Growth waits for the pause to end. Pure and clock-driven (tests pass a fake clock).
+    """
+
+    def __init__(self, *, decrease: float = 0.92, increase_per_s: float = 0.004, first_increase_per_s: float = 0.15,
+                 window_s: float = 4.0,
+                 min_rps: float = 1 / 60, max_rps: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.decrease, self.increase_per_s, self.window_s = decrease, increase_per_s, window_s
+        self.first_increase_per_s = first_increase_per_s
+        self.min_rps, self.max_rps, self.clock = min_rps, max_rps, clock
+        self.pace: float | None = None  # requests per second; None: not learned yet
+        self.cuts = 0
+        self._base = 0.0  # the pace set at the last cut: the unit of the additive step
+        self._grown_at = 0.0
+        self._cut_until = 0.0
+        self._successes: deque[float] = deque()
+
+    def rate(self) -> float | None:
+        return self.pace
+
+    def accepted_rate(self, now: float) -> float | None:
+        """Successes per second over the last ``window_s`` (None with fewer than 2)."""
+        while self._successes and self._successes[0] < now - self.window_s:
+            self._successes.popleft()
+        if len(self._successes) < 2:
+            return None
+        span = max(now - self._successes[0], 1e-3)
+        return (len(self._successes) - 1) / span
+
+    def success(self) -> bool:
+        """Record an answered call; True when the pace changed."""
+        now = self.clock()
+        self._successes.append(now)
+        if self.pace is None or now < self._cut_until:
+            return False
+        start = max(self._grown_at, self._cut_until)
+        self._grown_at = now
+        dt = max(0.0, now - start)
+        if self.cuts == 1:
+            # The first cut rests on a rough measure (often taken after one or two answers):
+            # grow exponentially until the next 429 shows where the limit is.
+            grown = self.pace * (1.0 + self.first_increase_per_s) ** dt
+        else:
+            grown = self.pace + self.increase_per_s * self._base * dt
+        self.pace = min(grown, self.max_rps) if self.max_rps else grown
+        return True
+
+    def rate_limited(self, pause_s: float) -> bool:
+        """Record a 429 (the server asked for ``pause_s``); True when the pace was cut."""
+        now = self.clock()
+        if now < self._cut_until:
+            return False
+        accepted = self.accepted_rate(now)
+        current = self.pace if self.pace is not None else accepted
+        if self.cuts == 1 and accepted is not None and current is not None:
+            # The end of the exponential phase overshoots: what the endpoint accepted over the
+            # last seconds (no pause among them) is the better measure of its limit.
+            current = min(current, accepted)
+        if current is None:  # no answer yet to measure: one request per pause
+            current = 1.0 / max(1.0, pause_s)
+        self.pace = self._base = max(self.min_rps, self.decrease * current)
+        if self.max_rps:
+            self.pace = self._base = min(self.pace, self.max_rps)
+        self._cut_until = now + max(1.0, pause_s)
+        self._grown_at = self._cut_until
+        self.cuts += 1
+        return True
+
 
 class AdaptiveConcurrency:
     """A semaphore whose limit moves: halved on rate limiting (once per cooldown),
@@ -76,6 +174,9 @@ class AdaptiveConcurrency:
         self.cooldown_s = cooldown_s
         self.in_use = 0
         self.cuts = 0
+        # Slow start (quota unknown, no headers): +1 per answered call up to the maximum
+        # instead of +1/limit; ends at the maximum or at the first rate limiting.
+        self.slow_start = False
         self._cut_until = 0.0
         self._waiters: deque[asyncio.Future[None]] = deque()
 
@@ -108,6 +209,11 @@ class AdaptiveConcurrency:
                 fut.set_result(None)
 
     def on_success(self) -> None:
+        if self.slow_start:
+            self.limit = min(float(self.maximum), self.limit + 1.0)
+            self.slow_start = self.limit < self.maximum
+            self._wake()
+            return
         if self.limit < self.maximum and time.monotonic() >= self._cut_until:
             self.limit = min(float(self.maximum), self.limit + 1.0 / self.limit)
             self._wake()
@@ -117,6 +223,7 @@ class AdaptiveConcurrency:
         self._wake()
 
     def on_rate_limited(self) -> None:
+        self.slow_start = False
         now = time.monotonic()
         if now >= self._cut_until:
             self.limit = max(1.0, self.limit / 2)
@@ -192,6 +299,9 @@ class RateLimiter:
         self._probing = not rpm and not tpm
         if self._probing:
             self.concurrency.limit = 1.0
+        # Pacing learned from 429s when no quota headers announce the limits (never above --rpm).
+        self.learner = RateLearner(max_rps=rpm * safety / 60 if rpm else None)
+        self.announced = False  # a response carried x-ratelimit-limit-* headers
         self._paused_until = 0.0
         self._queue: deque[asyncio.Future[None]] = deque()
         self._changed = asyncio.Event()
@@ -296,6 +406,8 @@ class RateLimiter:
             if self.shared is None or await self.shared.adjust(actual - permit.estimate, self._shape()) is None:
                 self.tokens.adjust(actual - permit.estimate, time.monotonic())
             self._changed.set()  # a refund may let the head go now
+        if self.learner.success() and not self.announced:
+            self._learned(self.learner.rate())
         self.concurrency.on_success()
         await self.concurrency.release()
 
@@ -308,17 +420,38 @@ class RateLimiter:
             if not turn.done():
                 turn.set_result(None)
 
-    def _end_probe(self) -> None:
+    def _end_probe(self, announced: bool = True) -> None:
+        """The first attempt came back. With quota headers (or any failure, which says
+        nothing about the quota) go to full concurrency; an answer without headers starts
+        the slow start instead, so a header-less endpoint is not met with a full wave."""
         if self._probing:
             self._probing = False
-            if self.concurrency.cuts == 0:
+            if self.concurrency.cuts:
+                return
+            if announced:
                 self.concurrency.raise_to_maximum()
+            else:
+                self.concurrency.slow_start = True
+
+    def _learned(self, pace: float | None) -> None:
+        """Pace requests at ``pace`` per second (the learner's figure)."""
+        if pace is None:
+            return
+        now = time.monotonic()
+        if self.requests is None:
+            self.requests = TokenBucket(pace * 60, self.burst_s)
+            self.requests.level = 0.0  # learned at a 429: nothing is left in the server's bucket
+        else:
+            self.requests.set_rate(pace * 60, now, self.burst_s)
+        self.rpm = pace * 60
 
     def observe(self, info: RateLimitInfo | None) -> None:
         """Adopt the limits a server announces (``x-ratelimit-limit-*``) when they are
         tighter than ours (or we have none): a run without ``--rpm``/``--tpm`` then paces
         itself after the first answer instead of learning the quota from 429s."""
-        self._end_probe()
+        if info is not None and (info.limit_requests or info.limit_tokens):
+            self.announced = True
+        self._end_probe(self.announced or bool(self.rpm or self.tpm))
         if info is None:
             return
         now = time.monotonic()
@@ -346,6 +479,7 @@ class RateLimiter:
         self.rate_limited += 1
         now = time.monotonic()
         delay = None
+        self._end_probe()  # a 429 at the probe: full concurrency, then cut below (as with headers)
         self.observe(info)
         if info is not None:
             delay = info.retry_after_s
@@ -358,12 +492,22 @@ class RateLimiter:
                 self.requests.clamp(info.remaining_requests, now)
         if delay is None:
             delay = 1.0
+        learning = not self.announced
+        if learning and self.learner.rate_limited(delay):
+            self._learned(self.learner.rate())  # no headers: the 429s alone set the pace
         if self.shared is not None:
             await self.shared.rate_limited(delay, info.remaining_requests if info else None,
                                            info.remaining_tokens if info else None, self._shape())
         self._paused_until = max(self._paused_until, now + delay)
         self._changed.set()  # the head re-reads the pause
-        self.concurrency.on_rate_limited()
+        if learning:
+            # The learned pace is the control now; a concurrency halved at every episode
+            # would bind instead on a slow endpoint (a 5 s answer at 10 requests/s needs 50).
+            self.concurrency.slow_start = False
+            self.concurrency.raise_to_maximum()
+            self.concurrency.cuts += 1
+        else:
+            self.concurrency.on_rate_limited()
         await self.concurrency.release()
         return delay
 
@@ -381,4 +525,5 @@ class RateLimiter:
             "in_flight": self.concurrency.in_use,
             "waiting_for_quota": self.waiting,
             "concurrency_cuts": self.concurrency.cuts,
+            "learned_rpm": round(self.learner.pace * 60, 1) if self.learner.pace is not None else None,
         }

@@ -86,6 +86,9 @@ class Method:
     description: ClassVar[str] = ""
     options: ClassVar[tuple[Option, ...]] = ()
     needs_pages: ClassVar[bool] = False
+    # How --samples K combines the K scores of one report (engine.runtime.samples):
+    # "mean", or "median" where a method's paper says so.
+    sample_aggregate: ClassVar[str] = "mean"
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         self.opts: dict[str, Any] = {o.flag.replace("-", "_"): o.default for o in self.options}

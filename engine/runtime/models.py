@@ -54,6 +54,11 @@ class ScoreRow(msgspec.Struct, kw_only=True, omit_defaults=False):
     judge_s: float = 0.0  # of latency_s: time with at least one call at the judge
     quota_wait_s: float = 0.0  # of latency_s: time only waiting for quota (or prefix warm-up)
     reasoning_tokens: int = 0  # of output_tokens: hidden thinking the endpoint billed as output
+    # With judge samples (--samples K > 1): the score of each sample in sample order, their
+    # standard deviation, and that of each numeric subscore (engine.runtime.samples).
+    sample_scores: list[float | None] = []
+    score_sd: float | None = None
+    subscore_sd: dict[str, float] = {}
 
 
 class VerdictRecord(msgspec.Struct, kw_only=True):
@@ -77,6 +82,7 @@ class VerdictRecord(msgspec.Struct, kw_only=True):
     cost_usd_uncached: float | None = 0.0
     batched: bool = False
     reasoning_tokens: int = 0  # of output_tokens: hidden thinking the endpoint billed as output
+    judge_sample: int = 0  # --samples K: which of the K asks this is (0 = the only one without it)
     # What the call judged, for reading it back (the report viewer): the short template
     # variables (statements, URLs, passages), each clipped; long ones (pages, whole
     # reports) only as their length. See engine.runtime.context.call_inputs.

@@ -26,6 +26,16 @@ ordered by :class:`drscore.engine.runtime.prefix.WarmupGate`: the first goes alo
 follow once it answered. Each result carries its time at the judge and its time waiting
 (quota, warm-up, backoff) as spans, so a row can split its latency honestly.
 
+An endpoint that ignores ``response_format`` (its answer to a schema request is prose
+with no JSON at all; Anthropic's compatible endpoint documents this) is detected at the
+preflight answer: from then on the schema goes into the prompt, and cache keys keep the
+configured mode so they do not move.
+
+Faults of one request (``judging.REQUEST_FAULTS``: a prompt over the context window, a
+content filter, a flagged prompt) fail that request at once, without retry and without
+touching the breaker; a prompt clearly over the model's known window (the table in
+:mod:`drscore.engine.runtime.windows`, or the window an endpoint's 400 stated) is not sent.
+
 Thinking models get room to think: the cap sent is the template's answer cap plus the
 reasoning allowance of :class:`drscore.engine.runtime.thinking.ThinkingPolicy` (the cache key
 keeps the template's cap, so keys of other models do not move). An answer cut off at its
@@ -41,6 +51,7 @@ reason, the token estimator); the policies themselves live in their own modules
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
 from collections import OrderedDict
@@ -53,16 +64,20 @@ from drscore.engine.runtime.budget import Budget, input_reservation
 from drscore.engine.runtime.cache import AnswerCache, request_key
 from drscore.engine.runtime.health import CircuitBreaker, EndpointGate
 from drscore.engine.runtime.judging import (
-    ENDPOINT_FAULTS, OTHER_FAULTS, Backend, ChatRequest, JudgeError, JudgeFailed, Message, RateLimited,
-    StopReason, TransientError,
+    ENDPOINT_FAULTS, OTHER_FAULTS, REQUEST_FAULTS, Backend, ChatRequest, JudgeError, JudgeFailed, Message,
+    RateLimited, StopReason, TransientError,
 )
 from drscore.engine.runtime.limits import LimiterStopped, RateLimiter
 from drscore.engine.runtime.prefix import CacheEstimator, WarmupGate, group_key
 from drscore.engine.runtime.pricing import PriceTable
 from drscore.engine.runtime.redact import redact
+from drscore.engine.runtime.samples import key_component
 from drscore.engine.runtime.thinking import ThinkingPolicy, is_cut_off, split_thinking
 from drscore.engine.runtime.tokens import TokenEstimator, estimate_messages, estimate_tokens, message_features
 from drscore.engine.runtime.verdicts import VerdictDecodeError, decode_verdict, schema_of
+from drscore.engine.runtime.windows import (
+    OVER_MARGIN, UNLEARNED_OVER_MARGIN, clearly_over, stated_window, window_of,
+)
 
 if TYPE_CHECKING:
     from drscore.engine.runtime.team import Team
@@ -127,6 +142,10 @@ class PoolStats(msgspec.Struct):
     reasoning_tokens: int = 0  # part of output_tokens the model spent thinking
     truncated: int = 0  # answers cut off at their output cap (finish_reason length)
     truncation_retries: int = 0  # of those, retried once with a larger cap
+    refused_over_window: int = 0  # requests not sent: clearly beyond the model's context window
+    request_faults: int = 0  # requests failed by their own content (judging.REQUEST_FAULTS), not the endpoint
+    stopped_calls: int = 0  # calls failed only because the pool had stopped
+    structured_output_ignored: bool = False  # response_format was ignored: the schema went into the prompt
     # dry-run plan (calls that would be made)
     planned_calls: int = 0
     planned_input_tokens: int = 0
@@ -172,7 +191,8 @@ class JudgePool:
         self.cache = cache if getattr(backend, "cacheable", True) else None
         self.limiter = limiter
         self.prices = prices
-        self.json_mode = json_mode
+        self.json_mode = json_mode  # may turn False at run time (an endpoint ignoring response_format)
+        self._json_key = json_mode  # what cache keys say: the configured mode, so keys do not move
         self.max_retries = max_retries
         self.max_rate_limit_retries = max_rate_limit_retries
         self.max_reasks = max_reasks
@@ -199,6 +219,11 @@ class JudgePool:
         self.priced = prices.known(self.price_model)
         # Output caps: room to think for thinking models, the template's cap for the rest.
         self.thinking = thinking if thinking is not None else ThinkingPolicy(backend.model)
+        # The context window: the table's (by the model name, else the priced-as name), until
+        # an endpoint's context-length error states its own, which wins from then on.
+        known = window_of(backend.model) or (window_of(price_model) if price_model else None)
+        self.window: int | None = known.context if known is not None else None
+        self.window_source = "table" if known is not None else None
         self.stats = PoolStats()
         self.tokens = TokenEstimator()
         self._identity = {"backend": backend.name, **backend.identity()}
@@ -231,7 +256,39 @@ class JudgePool:
 
     def _stopped_error(self) -> JudgeFailed:
         assert self.stopped is not None
+        self.stats.stopped_calls += 1
         return JudgeFailed(self.stopped.reason, self.stopped.message)
+
+    def _prompt_tokens(self, req: ChatRequest) -> int:
+        """The estimated prompt tokens of ``req`` (learned from the server's usage once it answered)."""
+        return math.ceil(self.tokens.prompt(message_features(req.messages)))
+
+    def _refuse_over_window(self, req: ChatRequest) -> None:
+        """Fail a request clearly beyond the model's window before it is sent (and paid for)."""
+        if self.window is None:
+            return
+        tokens = self._prompt_tokens(req)
+        # Until the server's usage has taught the estimator its counting (the preflight
+        # answer usually does), the fixed character rule can be far off (CJK text): a
+        # wider margin then.
+        margin = OVER_MARGIN if self.tokens.observations else UNLEARNED_OVER_MARGIN
+        if clearly_over(tokens, self.window, margin):
+            self.stats.refused_over_window += 1
+            self.stats.request_faults += 1
+            self.stats.failures += 1
+            source = "as the endpoint stated" if self.window_source == "endpoint" else "per the model table"
+            raise JudgeFailed("context_length", f"prompt of about {tokens} tokens exceeds the {self.window}-token "
+                                                f"context window of {self.backend.model} ({source}); not sent")
+
+    def _learn_window(self, message: str) -> str:
+        """Adopt the window a context-length error states; the detail for the item's error."""
+        stated = stated_window(message)
+        if stated is None:
+            return message
+        if self.window_source != "endpoint" or stated.window != self.window:
+            self.window, self.window_source = stated.window, "endpoint"
+        size = f"{stated.requested} tokens requested, " if stated.requested else ""
+        return f"{size}window {stated.window} tokens: {message}"
 
     @property
     def judge_label(self) -> str:
@@ -240,7 +297,8 @@ class JudgePool:
     def _template(self, name: str) -> prompts.Template:
         return self.templates.load(name) if self.templates is not None else prompts.load(name)
 
-    def build(self, template: str, verdict: type, variables: dict[str, Any], sample: int = 0) -> tuple[ChatRequest, dict[str, Any]]:
+    def build(self, template: str, verdict: type, variables: dict[str, Any], sample: int = 0,
+              judge_sample: int = 0) -> tuple[ChatRequest, dict[str, Any]]:
         """The request and its cache-key components (public for ``cache explain`` and tests)."""
         tpl = self._template(template)
         messages = tuple(Message(role, content) for role, content in tpl.render(variables))
@@ -248,7 +306,7 @@ class JudgePool:
         req = ChatRequest(
             messages=messages, template=template, template_hash=tpl.hash, schema_name=verdict.__name__,
             schema=schema, temperature=tpl.temperature, max_tokens=self.thinking.cap(tpl.max_tokens), sample=sample,
-            variables=variables, json_mode=self.json_mode,
+            variables=variables, json_mode=self.json_mode, judge_sample=judge_sample,
         )
         # The key holds the template's answer cap, not the cap sent: room to think does not
         # change a complete answer, and the keys of non-thinking models stay what they were.
@@ -256,13 +314,15 @@ class JudgePool:
             **self._identity,
             "messages": [[m.role, m.content] for m in messages],
             "temperature": tpl.temperature, "max_tokens": tpl.max_tokens,
-            "schema_name": verdict.__name__, "schema": schema, "json_mode": self.json_mode,
+            "schema_name": verdict.__name__, "schema": schema, "json_mode": self._json_key,
             "template": template, "template_hash": tpl.hash, "sample": sample,
+            **key_component(judge_sample),  # nothing for sample 0: K = 1 keeps every key
         }
         return req, components
 
-    async def ask(self, template: str, verdict: type[T], variables: dict[str, Any], *, sample: int = 0) -> Judged[T]:
-        req, components = self.build(template, verdict, variables, sample)
+    async def ask(self, template: str, verdict: type[T], variables: dict[str, Any], *, sample: int = 0,
+                  judge_sample: int = 0) -> Judged[T]:
+        req, components = self.build(template, verdict, variables, sample, judge_sample)
         key = request_key(components)
         if self.cache is not None:
             raw = await self.cache.get(key)
@@ -422,6 +482,7 @@ class JudgePool:
         while True:
             if self.stopped is not None:
                 raise self._stopped_error()
+            self._refuse_over_window(current)
             # the gate, when this call goes alone as the preflight (it opens the gate when answered)
             probe = gate if gate is not None and not gate.is_open and await gate.enter() else None
             permit = None
@@ -439,6 +500,8 @@ class JudgePool:
                 # The cap is sized now, not when the call was built: calls that waited while
                 # another one showed the model thinks get the room it needs.
                 room = self.thinking.cap(tpl.max_tokens)
+                if current.json_mode and not self.json_mode:  # the preflight showed response_format is ignored
+                    current = msgspec.structs.replace(current, json_mode=False)
                 if room > current.max_tokens:
                     current = msgspec.structs.replace(current, max_tokens=room)
                 # The reservation is made now, after the quota wait: the spend it checks
@@ -497,8 +560,16 @@ class JudgePool:
                     continue
                 if permit is not None:
                     await self.limiter.release_failed(permit)
-                if self.breaker.failure(e.kind, message):
+                if e.kind in REQUEST_FAULTS:  # this request's own fault: no retry, no breaker
+                    self.stats.failures += 1
+                    self.stats.request_faults += 1
+                    if e.kind == "context_length":
+                        message = self._learn_window(message)
+                    raise JudgeFailed(e.kind, message) from None
+                if self.breaker.failure(e.kind, message, key) and self.stopped is None:
                     self.halt(self._fault_stop(e, message, streak=self.breaker.count))
+                    self.stats.failures += 1
+                    raise JudgeFailed(e.kind, message) from None  # its own failure, not lost to the stop
                 if self.stopped is not None:
                     self.stats.failures += 1
                     raise self._stopped_error() from None
@@ -524,6 +595,12 @@ class JudgePool:
                 raise
             judge_spans.append((tj, time.monotonic()))
             if probe is not None:
+                if current.json_mode and resp.finish_reason != "length" and "{" not in resp.text:
+                    # Asked for a JSON schema, got prose without any JSON: the endpoint ignores
+                    # response_format (Anthropic's compatible endpoint does). Known before the
+                    # gate opens, so no other call is sent the ignored way.
+                    self.json_mode = False
+                    self.stats.structured_output_ignored = True
                 probe.open()
             self.breaker.success()
             if permit is not None:
@@ -562,6 +639,12 @@ class JudgePool:
             s.reasoning_tokens += resp.reasoning_tokens
             if resp.batched:
                 s.batched_calls += 1
+            if (resp.finish_reason or "").lower() in ("content_filter", "safety"):
+                # The provider's filter withheld (part of) the answer; asking again gets the same.
+                s.failures += 1
+                s.request_faults += 1
+                raise JudgeFailed("content_filter", f"answer withheld by the provider's content filter "
+                                                    f"(finish_reason {resp.finish_reason})") from None
             if cut:
                 s.truncated += 1
                 bigger = None if raised else self.thinking.raised_cap(current.max_tokens)
@@ -578,6 +661,10 @@ class JudgePool:
             try:
                 value = decode_verdict(resp.text, verdict)
             except VerdictDecodeError as e:
+                if current.json_mode and not self.json_mode and "{" not in resp.text:
+                    # the preflight showed response_format is ignored: ask again with the schema in the prompt
+                    current = msgspec.structs.replace(current, json_mode=False)
+                    continue
                 reasks += 1
                 if reasks > self.max_reasks:
                     s.failures += 1

@@ -1,10 +1,16 @@
 """Progress of a run, told truthfully: a live panel on a terminal, one plain line every
 N seconds elsewhere (CI logs, pipes), so a long run is never silent.
 
-What it shows: done/total per method; calls working vs waiting for quota; 429s,
-retries, cache hits; spend so far against ``--max-cost``; and an ETA that respects the
-quota. A rate-limited run cannot go faster than its requests- and tokens-per-minute
-allow, however quick the first (often cached) items were, so the ETA is the larger of
+What it shows: done/total per method; calls at the judge and calls waiting for quota,
+counted apart (the limiter holds a concurrency slot while a call waits for quota, so
+its "in flight" count includes the waiting ones); the current requests/min and
+tokens/min against the limits (:mod:`drscore.engine.runtime.usage_window`); 429s,
+retries, cache hits; spend so far against ``--max-cost``; batch state with ``--batch``;
+and an ETA that respects the quota. The ETA counts the remaining *calls* per method
+(a method's calls per finished item times its items left), so one-call items finishing
+first do not promise the same pace for thirty-call items; while a method has no
+finished item its calls are unknown and the ETA is a lower bound (shown ``>``). A
+rate-limited run cannot go faster than its quota allows, so the ETA is the larger of
 the time the remaining calls need under the quota and the time the observed pace
 needs (:func:`estimate_eta`).
 
@@ -18,6 +24,8 @@ import sys
 import threading
 import time
 from typing import Any, Callable, TextIO
+
+from drscore.engine.runtime.usage_window import UsageWindow
 
 Snapshot = Callable[[], dict[str, Any]]
 
@@ -37,14 +45,41 @@ def progress_enabled(stream: Any = None) -> bool:
     return progress_mode(stream) == "live"
 
 
-def estimate_eta(snap: dict[str, Any], total: int, elapsed_s: float) -> tuple[float | None, str]:
-    """Seconds left and what bounds them: ``quota`` or ``pace``.
+def remaining_calls(snap: dict[str, Any], per_method: dict[str, int] | None) -> tuple[float | None, bool]:
+    """Network calls the unfinished items still need, and whether that is complete.
 
-    From the items done so far: network calls per item and tokens per call. The
-    remaining items then need ``calls_left / rpm`` minutes under a request quota and
-    ``calls_left * tokens_per_call / tpm`` minutes under a token quota; the observed
-    pace needs ``elapsed / done * items_left``. The ETA is the largest of these. None
-    before the first item is done.
+    Per method: its calls per finished item times its items left. A method with items
+    left and none finished adds nothing (unknown), and the result is then a lower bound
+    (``False``). Without per-method counts: the run's calls per item times items left."""
+    done_by = snap.get("done_by_method") or {}
+    calls_by = snap.get("calls_by_method")
+    if per_method and calls_by is not None and set(per_method) & set(calls_by):
+        total, complete = 0.0, True
+        for m, n in per_method.items():
+            done, left = int(done_by.get(m, 0)), max(0, n - int(done_by.get(m, 0)))
+            if left == 0:
+                continue
+            if done == 0:
+                complete = False
+                continue
+            total += int(calls_by.get(m, 0)) / done * left
+        return total, complete
+    done = int(snap.get("items_done", 0))
+    if done <= 0:
+        return None, False
+    total_items = sum(per_method.values()) if per_method else done
+    return int(snap.get("calls", 0)) / done * max(0, total_items - done), True
+
+
+def estimate_eta(snap: dict[str, Any], total: int, elapsed_s: float,
+                 per_method: dict[str, int] | None = None) -> tuple[float | None, str]:
+    """Seconds left and what bounds them: ``quota`` or ``pace`` (``+`` appended when
+    the figure is a lower bound because a method has no finished item yet).
+
+    The remaining calls (:func:`remaining_calls`) need ``calls_left / rpm`` minutes under
+    a request quota and ``calls_left * tokens_per_call / tpm`` under a token quota; the
+    observed pace needs ``elapsed / calls_done * calls_left`` (per item when no call was
+    made yet). The ETA is the largest of these. None before the first item is done.
     """
     done = int(snap.get("items_done", 0))
     left = max(0, total - done)
@@ -52,9 +87,16 @@ def estimate_eta(snap: dict[str, Any], total: int, elapsed_s: float) -> tuple[fl
         return 0.0, "done"
     if done <= 0:
         return None, "starting"
-    pace = elapsed_s / done * left
     calls = int(snap.get("calls", 0))
-    calls_left = calls / done * left
+    calls_left, complete = remaining_calls(snap, per_method or {"items": total})
+    if calls_left is None:
+        return None, "starting"
+    calls_by = snap.get("calls_by_method") or {}
+    finished_calls = sum(calls_by.values()) if per_method and set(per_method) & set(calls_by) else calls
+    if finished_calls > 0:
+        pace = elapsed_s / finished_calls * calls_left
+    else:  # everything so far came from the cache: the item pace is all there is
+        pace = elapsed_s / done * left
     quota = 0.0
     rpm = float(snap.get("rpm") or 0)
     tpm = float(snap.get("tpm") or 0)
@@ -63,7 +105,47 @@ def estimate_eta(snap: dict[str, Any], total: int, elapsed_s: float) -> tuple[fl
     if tpm > 0 and calls:
         per_call = (int(snap.get("input_tokens", 0)) + int(snap.get("output_tokens", 0))) / calls
         quota = max(quota, calls_left * per_call / tpm * 60.0)
-    return (quota, "quota") if quota > pace else (pace, "pace")
+    mark = "" if complete else "+"
+    return (quota, "quota" + mark) if quota > pace else (pace, "pace" + mark)
+
+
+def _eta_text(eta: float | None, basis: str) -> str:
+    if basis.endswith("+"):
+        if not eta:  # only methods with no finished item are left: nothing to go on yet
+            return "unknown (a method has no finished item yet)"
+        return f">{_duration(eta)} ({basis[:-1]}; a method has no finished item yet)"
+    return _duration(eta) + (f" ({basis})" if basis in ("quota", "pace") else "")
+
+
+def at_judge(snap: dict[str, Any]) -> int:
+    """Calls at the judge now: the limiter's slots in use minus those waiting for quota."""
+    return max(0, int(snap.get("in_flight", 0)) - int(snap.get("waiting_for_quota", 0)))
+
+
+def usage_text(snap: dict[str, Any]) -> str:
+    """``12 req/min of 60, 41k tok/min of 100k`` (from ``snap["usage_rate"]``), or ""."""
+    rate = snap.get("usage_rate")
+    if not rate:
+        return ""
+    rpm, tpm = float(snap.get("rpm") or 0), float(snap.get("tpm") or 0)
+    req = f"{rate[0]:.0f} req/min" + (f" of {rpm:g}" if rpm > 0 else "")
+    tok = f"{_k(rate[1])} tok/min" + (f" of {_k(tpm)}" if tpm > 0 else "")
+    return f"{req}, {tok}"
+
+
+def _k(n: float) -> str:
+    return f"{n / 1000:.0f}k" if n >= 10_000 else f"{n:.0f}"
+
+
+def batch_text(snap: dict[str, Any]) -> str:
+    """The batch state with ``--batch`` (``snap["batches"]``), or ""."""
+    b = snap.get("batches")
+    if b is None:
+        return ""
+    return (f"batches submitted {b.get('submitted', 0)} (+{b.get('reattached', 0)} re-attached), in progress "
+            f"{b.get('in_progress', 0)} ({b.get('requests_in_progress', 0)} requests), completed "
+            f"{b.get('completed', 0)} ({b.get('requests_answered', 0)} answered), queued "
+            f"{b.get('requests_queued', 0)}, failed/expired {b.get('failed', 0) + b.get('expired', 0)}")
 
 
 def _duration(seconds: float | None) -> str:
@@ -84,19 +166,23 @@ def _spend(snap: dict[str, Any], max_cost: float | None) -> str:
 
 def plain_line(snap: dict[str, Any], per_method: dict[str, int], elapsed_s: float,
                max_cost: float | None = None) -> str:
-    """One line for logs: totals, per method, calls, quota waits, spend, ETA."""
+    """One line for logs: totals, per method, calls at the judge and waiting, the
+    current rates against the limits, batches, spend, ETA."""
     total = sum(per_method.values())
     done = int(snap.get("items_done", 0))
-    eta, basis = estimate_eta(snap, total, elapsed_s)
+    eta, basis = estimate_eta(snap, total, elapsed_s, per_method)
     by_method = snap.get("done_by_method", {})
     methods = " ".join(f"{m} {by_method.get(m, 0)}/{n}" for m, n in per_method.items())
     pct = f" ({100 * done / total:.0f}%)" if total else ""
+    usage = usage_text(snap)
+    batches = batch_text(snap)
     return (f"progress {done}/{total} items{pct} [{methods}] · failed {snap.get('items_failed', 0)} · "
-            f"working {snap.get('in_flight', 0)}, waiting for quota {snap.get('waiting_for_quota', 0)} · "
-            f"calls {snap.get('calls', 0)}, cache hits {snap.get('cache_hits', 0)}, retries "
-            f"{snap.get('retries', 0)}, 429s {snap.get('rate_limited', 0)} · spent {_spend(snap, max_cost)} · "
-            f"elapsed {_duration(elapsed_s)} · ETA {_duration(eta)}"
-            + (f" ({basis})" if basis in ("quota", "pace") else ""))
+            f"at the judge {at_judge(snap)}, waiting for quota {snap.get('waiting_for_quota', 0)} · "
+            + (f"{usage} · " if usage else "")
+            + f"calls {snap.get('calls', 0)}, cache hits {snap.get('cache_hits', 0)}, retries "
+            f"{snap.get('retries', 0)}, 429s {snap.get('rate_limited', 0)} · "
+            + (f"{batches} · " if batches else "")
+            + f"spent {_spend(snap, max_cost)} · elapsed {_duration(elapsed_s)} · ETA {_eta_text(eta, basis)}")
 
 
 class Progress:
@@ -124,6 +210,7 @@ class Progress:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._last: dict[str, Any] = {}
+        self._usage = UsageWindow()
         self.lines = 0
 
     @property
@@ -133,9 +220,15 @@ class Progress:
     def snapshot(self) -> dict[str, Any]:
         """The runner's state; the last good one if it changed under the read."""
         try:
-            self._last = dict(self._snapshot())
+            snap = dict(self._snapshot())
         except RuntimeError:  # a dict grew in the loop thread while this thread read it
-            pass
+            return self._last
+        self._usage.observe(self._clock(), int(snap.get("calls", 0)),
+                            int(snap.get("input_tokens", 0)) + int(snap.get("output_tokens", 0)))
+        rates = self._usage.rates()
+        if rates is not None:
+            snap["usage_rate"] = rates
+        self._last = snap
         return self._last
 
     def __enter__(self) -> Progress:
@@ -180,7 +273,7 @@ class Progress:
         s = self.snapshot()
         elapsed = self._clock() - self._t0
         total = sum(self.per_method.values())
-        eta, basis = estimate_eta(s, total, elapsed)
+        eta, basis = estimate_eta(s, total, elapsed, self.per_method)
         by_method = s.get("done_by_method", {})
         t = Table.grid(padding=(0, 2))
         for method, n in self.per_method.items():
@@ -188,11 +281,13 @@ class Progress:
             t.add_row(f"[bold]{method}[/]", ProgressBar(total=max(n, 1), completed=min(done, n), width=30),
                       f"{done}/{n}")
         t.add_row(f"items {s.get('items_done', 0)}/{total}", f"failed {s.get('items_failed', 0)}",
-                  f"elapsed {_duration(elapsed)} · ETA {_duration(eta)}"
-                  + (f" ({basis})" if basis in ("quota", "pace") else ""))
-        t.add_row(f"[green]working[/] {s.get('in_flight', 0)}",
+                  f"elapsed {_duration(elapsed)} · ETA {_eta_text(eta, basis)}")
+        t.add_row(f"[green]at the judge[/] {at_judge(s)}",
                   f"[yellow]waiting for quota[/] {s.get('waiting_for_quota', 0)}",
                   f"concurrency {s.get('concurrency_limit', '-')}")
+        usage = usage_text(s)
+        if usage:
+            t.add_row("now", usage, "")
         t.add_row(f"calls {s.get('calls', 0)}", f"cache hits {s.get('cache_hits', 0)}",
                   f"shared {s.get('shared', 0)}")
         t.add_row(f"retries {s.get('retries', 0)}", f"429s {s.get('rate_limited', 0)}",

@@ -94,6 +94,24 @@ def redact_url(url: str) -> str:
     return _URL_SHAPES.sub(_mask_url_part, url)
 
 
+def endpoint_host(url: str | None) -> str | None:
+    """Only the host (and port) of an endpoint URL, for overviews: never the path, query
+    or user info, where keys hide (``https://k:s@api.x.com/v1?key=1`` -> ``api.x.com``)."""
+    if not url:
+        return None
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return None
+    if not host:
+        return None
+    return f"{host}:{port}" if port else host
+
+
 def _mask_url_part(m: re.Match[str]) -> str:
     if m.group("param"):
         return m.group("param") + MASK

@@ -43,7 +43,7 @@ RUN_FILES = ("config.json", STATE_FILE, "verdicts.jsonl", "scores.jsonl", "summa
 # Configuration fields that decide what a run computes. Limits, timeouts, the budget and
 # the cache location may change between a run and its resumption; these may not.
 IDENTITY_FIELDS = ("methods", "reports", "tasks", "format", "agent", "seed", "method_options",
-                   "offline_pages", "allow_private_fetch")
+                   "offline_pages", "allow_private_fetch", "samples")
 IDENTITY_JUDGE_FIELDS = ("url", "model", "transport", "json_mode", "prices", "price_as", "prompts_dir", "params")
 
 
@@ -76,6 +76,7 @@ def run_identity(config: dict[str, Any], base: Path | None = None) -> dict[str, 
     ident["judge.prices"] = _abspath(ident["judge.prices"], base)
     ident["judge.prompts_dir"] = _abspath(ident["judge.prompts_dir"], base)
     ident["judge.params"] = ident["judge.params"] or {}  # absent in older config.json files
+    ident["samples"] = ident["samples"] or 1  # absent before --samples: one sample
     ident["method_options"] = {k: v for k, v in sorted((ident["method_options"] or {}).items()) if v is not None}
     return ident
 

@@ -163,9 +163,12 @@ def _sum_into(target: dict[str, Any], source: dict[str, Any]) -> None:
 
 def merge_runs(dirs: list[str | Path], out: str | Path, *,
                interval: Callable[[Sequence[float]], list[float] | None] | None = None,
-               methods: list[Method] | None = None) -> dict[str, Any]:
+               methods: list[Method] | None = None,
+               extend: Callable[[dict[str, Any], list[ScoreRow]], None] | None = None) -> dict[str, Any]:
     """Join shard run directories into ``out``; returns the merged summary. ``interval``
-    and ``methods`` are what the single run's summary used (``drscore merge`` passes them)."""
+    and ``methods`` are what the single run's summary used, ``extend`` adds the figures
+    computed above the runtime (``drscore merge`` passes all three: the paired
+    comparisons of drscore.api.add_decisions)."""
     runs = [read_run_dir(d) for d in dirs]
     runs.sort(key=lambda r: shard_of(r.config.get("shard")) or (0, 0))
     _check_rows(runs, _check(runs))
@@ -234,6 +237,8 @@ def merge_runs(dirs: list[str | Path], out: str | Path, *,
                          "items": (run.summary.get("totals") or {}).get("items"),
                          "wall_time_s": (run.summary.get("totals") or {}).get("wall_time_s")} for run in runs],
     }
+    if extend is not None:
+        extend(summary, rows)
     pages = [run.summary["pages"] for run in runs if isinstance(run.summary.get("pages"), dict)]
     if pages:
         merged_pages: dict[str, Any] = {}

@@ -7,7 +7,10 @@ to the run directory and yielded to the caller immediately.
 When the pool stops (budget, a long rate-limit reset, a broken endpoint; see
 :attr:`JudgePool.stopped`), no further item is started: every remaining item still gets
 its row, status ``failed`` with the stop's reason, so the run directory lists what was
-not done and why, and a re-run resumes from the cache.
+not done and why, and a re-run resumes from the cache. A stop that cost no item anything
+(the breaker tripped on the run's last calls, every item already had its own row) is no
+stop: the summary records it under ``totals.stop_after_all_items`` and the run is
+``finished``, with exit 3 when some items failed.
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from drscore.engine.runtime.pool import JudgePool
 from drscore.engine.runtime.pricing import known_cost
 from drscore.engine.runtime.redact import redact
 from drscore.engine.runtime.rundir import RunWriter
+from drscore.engine.runtime.samples import combine
 
 
 _KNOWN_REASONS = frozenset({*ENDPOINT_FAULTS, *OTHER_FAULTS, "budget", "undecodable", "fatal", "transient",
@@ -49,16 +53,18 @@ def failure_reason(errors: list[str]) -> str:
 class Runner:
     def __init__(self, *, tasks: dict[str, Task], methods: list[Method], pool: JudgePool,
                  pages: PageSource | None = None, seed: int = 0, writer: RunWriter | None = None,
-                 executor: Executor | None = None, max_in_flight: int = 64) -> None:
+                 executor: Executor | None = None, max_in_flight: int = 64, samples: int = 1) -> None:
         self.tasks, self.methods, self.pool, self.pages = tasks, methods, pool, pages
         self.seed, self.writer, self.executor = seed, writer, executor
         self.max_in_flight = max(1, max_in_flight)
+        self.samples = max(1, samples)  # --samples K: each item scored K times (engine.runtime.samples)
         self.aggregate = Aggregator()
         self.per_method: dict[str, Meter] = {m.name: Meter() for m in methods}
         self.status_counts: dict[str, dict[str, int]] = {m.name: {} for m in methods}
         self.items_done = 0
         self.items_failed = 0
         self.items_skipped = 0
+        self.items_not_run = 0  # rows written for items never started because the pool stopped
         self.failure_reasons: dict[str, int] = {}
         self.started = time.monotonic()
         self.finished: float | None = None
@@ -70,6 +76,8 @@ class Runner:
                 "rate_limited": s.rate_limited, "cost_usd": s.cost_usd, **self.pool.limiter.snapshot(),
                 # for the progress display: per-method counts and what the quota allows
                 "done_by_method": {m: sum(c.values()) for m, c in list(self.status_counts.items())},
+                # network calls of the finished items per method: the ETA's calls per item
+                "calls_by_method": {m: meter.calls for m, meter in list(self.per_method.items())},
                 "rpm": self.pool.limiter.rpm, "tpm": self.pool.limiter.tpm,
                 "input_tokens": s.input_tokens, "output_tokens": s.output_tokens}
         batches = getattr(self.pool.backend, "batch_snapshot", None)
@@ -134,17 +142,20 @@ class Runner:
 
     async def _score(self, task: Task, report: Report, method: Method) -> ScoreRow:
         meter = Meter()
-        ctx = ItemContext(pool=self.pool, task=task, report=report, method=method.name, options=method.opts,
-                          seed=self.seed, pages=self.pages, executor=self.executor,
-                          on_verdict=self.writer.verdict if self.writer else None, meter=meter)
+
+        def context(judge_sample: int) -> ItemContext:
+            return ItemContext(pool=self.pool, task=task, report=report, method=method.name, options=method.opts,
+                               seed=self.seed, pages=self.pages, executor=self.executor,
+                               on_verdict=self.writer.verdict if self.writer else None, meter=meter,
+                               judge_sample=judge_sample)
+
         t0 = time.monotonic()
-        try:
-            result = await method.score(ctx)
-        except JudgeFailed as e:
-            result = MethodResult(score=None, status="failed", errors=[f"{e.reason}: {e.detail}".rstrip(": ")])
-        except Exception as e:  # a method bug must not take the run down; it is reported
-            result = MethodResult(score=None, status="failed",
-                                  errors=[redact(f"internal error: {type(e).__name__}: {e}")])
+        spread: dict[str, Any] = {}
+        if self.samples == 1:
+            result = await self._attempt(method, context(0))
+        else:  # the K samples run side by side; each asks its own distinct requests
+            results = await asyncio.gather(*(self._attempt(method, context(s)) for s in range(self.samples)))
+            result, spread = combine(results, method.sample_aggregate)
         judge_s, wait_s = meter.latency_split()
         row = ScoreRow(
             task_id=task.task_id, agent=report.agent, method=method.name, score=result.score,
@@ -157,15 +168,27 @@ class Runner:
             details=result.details, cached_input_tokens=meter.cached_input_tokens,
             cost_usd_uncached=known_cost(meter.cost_usd_uncached, self.pool.priced),
             judge_s=round(judge_s, 4), quota_wait_s=round(wait_s, 4), reasoning_tokens=meter.reasoning_tokens,
+            **spread,
         )
         self._count(row)
         self.per_method[method.name].merge(meter)
         return row
 
+    async def _attempt(self, method: Method, ctx: ItemContext) -> MethodResult:
+        """One scoring of the item; a judge failure or a method bug becomes a failed result."""
+        try:
+            return await method.score(ctx)
+        except JudgeFailed as e:
+            return MethodResult(score=None, status="failed", errors=[f"{e.reason}: {e.detail}".rstrip(": ")])
+        except Exception as e:  # a method bug must not take the run down; it is reported
+            return MethodResult(score=None, status="failed",
+                                errors=[redact(f"internal error: {type(e).__name__}: {e}")])
+
     def _not_run(self, task: Task, report: Report, method: Method) -> ScoreRow:
         """The row of an item never started because the pool stopped."""
         stop = self.pool.stopped
         assert stop is not None
+        self.items_not_run += 1
         row = ScoreRow(task_id=task.task_id, agent=report.agent, method=method.name, score=None, status="failed",
                        errors=[f"{stop.reason}: {stop.message}"], judge=self.pool.judge_label)
         self._count(row)
@@ -219,6 +242,15 @@ class Runner:
             "truncation_retries": s.truncation_retries, "thinking_learned": s.thinking_learned,
             "failure_reasons": dict(sorted(self.failure_reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
         }
+        totals["request_faults"] = s.request_faults
+        totals["refused_over_window"] = s.refused_over_window
+        if s.structured_output_ignored:
+            totals["structured_output_ignored"] = True  # the schema went into the prompt instead
+        stopped = self.pool.stopped
+        if stopped is not None and not s.stopped_calls and not self.items_not_run:
+            # Nothing was refused for the stop: every item has the row its own calls earned.
+            totals["stop_after_all_items"] = msgspec.to_builtins(stopped)
+            stopped = None
         if not priced:
             totals["price_unknown"] = self.pool.price_model  # costs above are None, not 0
         batches = getattr(self.pool.backend, "batch_summary", None)
@@ -248,6 +280,6 @@ class Runner:
                                   "statuses": self.status_counts[name]}
                            for name, m in self.per_method.items()},
             "totals": totals,
-            "stopped": msgspec.to_builtins(self.pool.stopped) if self.pool.stopped is not None else None,
+            "stopped": msgspec.to_builtins(stopped) if stopped is not None else None,
             "input_errors": [str(e) for e in input_errors[:200]],
         }

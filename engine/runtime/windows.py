@@ -12,6 +12,8 @@ model) have no entry: callers treat that as "unknown", never as a small window.
 """
 from __future__ import annotations
 
+import re
+
 import msgspec
 
 
@@ -78,3 +80,74 @@ def window_of(model: str, table: dict[str, ModelWindow] | None = None) -> ModelW
         return known[name]
     best = max((m for m in known if name.startswith(m)), key=len, default=None)
     return known[best] if best else None
+
+
+# Token counts before a call are estimates (engine.runtime.tokens: learned from the
+# server's usage, but never exact): a request is refused before it is sent only when its
+# estimate is this far over the window, so a prompt that might fit is always tried.
+OVER_MARGIN = 1.1
+# Before any usage was seen the estimate is the fixed character rule (4 ASCII characters
+# or 1 wide character per token), which over-counts CJK text for large vocabularies.
+UNLEARNED_OVER_MARGIN = 1.5
+
+
+def clearly_over(tokens: float, window: int | None, margin: float = OVER_MARGIN) -> bool:
+    """Whether an estimated ``tokens`` is certainly too many for ``window`` (None: unknown
+    window, never over)."""
+    return window is not None and window > 0 and tokens > window * margin
+
+
+class StatedWindow(msgspec.Struct, frozen=True):
+    """What an endpoint's context-length error says: the window, and the tokens the
+    request came to when the message states them."""
+
+    window: int
+    requested: int | None = None
+
+
+# How providers state the window in a context-length error (their documented or observed
+# wording; numbers may carry thousands separators):
+#   OpenAI, vLLM: "This model's maximum context length is 4096 tokens. However, you requested
+#                  5000 tokens (4000 in the messages, 1000 in the completion)."
+#                 "... maximum context length is 32768 tokens. However, your messages resulted
+#                  in 40000 tokens" / "... and your request has 40000 input tokens"
+#   Anthropic:    "prompt is too long: 215000 tokens > 200000 maximum"
+#   Gemini:       "The input token count (1200000) exceeds the maximum number of tokens
+#                  allowed (1048576)."
+_N = r"(\d[\d,]*)"
+_WINDOW_PATTERNS = (
+    re.compile(rf"maximum context length is {_N}", re.IGNORECASE),
+    re.compile(rf"{_N} tokens > {_N} maximum", re.IGNORECASE),
+    re.compile(rf"maximum number of tokens allowed(?: is)? \(?{_N}\)?", re.IGNORECASE),
+    re.compile(rf"context (?:window|size|length) (?:is |of )?{_N}", re.IGNORECASE),
+)
+_REQUESTED_PATTERNS = (
+    re.compile(rf"you requested {_N} tokens", re.IGNORECASE),
+    re.compile(rf"resulted in {_N} tokens", re.IGNORECASE),
+    re.compile(rf"your request has {_N} input tokens", re.IGNORECASE),
+    re.compile(rf"prompt is too long: {_N} tokens", re.IGNORECASE),
+    re.compile(rf"input token count \(?(?:of )?{_N}\)?", re.IGNORECASE),
+)
+
+
+def _int(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def stated_window(message: str) -> StatedWindow | None:
+    """The window (and the request's size) a context-length error message states, or None."""
+    for pattern in _WINDOW_PATTERNS:
+        m = pattern.search(message)
+        if m:
+            # Anthropic's "N tokens > W maximum": the window is the second number.
+            window = _int(m.group(m.lastindex or 1))
+            break
+    else:
+        return None
+    requested = None
+    for pattern in _REQUESTED_PATTERNS:
+        r = pattern.search(message)
+        if r:
+            requested = _int(r.group(1))
+            break
+    return StatedWindow(window, requested) if window > 0 else None

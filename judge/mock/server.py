@@ -49,9 +49,10 @@ from drscore.judge.mock.completions import (
     BadRequest, Prepared, completion_body, count_tokens, error_body, prepare, prompt_token_list, recoverable,
     truncated,
 )
+from drscore.judge.mock import profiles
 from drscore.judge.mock.prefix_cache import PrefixCache
 from drscore.judge.mock.quota import Quota, TokenBucket, ceil_ms, format_duration
-from drscore.judge.mock.thinking import STYLES, planned_reasoning, shape_body, think
+from drscore.judge.mock.thinking import STYLES, output_cap, planned_reasoning, shape_body, think
 
 __all__ = [
     "MockConfig",
@@ -89,10 +90,22 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # A thinking model (judge.mock.thinking): hidden reasoning tokens spent per call before
     # the answer, counted against the output cap; how the thought shows (hidden | field | think).
     reasoning_tokens: int = 0
-    reasoning_style: str = "hidden"
+    reasoning_style: str = ""  # "": the profile's (hidden without one)
+    # A provider's behaviour (judge.mock.profiles): error shapes, quota headers, usage
+    # fields, structured outputs; "": the plain mock (OpenAI-like, as before profiles).
+    profile: str = ""
+    context_window: int = 0  # prompts over this many tokens get the profile's context error (0: no limit)
+    poison_rate: float = 0.0  # share of bodies (chosen by their hash) answered 503 every time
+    filter_word: str = ""  # prompts containing this word meet the profile's content filter
 
     def __post_init__(self) -> None:
-        if self.reasoning_style not in STYLES:
+        if self.profile:
+            profiles.profile(self.profile)  # raises ValueError naming the choices
+        if not 0.0 <= self.poison_rate <= 1.0:
+            raise ValueError(f"mock judge: poison_rate must be within [0, 1], got {self.poison_rate}")
+        if self.context_window < 0:
+            raise ValueError(f"mock judge: context_window must be >= 0, got {self.context_window}")
+        if self.reasoning_style and self.reasoning_style not in STYLES:
             raise ValueError(f"mock judge: reasoning_style must be one of {', '.join(STYLES)}, "
                              f"got {self.reasoning_style!r}")
         for name in ("rpm", "tpm", "latency", "jitter", "prefix_cache_ttl", "batch_delay", "batch_expire_first",
@@ -129,6 +142,10 @@ class _Stats(msgspec.Struct, kw_only=True):
     duplicate_ok: int = 0
     reasoning_tokens: int = 0  # part of completion_tokens spent thinking
     cut_off: int = 0  # well-formed requests whose answer the output cap cut (finish_reason "length")
+    poisoned: int = 0  # answered 503 because the body is one of the poisoned ones (--poison-rate)
+    context_errors: int = 0  # refused: the prompt was over --context-window
+    truncated_prompts: int = 0  # over --context-window and cut silently (the ollama profile)
+    filtered: int = 0  # met the content filter (--filter-word)
 
 
 class _MockJudge:
@@ -137,6 +154,10 @@ class _MockJudge:
 
     def __init__(self, cfg: MockConfig, clock: Callable[[], float]) -> None:
         self.cfg = cfg
+        # Without a profile the plain mock keeps its shapes; the new faults use OpenAI's.
+        self.profile = profiles.profile(cfg.profile) if cfg.profile else None
+        self.shapes = self.profile or profiles.profile("openai")
+        self.style = cfg.reasoning_style or (self.profile.reasoning_style if self.profile else "hidden")
         self.quota = Quota(cfg.rpm, cfg.tpm, cfg.burst, clock)
         self.prefix = PrefixCache(ttl_s=cfg.prefix_cache_ttl, clock=clock) if cfg.prefix_cache else None
         self.batches = MockBatches(self.answer_batch_line, delay_s=cfg.batch_delay,
@@ -172,16 +193,25 @@ class _MockJudge:
     async def _chat(self, request: web.Request, st: _Stats) -> web.Response:
         cfg = self.cfg
         body = await request.read()
+        prof = self.profile
         try:
             try:
                 payload = orjson.loads(body)
             except orjson.JSONDecodeError as e:
                 raise BadRequest(f"request body is not valid JSON: {e}") from None
+            if prof is not None and not prof.structured_output and isinstance(payload, dict):
+                payload = {k: v for k, v in payload.items() if k != "response_format"}  # ignored
             prep = prepare(payload)
         except BadRequest as e:
             st.bad_requests += 1
             return web.Response(status=400, body=error_body(str(e), "invalid_request_error"),
                                 content_type=_JSON)
+        if prof is not None and not prof.structured_output and not any("<json-schema>" in t for t in prep.texts):
+            # No schema in the prompt, and response_format was not read: the model answers in prose.
+            prep.answer, prep.completion_tokens = profiles.PROSE, count_tokens(profiles.PROSE)
+        refused = self._refuse(prep, payload, st)
+        if refused is not None:
+            return refused
         key = prep.key
         if key not in self.seen:
             self.seen.add(key)
@@ -191,6 +221,9 @@ class _MockJudge:
                                 + planned_reasoning(payload, cfg.reasoning_tokens))
         if wait > 0:
             st.rate_limited += 1
+            if prof is not None:
+                headers, body = profiles.rate_limit_response(prof, wait, self.quota.headers(), cfg.model)
+                return web.Response(status=429, headers=headers, content_type=_JSON, body=body)
             headers = self.quota.headers()
             headers["Retry-After"] = str(math.ceil(ceil_ms(wait) / 1000))
             headers["retry-after-ms"] = str(ceil_ms(wait))
@@ -198,6 +231,8 @@ class _MockJudge:
             return web.Response(status=429, headers=headers, content_type=_JSON,
                                 body=error_body(message, "rate_limit_exceeded", "rate_limit_exceeded"))
         headers = self.quota.headers()
+        if prof is not None:
+            headers = profiles.quota_rate_headers(prof, headers)
 
         # Fates are drawn in admission order from one seeded stream, so the number of
         # errors and malformed answers over N admitted requests is reproducible.
@@ -235,10 +270,11 @@ class _MockJudge:
             malformed = True
         else:
             malformed = False
-        thought = think(payload, content, completion_tokens, cfg.reasoning_tokens, cfg.reasoning_style)
+        thought = think(payload, content, completion_tokens, cfg.reasoning_tokens, self.style)
+        withheld = self._filtered(prep) and self.shapes.filter == "finish"
         if st is not None:
-            if malformed:
-                pass
+            if malformed or withheld:
+                pass  # counted as malformed, or as filtered (in _refuse)
             elif thought.finish_reason == "stop":
                 st.ok += 1
                 previous = self.answered.get(prep.key, 0)
@@ -253,7 +289,49 @@ class _MockJudge:
             st.reasoning_tokens += thought.reasoning_tokens
         body = completion_body(prep, payload, thought.content, thought.completion_tokens,
                                cached if self.prefix is not None else None, cfg.model)
-        return 200, shape_body(body, thought, cfg.reasoning_style)
+        body = shape_body(body, thought, self.style)
+        if self.profile is not None:
+            body = profiles.shape_usage(self.profile, body, cached)
+        if withheld:
+            # The provider's safety filter withheld the answer (billed up to where it stopped).
+            body["choices"][0]["message"]["content"] = ""
+            body["choices"][0]["finish_reason"] = "content_filter"
+        return 200, body
+
+    def _filtered(self, prep: Prepared) -> bool:
+        word = self.cfg.filter_word.lower()
+        return bool(word) and any(word in t.lower() for t in prep.texts)
+
+    def _refuse(self, prep: Prepared, payload: dict[str, Any], st: _Stats) -> web.Response | None:
+        """The faults that belong to one body: poisoned (503 every time), over the context
+        window, or met by a content filter that answers with an error."""
+        cfg, shapes = self.cfg, self.shapes
+        if cfg.poison_rate and int(prep.key[:8], 16) / 0x1_0000_0000 < cfg.poison_rate:
+            st.poisoned += 1
+            return web.Response(status=shapes.overload_status, body=profiles.overload_body(shapes),
+                                content_type=_JSON)
+        cap = output_cap(payload) or 0
+        if profiles.over_window(shapes, prep.prompt_tokens, cap, cfg.context_window):
+            if shapes.overflow == "truncate":  # Ollama: keeps the last num_ctx tokens, says nothing
+                st.truncated_prompts += 1
+                prep.prompt_tokens = cfg.context_window
+                return None
+            st.context_errors += 1
+            return web.Response(status=400, content_type=_JSON,
+                                body=profiles.context_error(shapes, prep.prompt_tokens, cap, cfg.context_window))
+        if self._filtered(prep) and shapes.filter == "error":
+            st.filtered += 1
+            return web.Response(status=400, body=profiles.filter_error(shapes), content_type=_JSON)
+        if self._filtered(prep) and shapes.filter == "finish":
+            st.filtered += 1
+        return None
+
+    async def azure_chat(self, request: web.Request) -> web.Response:
+        """Azure OpenAI's deployment path: without ``api-version`` the resource is not found."""
+        if not request.query.get("api-version"):
+            return web.Response(status=404, content_type=_JSON,
+                                body=orjson.dumps({"error": {"code": "404", "message": "Resource not found"}}))
+        return await self.chat(request)
 
     def answer_batch_line(self, payload: Any) -> tuple[int, dict[str, Any]]:
         """One line of a batch: the synchronous answer path without quota or latency."""
@@ -296,6 +374,8 @@ def build_app(cfg: MockConfig, *, clock: Callable[[], float] = time.monotonic) -
     app[_MOCK_KEY] = judge
     app.router.add_post("/v1/chat/completions", judge.chat)
     app.router.add_post("/chat/completions", judge.chat)
+    app.router.add_post("/v1beta/openai/chat/completions", judge.chat)  # Gemini's compatible endpoint
+    app.router.add_post("/openai/deployments/{deployment}/chat/completions", judge.azure_chat)  # Azure
     app.router.add_get("/stats", judge.get_stats)
     app.router.add_post("/reset", judge.reset)
     app.router.add_get("/v1/models", judge.models)
@@ -373,7 +453,17 @@ _FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
                               "counted against the output cap (a smaller cap: empty or cut answer, "
                               "finish_reason length)"),
     "reasoning_style": (str, "how the thought shows: hidden (usage only: OpenAI, Gemini), field "
-                             "(reasoning_content: vLLM, DeepSeek) or think (<think> in content: Ollama, llama.cpp)"),
+                             "(reasoning_content: vLLM, DeepSeek) or think (<think> in content: Ollama, llama.cpp); "
+                             "empty: the profile's"),
+    "profile": (str, "answer as this provider's OpenAI-compatible endpoint does: openai, azure, gemini, "
+                     "anthropic, vllm or ollama (error shapes, quota headers, usage fields, structured "
+                     "outputs; see docs/providers.md); empty: the plain mock"),
+    "context_window": (int, "prompts over this many tokens get the profile's context-length error "
+                            "(ollama: cut silently); 0 = no limit"),
+    "poison_rate": (float, "share of request bodies (chosen by a hash of the body) answered 503 every time"),
+    "filter_word": (str, "prompts containing this word meet the profile's content filter (azure: 400 "
+                         "content_filter; openai: 400 invalid_prompt; gemini, anthropic: finish_reason "
+                         "content_filter); empty: none"),
 }
 
 

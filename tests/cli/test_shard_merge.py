@@ -71,6 +71,8 @@ def test_shards_cover_every_report_once_and_merge_into_one_run(tmp_path, capsys)
     for field in ("items", "items_failed", "calls", "cache_hits", "input_tokens", "output_tokens"):
         assert joined["totals"][field] == one["totals"][field], field
     assert joined["per_method"]["quality"]["statuses"] == one["per_method"]["quality"]["statuses"]
+    # the paired comparisons of the joined rows are the single run's
+    assert joined["decisions"] == one["decisions"] and joined["decisions"]
     verdicts = (tmp_path / "merged" / "verdicts.jsonl").read_text().splitlines()
     assert len(verdicts) == sum(len((tmp_path / f"s{k}" / "verdicts.jsonl").read_text().splitlines())
                                 for k in (1, 2, 3))

@@ -137,7 +137,21 @@ async def test_connection_refused_stops_at_preflight_or_is_retried_mid_run(monke
     (400, b'{"error": {"message": "Unsupported value: \'temperature\' does not support 0.0 with this model.", '
           b'"param": "temperature", "code": "unsupported_value"}}', "unsupported_parameter", "temperature"),
     (400, b'{"error": {"message": "This model\'s maximum context length is 128000 tokens.", '
-          b'"code": "context_length_exceeded"}}', "bad_request", None),
+          b'"code": "context_length_exceeded"}}', "context_length", None),
+    # Gemini's compatible endpoint wraps its error in a list and gives the status as a word.
+    (400, b'[{"error": {"code": 400, "message": "The input token count (1200000) exceeds the maximum number '
+          b'of tokens allowed (1048576).", "status": "INVALID_ARGUMENT"}}]', "context_length", None),
+    (400, b'{"type": "error", "error": {"type": "invalid_request_error", '
+          b'"message": "prompt is too long: 215000 tokens > 200000 maximum"}}', "context_length", None),
+    (400, b'{"error": {"message": "The response was filtered due to the prompt triggering Azure OpenAI\'s '
+          b'content management policy.", "type": null, "param": "prompt", "code": "content_filter", '
+          b'"status": 400}}', "content_filter", "prompt"),
+    (400, b'{"error": {"message": "Invalid prompt: your prompt was flagged as potentially violating our '
+          b'usage policy.", "type": "invalid_request_error", "param": null, "code": "invalid_prompt"}}',
+     "invalid_request", None),
+    (400, b'[{"error": {"code": 400, "message": "Invalid JSON payload received. Unknown name \"foo\": '
+          b'Cannot find field.", "status": "INVALID_ARGUMENT"}}]', "unsupported_parameter", None),
+    (400, b'{"error": {"message": "messages must alternate", "code": null}}', "bad_request", None),
     (429, b"{}", "rate_limit", None),
     (503, b"overloaded", "server_error", None),
 ])

@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from drscore.engine.runtime.judging import RateLimitInfo
-from drscore.engine.runtime.limits import AdaptiveConcurrency, RateLimiter, TokenBucket
+from drscore.engine.runtime.limits import AdaptiveConcurrency, RateLearner, RateLimiter, TokenBucket
 from drscore.engine.runtime.pool import JudgePool
 from drscore.engine.runtime.pricing import PriceTable
 from drscore.judge.http import HttpBackend
@@ -82,11 +82,44 @@ async def test_429_pauses_everyone_for_retry_after():
     lim = RateLimiter(concurrency=4)
     p = await lim.acquire(10)
     delay = await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.2))
-    assert delay == 0.2 and lim.rate_limited == 1 and lim.concurrency.limit == 2
+    # No quota headers: the 429 sets a learned pace (0.92 x one request per second, nothing
+    # answered yet to measure) instead of halving the concurrency.
+    assert delay == 0.2 and lim.rate_limited == 1 and lim.concurrency.limit == 4
+    assert lim.learner.pace == pytest.approx(0.92) and lim.rpm == pytest.approx(55.2)
     t0 = time.monotonic()
     p2 = await lim.acquire(10)
     assert time.monotonic() - t0 >= 0.18  # nobody goes before the server's delay
     await p2.done()
+
+
+async def test_with_quota_headers_a_429_halves_the_concurrency_as_before():
+    lim = RateLimiter(concurrency=4)
+    p = await lim.acquire(10)
+    info = RateLimitInfo(retry_after_s=0.01, limit_requests=600, remaining_requests=0)
+    await lim.rate_limited_release(p, info)
+    assert lim.concurrency.limit == 2 and lim.learner.pace is None and lim.rpm == 600
+
+
+def test_the_rate_learner_cuts_once_per_episode_then_grows():
+    now = [0.0]
+    learner = RateLearner(decrease=0.9, increase_per_s=0.01, first_increase_per_s=0.05, window_s=4.0,
+                          clock=lambda: now[0])
+    for t in range(9):  # 2 answers per second for 4 s: 8 intervals over 4 s
+        now[0] = t * 0.5
+        learner.success()
+    assert learner.pace is None  # nothing paced before the first 429
+    assert learner.rate_limited(pause_s=1.0) and learner.pace == pytest.approx(0.9 * 2.0)
+    assert not learner.rate_limited(pause_s=1.0)  # same episode (within the pause): no second cut
+    for t in (5.0, 5.5, 6.0, 6.5, 7.0):  # the pause ended at 5.0: growth from there, 5% a second compounded
+        now[0] = t
+        learner.success()
+    assert learner.pace == pytest.approx(1.8 * 1.05 ** 2)
+    # The second cut starts from the lower of the pace and the accepted rate: 8 answers in
+    # the window 3.0-7.0 (none during the pause) = 7 intervals / 4 s = 1.75 per second.
+    assert learner.rate_limited(pause_s=1.0) and learner.pace == pytest.approx(0.9 * 1.75)
+    now[0] = 10.0  # then the slow linear step: 0.01 x 1.575 per second, from 8.0 (the pause's end)
+    learner.success()
+    assert learner.pace == pytest.approx(1.575 + 2 * 0.01 * 1.575)
 
 
 class V(msgspec.Struct, forbid_unknown_fields=True):

@@ -10,7 +10,7 @@ from drscore.engine.runtime.progress import Progress, estimate_eta, plain_line, 
 
 def snap(**kw):
     base = {"items_done": 10, "items_failed": 1, "calls": 50, "cache_hits": 7, "retries": 2, "rate_limited": 3,
-            "in_flight": 4, "waiting_for_quota": 6, "cost_usd": 1.25, "rpm": 0, "tpm": 0,
+            "in_flight": 10, "waiting_for_quota": 6, "cost_usd": 1.25, "rpm": 0, "tpm": 0,
             "input_tokens": 0, "output_tokens": 0, "done_by_method": {"quality": 6, "race": 4}}
     base.update(kw)
     return base
@@ -41,7 +41,7 @@ def test_eta_follows_the_pace_without_a_binding_quota():
 def test_a_plain_line_tells_everything():
     line = plain_line(snap(rpm=60), {"quality": 55, "race": 55}, elapsed_s=20.0, max_cost=5.0)
     assert line.startswith("progress 10/110 items (9%) [quality 6/55 race 4/55]")
-    for part in ("failed 1", "working 4, waiting for quota 6", "calls 50, cache hits 7, retries 2, 429s 3",
+    for part in ("failed 1", "at the judge 4, waiting for quota 6", "calls 50, cache hits 7, retries 2, 429s 3",
                  "spent $1.2500 of $5.00", "elapsed 20s", "ETA 8m20s (quota)"):
         assert part in line, part
 
@@ -94,6 +94,61 @@ def test_the_live_panel_draws_a_bar_per_method_and_the_counters():
     out = io.StringIO()
     Console(file=out, width=140, color_system=None).print(p._render())
     text = out.getvalue()
-    for part in ("quality", "6/55", "race", "4/55", "items 10/110", "waiting for quota 6", "working 4",
+    for part in ("quality", "6/55", "race", "4/55", "items 10/110", "waiting for quota 6", "at the judge 4",
                  "cache hits 7", "retries 2", "429s 3", "spent $1.2500 of $5.00", "(quota)"):
         assert part in text, part
+
+
+def test_eta_counts_the_remaining_calls_per_method():
+    # quality: 10 of 10 done with 10 calls; redundancy: 1 of 10 done with 30 calls.
+    # Calls left: 30 / 1 * 9 = 270. Pace: 40 s for 40 calls -> 270 s; quota 30 rpm -> 540 s.
+    s = snap(items_done=11, calls=40, rpm=30, done_by_method={"quality": 10, "redundancy": 1},
+             calls_by_method={"quality": 10, "redundancy": 30})
+    per = {"quality": 10, "redundancy": 10}
+    assert estimate_eta(s, 20, 40.0, per) == (pytest.approx(540.0), "quota")
+    assert estimate_eta({**s, "rpm": 0}, 20, 40.0, per) == (pytest.approx(270.0), "pace")
+
+
+def test_eta_is_a_lower_bound_while_a_method_has_no_finished_item():
+    s = snap(items_done=10, calls=10, done_by_method={"quality": 10, "redundancy": 0},
+             calls_by_method={"quality": 10, "redundancy": 0})
+    eta, basis = estimate_eta(s, 20, 10.0, {"quality": 10, "redundancy": 10})
+    assert (eta, basis) == (0.0, "pace+")  # quality is done; redundancy's calls are unknown
+    line = plain_line(s, {"quality": 10, "redundancy": 10}, elapsed_s=10.0)
+    assert "ETA unknown (a method has no finished item yet)" in line
+    # half of redundancy's items known to take 30 calls: 9 left after the first -> a lower bound
+    s2 = {**s, "items_done": 11, "calls": 40, "done_by_method": {"quality": 10, "redundancy": 1},
+          "calls_by_method": {"quality": 10, "redundancy": 30}}
+    eta, basis = estimate_eta(s2, 30, 40.0, {"quality": 10, "redundancy": 10, "kae": 10})
+    assert (eta, basis) == (pytest.approx(270.0), "pace+")  # kae unknown: at least 270 s
+    assert "ETA >4m30s (pace; a method has no finished item yet)" in plain_line(
+        s2, {"quality": 10, "redundancy": 10, "kae": 10}, elapsed_s=40.0)
+
+
+def test_current_rates_against_the_limits_and_batch_state_on_the_plain_line():
+    from drscore.engine.runtime.usage_window import UsageWindow
+
+    w = UsageWindow(window_s=60.0)
+    assert w.rates() is None
+    w.observe(0.0, 0, 0)
+    w.observe(30.0, 10, 20_000)  # 10 calls and 20k tokens in 30 s -> 20 req/min, 40k tok/min
+    assert w.rates() == (pytest.approx(20.0), pytest.approx(40_000.0))
+    w.observe(90.0, 40, 20_000)  # the window now starts at 30 s: 30 calls in 60 s, no tokens
+    assert w.rates() == (pytest.approx(30.0), pytest.approx(0.0))
+    s = snap(rpm=60, tpm=100_000, usage_rate=(20.0, 40_000.0),
+             batches={"submitted": 2, "in_progress": 1, "requests_in_progress": 40, "completed": 1,
+                      "requests_answered": 10, "requests_queued": 5})
+    line = plain_line(s, {"quality": 55, "race": 55}, elapsed_s=20.0)
+    assert "20 req/min of 60, 40k tok/min of 100k" in line
+    assert "batches submitted 2 (+0 re-attached), in progress 1 (40 requests), completed 1 (10 answered), " \
+           "queued 5, failed/expired 0" in line
+
+
+def test_the_progress_object_measures_the_rate_between_draws():
+    now = [0.0]
+    state = {"calls": 0}
+    p = Progress(lambda: snap(calls=state["calls"], input_tokens=0, output_tokens=0), {"q": 10}, mode="off",
+                 clock=lambda: now[0])
+    p.snapshot()
+    now[0], state["calls"] = 6.0, 3
+    assert p.snapshot()["usage_rate"] == (pytest.approx(30.0), pytest.approx(0.0))

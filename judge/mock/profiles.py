@@ -1,0 +1,200 @@
+"""Provider profiles of the mock judge (``drscore mock-judge --profile NAME``).
+
+Each profile makes the mock answer the way one provider's OpenAI-compatible endpoint
+does in the respects that change what a client must do. They are faithful stand-ins
+built from the providers' documentation and their users' reports, not the live services:
+
+* **openai**: errors ``{"error": {message, type, param, code}}`` (``context_length_exceeded``,
+  ``invalid_prompt`` for flagged prompts); ``x-ratelimit-limit/remaining/reset-*`` headers
+  plus ``retry-after`` / ``retry-after-ms`` on a 429; usage with
+  ``prompt_tokens_details.cached_tokens`` and ``completion_tokens_details.reasoning_tokens``;
+  ``response_format`` json_schema honoured.
+* **azure**: the OpenAI body, served at ``/openai/deployments/{name}/chat/completions`` and
+  only with an ``api-version`` query (404 without it); quota headers give what *remains*
+  (``x-ratelimit-remaining-*``), not the limit, so a client cannot pace from them; the
+  content filter answers 400 with code ``content_filter`` (inner code
+  ``ResponsibleAIPolicyViolation``).
+* **gemini** (``/v1beta/openai``): errors wrapped in a list, ``[{"error": {code, message,
+  status}}]`` with ``INVALID_ARGUMENT`` / ``RESOURCE_EXHAUSTED`` / ``UNAVAILABLE``; no quota
+  headers, and a 429 says when to come back only in the body (``RetryInfo.retryDelay``);
+  a context overflow is "The input token count (N) exceeds the maximum number of tokens
+  allowed (W)" (input tokens only); safety blocks end with ``finish_reason``
+  ``content_filter``; hidden thinking counted in ``completion_tokens_details``.
+* **anthropic** (the OpenAI SDK compatibility layer): ``response_format`` is ignored (the
+  answer is prose unless the prompt itself carries the schema); errors
+  ``{"type": "error", "error": {type, message}}``, "prompt is too long: N tokens > W
+  maximum"; overload is HTTP 529; quota headers are Anthropic's own
+  (``anthropic-ratelimit-requests-limit`` ...) plus ``retry-after``; thinking is billed but
+  neither shown nor counted in the usage.
+* **vllm**: no quota of its own (a gateway in front sends only ``Retry-After``); errors
+  ``{"object": "error", "message", "type": "BadRequestError", "code": 400}``; "maximum
+  context length is W tokens. However, you requested N tokens (X in the messages, Y in the
+  completion)"; the thought in ``message.reasoning_content``, no reasoning count; no
+  ``prompt_tokens_details``.
+* **ollama**: no quota, no content filter; a prompt over the context (``num_ctx``) is
+  truncated silently, never refused; the thought as ``<think>`` in the content.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import orjson
+
+PROFILES = ("openai", "azure", "gemini", "anthropic", "vllm", "ollama")
+
+
+class Profile(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    quota_headers: str  # openai | azure (remaining only) | anthropic | none
+    retry_after_header: bool = True  # a 429 carries Retry-After (gemini: only in the body)
+    reasoning_style: str = "hidden"  # the thinking mock's style (judge.mock.thinking.STYLES)
+    reasoning_details: bool = True  # usage.completion_tokens_details.reasoning_tokens is given
+    cached_tokens: bool = True  # usage.prompt_tokens_details.cached_tokens is given
+    structured_output: bool = True  # response_format json_schema is honoured
+    overflow: str = "error"  # error | truncate (a prompt over the window)
+    window_counts_output: bool = True  # the window error counts the output cap with the prompt
+    filter: str = "none"  # how --filter-word shows: error | finish | none
+    overload_status: int = 503  # what a poisoned body is answered with
+
+
+_ALL: dict[str, Profile] = {
+    "openai": Profile(name="openai", quota_headers="openai", filter="error"),
+    "azure": Profile(name="azure", quota_headers="azure", filter="error"),
+    "gemini": Profile(name="gemini", quota_headers="none", retry_after_header=False, cached_tokens=False,
+                      window_counts_output=False, filter="finish"),
+    "anthropic": Profile(name="anthropic", quota_headers="anthropic", reasoning_details=False, cached_tokens=False,
+                         structured_output=False, window_counts_output=False, filter="finish",
+                         overload_status=529),
+    "vllm": Profile(name="vllm", quota_headers="none", reasoning_style="field", reasoning_details=False,
+                    cached_tokens=False),
+    "ollama": Profile(name="ollama", quota_headers="none", reasoning_style="think", reasoning_details=False,
+                      cached_tokens=False, overflow="truncate"),
+}
+
+
+def profile(name: str) -> Profile:
+    try:
+        return _ALL[name]
+    except KeyError:
+        raise ValueError(f"mock judge: profile must be one of {', '.join(PROFILES)}, got {name!r}") from None
+
+
+_GEMINI_STATUS = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL",
+                  503: "UNAVAILABLE"}
+_ANTHROPIC_TYPE = {400: "invalid_request_error", 404: "not_found_error", 429: "rate_limit_error",
+                   500: "api_error", 529: "overloaded_error"}
+
+
+def error_body(p: Profile, status: int, message: str, *, type_: str = "invalid_request_error",
+               code: str | None = None, param: str | None = None, extra: dict[str, Any] | None = None) -> bytes:
+    """An error body in the profile's shape."""
+    if p.name == "gemini":
+        err: dict[str, Any] = {"code": status, "message": message, "status": _GEMINI_STATUS.get(status, "UNKNOWN")}
+        if extra:
+            err.update(extra)
+        return orjson.dumps([{"error": err}])
+    if p.name == "anthropic":
+        return orjson.dumps({"type": "error", "error": {"type": _ANTHROPIC_TYPE.get(status, "api_error"),
+                                                        "message": message}})
+    if p.name == "vllm":
+        return orjson.dumps({"object": "error", "message": message, "type": "BadRequestError" if status < 500
+                             else "InternalServerError", "param": param, "code": status})
+    err = {"message": message, "type": type_, "param": param, "code": code}
+    if extra:
+        err.update(extra)
+    return orjson.dumps({"error": err})
+
+
+def context_error(p: Profile, prompt_tokens: int, cap: int, window: int) -> bytes:
+    """The profile's 400 for a prompt over the window."""
+    if p.name == "gemini":
+        return error_body(p, 400, f"The input token count ({prompt_tokens}) exceeds the maximum number of tokens "
+                                  f"allowed ({window}).")
+    if p.name == "anthropic":
+        return error_body(p, 400, f"prompt is too long: {prompt_tokens} tokens > {window} maximum")
+    message = (f"This model's maximum context length is {window} tokens. However, you requested "
+               f"{prompt_tokens + cap} tokens ({prompt_tokens} in the messages, {cap} in the completion). "
+               "Please reduce the length of the messages or completion.")
+    return error_body(p, 400, message, code="context_length_exceeded", param="messages")
+
+
+def over_window(p: Profile, prompt_tokens: int, cap: int, window: int) -> bool:
+    if window <= 0:
+        return False
+    return prompt_tokens + (cap if p.window_counts_output else 0) > window
+
+
+def filter_error(p: Profile) -> bytes:
+    """The 400 of a content filter (the ``error`` filter style)."""
+    if p.name == "azure":
+        return error_body(p, 400, "The response was filtered due to the prompt triggering Azure OpenAI's content "
+                                  "management policy. Please modify your prompt and retry.",
+                          type_="invalid_request_error", code="content_filter", param="prompt",
+                          extra={"status": 400, "innererror": {"code": "ResponsibleAIPolicyViolation",
+                                                               "content_filter_result": {
+                                                                   "violence": {"filtered": True,
+                                                                                "severity": "medium"}}}})
+    return error_body(p, 400, "Invalid prompt: your prompt was flagged as potentially violating our usage policy.",
+                      code="invalid_prompt")
+
+
+def overload_body(p: Profile) -> bytes:
+    if p.name == "anthropic":
+        return error_body(p, 529, "Overloaded")
+    if p.name == "gemini":
+        return error_body(p, 503, "The model is overloaded. Please try again later.")
+    return error_body(p, p.overload_status, "The server is currently overloaded with other requests. Please retry.",
+                      type_="server_error", code="service_unavailable")
+
+
+def rate_limit_response(p: Profile, wait_s: float, quota_headers: dict[str, str], model: str) -> tuple[dict[str, str], bytes]:
+    """Headers and body of a 429 (``quota_headers``: the OpenAI-style set the quota computed)."""
+    seconds = max(1, -(-int(wait_s * 1000) // 1000))
+    headers = quota_rate_headers(p, quota_headers)
+    if p.retry_after_header:
+        headers["Retry-After"] = str(seconds)
+        if p.quota_headers in ("openai", "azure"):
+            headers["retry-after-ms"] = str(max(1, int(wait_s * 1000)))
+    if p.name == "gemini":
+        body = error_body(p, 429, "Resource has been exhausted (e.g. check quota).", extra={"details": [
+            {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{seconds}s"}]})
+    elif p.name == "anthropic":
+        body = error_body(p, 429, "This request would exceed the rate limit for your organization. Please "
+                                  "retry after some time.")
+    else:
+        body = error_body(p, 429, f"Rate limit reached for {model}. Please try again later.",
+                          type_="requests", code="rate_limit_exceeded")
+    return headers, body
+
+
+def quota_rate_headers(p: Profile, openai_style: dict[str, str]) -> dict[str, str]:
+    """The quota headers the profile sends, from the OpenAI-style set."""
+    if p.quota_headers == "openai":
+        return dict(openai_style)
+    if p.quota_headers == "azure":
+        return {k: v for k, v in openai_style.items() if k.startswith("x-ratelimit-remaining-")}
+    if p.quota_headers == "anthropic":
+        out = {}
+        for kind in ("requests", "tokens"):
+            if f"x-ratelimit-limit-{kind}" in openai_style:
+                out[f"anthropic-ratelimit-{kind}-limit"] = openai_style[f"x-ratelimit-limit-{kind}"]
+                out[f"anthropic-ratelimit-{kind}-remaining"] = openai_style[f"x-ratelimit-remaining-{kind}"]
+        return out
+    return {}
+
+
+def shape_usage(p: Profile, body: dict[str, Any], cached: int) -> dict[str, Any]:
+    """Usage fields as the provider reports them."""
+    usage = body["usage"]
+    if p.cached_tokens:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
+    else:
+        usage.pop("prompt_tokens_details", None)
+    if not p.reasoning_details:
+        usage.pop("completion_tokens_details", None)
+    return body
+
+
+PROSE = ("The report covers the question well, with sound structure and mostly supported claims; "
+         "I would rate it favourably overall.")
