@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import msgspec
 import numpy as np
@@ -159,17 +159,19 @@ class Aggregator:
 
     def light_rows(self) -> list[ScoreRow]:
         """Every row so far with only its task, agent, method, score, coverage, status and
-        judge samples: what paired comparisons and rank rules read (built on demand from
-        the compact arrays)."""
-        out = []
+        judge samples: what paired comparisons and rank rules read."""
+        return list(self.iter_light_rows())
+
+    def iter_light_rows(self) -> Iterator[ScoreRow]:
+        """:meth:`light_rows` one at a time, rebuilt from the compact arrays (a million-row
+        run never holds them all)."""
         for (agent, method), acc in self._acc.items():
             for i, (t, score, cov, status) in enumerate(zip(acc.light_task, acc.light_score, acc.light_cov,
                                                            acc.light_status)):
-                out.append(ScoreRow(task_id=self._tasks[t], agent=agent, method=method,
-                                    score=None if math.isnan(score) else score,
-                                    coverage=None if math.isnan(cov) else cov, status=self._statuses[status],
-                                    sample_scores=acc.light_samples.get(i, [])))
-        return out
+                yield ScoreRow(task_id=self._tasks[t], agent=agent, method=method,
+                               score=None if math.isnan(score) else score,
+                               coverage=None if math.isnan(cov) else cov, status=self._statuses[status],
+                               sample_scores=acc.light_samples.get(i, []))
 
 
     def _task_ranks(self) -> np.ndarray:
