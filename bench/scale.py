@@ -54,6 +54,11 @@ def write_workload(tmp: Path, n: int) -> tuple[Path, Path]:
 
 
 def _peak_mb() -> float:
+    """This process's peak RSS (VmHWM; ru_maxrss would include a parent's peak across exec)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB on Linux
 
 

@@ -38,6 +38,10 @@ from bench.machine import machine
 from bench.scale import write_workload
 
 ROOT = Path(__file__).resolve().parents[1]
+# Peak RSS of a child from VmHWM (this process's memory only): ru_maxrss survives exec on
+# Linux, so a child started by a large parent would report the parent's peak.
+PEAK = ("def peak_mb():\n    for line in open('/proc/self/status'):\n"
+        "        if line.startswith('VmHWM:'):\n            return round(int(line.split()[1]) / 1024, 1)\n")
 
 
 def score_run(tmp: Path, n: int) -> Path:
@@ -59,10 +63,10 @@ def score_run(tmp: Path, n: int) -> Path:
 
 def time_report(run_dir: Path) -> dict[str, Any]:
     """`drscore report` in a fresh process (its own peak RSS)."""
-    code = ("import json, resource, sys, time\nfrom drscore.cli import main\nt0 = time.monotonic()\n"
+    code = (PEAK + "import json, sys, time\nfrom drscore.cli import main\nt0 = time.monotonic()\n"
             f"rc = main(['report', {str(run_dir)!r}])\n"
             "print(json.dumps({'rc': rc, 'wall_s': round(time.monotonic() - t0, 2), "
-            "'peak_rss_mb': round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))")
+            "'peak_rss_mb': peak_mb()}))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     for name in ("report.html", "viewer.html", "leaderboard.md"):
@@ -74,10 +78,10 @@ def time_export(run_dir: Path, fmt: str) -> dict[str, Any]:
     """`drscore export DIR --format FMT` in a fresh process: chunk by chunk, so its peak
     RSS should not follow the size of scores.jsonl."""
     out_file = run_dir / f"rows.{fmt}"
-    code = ("import json, resource, time\nfrom drscore.cli import main\nt0 = time.monotonic()\n"
+    code = (PEAK + "import json, time\nfrom drscore.cli import main\nt0 = time.monotonic()\n"
             f"rc = main(['export', {str(run_dir)!r}, '--format', {fmt!r}, '--out', {str(out_file)!r}])\n"
             "print(json.dumps({'rc': rc, 'wall_s': round(time.monotonic() - t0, 2), "
-            "'peak_rss_mb': round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))")
+            "'peak_rss_mb': peak_mb()}))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     out["file_mb"] = round(out_file.stat().st_size / 2**20, 1)
