@@ -7,7 +7,7 @@ import importlib.metadata
 import itertools
 import os
 import time
-from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -37,6 +37,7 @@ from drscore.engine.runtime.redact import endpoint_host, redact_url as redact_ju
 from drscore.engine.runtime.rundir import RunWriter, open_run_dir
 from drscore.engine.runtime.runner import Runner
 from drscore.engine.runtime.thinking import ThinkingPolicy
+from drscore.engine.runtime.seen import SeenKeys
 from drscore.engine.stats.bootstrap import mean_ci
 from drscore.protocols import protocol
 
@@ -167,26 +168,45 @@ def task_bootstrap_interval(values: Sequence[float]) -> list[float] | None:
     return interval.as_list() if interval else None
 
 
-def add_decisions(summary: dict[str, Any], rows: Sequence[ScoreRow], *, samples: int = 1) -> None:
+def add_decisions(summary: dict[str, Any], rows: Sequence[ScoreRow] | Callable[[], Iterable[ScoreRow]], *,
+                  samples: int = 1) -> None:
     """Add to a run summary what decides between its agents: each entry's
     ``unranked_reason`` (engine.stats.rankable), ``decisions`` (the paired comparisons of
     engine.stats.paired, seed 0, 1,000 resamples) and, with judge samples, ``judge_noise``
-    per method and agent (engine.stats.noise). ``drscore run`` and ``drscore merge`` use it."""
+    per method and agent (engine.stats.noise). ``drscore run`` and ``drscore merge`` use it.
+
+    ``rows`` is a sequence, or a function returning a fresh iterator over them (a run's
+    aggregator rebuilds its light rows one at a time): they are read twice, never kept."""
     from drscore.engine.stats.noise import judge_noise
     from drscore.engine.stats.paired import decide
-    from drscore.engine.stats.rankable import agent_reason
+    from drscore.engine.stats.rankable import reason_from_counts
 
-    by_key: dict[tuple[str, str], list[ScoreRow]] = {}
-    for r in rows:
-        by_key.setdefault((r.method, r.agent), []).append(r)
+    def again() -> Iterable[ScoreRow]:
+        return rows() if callable(rows) else rows
+
+    counts: dict[tuple[str, str], list[int]] = {}  # [scored, partial, coverage 0], as agent_reason
+    spread: dict[tuple[str, str], dict[str, list[float]]] = {}  # judge samples, rows that have them
+    any_samples = False
+    for r in again():
+        key = (r.method, r.agent)
+        c = counts.setdefault(key, [0, 0, 0])
+        by_task = spread.setdefault(key, {})
+        if r.score is not None:
+            c[0] += 1
+            if r.coverage is not None and r.coverage <= 0.0:
+                c[2] += 1
+            elif r.status == "partial":
+                c[1] += 1
+        if r.sample_scores:
+            any_samples = True
+            by_task[r.task_id] = [v for v in r.sample_scores if v is not None]
     for entry in summary.get("per_agent_method", []):
-        entry["unranked_reason"] = agent_reason(by_key.get((entry["method"], entry["agent"]), []))
-    summary["decisions"] = {m: msgspec.to_builtins(d) for m, d in decide(rows, seed=0).items()}
-    if samples > 1 or any(r.sample_scores for r in rows):  # how noisy the judge was
+        entry["unranked_reason"] = reason_from_counts(*counts.get((entry["method"], entry["agent"]), [0, 0, 0]))
+    summary["decisions"] = {m: msgspec.to_builtins(d) for m, d in decide(again(), seed=0).items()}
+    if samples > 1 or any_samples:  # how noisy the judge was
         noise: dict[str, dict[str, Any]] = {}
-        for (method, agent), agent_rows in sorted(by_key.items()):
-            figures = judge_noise({r.task_id: [v for v in r.sample_scores if v is not None]
-                                   for r in agent_rows if r.sample_scores})
+        for (method, agent), by_task in sorted(spread.items()):
+            figures = judge_noise(by_task)
             if figures is not None:
                 noise.setdefault(method, {})[agent] = msgspec.to_builtins(figures)
         summary["judge_noise"] = noise
@@ -528,7 +548,7 @@ class Run:
 
     def _reports(self) -> Iterator[Report]:
         cfg = self.config
-        seen: dict[tuple[str, str], str] = {}  # one (task, agent) is scored once across all files
+        seen = SeenKeys()  # one (task, agent) is scored once across all files
         reports = itertools.chain.from_iterable(
             itertools.islice(iter_reports(p, fmt=cfg.format, agent=cfg.agent, tasks=self.tasks,
                                           errors=self.input_errors, seen=seen), cfg.limit or None)
@@ -580,7 +600,7 @@ class Run:
     def _add_decisions(self) -> None:
         """The run's overview (date, version, judge, endpoint host), and what
         :func:`add_decisions` adds, with the same seed and resamples as every interval."""
-        add_decisions(self.summary, self.runner.aggregate.light_rows(), samples=self.config.samples)
+        add_decisions(self.summary, self.runner.aggregate.iter_light_rows, samples=self.config.samples)
         jc = self.config.judge
         t = self.summary.get("totals", {})
         self.summary["overview"] = {

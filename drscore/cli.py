@@ -50,6 +50,7 @@ EXAMPLES: dict[str, str] = {
     "report": "drscore report runs/r1",
     "run": "drscore run --methods quality --reports reports.a.jsonl --print-config > run.toml && drscore run --config run.toml --limit 10",
     "tasks": "drscore tasks rank --tasks tasks.jsonl --judge-url https://api.openai.com/v1 --judge-model gpt-4.1",
+    "view": "drscore view runs/r1 --port 8800",
     "tasks rank": "drscore tasks rank --tasks tasks.jsonl --rounds 3 --out ranked.jsonl",
     "tasks leakage": "drscore tasks leakage --tasks tasks.jsonl --out leakage.jsonl",
     "tasks domains": "drscore tasks domains runs/r1 --method quality",
@@ -87,9 +88,15 @@ def main(argv: list[str] | None = None) -> int:
     install_log_filter()
     install_excepthook()
     try:
-        result = build_cli().main(args=argv, prog_name="drscore", standalone_mode=False)
+        # make_context + invoke rather than click's main(): its main turns a closed pipe
+        # (`| head`) into exit status 1, where Unix tools stop quietly with 0.
+        cli = build_cli()
+        with cli.make_context("drscore", argv) as ctx:
+            result = cli.invoke(ctx)
         sys.stdout.flush()  # here, so that a reader gone away (| head) is caught below
         return int(result or 0)
+    except click.exceptions.Exit as e:  # --help, --version, ctx.exit(N)
+        return e.exit_code
     except click.UsageError as e:  # the usage of the command that failed, then one line
         if e.ctx is not None:
             print(e.ctx.get_usage(), file=sys.stderr)

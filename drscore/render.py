@@ -1,11 +1,14 @@
 """Plain-text views of a run summary for the terminal."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from drscore.engine.runtime.escape import terminal
 from drscore.engine.runtime.models import ScoreRow
 from drscore.engine.runtime.pricing import cost_text, unknown_price_message
+
+if TYPE_CHECKING:  # the reporting tables (numpy) load only when a leaderboard is drawn
+    from drscore.engine.reporting.tables import BoardFold
 
 
 def _fmt(v: Any, nd: int = 3) -> str:
@@ -16,7 +19,7 @@ def _fmt(v: Any, nd: int = 3) -> str:
     return str(v)
 
 
-def leaderboard_text(summary: dict[str, Any], rows: Iterable[ScoreRow] | None = None, *,
+def leaderboard_text(summary: dict[str, Any], rows: Iterable[ScoreRow] | BoardFold | None = None, *,
                      seed: int = 0, resamples: int | None = None) -> str:
     """One block per method, agents ranked best first. With the run's score ``rows``
     the table is :func:`drscore.engine.reporting.tables.leaderboard`'s, the one ``drscore
@@ -34,8 +37,9 @@ def leaderboard_text(summary: dict[str, Any], rows: Iterable[ScoreRow] | None = 
     return "\n".join(lines)
 
 
-def _board_lines(summary: dict[str, Any], rows: Iterable[ScoreRow], seed: int, resamples: int | None) -> list[str]:
-    from drscore.engine.reporting.tables import comparison_note, leaderboard, task_sets_differ
+def _board_lines(summary: dict[str, Any], rows: Iterable[ScoreRow] | BoardFold, seed: int,
+                 resamples: int | None) -> list[str]:
+    from drscore.engine.reporting.tables import BoardFold, comparison_note, leaderboard, task_sets_differ
     from drscore.engine.stats.bootstrap import DEFAULT_RESAMPLES
 
     skipped = {(r["method"], r["agent"]): r.get("skipped", 0) for r in summary.get("per_agent_method", [])}
@@ -46,7 +50,9 @@ def _board_lines(summary: dict[str, Any], rows: Iterable[ScoreRow], seed: int, r
 
         from drscore.engine.stats.paired import decide
 
-        decisions = {m: msgspec.to_builtins(d) for m, d in decide(list(rows), seed=seed).items()}
+        # (folded rows cannot be paired again; a `drscore run` summary always carries them)
+        decisions = {} if isinstance(rows, BoardFold) else {
+            m: msgspec.to_builtins(d) for m, d in decide(list(rows), seed=seed).items()}
     lines: list[str] = []
     for method in sorted(board):
         entries = board[method]

@@ -11,6 +11,15 @@ The score rows and the judge verdicts of a run directory, typed (:class:`ScoreRo
 
 pandas and pyarrow are an optional extra (``pip install 'drscore[pandas]'``); the typed
 records and CSV export need neither.
+
+A large run (a million rows) is read in chunks instead: ``run.iter_rows(50_000)`` and
+``run.iter_verdicts(50_000)`` yield lists of records, and ``run.export_table(...)`` writes
+CSV or Parquet one chunk at a time, so the file is never held twice in memory::
+
+    run = drscore.load_run("runs/big")
+    for chunk in run.iter_rows(50_000):
+        ...
+    run.export_table("rows.parquet", table="rows", fmt="parquet")
 """
 from __future__ import annotations
 
@@ -21,10 +30,20 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
+import msgspec
+import numpy as np
+
 from drscore.engine.runtime.escape import csv_cell
 from drscore.engine.runtime.extras import MissingExtra
 from drscore.engine.runtime.models import InputError, ScoreRow, VerdictRecord
-from drscore.engine.runtime.rundir_read import iter_verdicts, read_run_dir
+from drscore.engine.runtime.rundir_read import (
+    RunDirError,
+    _lines,
+    _read_json_object,
+    iter_score_rows,
+    iter_verdicts,
+    read_run_dir,
+)
 
 T = TypeVar("T")
 
@@ -103,33 +122,126 @@ def flat_verdict(rec: VerdictRecord) -> dict[str, Any]:
     return out
 
 
+class _RowKey(msgspec.Struct):
+    task_id: str = ""
+    agent: str = ""
+    method: str = ""
+    subscores: dict[str, Any] = {}
+    subscore_sd: dict[str, Any] = {}
+
+
 class RunResults:
-    """What :func:`load_run` returns: ``rows``, ``verdicts`` (read on first use),
-    ``config``, ``summary`` and the ``problems`` met while reading."""
+    """What :func:`load_run` returns: ``rows`` and ``verdicts`` (each read on first
+    use), ``config``, ``summary`` and the ``problems`` met while reading.
+
+    ``iter_rows`` / ``iter_verdicts`` read the same records in chunks and
+    :meth:`export_table` writes them chunk by chunk, for runs too large to hold."""
 
     def __init__(self, path: Path) -> None:
-        run = read_run_dir(path)
+        if not path.is_dir():
+            raise RunDirError(f"{path}: not a run directory (it does not exist or is not a directory)")
+        if not (path / "scores.jsonl").is_file():
+            raise RunDirError(f"{path / 'scores.jsonl'}: missing; is {path} the --out directory of `drscore run`?")
         self.path = path
-        self.config = run.config
-        self.summary = run.summary
-        self.problems: list[InputError] = list(run.problems)
-        self.rows: Records[ScoreRow] = Records(run.scores, ROW_COLUMNS, flat_row)
+        self.config = _read_json_object(path / "config.json")
+        self.summary = _read_json_object(path / "summary.json")
+        self.problems: list[InputError] = []
+        self._rows: Records[ScoreRow] | None = None
         self._verdicts: Records[VerdictRecord] | None = None
+
+    @property
+    def rows(self) -> Records[ScoreRow]:
+        """Every score row, one per (task, agent, method) (the last line of a repeat)."""
+        if self._rows is None:
+            run = read_run_dir(self.path)
+            self.problems.extend(run.problems)
+            self._rows = Records(run.scores, ROW_COLUMNS, flat_row)
+        return self._rows
 
     @property
     def verdicts(self) -> Records[VerdictRecord]:
         """Every judge call of the run (empty when the run has no verdicts.jsonl)."""
         if self._verdicts is None:
-            items: list[VerdictRecord] = []
-            path = self.path / "verdicts.jsonl"
-            if path.is_file():
-                for rec in iter_verdicts(path):
-                    if isinstance(rec, InputError):
-                        self.problems.append(rec)
-                    else:
-                        items.append(rec)
+            items = [rec for chunk in self.iter_verdicts(1 << 62) for rec in chunk]
             self._verdicts = Records(items, VERDICT_COLUMNS, flat_verdict)
         return self._verdicts
+
+    def iter_rows(self, chunk_size: int = 50_000) -> Iterator[list[ScoreRow]]:
+        """The rows of :attr:`rows`, in file order, ``chunk_size`` at a time.
+
+        Two passes over ``scores.jsonl``: the first finds the last line of each
+        (task, agent, method) (8 bytes a line), the second decodes and yields only those.
+        """
+        keep, _ = self._scan_rows()
+        problems: list[InputError] = []
+        chunk: list[ScoreRow] = []
+        for i, row in enumerate(iter_score_rows(self.path / "scores.jsonl", problems)):
+            if i < keep.size and keep[i]:
+                chunk.append(row)
+                if len(chunk) >= chunk_size:
+                    yield chunk
+                    chunk = []
+        if chunk:
+            yield chunk
+        self.problems.extend(problems)
+
+    def iter_verdicts(self, chunk_size: int = 50_000) -> Iterator[list[VerdictRecord]]:
+        """Every judge call, ``chunk_size`` at a time (bad lines go to ``problems``)."""
+        path = self.path / "verdicts.jsonl"
+        if not path.is_file():
+            return
+        chunk: list[VerdictRecord] = []
+        for rec in iter_verdicts(path):
+            if isinstance(rec, InputError):
+                self.problems.append(rec)
+                continue
+            chunk.append(rec)
+            if len(chunk) >= chunk_size:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
+
+    def _scan_rows(self) -> tuple[np.ndarray, list[str]]:
+        """(which decodable lines to keep, the extra columns (``sub.``/``sd.``) sorted)."""
+        decoder = msgspec.json.Decoder(_RowKey)
+        hashes: list[int] = []
+        subs: set[str] = set()
+        full = msgspec.json.Decoder(ScoreRow)
+        for _, line in _lines(self.path / "scores.jsonl"):
+            try:
+                full.decode(line)  # the same lines iter_score_rows accepts
+                key = decoder.decode(line)
+            except (msgspec.ValidationError, msgspec.DecodeError):
+                continue
+            subs.update(f"sub.{k}" for k in key.subscores)
+            subs.update(f"sd.{k}" for k in key.subscore_sd)
+            digest = msgspec.json.encode([key.task_id, key.agent, key.method])
+            hashes.append(hash(digest) & ((1 << 63) - 1))
+        arr = np.asarray(hashes, dtype=np.int64)
+        del hashes
+        keep = np.zeros(arr.size, dtype=bool)
+        if arr.size:
+            _, last = np.unique(arr[::-1], return_index=True)  # first in reverse = last in file
+            keep[arr.size - 1 - last] = True
+        return keep, sorted(subs)
+
+    def export_table(self, path: str | Path, *, table: str = "rows", fmt: str = "csv",
+                     chunk_size: int = 10_000) -> int:
+        """Write ``rows`` or ``verdicts`` as CSV or Parquet one chunk at a time; returns
+        the number of records written. Parquet needs pyarrow (the pandas extra)."""
+        if table not in ("rows", "verdicts") or fmt not in ("csv", "parquet"):
+            raise ValueError("table must be rows|verdicts and fmt csv|parquet")
+        if table == "rows":
+            _, subs = self._scan_rows()
+            header = [*ROW_COLUMNS, *subs]  # as Records.header: fixed, then the extras sorted
+            chunks: Iterator[list[dict[str, Any]]] = ([flat_row(r) for r in c] for c in self.iter_rows(chunk_size))
+        else:
+            header = list(VERDICT_COLUMNS)
+            chunks = ([flat_verdict(r) for r in c] for c in self.iter_verdicts(chunk_size))
+        if fmt == "csv":
+            return _write_csv_chunks(chunks, header, Path(path))
+        return _write_parquet_chunks(chunks, header, Path(path))
 
     def to_pandas(self) -> Any:
         """The score rows as a DataFrame (same as ``rows.to_pandas()``)."""
@@ -143,6 +255,43 @@ class RunResults:
         from drscore.engine.stats.paired import decide
 
         return dict(decide(self.rows, resamples=resamples, seed=seed, confidence=confidence))
+
+
+def _write_csv_chunks(chunks: Iterator[list[dict[str, Any]]], header: list[str], path: Path) -> int:
+    n = 0
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        for chunk in chunks:
+            for r in chunk:
+                w.writerow(["" if r.get(c) is None else csv_cell(r.get(c)) for c in header])
+            n += len(chunk)
+    return n
+
+
+_ARROW_TYPES = {"score": "float64", "coverage": "float64", "cost_usd": "float64", "latency_s": "float64",
+                "score_sd": "float64", "cost_usd_uncached": "float64", "judge_s": "float64",
+                "quota_wait_s": "float64", "cached_input_tokens": "int64", "judge_sample": "int64",
+                "judged": "int64", "expected": "int64", "calls": "int64", "cache_hits": "int64",
+                "input_tokens": "int64", "output_tokens": "int64", "reasoning_tokens": "int64",
+                "cached": "bool_"}
+
+
+def _write_parquet_chunks(chunks: Iterator[list[dict[str, Any]]], header: list[str], path: Path) -> int:
+    _require("pyarrow", "Parquet export")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    # One schema for every chunk (a chunk without a subscore must not change the types).
+    schema = pa.schema([(c, pa.float64() if c.startswith(("sub.", "sd.")) else
+                         getattr(pa, _ARROW_TYPES.get(c, "string"))()) for c in header])
+    n = 0
+    with pq.ParquetWriter(str(path), schema) as writer:
+        for chunk in chunks:
+            writer.write_table(pa.Table.from_pylist([{c: r.get(c) for c in header} for r in chunk],
+                                                    schema=schema))
+            n += len(chunk)
+    return n
 
 
 def load_run(path: str | Path) -> RunResults:

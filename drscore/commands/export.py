@@ -31,16 +31,15 @@ def command(**opts: Any) -> int:
 
 def _main(args: SimpleNamespace) -> int:
     from drscore.engine.runtime.rundir_read import RunDirError
-    from drscore.results import load_run, write_csv, write_parquet
+    from drscore.results import load_run
 
     try:
         run = load_run(args.dir)
     except RunDirError as exc:
         fail(str(exc))
-    records = run.rows if args.table == "rows" else run.verdicts
     out = args.out or args.dir / f"{args.table}.{args.format}"
-    try:
-        n = (write_csv if args.format == "csv" else write_parquet)(records, out)
+    try:  # chunk by chunk: a million-row run is never held whole
+        n = run.export_table(out, table=args.table, fmt=args.format)
     except ImportError as exc:
         fail(str(exc))
     except OSError as exc:

@@ -50,18 +50,27 @@ def run_report(args: SimpleNamespace) -> int:
         leaderboard,
         leaderboard_csv,
         leaderboard_markdown,
-        pick_redundancy_row,
         render_html,
     )
-    from drscore.engine.reporting.viewer import render_viewer
+    from drscore.engine.reporting.tables import RedundancyPicker, slim_row
+    from drscore.engine.reporting.viewer import MAX_VIEWER_ROWS, render_viewer, render_viewer_pointer
+    from drscore.engine.runtime.models import ScoreRow
     from drscore.engine.runtime.rundir_read import RunDirError, iter_verdicts, read_run_dir
 
     if args.resamples < 1:
         usage_error("--resamples must be >= 1")
     if not 0 < args.confidence < 1:
         usage_error("--confidence must be between 0 and 1 (e.g. 0.95)")
+    # One pass over scores.jsonl: each row is seen once for the redundancy matrix, then
+    # kept without its bulky details (the page draws summaries; `drscore view` has rows).
+    picker = RedundancyPicker(args.redundancy_task, args.redundancy_agent)
+
+    def each(row: ScoreRow) -> ScoreRow:
+        picker.see(row)
+        return slim_row(row)
+
     try:
-        run = read_run_dir(args.dir)
+        run = read_run_dir(args.dir, each=each)
     except RunDirError as exc:
         return _fail(str(exc))
     note = run.unfinished_note()
@@ -72,7 +81,7 @@ def run_report(args: SimpleNamespace) -> int:
     if len(run.problems) > 20:
         print(f"warning: ... and {len(run.problems) - 20} more bad lines", file=sys.stderr)
 
-    redundancy = pick_redundancy_row(run.scores, args.redundancy_task, args.redundancy_agent)
+    redundancy = picker.row
     if redundancy is None and (args.redundancy_task or args.redundancy_agent):
         return _fail(f"no row with paragraph pairs for task {args.redundancy_task!r}, "
                      f"agent {args.redundancy_agent!r} in {args.dir}")
@@ -90,10 +99,13 @@ def run_report(args: SimpleNamespace) -> int:
                                        seed=args.seed, title=args.title,
                                        viewer=None if args.no_viewer else "viewer.html"),
         }
-        if not args.no_viewer:
+        viewer_title = args.title and f"{args.title}: viewer"
+        if not args.no_viewer and len(run.scores) > MAX_VIEWER_ROWS:
+            files["viewer.html"] = render_viewer_pointer(str(args.dir), len(run.scores), title=viewer_title)
+        elif not args.no_viewer:  # small enough for one page: its rows with their details
             verdicts_path = args.dir / "verdicts.jsonl"
             verdicts = iter_verdicts(verdicts_path) if verdicts_path.is_file() else iter(())
-            files["viewer.html"] = render_viewer(run, verdicts, title=args.title and f"{args.title}: viewer")
+            files["viewer.html"] = render_viewer(read_run_dir(args.dir), verdicts, title=viewer_title)
         for name, text in files.items():
             (out / name).write_text(text, encoding="utf-8")
     except OSError as exc:

@@ -10,7 +10,6 @@ from types import SimpleNamespace
 from typing import Any, TypeVar
 
 import click
-import msgspec
 import orjson
 
 from drscore.api import Run, RunConfig, methods
@@ -19,7 +18,7 @@ from drscore.commands._framework import Command, on_interrupt, option, options, 
 from drscore.render import dry_run_text, end_of_run_lines, leaderboard_text, only_the_stop, team_incomplete
 from drscore.engine.runtime.escape import terminal
 from drscore.engine.runtime.io import FORMATS, count_lines, shard_of
-from drscore.engine.runtime.models import ScoreRow
+from drscore.engine.reporting.tables import BoardFold
 from drscore.engine.runtime.progress import Progress, progress_mode
 from drscore.protocols import PROTOCOLS
 from drscore.settings import COMMA_LIST, ConfigError, config_option, to_toml
@@ -189,7 +188,7 @@ def _main(args: SimpleNamespace, ctx: click.Context) -> int:
     return EXIT_INCOMPLETE if stop or t["inputs_skipped"] or t["items_failed"] or team_incomplete(summary) else 0
 
 
-async def _run(config: RunConfig, progress_every: float) -> tuple[dict, list[ScoreRow]]:
+async def _run(config: RunConfig, progress_every: float) -> tuple[dict, BoardFold]:
     async with Run(config) as run:
         for warning in run.warnings:
             print(f"warning: {warning}", file=sys.stderr)
@@ -197,13 +196,12 @@ async def _run(config: RunConfig, progress_every: float) -> tuple[dict, list[Sco
         shard = shard_of(config.shard)
         if shard is not None:  # about one N-th: the split is by hash
             per_method = {m: -(-n // shard[1]) for m, n in per_method.items()}
-        rows: list[ScoreRow] = []
+        board = BoardFold()  # the leaderboard's figures, folded: no row is kept
         with Progress(run.runner.snapshot, per_method, mode=progress_mode(), every_s=progress_every,
                       max_cost=config.judge.max_cost):
             async for row in run.rows():
-                # the leaderboard needs scores, not details: keep memory flat on big runs
-                rows.append(msgspec.structs.replace(row, details={}, errors=row.errors[:1]))
-        return run.summary, rows
+                board.add(row)
+        return run.summary, board
 
 
 def _capped(n: int, limit: int) -> int:

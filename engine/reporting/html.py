@@ -50,6 +50,10 @@ from drscore.engine.runtime.pricing import cost_text
 from drscore.engine.runtime.rundir_read import RunDir, natural_key
 
 _MAX_PROBLEMS = 50
+# Per-task charts and tables stop here: a grid of 10,000 tasks is a 50 MB page nobody can
+# read. Past it the heatmap shows the first tasks in task order and the cost section the
+# most expensive ones; `drscore view` pages through every row.
+MAX_TASKS_DRAWN = 100
 
 
 # --------------------------------------------------------------------------- HTML
@@ -265,15 +269,21 @@ def _section_heatmaps(run: RunDir, ids: _Ids) -> str:
         out.append(_nodata("the run has no score rows"))
     for method in run.methods():
         rows = [r for r in run.scores if r.method == method]
-        tasks = sorted({r.task_id for r in rows}, key=natural_key)
+        every_task = sorted({r.task_id for r in rows}, key=natural_key)
+        tasks = every_task[:MAX_TASKS_DRAWN]
+        drawn = set(tasks)
         agents = sorted({r.agent for r in rows})
-        cell = {(r.task_id, r.agent): r.score for r in rows}
+        cell = {(r.task_id, r.agent): r.score for r in rows if r.task_id in drawn}
         matrix = [[cell.get((t, a)) for t in tasks] for a in agents]
         cid = ids("heatmap", method)
         out.append(f"<h3>{_e(method)}</h3>")
+        more = ""
+        if len(every_task) > len(tasks):
+            more = (f" The first {len(tasks)} of {len(every_task)} tasks in task order; "
+                    "`drscore view` pages through every row.")
         out.append(_chart(cid, charts.heatmap_chart(
             cid, f"{method}: score per task", tasks, agents, matrix),
-            f"{method}: one cell per task and agent; grey = no score (failed or not run)."))
+            f"{method}: one cell per task and agent; grey = no score (failed or not run).{more}"))
     out.append("</section>")
     return "".join(out)
 
@@ -362,6 +372,12 @@ def _section_cost(run: RunDir, ids: _Ids) -> str:
         groups = cost_by(run.scores, key)
         cid = ids("cost", label)
         out.append(f"<h3>Per {label}</h3>")
+        if len(groups) > MAX_TASKS_DRAWN:  # the most expensive ones, then slowest
+            total = len(groups)
+            groups = sorted(groups, key=lambda g: (-(g[1]["cost_usd"] or 0.0), -(g[1]["latency_s"] or 0.0)))
+            groups = groups[:MAX_TASKS_DRAWN]
+            out.append(f"<p>The {len(groups)} most expensive of {total} {label}s "
+                       "(then the slowest); `drscore view` lists every row.</p>")
         out.append(_chart(cid, charts.cost_latency_chart(
             cid, f"cost and latency per {label}", [g for g, _ in groups],
             [v["cost_usd"] or 0.0 for _, v in groups], [v["judge_s"] or 0.0 for _, v in groups]),

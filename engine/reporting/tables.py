@@ -12,13 +12,15 @@ import csv
 import io
 import math
 import re
+from array import array
 from collections import defaultdict
 from typing import Any, Iterable, Sequence
 
 import msgspec
+import numpy as np
 
 from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, mean_ci
-from drscore.engine.stats.rankable import agent_reason
+from drscore.engine.stats.rankable import reason_from_counts
 from drscore.engine.runtime.escape import csv_cell, markdown_cell
 from drscore.engine.runtime.models import ScoreRow
 from drscore.engine.runtime.pricing import cost_text, sum_costs
@@ -103,8 +105,181 @@ def comparison_note(entries: Sequence[LeaderboardRow]) -> str | None:
 # --------------------------------------------------------------------------- data
 
 
+class _Cell(msgspec.Struct):
+    """One (method, agent) folded: what its leaderboard entry needs, without the rows."""
+
+    task_ix: array = msgspec.field(default_factory=lambda: array("i"))  # scored rows' tasks
+    scores: array = msgspec.field(default_factory=lambda: array("d"))
+    rows: int = 0
+    coverage_sum: float = 0.0
+    coverage_n: int = 0
+    failed: int = 0
+    partial: int = 0
+    calls: int = 0
+    cache_hits: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = 0.0
+    latency_s: float = 0.0
+    judge_s: float = 0.0
+    quota_wait_s: float = 0.0
+    cost_usd_uncached: float | None = 0.0
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
+    samples: int = 1
+    sd_sq_sum: float = 0.0  # judge samples: squares of the rows' score_sd
+    sd_n: int = 0
+    # the rank rules (engine.stats.rankable): scored rows, partial ones, coverage-0 ones
+    scored: int = 0
+    scored_partial: int = 0
+    scored_zero: int = 0
+    judges: set[str] = msgspec.field(default_factory=set)
+    sub_sum: dict[str, float] = {}
+    sub_n: dict[str, int] = {}
+    # where each subscore name first appears in task order: the entry lists them so
+    sub_first: dict[str, tuple[tuple[int, int | str], int]] = {}
+
+
+class BoardFold:
+    """Score rows folded one at a time into what :func:`leaderboard` needs: per method and
+    agent, sums and counts, and each scored row's task (an index) and score in typed
+    arrays, 12 bytes a row. ``drscore run`` folds its rows as they arrive and ``drscore
+    report`` as it reads them, so neither keeps the rows for the leaderboard."""
+
+    def __init__(self) -> None:
+        self._cells: dict[str, dict[str, _Cell]] = {}
+        self._task_ix: dict[str, int] = {}
+        self._tasks: list[str] = []
+
+    def add(self, row: ScoreRow) -> None:
+        cell = self._cells.setdefault(row.method, {}).setdefault(row.agent, _Cell())
+        cell.rows += 1
+        if row.score is not None:
+            ix = self._task_ix.get(row.task_id)
+            if ix is None:
+                ix = self._task_ix[row.task_id] = len(self._tasks)
+                self._tasks.append(row.task_id)
+            cell.task_ix.append(ix)
+            cell.scores.append(row.score)
+        if row.coverage is not None:
+            cell.coverage_sum += row.coverage
+            cell.coverage_n += 1
+        cell.failed += row.status == "failed"
+        cell.partial += row.status == "partial"
+        cell.calls += row.calls
+        cell.cache_hits += row.cache_hits
+        cell.input_tokens += row.input_tokens
+        cell.output_tokens += row.output_tokens
+        cell.cost_usd = sum_costs((cell.cost_usd, row.cost_usd))
+        cell.latency_s += row.latency_s
+        cell.judge_s += row.judge_s
+        cell.quota_wait_s += row.quota_wait_s
+        cell.cost_usd_uncached = sum_costs((cell.cost_usd_uncached, row.cost_usd_uncached))
+        cell.cached_input_tokens += row.cached_input_tokens
+        cell.reasoning_tokens += row.reasoning_tokens
+        cell.samples = max(cell.samples, len(row.sample_scores))
+        if row.score_sd is not None:
+            cell.sd_sq_sum += row.score_sd * row.score_sd
+            cell.sd_n += 1
+        if row.score is not None:
+            cell.scored += 1
+            if row.coverage is not None and row.coverage <= 0.0:
+                cell.scored_zero += 1
+            elif row.status == "partial":
+                cell.scored_partial += 1
+        if row.judge:
+            cell.judges.add(row.judge)
+        order = natural_key(row.task_id)
+        for position, (key, value) in enumerate(row.subscores.items()):
+            first = cell.sub_first.get(key)
+            if first is None or (order, position) < first:
+                cell.sub_first[key] = (order, position)
+            cell.sub_sum.setdefault(key, 0.0)
+            cell.sub_n.setdefault(key, 0)
+            if value is not None and math.isfinite(value):
+                cell.sub_sum[key] += value
+                cell.sub_n[key] += 1
+
+    def _ordered(self, cell: _Cell, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(task indices, scores) of the cell's scored rows in natural task order."""
+        tasks = np.frombuffer(cell.task_ix, dtype=np.int32) if len(cell.task_ix) else np.zeros(0, np.int32)
+        scores = np.frombuffer(cell.scores, dtype=float) if len(cell.scores) else np.zeros(0)
+        order = np.argsort(rank[tasks], kind="stable")
+        return tasks[order], scores[order]
+
+    def board(self, *, resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
+              confidence: float = DEFAULT_CONFIDENCE) -> dict[str, list[LeaderboardRow]]:
+        """The leaderboard (see :func:`leaderboard`)."""
+        rank = np.empty(len(self._tasks), dtype=np.int64)
+        for position, ix in enumerate(sorted(range(len(self._tasks)), key=lambda i: natural_key(self._tasks[i]))):
+            rank[ix] = position
+        board: dict[str, list[LeaderboardRow]] = {}
+        for method, by_agent in self._cells.items():
+            ordered = {agent: self._ordered(cell, rank) for agent, cell in by_agent.items()}
+            entries = [_board_entry(method, agent, cell, ordered[agent][1], resamples, seed, confidence)
+                       for agent, cell in by_agent.items()]
+            scored_sets = {agent: frozenset(tasks.tolist()) for agent, (tasks, _) in ordered.items()}
+            nonempty = [t for t in scored_sets.values() if t]
+            differ = len(set(nonempty)) > 1
+            if differ:
+                shared = frozenset.intersection(*nonempty)
+                keep = np.fromiter(shared, dtype=np.int64, count=len(shared))
+                for e in entries:
+                    e.shared_tasks = len(shared)
+                    if not scored_sets[e.agent] or not shared:
+                        continue
+                    tasks, scores = ordered[e.agent]
+                    values = scores[np.isin(tasks, keep)]
+                    e.shared_score, ci = mean_ci(values, resamples=resamples, seed=seed, confidence=confidence)
+                    e.shared_ci_low, e.shared_ci_high = (ci.low, ci.high) if ci else (None, None)
+            for e in entries:
+                cell = by_agent[e.agent]
+                e.unranked_reason = reason_from_counts(cell.scored, cell.scored_partial, cell.scored_zero)
+            _rank(entries, differ and any(e.shared_score is not None for e in entries))
+            board[method] = entries
+        return board
+
+
+def _board_entry(method: str, agent: str, cell: _Cell, values: np.ndarray, resamples: int, seed: int,
+                 confidence: float) -> LeaderboardRow:
+    mean, ci = mean_ci(values, resamples=resamples, seed=seed, confidence=confidence)
+    subs = sorted(cell.sub_first, key=lambda k: cell.sub_first[k])
+    return LeaderboardRow(
+        method=method, rank=None, agent=agent, score=mean,
+        ci_low=ci.low if ci else None, ci_high=ci.high if ci else None,
+        tasks_scored=int(values.size), tasks_total=cell.rows,
+        coverage=cell.coverage_sum / cell.coverage_n if cell.coverage_n else None,
+        failed=cell.failed, partial=cell.partial, calls=cell.calls, cache_hits=cell.cache_hits,
+        input_tokens=cell.input_tokens, output_tokens=cell.output_tokens, cost_usd=cell.cost_usd,
+        latency_s=cell.latency_s, judge=", ".join(sorted(cell.judges)),
+        subscores={k: (cell.sub_sum[k] / cell.sub_n[k] if cell.sub_n[k] else None) for k in subs},
+        judge_s=cell.judge_s, quota_wait_s=cell.quota_wait_s, cost_usd_uncached=cell.cost_usd_uncached,
+        cached_input_tokens=cell.cached_input_tokens, reasoning_tokens=cell.reasoning_tokens,
+        samples=cell.samples, judge_sd=math.sqrt(cell.sd_sq_sum / cell.sd_n) if cell.sd_n else None,
+    )
+
+
+def _rank(entries: list[LeaderboardRow], use_shared: bool) -> None:
+    """Sort best first and give competition ranks (equal scores share a rank)."""
+    def key(e: LeaderboardRow) -> float | None:
+        if e.unranked_reason is not None:
+            return None  # shown, after the ranked agents, with its reason
+        return e.shared_score if use_shared else e.score
+
+    entries.sort(key=lambda e: (key(e) is None, -(key(e) or 0.0), e.agent))
+    rank = 0
+    previous: float | None = None
+    for position, entry in enumerate(entries, start=1):
+        if key(entry) is None:
+            break
+        if previous is None or key(entry) != previous:
+            rank = position
+        entry.rank = rank
+        previous = key(entry)
+
+
 def leaderboard(
-    rows: Iterable[ScoreRow],
+    rows: Iterable[ScoreRow] | BoardFold,
     *,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
@@ -116,100 +291,15 @@ def leaderboard(
     Agents are compared on the tasks they share: when their scored task sets differ,
     each entry also gets the mean and interval over the tasks every scored agent has a
     score for (``shared_*``), and that mean ranks them (:func:`comparison_note` says
-    so). With no task in common the ranks fall back to each agent's own mean."""
-    grouped: dict[str, dict[str, list[ScoreRow]]] = defaultdict(lambda: defaultdict(list))
-    for row in rows:
-        grouped[row.method][row.agent].append(row)
-    board: dict[str, list[LeaderboardRow]] = {}
-    for method, by_agent in grouped.items():
-        entries = [_board_row(method, agent, rs, resamples, seed, confidence)
-                   for agent, rs in by_agent.items()]
-        scored_sets = {agent: frozenset(r.task_id for r in rs if r.score is not None)
-                       for agent, rs in by_agent.items()}
-        nonempty = [t for t in scored_sets.values() if t]
-        differ = len(set(nonempty)) > 1
-        if differ:
-            shared = frozenset.intersection(*nonempty)
-            for e in entries:
-                e.shared_tasks = len(shared)
-                if not scored_sets[e.agent] or not shared:
-                    continue
-                values = [r.score for r in sorted(by_agent[e.agent], key=lambda r: natural_key(r.task_id))
-                          if r.task_id in shared and r.score is not None]
-                e.shared_score, ci = mean_ci(values, resamples=resamples, seed=seed, confidence=confidence)
-                e.shared_ci_low, e.shared_ci_high = (ci.low, ci.high) if ci else (None, None)
-        use_shared = differ and any(e.shared_score is not None for e in entries)
-        for e in entries:
-            e.unranked_reason = agent_reason(by_agent[e.agent])
+    so). With no task in common the ranks fall back to each agent's own mean.
 
-        def key(e: LeaderboardRow) -> float | None:
-            if e.unranked_reason is not None:
-                return None  # shown, after the ranked agents, with its reason
-            return e.shared_score if use_shared else e.score
-
-        entries.sort(key=lambda e: (key(e) is None, -(key(e) or 0.0), e.agent))
-        rank = 0
-        previous: float | None = None
-        for position, entry in enumerate(entries, start=1):
-            if key(entry) is None:
-                break
-            if previous is None or key(entry) != previous:
-                rank = position  # competition ranking: equal scores share a rank
-            entry.rank = rank
-            previous = key(entry)
-        board[method] = entries
-    return board
-
-
-def _board_row(method: str, agent: str, rows: list[ScoreRow], resamples: int, seed: int,
-               confidence: float) -> LeaderboardRow:
-    rows = sorted(rows, key=lambda r: natural_key(r.task_id))
-    values = [r.score for r in rows if r.score is not None]
-    mean, ci = mean_ci(values, resamples=resamples, seed=seed, confidence=confidence)
-    coverages = [r.coverage for r in rows if r.coverage is not None]
-    return LeaderboardRow(
-        method=method,
-        rank=None,
-        agent=agent,
-        score=mean,
-        ci_low=ci.low if ci else None,
-        ci_high=ci.high if ci else None,
-        tasks_scored=len(values),
-        tasks_total=len(rows),
-        coverage=sum(coverages) / len(coverages) if coverages else None,
-        failed=sum(r.status == "failed" for r in rows),
-        partial=sum(r.status == "partial" for r in rows),
-        calls=sum(r.calls for r in rows),
-        cache_hits=sum(r.cache_hits for r in rows),
-        input_tokens=sum(r.input_tokens for r in rows),
-        output_tokens=sum(r.output_tokens for r in rows),
-        cost_usd=sum_costs(r.cost_usd for r in rows),
-        latency_s=sum(r.latency_s for r in rows),
-        judge=", ".join(sorted({r.judge for r in rows if r.judge})),
-        subscores=_subscore_means(rows),
-        judge_s=sum(r.judge_s for r in rows),
-        quota_wait_s=sum(r.quota_wait_s for r in rows),
-        cost_usd_uncached=sum_costs(r.cost_usd_uncached for r in rows),
-        cached_input_tokens=sum(r.cached_input_tokens for r in rows),
-        reasoning_tokens=sum(r.reasoning_tokens for r in rows),
-        samples=max([len(r.sample_scores) for r in rows] + [1]),
-        judge_sd=_rms([r.score_sd for r in rows if r.score_sd is not None]),
-    )
-
-
-def _rms(values: Sequence[float]) -> float | None:
-    """Root mean square: the typical judge spread of one report (variances average)."""
-    return math.sqrt(sum(v * v for v in values) / len(values)) if values else None
-
-
-def _subscore_means(rows: Sequence[ScoreRow]) -> dict[str, float | None]:
-    sums: dict[str, list[float]] = {}
-    for row in rows:
-        for key, value in row.subscores.items():
-            bucket = sums.setdefault(key, [])
-            if value is not None and math.isfinite(value):
-                bucket.append(value)
-    return {k: (sum(v) / len(v) if v else None) for k, v in sums.items()}
+    ``rows`` may be a :class:`BoardFold` the rows were already folded into."""
+    fold = rows if isinstance(rows, BoardFold) else None
+    if fold is None:
+        fold = BoardFold()
+        for row in rows:  # type: ignore[union-attr]
+            fold.add(row)
+    return fold.board(resamples=resamples, seed=seed, confidence=confidence)
 
 
 def dimension_names(entries: Sequence[LeaderboardRow]) -> list[str]:
@@ -240,6 +330,39 @@ def pick_redundancy_row(rows: Iterable[ScoreRow], task_id: str | None = None,
         return None
     candidates.sort(key=lambda r: (-len(_pairs(r)), r.method, natural_key(r.task_id), r.agent))
     return candidates[0]
+
+
+class RedundancyPicker:
+    """While rows stream past, keeps only the row :func:`pick_redundancy_row` would
+    choose, so the report never holds every row's pairs."""
+
+    def __init__(self, task_id: str | None = None, agent: str | None = None) -> None:
+        self.task_id, self.agent = task_id, agent
+        self.row: ScoreRow | None = None
+        self._key: tuple[Any, ...] | None = None
+
+    def see(self, row: ScoreRow) -> None:
+        if (self.task_id is not None and row.task_id != self.task_id) or (
+                self.agent is not None and row.agent != self.agent):
+            return
+        pairs = len(_pairs(row))
+        if not pairs:
+            return
+        key = (-pairs, row.method, natural_key(row.task_id), row.agent)
+        if self._key is None or key < self._key:
+            self.row, self._key = row, key
+
+
+def slim_row(row: ScoreRow) -> ScoreRow:
+    """The row without its bulky ``details`` (statements, pairs, claims), keeping the
+    citation outcome counts the report draws (:func:`citation_counts`)."""
+    if not row.details:
+        return row
+    slim: dict[str, Any] = {k: v for k, v in row.details.items() if k in OUTCOMES}
+    counts = row.details.get("counts")
+    if isinstance(counts, dict):
+        slim["counts"] = {k: v for k, v in counts.items() if k in OUTCOMES}
+    return msgspec.structs.replace(row, details=slim)
 
 
 def _pairs(row: ScoreRow) -> list[tuple[int, int, float | None, str]]:

@@ -312,6 +312,33 @@ window.viewerReady = performance.now();
 """
 
 
+# Above this many score rows, viewer.html is a pointer to `drscore view` (a local server
+# paging rows from an index) instead of one page carrying every row and call.
+MAX_VIEWER_ROWS = 10_000
+
+
+def render_viewer_pointer(run_path: str, rows: int, *, title: str | None = None,
+                          report_href: str | None = "report.html") -> str:
+    """The page written instead of the viewer for a run of more than MAX_VIEWER_ROWS rows."""
+    title = title or f"drscore viewer: {run_path}"
+    back = f'<p><a href="{html.escape(report_href)}">back to the report</a></p>' if report_href else ""
+    csp = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+    return "\n".join([
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{csp}">',
+        '<link rel="icon" href="data:,">',
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        f'<p id="pointer">This run has {rows:,} score rows, more than one page can hold usefully '
+        f"(the static viewer stops at {MAX_VIEWER_ROWS:,}). Browse them with the local viewer, "
+        "which pages, sorts and filters every row and shows each judge call:</p>",
+        f"<pre>drscore view {html.escape(run_path)}</pre>",
+        back,
+        "</body></html>",
+    ]) + "\n"
+
+
 def render_viewer(run: RunDir, verdicts: Iterable[VerdictRecord | InputError], *, title: str | None = None,
                   report_href: str | None = "report.html", max_calls: int = MAX_CALLS_PER_ROW) -> str:
     """The viewer page as one string."""
@@ -332,7 +359,8 @@ def render_viewer(run: RunDir, verdicts: Iterable[VerdictRecord | InputError], *
         '<link rel="icon" href="data:,">',
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
-        f'<p class="muted">{back}One line per report and method; click one to see its judge calls.</p>',
+        f'<p class="muted">{back}One line per report and method; click one to see its judge calls. '
+        f'<span id="holds">This page holds {len(data["detail"]):,} rows.</span></p>',
         note,
         '<div id="filters">'
         '<label>agent<select id="f-agent"></select></label>'

@@ -1,7 +1,9 @@
 """Streaming aggregation of score rows into per (agent, method) summaries.
 
 Rows are folded in as they arrive, so a run over thousands of reports never holds them
-all: per agent x method, sums and the (task, score) pairs an interval needs. The caller
+all: per agent x method, sums and the (task, score) pairs an interval needs, kept
+compactly (a task index and a float in two typed arrays, 12 bytes a scored row, where a
+list of tuples took about 150). The caller
 may pass the interval (``drscore.api`` passes the bootstrap over tasks that ``drscore
 report`` and the terminal leaderboard use, so ``summary.json`` agrees with them); without
 one, a normal approximation is used.
@@ -9,9 +11,11 @@ one, a normal approximation is used.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from array import array
+from typing import Any, Callable, Iterator, Sequence
 
 import msgspec
+import numpy as np
 
 from drscore.engine.runtime.models import ScoreRow
 from drscore.engine.runtime.pricing import sum_costs
@@ -38,9 +42,18 @@ class _Acc(msgspec.Struct):
     rows: int = 0
     sub_sum: dict[str, float] = {}
     sub_n: dict[str, int] = {}
-    scores: list[tuple[str, float]] = []  # (task_id, score), for an interval over tasks
-    # What the paired comparisons and the rank rules need of each row (no details).
-    light: list[ScoreRow] = []
+    # (task, score) of every scored row, for an interval over tasks: the task as an index
+    # into Aggregator._tasks (a run has far fewer tasks than rows, and ids repeat).
+    task_ix: array = msgspec.field(default_factory=lambda: array("i"))
+    scores: array = msgspec.field(default_factory=lambda: array("d"))
+    # What the paired comparisons and the rank rules need of each row (no details), kept
+    # compactly (21 bytes a row): task index, score and coverage (NaN for none), status
+    # code; the judge samples only of the rows that have them. light_rows() rebuilds rows.
+    light_task: array = msgspec.field(default_factory=lambda: array("i"))
+    light_score: array = msgspec.field(default_factory=lambda: array("d"))
+    light_cov: array = msgspec.field(default_factory=lambda: array("d"))
+    light_status: array = msgspec.field(default_factory=lambda: array("b"))
+    light_samples: dict[int, list[float | None]] = {}
     sd_sq_sum: float = 0.0  # judge samples: sum of the rows' score variance across samples
     sd_n: int = 0
     samples: int = 1
@@ -49,6 +62,17 @@ class _Acc(msgspec.Struct):
 class Aggregator:
     def __init__(self) -> None:
         self._acc: dict[tuple[str, str], _Acc] = {}
+        self._task_ix: dict[str, int] = {}
+        self._tasks: list[str] = []
+        self._status_ix: dict[str, int] = {}
+        self._statuses: list[str] = []
+
+    def _task(self, task_id: str) -> int:
+        ix = self._task_ix.get(task_id)
+        if ix is None:
+            ix = self._task_ix[task_id] = len(self._tasks)
+            self._tasks.append(task_id)
+        return ix
 
     def add(self, row: ScoreRow) -> None:
         acc = self._acc.setdefault((row.agent, row.method), _Acc())
@@ -62,8 +86,16 @@ class Aggregator:
         acc.judge_s += row.judge_s
         acc.quota_wait_s += row.quota_wait_s
         acc.reasoning_tokens += row.reasoning_tokens
-        acc.light.append(ScoreRow(task_id=row.task_id, agent=row.agent, method=row.method, score=row.score,
-                                  coverage=row.coverage, status=row.status, sample_scores=row.sample_scores))
+        status = self._status_ix.get(row.status)
+        if status is None:
+            status = self._status_ix[row.status] = len(self._statuses)
+            self._statuses.append(row.status)
+        if row.sample_scores:
+            acc.light_samples[len(acc.light_task)] = list(row.sample_scores)
+        acc.light_task.append(self._task(row.task_id))
+        acc.light_score.append(math.nan if row.score is None else row.score)
+        acc.light_cov.append(math.nan if row.coverage is None else row.coverage)
+        acc.light_status.append(status)
         acc.samples = max(acc.samples, len(row.sample_scores))
         if row.score_sd is not None:
             acc.sd_sq_sum += row.score_sd * row.score_sd
@@ -79,7 +111,8 @@ class Aggregator:
         acc.n += 1
         acc.total += row.score
         acc.total_sq += row.score * row.score
-        acc.scores.append((row.task_id, row.score))
+        acc.task_ix.append(self._task(row.task_id))
+        acc.scores.append(row.score)
         if row.coverage is not None:
             acc.coverage_sum += row.coverage
             acc.coverage_n += 1
@@ -94,11 +127,14 @@ class Aggregator:
         the scores in natural task order (numeric ids numerically); without it the CI is
         a normal approximation."""
         out = []
+        rank = self._task_ranks()
         for (agent, method), a in sorted(self._acc.items(), key=lambda kv: (kv[0][1], kv[0][0])):
             mean = a.total / a.n if a.n else None
             ci = None
             if interval is not None and a.n >= 2:
-                ci = interval([v for _, v in sorted(a.scores, key=lambda p: _task_order(p[0]))])
+                # natural task order; stable, so a task's rows keep their arrival order
+                order = np.argsort(rank[np.frombuffer(a.task_ix, dtype=np.int32)], kind="stable")
+                ci = interval(np.frombuffer(a.scores, dtype=float)[order].tolist())
             elif a.n >= 2 and mean is not None:
                 var = max(0.0, (a.total_sq - a.n * mean * mean) / (a.n - 1))
                 half = 1.96 * math.sqrt(var / a.n)
@@ -124,7 +160,26 @@ class Aggregator:
     def light_rows(self) -> list[ScoreRow]:
         """Every row so far with only its task, agent, method, score, coverage, status and
         judge samples: what paired comparisons and rank rules read."""
-        return [r for acc in self._acc.values() for r in acc.light]
+        return list(self.iter_light_rows())
+
+    def iter_light_rows(self) -> Iterator[ScoreRow]:
+        """:meth:`light_rows` one at a time, rebuilt from the compact arrays (a million-row
+        run never holds them all)."""
+        for (agent, method), acc in self._acc.items():
+            for i, (t, score, cov, status) in enumerate(zip(acc.light_task, acc.light_score, acc.light_cov,
+                                                           acc.light_status)):
+                yield ScoreRow(task_id=self._tasks[t], agent=agent, method=method,
+                               score=None if math.isnan(score) else score,
+                               coverage=None if math.isnan(cov) else cov, status=self._statuses[status],
+                               sample_scores=acc.light_samples.get(i, []))
+
+
+    def _task_ranks(self) -> np.ndarray:
+        """Each task index's position in natural task order."""
+        rank = np.empty(len(self._tasks), dtype=np.int64)
+        for pos, ix in enumerate(sorted(range(len(self._tasks)), key=lambda i: _task_order(self._tasks[i]))):
+            rank[ix] = pos
+        return rank
 
 
 def _task_order(task_id: str) -> tuple[int, int | str]:

@@ -26,6 +26,7 @@ import msgspec
 import orjson
 
 from drscore.engine.runtime.models import InputError, Report, Task
+from drscore.engine.runtime.seen import SeenKeys
 
 FORMATS = ("auto", "drscore", "drb", "reporteval")
 _TASK_KNOWN = {"task_id", "id", "prompt", "topic", "language", "reference", "reference_report"}
@@ -190,14 +191,14 @@ def iter_reports(
     agent: str | None = None,
     tasks: dict[str, Task] | None = None,
     errors: list[InputError],
-    seen: dict[tuple[str, str], str] | None = None,
+    seen: SeenKeys | None = None,
 ) -> Iterator[Report]:
     """Stream valid reports from a JSONL file; bad lines go to ``errors``.
 
     With ``tasks`` given, a report whose task id is unknown is an error. A second report
     for the same (task, agent) is an error too (it would silently overwrite the first);
-    pass one ``seen`` dict (``(task, agent) -> file:line``) to every file of a run to
-    catch duplicates across files.
+    pass one ``seen`` (:class:`SeenKeys`, compact: 16 bytes a report) to every file of a
+    run to catch duplicates across files.
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
@@ -205,7 +206,7 @@ def iter_reports(
     if not path.exists():
         raise FileNotFoundError(f"reports file not found: {path}")
     default_agent = agent or agent_from_path(path)
-    seen = {} if seen is None else seen
+    seen = SeenKeys() if seen is None else seen
     for origin, obj in read_jsonl(path, errors, "reports"):
         if not isinstance(obj, dict):
             errors.append(InputError(origin, "expected a JSON object"))
@@ -223,12 +224,12 @@ def iter_reports(
         if tasks is not None and built.task_id not in tasks:
             errors.append(InputError(origin, f"unknown task id {built.task_id!r}"))
             continue
-        key = (built.task_id, built.agent)
-        if key in seen:
+        first = seen.first(built.task_id, built.agent)
+        if first is not None:
             errors.append(InputError(origin, f"duplicate report for task {built.task_id!r}, agent {built.agent!r} "
-                                             f"(first at {seen[key]}; scored once)"))
+                                             f"(first at {first}; scored once)"))
             continue
-        seen[key] = origin
+        seen.add(built.task_id, built.agent, origin)
         built.origin = origin
         yield built
 

@@ -23,10 +23,12 @@ import fcntl
 import os
 import socket
 import time
+from array import array
 from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
 import orjson
 
 from drscore.engine.runtime.models import ScoreRow, VerdictRecord
@@ -243,7 +245,9 @@ class RunWriter:
         self.dir.mkdir(parents=True, exist_ok=True)
         self._verdicts = open(self.dir / "verdicts.jsonl", "wb")
         self._scores = open(self.dir / "scores.jsonl", "wb")
-        self._order: dict[tuple[str, str, str], int] = {}
+        # The input order of each line of scores.jsonl, in the order the lines were
+        # written (8 bytes a row; finish() puts the file in input order from it).
+        self._order = array("q")
         self._flush_pending = False
 
     def _schedule_flush(self) -> None:
@@ -269,18 +273,15 @@ class RunWriter:
         self._schedule_flush()
 
     def score(self, row: ScoreRow, order: int) -> None:
-        self._order[(row.task_id, row.agent, row.method)] = order
+        self._order.append(order)
         self._scores.write(_enc.encode(row) + b"\n")
         self._schedule_flush()
 
     def finish(self, summary: dict[str, Any]) -> None:
         self._verdicts.close()
         self._scores.close()
-        path = self.dir / "scores.jsonl"
-        lines = [ln for ln in path.read_bytes().splitlines() if ln]
-        rows = [(orjson.loads(ln), ln) for ln in lines]
-        rows.sort(key=lambda r: self._order.get((r[0]["task_id"], r[0]["agent"], r[0]["method"]), 1 << 60))
-        _atomic_write(path, b"".join(ln + b"\n" for _, ln in rows))
+        _sort_lines(self.dir / "scores.jsonl", self._order)
+        self._order = array("q")
         _atomic_write(self.dir / "summary.json", orjson.dumps(summary, option=orjson.OPT_INDENT_2))
         if self.lock is None:
             return
@@ -298,6 +299,38 @@ class RunWriter:
         self._scores.close()
         if self.lock is not None:
             self.lock.set_state("interrupted", reason=reason)
+
+
+def _sort_lines(path: Path, order: array) -> None:
+    """Rewrite ``path`` with its lines in ``order`` (one key per line, in file order),
+    without holding the file: line offsets and keys are typed arrays (16 bytes a line),
+    lines are copied one by one from the old file into a new one replaced atomically.
+    A file already in order (a run with one item in flight at a time, the usual offline
+    case) is left as it is."""
+    keys = np.frombuffer(order, dtype=np.int64) if len(order) else np.zeros(0, dtype=np.int64)
+    if keys.size < 2 or bool(np.all(keys[1:] >= keys[:-1])):
+        return
+    starts = array("q")
+    with open(path, "rb") as f:
+        pos = 0
+        for line in f:
+            if line.strip():
+                starts.append(pos)
+            pos += len(line)
+    offsets = np.frombuffer(starts, dtype=np.int64)
+    if offsets.size != keys.size:  # not the file this writer wrote: leave it alone
+        return
+    sequence = np.argsort(keys, kind="stable")
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(path, "rb") as src, open(tmp, "wb") as dst:
+        for at in range(0, sequence.size, 65536):  # Python ints for a block at a time
+            for start in offsets[sequence[at:at + 65536]].tolist():
+                src.seek(start)
+                line = src.readline()
+                dst.write(line if line.endswith(b"\n") else line + b"\n")
+        dst.flush()
+        os.fsync(dst.fileno())
+    os.replace(tmp, path)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import msgspec
 
@@ -77,11 +77,15 @@ class RunDir(msgspec.Struct, kw_only=True):
         return sorted({r.agent for r in self.scores})
 
 
-def read_run_dir(path: str | Path) -> RunDir:
+def read_run_dir(path: str | Path, *, each: Callable[[ScoreRow], ScoreRow] | None = None) -> RunDir:
     """Read ``scores.jsonl`` (required), ``config.json`` and ``summary.json``.
 
     A (task, agent, method) that appears on several lines keeps its last line (a
     resumed run may append), and the repeats are counted in ``duplicates``.
+
+    ``each`` sees every decoded row in file order and returns what to keep of it: the
+    report passes one that drops the bulky ``details`` (kept: what the page draws), so a
+    100,000-row run is read in one pass without holding every statement and pair.
     """
     root = Path(path)
     if not root.is_dir():
@@ -89,26 +93,33 @@ def read_run_dir(path: str | Path) -> RunDir:
     scores_path = root / "scores.jsonl"
     if not scores_path.is_file():
         raise RunDirError(f"{scores_path}: missing; is {root} the --out directory of `drscore run`?")
-    rows, problems = read_score_rows(scores_path)
     latest: dict[tuple[str, str, str], ScoreRow] = {}
-    for row in rows:
-        latest[(row.task_id, row.agent, row.method)] = row
+    problems: list[InputError] = []
+    count = 0
+    for row in iter_score_rows(scores_path, problems):
+        count += 1
+        latest[(row.task_id, row.agent, row.method)] = each(row) if each is not None else row
     return RunDir(
         path=str(root),
         config=_read_json_object(root / "config.json"),
         summary=_read_json_object(root / "summary.json"),
         scores=list(latest.values()),
         problems=problems,
-        duplicates=len(rows) - len(latest),
+        duplicates=count - len(latest),
         state=run_state(root),
     )
 
 
 def read_score_rows(path: str | Path) -> tuple[list[ScoreRow], list[InputError]]:
     """Decode every line of a ``scores.jsonl``; bad lines become InputErrors."""
-    decoder = msgspec.json.Decoder(ScoreRow)
-    rows: list[ScoreRow] = []
     problems: list[InputError] = []
+    rows = list(iter_score_rows(path, problems))
+    return rows, problems
+
+
+def iter_score_rows(path: str | Path, problems: list[InputError]) -> Iterator[ScoreRow]:
+    """Stream the rows of a ``scores.jsonl``; bad lines are appended to ``problems``."""
+    decoder = msgspec.json.Decoder(ScoreRow)
     for origin, line in _lines(Path(path)):
         try:
             row = decoder.decode(line)
@@ -120,8 +131,7 @@ def read_score_rows(path: str | Path) -> tuple[list[ScoreRow], list[InputError]]
             continue
         if row.score is not None and not math.isfinite(row.score):
             row.score = None  # NaN/inf is "no score", never a number to average
-        rows.append(row)
-    return rows, problems
+        yield row
 
 
 def iter_verdicts(path: str | Path) -> Iterator[VerdictRecord | InputError]:

@@ -53,7 +53,7 @@ from drscore.engine.stats.bootstrap import (
     DEFAULT_RESAMPLES,
     Interval,
     percentile_interval,
-    resample_counts,
+    iter_resample_counts,
 )
 from drscore.engine.runtime.rundir_read import HumanScore, natural_key
 
@@ -435,7 +435,7 @@ def agreement(
         point["tasks_kept"] = int(point["tasks_kept"])
     replicates: dict[str, list[float | None]] = {k: [] for k in FIGURE_KEYS}
     if prep.n > 0:
-        for row in resample_counts(prep.n, resamples, seed):
+        for row in (r for block in iter_resample_counts(prep.n, resamples, seed) for r in block):
             for key, value in prep.figures(row.astype(float)).items():
                 replicates[key].append(value)
     intervals = {k: percentile_interval(v, confidence) if v else None

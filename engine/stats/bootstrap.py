@@ -8,11 +8,17 @@ statistics of one analysis share the same resamples (common random numbers).
 
 Intervals are percentile intervals. Everything is seeded: the same seed, data and
 number of resamples give the same numbers on every machine (numpy's PCG64).
+
+Resamples are drawn in blocks (:func:`iter_resample_counts`): a block holds at most
+:data:`BLOCK_CELLS` multiplicities, so memory stays bounded whatever the number of tasks
+(1,000 resamples x 100,000 tasks as one matrix would be 800 MB). The generator's stream
+does not depend on the block size (draws are taken row after row from one PCG64), so the
+numbers are the same as drawing the whole ``resamples x n`` matrix at once.
 """
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import msgspec
 import numpy as np
@@ -22,6 +28,9 @@ DEFAULT_CONFIDENCE = 0.95
 # A statistic that is undefined in more than this share of resamples gets no interval:
 # percentiles of the few defined values would look precise while meaning little.
 MIN_DEFINED_SHARE = 0.5
+# Largest block of resample multiplicities held at once (int64 cells: 8 MB, plus the
+# draws of the block); the block has at least one resample whatever n is.
+BLOCK_CELLS = 1 << 20
 
 
 class Interval(msgspec.Struct, frozen=True):
@@ -52,20 +61,59 @@ class PairedResult(msgspec.Struct, frozen=True):
     significant: bool
 
 
+def iter_resample_counts(n: int, resamples: int = DEFAULT_RESAMPLES, seed: int = 0, *,
+                         block_cells: int = BLOCK_CELLS) -> Iterator[np.ndarray]:
+    """The rows of :func:`resample_counts` in consecutive blocks of shape ``(b, n)``.
+
+    One generator draws the blocks in order, ``b * n`` integers each, which is the same
+    stream a single ``(resamples, n)`` draw takes, so the concatenated blocks equal
+    :func:`resample_counts` exactly, for any ``block_cells``.
+    """
+    if n <= 0 or resamples <= 0:
+        if resamples > 0:
+            yield np.zeros((resamples, max(n, 0)), dtype=np.int64)
+        return
+    rng = np.random.Generator(np.random.PCG64(seed))
+    rows = max(1, min(resamples, block_cells // n))
+    done = 0
+    while done < resamples:
+        b = min(rows, resamples - done)
+        draws = rng.integers(0, n, size=(b, n))
+        counts = np.zeros((b, n), dtype=np.int64)
+        # Row-wise bincount without a Python loop: offset each row into its own block.
+        flat = (draws + np.arange(b)[:, None] * n).ravel()
+        del draws
+        counts.ravel()[:] = np.bincount(flat, minlength=b * n)
+        yield counts
+        done += b
+
+
 def resample_counts(n: int, resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> np.ndarray:
     """Multiplicities of ``n`` tasks in ``resamples`` draws with replacement.
 
-    Returns an int array of shape ``(resamples, n)``; each row sums to ``n``.
+    Returns an int array of shape ``(resamples, n)``; each row sums to ``n``. It holds
+    the whole matrix: for large ``n`` use :func:`iter_resample_counts` or
+    :func:`weighted_replicates`, which keep one block at a time.
     """
     if n <= 0 or resamples <= 0:
         return np.zeros((max(resamples, 0), max(n, 0)), dtype=np.int64)
-    rng = np.random.Generator(np.random.PCG64(seed))
-    draws = rng.integers(0, n, size=(resamples, n))
-    counts = np.zeros((resamples, n), dtype=np.int64)
-    # Row-wise bincount without a Python loop: offset each row into its own block.
-    flat = (draws + np.arange(resamples)[:, None] * n).ravel()
-    counts.ravel()[:] = np.bincount(flat, minlength=resamples * n)
-    return counts
+    return np.concatenate(list(iter_resample_counts(n, resamples, seed)))
+
+
+def weighted_replicates(values: np.ndarray, resamples: int = DEFAULT_RESAMPLES, seed: int = 0, *,
+                        block_cells: int = BLOCK_CELLS) -> np.ndarray:
+    """``counts @ values / n`` for every resample, one block of counts at a time: the
+    bootstrap replicates of the mean of ``values`` in bounded memory."""
+    n = int(values.size)
+    out = np.empty(max(resamples, 0), dtype=float)
+    if n == 0:
+        out[:] = np.nan
+        return out
+    at = 0
+    for block in iter_resample_counts(n, resamples, seed, block_cells=block_cells):
+        out[at:at + len(block)] = block @ values / n
+        at += len(block)
+    return out
 
 
 def percentile_interval(
@@ -103,13 +151,13 @@ def bootstrap_ci(
     (all ones for the point estimate) and returns a number or None when undefined.
     """
     point = statistic(np.ones(n, dtype=float))
-    counts = resample_counts(n, resamples, seed)
-    replicates = [statistic(row.astype(float)) for row in counts]
+    replicates = [statistic(row.astype(float))
+                  for block in iter_resample_counts(n, resamples, seed) for row in block]
     return point, percentile_interval(replicates, confidence)
 
 
 def mean_ci(
-    values: Sequence[float],
+    values: Sequence[float] | np.ndarray,
     *,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
@@ -119,8 +167,7 @@ def mean_ci(
     arr = np.asarray(values, dtype=float)
     if arr.size == 0:
         return None, None
-    counts = resample_counts(arr.size, resamples, seed)
-    replicates = counts @ arr / arr.size
+    replicates = weighted_replicates(arr, resamples, seed)
     return float(arr.mean()), percentile_interval(replicates, confidence)
 
 
@@ -145,8 +192,7 @@ def paired_bootstrap(
                             ci=None, p_value=None, significant=False)
     diff = xb - xa
     delta = float(diff.mean())
-    counts = resample_counts(n, resamples, seed)
-    replicates = counts @ diff / n
+    replicates = weighted_replicates(diff, resamples, seed)
     ci = percentile_interval(replicates, confidence)
     p_value = None
     if replicates.size:

@@ -37,7 +37,7 @@ import numpy as np
 
 from drscore.engine.runtime.models import ScoreRow
 from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, percentile_interval
-from drscore.engine.stats.rankable import agent_reason, row_reason
+from drscore.engine.stats.rankable import reason_from_counts, row_reason
 
 BLOCK_CELLS = 1 << 20  # resample x task x sample cells per block (8 MB of float64)
 
@@ -347,21 +347,33 @@ def decide(rows: Iterable[ScoreRow], *, resamples: int = DEFAULT_RESAMPLES, seed
     """:func:`compare_agents` for every method of a run's score rows. Agents that may not
     be ranked (:func:`drscore.engine.stats.rankable.agent_reason`) and rows with coverage 0
     are left out and listed in ``unranked``; a method with fewer than two comparable
-    agents is left out."""
-    grouped: dict[str, dict[str, list[ScoreRow]]] = {}
-    for row in rows:
-        grouped.setdefault(row.method, {}).setdefault(row.agent, []).append(row)
+    agents is left out.
+
+    The rows are read once and not kept: per method and agent, the rank-rule counts and
+    each rankable row's judge samples (a run of a million rows is never held as rows)."""
+    counts: dict[str, dict[str, list[int]]] = {}  # method -> agent -> [scored, partial, coverage 0]
+    samples: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for r in rows:
+        c = counts.setdefault(r.method, {}).setdefault(r.agent, [0, 0, 0])
+        by_task = samples.setdefault(r.method, {}).setdefault(r.agent, {})
+        if r.score is not None:
+            c[0] += 1
+            if r.coverage is not None and r.coverage <= 0.0:
+                c[2] += 1
+            elif r.status == "partial":
+                c[1] += 1
+        if row_reason(r) is None:
+            by_task[r.task_id] = row_samples(r)
     out: dict[str, MethodDecisions] = {}
-    for method in sorted(grouped):
+    for method in sorted(counts):
         unranked: dict[str, str] = {}
         scores: dict[str, dict[str, list[float]]] = {}
-        for agent, agent_rows in sorted(grouped[method].items()):
-            why = agent_reason(agent_rows)
+        for agent in sorted(counts[method]):
+            why = reason_from_counts(*counts[method][agent])
             if why is not None:
                 unranked[agent] = why
                 continue
-            by_task = {r.task_id: row_samples(r) for r in agent_rows if row_reason(r) is None}
-            by_task = {t: v for t, v in by_task.items() if v}
+            by_task = {t: v for t, v in samples[method][agent].items() if v}
             if by_task:
                 scores[agent] = by_task
         if len(scores) < 2:

@@ -43,6 +43,12 @@ def agent_reason(rows: Iterable[ScoreRow]) -> str | None:
             zero += 1
         elif r.status == "partial":
             partial += 1
+    return reason_from_counts(scored, partial, zero)
+
+
+def reason_from_counts(scored: int, partial: int, zero: int) -> str | None:
+    """:func:`agent_reason` from the counts alone (the leaderboard folds rows into them):
+    ``scored`` rows with a score, ``partial`` of them partial, ``zero`` with coverage 0."""
     if scored == 0:
         return None  # nothing to rank anyway: the leaderboard leaves it unranked as unscored
     if zero == scored:

@@ -15,7 +15,7 @@ from ``examples/`` or ``tests/data/`` (by name, or by the small table :data:`FIL
 generic names the docs use), and a run directory it reads but does not write is made
 first by a small offline run. Judge URLs point at one shared mock judge: the examples'
 ``http://127.0.0.1:8089/v1`` and the public endpoints are rewritten to it, and
-``drscore mock-judge`` itself is started on a free port, checked to serve, and stopped.
+``drscore mock-judge`` and ``drscore view`` are started on a free port, checked to serve, and stopped.
 """
 from __future__ import annotations
 
@@ -217,16 +217,17 @@ def rewrite(text: str, mock_url: str, mock_port: int) -> str:
     return text.replace("127.0.0.1:8089", f"127.0.0.1:{mock_port}")
 
 
-# A bash prelude: `drscore mock-judge ...` serves forever, so it is started on a free port,
-# checked to print its base URL, and stopped; everything else runs as written.
+# A bash prelude: `drscore mock-judge ...` and `drscore view ...` serve forever, so they are
+# started on a free port, checked to print their address, and stopped; everything else runs
+# as written.
 _PRELUDE = r"""
 set -o pipefail
-mock_judge_briefly() {
+serve_briefly() {
   local out; out=$(mktemp)
   "$@" > "$out" 2>/dev/null &
   local pid=$!
   for _ in $(seq 1 100); do
-    if grep -q '^http://' "$out"; then kill -INT $pid; wait $pid; rm -f "$out"; return 0; fi
+    if grep -q 'http://' "$out"; then kill -INT $pid; wait $pid; rm -f "$out"; return 0; fi
     if ! kill -0 $pid 2>/dev/null; then wait $pid; local s=$?; rm -f "$out"; return $s; fi
     sleep 0.1
   done
@@ -243,10 +244,10 @@ def _script(example: Example, mock_url: str, mock_port: int) -> str:
     lines = [_PRELUDE]
     for c in example.commands:
         text = rewrite(c.text, mock_url, mock_port)
-        if text.startswith("drscore mock-judge"):
-            text = "mock_judge_briefly " + re.sub(r"--port\s+\d+", "--port 0", text).rstrip("& ")
+        if text.startswith(("drscore mock-judge", "drscore view")):
+            text = "serve_briefly " + re.sub(r"--port\s+\d+", "--port 0", text).rstrip("& ")
         elif text.endswith("&") and "mock-judge" in text:
-            text = "mock_judge_briefly " + re.sub(r"--port\s+\d+", "--port 0", text[:-1])
+            text = "serve_briefly " + re.sub(r"--port\s+\d+", "--port 0", text[:-1])
         lines.append(f"{text}\ncheck $? {c.expect} {shlex.quote(c.text[:120])}")
     return "\n".join(lines) + "\n"
 

@@ -12,6 +12,7 @@ import pytest
 
 from drscore.engine.runtime.io import InputFileError, iter_reports, load_tasks
 from drscore.engine.runtime.models import InputError
+from drscore.engine.runtime.seen import SeenKeys
 from support.data import ROOT
 
 BOM = b"\xef\xbb\xbf"
@@ -35,7 +36,7 @@ def test_a_duplicate_in_another_file_is_reported_with_both_places_and_read_once(
     one = _jsonl(tmp_path / "one.jsonl", [_report("t1"), _report("t2")])
     two = _jsonl(tmp_path / "two.jsonl", [_report("t2", "b"), _report("t1")])  # line 2 repeats one.jsonl:1
     errors: list[InputError] = []
-    seen: dict = {}
+    seen = SeenKeys()
     reports = [r for p in (one, two) for r in iter_reports(p, errors=errors, seen=seen)]
     assert [(r.task_id, r.agent) for r in reports] == [("t1", "a"), ("t2", "a"), ("t2", "b")]
     assert len(errors) == 1

@@ -1,0 +1,163 @@
+"""`drscore view`'s server over HTTP: paging, sorting, filters, a row's judge calls
+with the full prompt from the judge cache, security headers, and no API key anywhere."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import msgspec
+import pytest
+
+from drscore.engine.reporting.view_index import ViewIndex
+from drscore.engine.reporting.view_server import ViewConfig, ViewServer, is_loopback
+from drscore.engine.runtime.cache import JudgeCache, request_key
+from drscore.engine.runtime.models import ScoreRow, VerdictRecord
+
+SECRET = "sk-test-NEVER-SHOWN-1234567890"
+# scores of (task, agent): 12 tasks x 2 agents; agent b scores higher, task "7" of a fails
+SCORES = {(str(t), a): None if (t, a) == (7, "a") else round(t / 10 + (0.05 if a == "b" else 0.0), 3)
+          for t in range(1, 13) for a in ("a", "b")}
+
+
+def _components(task: str, agent: str) -> dict[str, Any]:
+    return {"model": "judge-x", "base_url": f"https://api.example/v1?key={SECRET}", "messages": [
+        {"role": "system", "content": "You grade reports."},
+        {"role": "user", "content": f"Grade the report of <b>{agent}</b> for task {task} & say why."}]}
+
+
+async def _run_dir(tmp: Path) -> Path:
+    run = tmp / "run"
+    run.mkdir()
+    cache_dir = tmp / "cache"
+    cache_dir.mkdir()
+    (run / "config.json").write_text(json.dumps({"judge": {"cache_dir": str(cache_dir), "api_key_present": True}}))
+    cache = await JudgeCache.open(cache_dir / "judge.sqlite")
+    scores, verdicts = [], []
+    for (task, agent), score in SCORES.items():
+        status = "failed" if score is None else "ok"
+        scores.append(ScoreRow(task_id=task, agent=agent, method="quality", score=score, status=status,
+                               errors=["timeout: judge did not answer"] if score is None else [],
+                               calls=1, input_tokens=100 + int(task), output_tokens=20, reasoning_tokens=7,
+                               cached_input_tokens=64, judge="judge-x"))
+        key = request_key(_components(task, agent))
+        await cache.put(key, f'{{"overall": 3, "why": "task {task} answer"}}'.encode(), _components(task, agent))
+        verdicts.append(VerdictRecord(task_id=task, agent=agent, method="quality", template="quality", key=key,
+                                      cached=False, status="ok", verdict={"overall": 3}, reasoning_tokens=7,
+                                      cached_input_tokens=64, inputs={"question": f"question {task}"}))
+    await cache.close()
+    enc = msgspec.json.Encoder()
+    (run / "scores.jsonl").write_bytes(b"".join(enc.encode(r) + b"\n" for r in scores))
+    (run / "verdicts.jsonl").write_bytes(b"".join(enc.encode(v) + b"\n" for v in verdicts))
+    return run
+
+
+async def _get(session: aiohttp.ClientSession, url: str) -> tuple[Any, aiohttp.ClientResponse, str]:
+    async with session.get(url) as resp:
+        text = await resp.text()
+        return (json.loads(text) if resp.content_type == "application/json" else text), resp, text
+
+
+async def test_pages_sorts_filters_and_opens_a_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    run = await _run_dir(tmp_path)
+    everything = ""
+    async with ViewServer(ViewConfig(run_dir=str(run), port=0)) as server, aiohttp.ClientSession() as s:
+        assert server.url.startswith("http://127.0.0.1:") and server.built == {"scores": 24, "verdicts": 24}
+        page, resp, text = await _get(s, server.url)
+        everything += text
+        csp = resp.headers["Content-Security-Policy"]
+        assert "default-src 'none'" in csp and "script-src 'self'" in csp and "connect-src 'self'" in csp
+        assert '<script src="view.js"></script>' in page and "http" not in page.split("<body>")[1]
+
+        meta, _, text = await _get(s, server.url + "api/meta")
+        everything += text
+        assert (meta["rows"], meta["calls"], meta["agents"], meta["statuss"]) == (24, 24, ["a", "b"], ["failed", "ok"])
+
+        # default: natural task order ("2" before "10"), 5 a page
+        first, resp, text = await _get(s, server.url + "api/rows?limit=5")
+        assert resp.headers["Content-Security-Policy"] == csp
+        assert first["total"] == 24 and [(r["task"], r["agent"]) for r in first["rows"]] == [
+            ("1", "a"), ("1", "b"), ("2", "a"), ("2", "b"), ("3", "a")]
+        second, _, _ = await _get(s, server.url + "api/rows?limit=5&offset=5")
+        assert [(r["task"], r["agent"]) for r in second["rows"]][:2] == [("3", "b"), ("4", "a")]
+
+        # by score, highest first: 12/b = 1.25, 12/a = 1.2, 11/b = 1.15; no score last
+        top, _, _ = await _get(s, server.url + "api/rows?sort=score&descending=1&limit=3")
+        assert [(r["task"], r["agent"], r["score"]) for r in top["rows"]] == [
+            ("12", "b", 1.25), ("12", "a", 1.2), ("11", "b", 1.15)]
+        low, _, _ = await _get(s, server.url + "api/rows?sort=score&limit=24")
+        assert low["rows"][0]["score"] == 0.1 and low["rows"][-1]["task"] == "7" and low["rows"][-1]["score"] is None
+
+        # filters: agent, status, task exactly and by prefix ("1", "10", "11", "12")
+        only_b, _, _ = await _get(s, server.url + "api/rows?agent=b&limit=50")
+        assert only_b["total"] == 12 and {r["agent"] for r in only_b["rows"]} == {"b"}
+        failed, _, _ = await _get(s, server.url + "api/rows?status=failed")
+        assert [(r["task"], r["agent"], r["errors"]) for r in failed["rows"]] == [("7", "a", 1)]
+        exact, _, _ = await _get(s, server.url + "api/rows?task=1&agent=a")
+        assert [r["task"] for r in exact["rows"]] == ["1"]
+        prefix, _, _ = await _get(s, server.url + "api/rows?task_prefix=1&agent=a")
+        assert [r["task"] for r in prefix["rows"]] == ["1", "10", "11", "12"]
+        bad, resp, _ = await _get(s, server.url + "api/rows?sort=body")
+        assert resp.status == 400 and "unknown sort column" in bad["error"]
+
+        # one row: its call with the full prompt and answer from the judge cache
+        row_id = prefix["rows"][1]["id"]
+        detail, _, text = await _get(s, server.url + f"api/row/{row_id}")
+        everything += text
+        assert detail["row"]["task_id"] == "10" and detail["row"]["reasoning_tokens"] == 7
+        (call,) = detail["calls"]
+        assert (call["reasoning_tokens"], call["cached_input_tokens"]) == (7, 64)
+        assert call["prompt"]["messages"][1]["content"] == "Grade the report of <b>a</b> for task 10 & say why."
+        assert call["prompt"]["answer"] == '{"overall": 3, "why": "task 10 answer"}'
+        assert "base_url" not in call["prompt"]
+        missing, resp, _ = await _get(s, server.url + "api/row/999")
+        assert resp.status == 404
+
+        # a request naming another host (DNS rebinding) is refused
+        async with s.get(server.url + "api/meta", headers={"Host": "evil.example:80"}) as resp:
+            assert resp.status == 421
+        for path in ("view.js", "view.css"):
+            _, resp, text = await _get(s, server.url + path)
+            everything += text
+            assert resp.status == 200 and "Content-Security-Policy" in resp.headers
+    assert SECRET not in everything
+    assert (run / "view.sqlite").is_file()
+
+
+def test_index_follows_a_run_that_is_still_writing(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    enc = msgspec.json.Encoder()
+
+    def row(task: str, score: float) -> bytes:
+        return enc.encode(ScoreRow(task_id=task, agent="a", method="m", score=score)) + b"\n"
+
+    (run / "scores.jsonl").write_bytes(row("1", 0.5) + row("2", 0.25) + row("3", 1.0)[:20])  # last line half written
+    index = ViewIndex(run)
+    assert index.refresh()["scores"] == 2
+    with open(run / "scores.jsonl", "ab") as f:
+        f.write(row("3", 1.0)[20:] + row("1", 0.75))  # finishes line 3; task 1 again: the last line wins
+    assert index.refresh()["scores"] == 2 and index.refresh()["scores"] == 0
+    page = index.page(msgspec.structs.replace(_query(), sort="task"))
+    assert [(r["task"], r["score"]) for r in page["rows"]] == [("1", 0.75), ("2", 0.25), ("3", 1.0)]
+    # a finished run rewrites scores.jsonl (new inode, input order): indexed again from the start
+    (run / "scores.tmp").write_bytes(row("2", 0.25) + row("3", 1.0))
+    (run / "scores.tmp").replace(run / "scores.jsonl")
+    index.refresh()
+    assert [r["task"] for r in index.page(_query())["rows"]] == ["2", "3"]
+    index.close()
+    again = ViewIndex(run)  # kept beside the run: nothing new to read
+    assert again.refresh() == {"scores": 0, "verdicts": 0} and again.page(_query())["total"] == 2
+    again.close()
+
+
+def _query() -> Any:
+    from drscore.engine.reporting.view_index import RowQuery
+    return RowQuery()
+
+
+def test_loopback_names() -> None:
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.5")
