@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import signal
 import sqlite3
 import sys
 import tempfile
@@ -209,7 +210,7 @@ class ViewServer:
 
 
 async def serve(config: ViewConfig) -> None:
-    """Serve until interrupted (Ctrl-C)."""
+    """Serve until interrupted (Ctrl-C, SIGINT or SIGTERM)."""
     if not is_loopback(config.host):
         print(f"warning: serving on {config.host}, not loopback: anyone who can reach this machine "
               "can read the run's reports, prompts and answers", file=sys.stderr)
@@ -219,4 +220,12 @@ async def serve(config: ViewConfig) -> None:
         print(f"serving {config.run_dir} at {server.url} (Ctrl-C to stop)", flush=True)
         if config.open_browser:
             webbrowser.open(server.url)
-        await asyncio.Event().wait()
+        # Ctrl-C and a plain `kill` both stop it cleanly. Handlers are installed, not
+        # inherited: a shell starts a background job with SIGINT ignored, and Python then
+        # leaves it ignored, so without them `kill -INT` would never stop the server.
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):  # non-POSIX, or not the main thread
+                loop.add_signal_handler(sig, stop.set)
+        await stop.wait()

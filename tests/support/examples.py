@@ -227,7 +227,14 @@ serve_briefly() {
   "$@" > "$out" 2>/dev/null &
   local pid=$!
   for _ in $(seq 1 100); do
-    if grep -q 'http://' "$out"; then kill -INT $pid; wait $pid; rm -f "$out"; return 0; fi
+    if grep -q 'http://' "$out"; then
+      kill -INT $pid  # as Ctrl-C: a server that ignores it fails here instead of hanging the suite
+      for _ in $(seq 1 50); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+      if kill -0 $pid 2>/dev/null; then
+        echo "EXAMPLE FAILED ($*): still serving 5 s after SIGINT" >&2; kill -KILL $pid; rm -f "$out"; return 98
+      fi
+      wait $pid; rm -f "$out"; return 0
+    fi
     if ! kill -0 $pid 2>/dev/null; then wait $pid; local s=$?; rm -f "$out"; return $s; fi
     sleep 0.1
   done
