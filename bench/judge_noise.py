@@ -24,7 +24,7 @@ import orjson
 
 from bench.machine import machine
 from drscore.engine.runtime.method import MethodResult
-from drscore.engine.runtime.samples import combine
+from drscore.engine.runtime.calls.samples import combine
 from drscore.engine.stats.noise import judge_noise
 from drscore.engine.stats.paired import compare_agents, expanded_confidence
 

@@ -62,10 +62,10 @@ def _bodies(tasks: Path, reports: Path) -> list[bytes]:
     size), so the bare loop gives the server the same work and the ratio measures only the
     client side: runner, method, pool, cache and run directory."""
     from drscore.engine.runtime.io import iter_reports, load_tasks
-    from drscore.engine.runtime.limits import RateLimiter
+    from drscore.engine.runtime.calls.limits import RateLimiter
     from drscore.engine.methods.quality import QualityVerdict
-    from drscore.engine.runtime.pool import JudgePool
-    from drscore.engine.runtime.pricing import PriceTable
+    from drscore.engine.runtime.calls.pool import JudgePool
+    from drscore.engine.runtime.calls.pricing import PriceTable
     from drscore.judge.http import HttpBackend
     from drscore.judge.wire import request_body
 

@@ -34,7 +34,7 @@ import orjson
 from bench.machine import machine
 from bench.overhead import _workload
 from drscore.api import JudgeConfig, RunConfig, run_async
-from drscore.engine.runtime.team.local_server import LocalRedis
+from drscore.engine.runtime.calls.team.local_server import LocalRedis
 from drscore.judge.mock.server import MockConfig, MockServerProcess
 
 SCENARIOS = ("rpm3", "rpm6", "rerun", "tpm3", "dedup", "overhead", "reserve")
@@ -173,7 +173,7 @@ def _overhead(tmp: Path, redis_url: str, n: int, concurrency: int, rounds: int =
 
 def _reserve_worker(redis_url: str, seconds: float, tasks: int, queue: multiprocessing.Queue) -> None:
     async def main() -> int:
-        from drscore.engine.runtime.team import open_team
+        from drscore.engine.runtime.calls.team import open_team
 
         team = await open_team(redis_url, base_url="http://bench/v1", model="m", api_key=None)
         shape = (1e9, 1e9, 1e12, 1e12)  # never waits: measures the script, not the quota
@@ -207,7 +207,7 @@ def _reserve(redis_url: str, seconds: float) -> dict:
     # The server's own ceiling: redis-benchmark (C) running the same script by EVALSHA.
     import redis
 
-    from drscore.engine.runtime.team.quota import _SCRIPT
+    from drscore.engine.runtime.calls.team.quota import _SCRIPT
 
     client = redis.Redis.from_url(redis_url)
     sha = client.script_load(_SCRIPT)

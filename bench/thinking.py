@@ -26,7 +26,7 @@ import orjson
 from bench.machine import machine
 from bench.timing import timed_run
 from drscore.api import JudgeConfig, RunConfig, run_async
-from drscore.engine.runtime.pricing import DEFAULT_PRICES
+from drscore.engine.runtime.calls.pricing import DEFAULT_PRICES
 from drscore.judge.mock.server import MockConfig, MockServerProcess
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

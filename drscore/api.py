@@ -17,26 +17,26 @@ import msgspec
 import drscore.engine.methods as method_registry
 from drscore import prompts
 from drscore.ranges import JUDGE_RANGES, RUN_RANGES, Range, check, check_all
-from drscore.engine.runtime.cache import AnswerCache, JudgeCache
+from drscore.engine.runtime.calls.cache import AnswerCache, JudgeCache
 from drscore.engine.runtime.evidence import PageSource, PlaceholderPages
 from drscore.engine.runtime.extras import require
 from drscore.engine.runtime.io import (
     InputFile, fingerprint, in_shard, iter_reports, load_tasks, open_input, shard_of, tasks_from_reports,
 )
-from drscore.engine.runtime.judging import Backend
-from drscore.engine.runtime.limits import RateLimiter
-from drscore.engine.runtime.meter import Meter
+from drscore.engine.runtime.calls.judging import Backend
+from drscore.engine.runtime.calls.limits import RateLimiter
+from drscore.engine.runtime.calls.meter import Meter
 from drscore.engine.runtime.method import Method
-from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.runtime.models import InputError, Report, ScoreRow, VerdictRecord
 from drscore.engine.runtime.paths import default_cache_dir
 from drscore.engine.methods.language import task_language
-from drscore.engine.runtime.pool import JudgePool
-from drscore.engine.runtime.pricing import PriceTable, known_cost, unknown_price_message
-from drscore.engine.runtime.redact import endpoint_host, redact_url as redact_judge_url, register_url_secrets
+from drscore.engine.runtime.calls.pool import JudgePool
+from drscore.engine.runtime.calls.pricing import PriceTable, known_cost, unknown_price_message
+from drscore.engine.runtime.calls.redact import endpoint_host, redact_url as redact_judge_url, register_url_secrets
 from drscore.engine.runtime.rundir import RunWriter, open_run_dir
 from drscore.engine.runtime.runner import Runner
-from drscore.engine.runtime.thinking import ThinkingPolicy
+from drscore.engine.runtime.calls.thinking import ThinkingPolicy
 from drscore.engine.runtime.seen import SeenKeys
 from drscore.engine.stats.bootstrap import mean_ci
 from drscore.protocols import protocol
@@ -289,7 +289,7 @@ async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePoo
     team = None
     try:
         if jc.redis and getattr(backend, "cacheable", True):
-            from drscore.engine.runtime.team import open_team
+            from drscore.engine.runtime.calls.team import open_team
 
             team = await open_team(jc.redis, base_url=jc.url or "", model=jc.model or "",
                                    api_key=os.environ.get(jc.api_key_env) or None,
@@ -537,7 +537,7 @@ class Run:
         """The run's configuration as written to config.json (never a secret)."""
         cfg = msgspec.to_builtins(self.config)
         if cfg["judge"].get("redis"):
-            from drscore.engine.runtime.team.link import redact_url
+            from drscore.engine.runtime.calls.team.link import redact_url
 
             cfg["judge"]["redis"] = redact_url(cfg["judge"]["redis"])
         if cfg["judge"].get("url"):

@@ -13,7 +13,7 @@ from drscore.commands import all_commands
 from drscore.commands._framework import Command, Group, interrupt_note, walk
 from drscore.engine.runtime.escape import terminal
 from drscore.engine.runtime.extras import MissingExtra
-from drscore.engine.runtime.redact import install_excepthook, install_log_filter, redact
+from drscore.engine.runtime.calls.redact import install_excepthook, install_log_filter, redact
 from drscore.engine.runtime.rundir import RunDirError
 from drscore.engine.runtime.sqlitefile import CacheFileError, describe
 

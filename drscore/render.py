@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from drscore.engine.runtime.escape import terminal
 from drscore.engine.runtime.models import ScoreRow
-from drscore.engine.runtime.pricing import cost_text, unknown_price_message
+from drscore.engine.runtime.calls.pricing import cost_text, unknown_price_message
 
 if TYPE_CHECKING:  # the reporting tables (numpy) load only when a leaderboard is drawn
     from drscore.engine.reporting.tables import BoardFold

@@ -25,8 +25,8 @@ from typing import Any
 import click
 
 from drscore.commands._framework import Failure, sections
-from drscore.engine.runtime.redact import redact_url as redact_judge_url
-from drscore.engine.runtime.team.link import redact_url
+from drscore.engine.runtime.calls.redact import redact_url as redact_judge_url
+from drscore.engine.runtime.calls.team.link import redact_url
 from drscore.ranges import JUDGE_RANGES, RUN_RANGES, check
 
 _RANGES = {r.flag.lstrip("-"): r for r in JUDGE_RANGES + RUN_RANGES}

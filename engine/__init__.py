@@ -15,5 +15,5 @@ of drscore but :mod:`drscore.prompts`; ``text`` and ``stats`` import ``runtime``
 most; ``methods`` import those three; ``reporting`` may import everything in the
 engine. Nothing in the engine imports ``drscore.judge`` or ``drscore.fetch``: backends
 and page sources are reached through the protocols in
-:mod:`drscore.engine.runtime.judging` and :mod:`drscore.engine.runtime.evidence`.
+:mod:`drscore.engine.runtime.calls.judging` and :mod:`drscore.engine.runtime.evidence`.
 """

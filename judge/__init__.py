@@ -1,4 +1,4 @@
-"""Judge backends, the things that answer a :class:`~drscore.engine.runtime.judging.ChatRequest`:
+"""Judge backends, the things that answer a :class:`~drscore.engine.runtime.calls.judging.ChatRequest`:
 OpenAI-compatible HTTP over aiohttp (``http``, request bodies in ``wire``, rate-limit
 headers in ``ratelimit_headers``), the openai SDK (``sdk``, the ``sdk`` extra), the
 offline judge (``offline/``) and, as test and benchmark infrastructure, the mock server

@@ -1,6 +1,6 @@
 """``--batch``: judge calls sent through the OpenAI-compatible Files + Batches API.
 
-:class:`BatchBackend` is a :class:`drscore.engine.runtime.judging.Backend`: the pool asks it for
+:class:`BatchBackend` is a :class:`drscore.engine.runtime.calls.judging.Backend`: the pool asks it for
 one call at a time exactly as it asks the HTTP backend, so methods, decoding, re-asks
 and the cache do not change. Behind ``complete()`` calls are collected until a quiet
 period of ``window_s`` seconds (or ``max_requests`` requests / ``max_bytes`` of JSONL,
@@ -35,10 +35,10 @@ from typing import Any
 import aiohttp
 import orjson
 
-from drscore.engine.runtime.judging import (
+from drscore.engine.runtime.calls.judging import (
     ENDPOINT_FAULTS, ChatRequest, ChatResponse, FatalError, JudgeError, RateLimitInfo, TransientError,
 )
-from drscore.engine.runtime.redact import redact, redact_any, redact_url, register_secret, register_url_secrets
+from drscore.engine.runtime.calls.redact import redact, redact_any, redact_url, register_secret, register_url_secrets
 from drscore.judge.batch_journal import BatchJournal, custom_id
 from drscore.judge.http import classify_connection_error, parse_completion, status_error
 from drscore.judge.wire import WireProfile, family_profile, request_body

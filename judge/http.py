@@ -1,7 +1,7 @@
 """OpenAI-compatible chat completions over aiohttp (OpenAI, Azure, Gemini's compatible
 endpoint, vLLM, Ollama, llama.cpp server, OpenRouter, the mock).
 
-Every failure is classified (``JudgeError.kind``, see ``engine.runtime.judging``) so the
+Every failure is classified (``JudgeError.kind``, see ``engine.runtime.calls.judging``) so the
 pool can stop a run on an endpoint that cannot work and say why: :func:`classify_status`
 for HTTP statuses and error bodies, :func:`classify_connection_error` for failures before
 any status (refused, DNS, TLS, connect timeout). Error messages carry a redacted excerpt
@@ -19,13 +19,13 @@ from urllib.parse import urlsplit, urlunsplit
 import aiohttp
 import orjson
 
-from drscore.engine.runtime.judging import (
+from drscore.engine.runtime.calls.judging import (
     ChatRequest, ChatResponse, FatalError, JudgeError, RateLimited, RateLimitInfo, TransientError,
 )
-from drscore.engine.runtime.redact import redact, redact_url, register_secret, register_url_secrets
-from drscore.engine.runtime.tokens import estimate_messages, estimate_tokens
+from drscore.engine.runtime.calls.redact import redact, redact_url, register_secret, register_url_secrets
+from drscore.engine.runtime.calls.tokens import estimate_messages, estimate_tokens
 from drscore.judge.ratelimit_headers import parse_rate_limit_headers, retry_after_from_text
-from drscore.engine.runtime.thinking import split_thinking
+from drscore.engine.runtime.calls.thinking import split_thinking
 from drscore.judge.wire import WireProfile, family_profile, request_body
 
 _RETRYABLE = {408, 409, 425, 500, 502, 503, 504, 520, 522, 524, 529}

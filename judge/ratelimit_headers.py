@@ -6,7 +6,7 @@ import re
 import time
 from collections.abc import Mapping
 
-from drscore.engine.runtime.judging import RateLimitInfo
+from drscore.engine.runtime.calls.judging import RateLimitInfo
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 

@@ -13,8 +13,8 @@ require("sdk", "--transport sdk")
 
 import openai  # noqa: E402  (after the check, so a missing extra is named)
 
-from drscore.engine.runtime.judging import ChatRequest, ChatResponse, RateLimitInfo, TransientError
-from drscore.engine.runtime.redact import redact, redact_url, register_secret, register_url_secrets
+from drscore.engine.runtime.calls.judging import ChatRequest, ChatResponse, RateLimitInfo, TransientError
+from drscore.engine.runtime.calls.redact import redact, redact_url, register_secret, register_url_secrets
 from drscore.judge.http import CONNECT_TIMEOUT_S, classify_connection_error, parse_completion, status_error
 from drscore.judge.ratelimit_headers import parse_rate_limit_headers
 from drscore.judge.wire import WireProfile, family_profile, request_body

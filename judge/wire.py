@@ -7,7 +7,7 @@ Two things beyond the plain body live here:
   temperature but the default. Their bodies carry ``max_completion_tokens`` and no
   ``temperature``. Names are matched after an optional ``provider/`` prefix, so
   OpenRouter's ``openai/o3`` is covered too.
-* **Thinking** (:mod:`drscore.engine.runtime.thinking`): ``--reasoning-effort`` is spelled
+* **Thinking** (:mod:`drscore.engine.runtime.calls.thinking`): ``--reasoning-effort`` is spelled
   the way each family expects: ``reasoning_effort`` for OpenAI and Gemini's compatible
   endpoint, Gemini's ``extra_body.google.thinking_config.thinking_budget`` when a budget is
   given outright (``--protocol drb``), and Anthropic's ``thinking: {type: enabled,
@@ -18,7 +18,7 @@ Two things beyond the plain body live here:
   adapted to once, and the profile remembers it for the rest of the run.
 
 Neither changes the cache key: the key is built from the template's temperature and
-output cap (:mod:`drscore.engine.runtime.pool`), not from the body's spelling of them. User
+output cap (:mod:`drscore.engine.runtime.calls.pool`), not from the body's spelling of them. User
 ``--judge-param KEY=VALUE`` pairs are merged into every body and are part of the
 backend's identity (hence of the key) only when given, so keys of runs without them
 stay what they were.
@@ -31,9 +31,9 @@ from typing import Any
 import msgspec
 import orjson
 
-from drscore.engine.runtime.judging import ChatRequest
-from drscore.engine.runtime.samples import request_seed
-from drscore.engine.runtime.thinking import CLAUDE_BUDGETS, family_of
+from drscore.engine.runtime.calls.judging import ChatRequest
+from drscore.engine.runtime.calls.samples import request_seed
+from drscore.engine.runtime.calls.thinking import CLAUDE_BUDGETS, family_of
 
 SCHEMA_OPEN, SCHEMA_CLOSE = "<json-schema>", "</json-schema>"
 

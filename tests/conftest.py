@@ -39,7 +39,7 @@ def redis_server():
     """A real redis-server on a free loopback port for the whole session (temp dir, no
     persistence, stopped afterwards). A machine without redis-server fails here, loudly:
     the team tests must run, never be skipped (./scripts/test installs it when it can)."""
-    from drscore.engine.runtime.team.local_server import LocalRedis, RedisServerMissing
+    from drscore.engine.runtime.calls.team.local_server import LocalRedis, RedisServerMissing
 
     try:
         server = LocalRedis()

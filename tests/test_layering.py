@@ -130,3 +130,18 @@ def test_the_checker_sees_a_forbidden_import(tmp_path):
     targets = _imports(bad, "drscore.engine.runtime.bad", top_level_only=False)
     assert "drscore.engine.methods.fact" in targets
     assert _room("drscore.engine.methods.fact") not in ALLOWED["drscore.engine.runtime"]
+
+
+# The judge-call path is a sub-room of the runtime: of the rest of the runtime it may use
+# only these, so "what happens to one judge call" stays readable in one folder.
+CALLS_MAY_USE = {"drscore.engine.runtime.method", "drscore.engine.runtime.extras",
+                 "drscore.engine.runtime.sqlitefile"}
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("drscore.engine.runtime.calls")))
+def test_the_call_path_uses_only_its_own_modules_and_the_contract(module):
+    for target in _imports(MODULES[module], module, top_level_only=False):
+        if not target.startswith("drscore.engine.runtime.") or target.startswith("drscore.engine.runtime.calls"):
+            continue
+        base = ".".join(target.split(".")[:4])  # drscore.engine.runtime.X (a name imported from X included)
+        assert base in CALLS_MAY_USE, f"{module} imports {target}"

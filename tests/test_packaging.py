@@ -72,7 +72,7 @@ def test_the_wheel_holds_only_drscore_at_the_top(wheel):
     assert len(names) == len(set(names))  # the links add no second copy of a room
     top = {n.split("/", 1)[0] for n in names}
     assert {t for t in top if not t.endswith(".dist-info")} == {"drscore"}
-    for must in ("drscore/engine/runtime/pool.py", "drscore/engine/methods/race/method.py",
+    for must in ("drscore/engine/runtime/calls/pool.py", "drscore/engine/methods/race/method.py",
                  "drscore/judge/mock/server.py", "drscore/fetch/guard.py", "drscore/prompts/quality.md",
                  "drscore/py.typed"):
         assert must in names

@@ -12,7 +12,7 @@ import orjson
 
 from drscore.commands._common import run_async
 from drscore.commands._framework import Group, argument, fail, inherited, option
-from drscore.engine.runtime.cache import CHECK_COLUMNS, JudgeCache, check_row
+from drscore.engine.runtime.calls.cache import CHECK_COLUMNS, JudgeCache, check_row
 from drscore.engine.runtime.paths import default_cache_dir
 from drscore.engine.runtime.sqlitefile import CacheFileError, check_file, describe, salvage_rows
 
@@ -133,7 +133,7 @@ async def _with_cache(path: Path, action: Callable[[JudgeCache], Awaitable[int]]
 
 def _file_specs() -> dict[str, tuple[str, dict[str, tuple[str, object]]]]:
     """Per cache file: its schema and, per table, the columns to read and a row check."""
-    from drscore.engine.runtime import cache as judge_cache
+    from drscore.engine.runtime.calls import cache as judge_cache
     from drscore.fetch import store as page_store
 
     return {

@@ -18,7 +18,7 @@ from typing import Annotated, ClassVar
 import msgspec
 
 from drscore.engine.methods.race.criteria import normalise
-from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.runtime.method import ItemContext, Method, MethodResult
 
 MIN_ITEMS, MAX_ITEMS = 3, 6

@@ -17,10 +17,10 @@ import msgspec
 
 from drscore import prompts
 from drscore.engine.runtime.evidence import PageResult
-from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.runtime.method import ItemContext, Option
-from drscore.engine.runtime.tokens import estimate_tokens
-from drscore.engine.runtime.windows import window_of
+from drscore.engine.runtime.calls.tokens import estimate_tokens
+from drscore.engine.runtime.calls.windows import window_of
 from drscore.engine.text.citations import CitationPair, CitationParse, parse_citations
 from drscore.engine.text.identifiers import identifier_urls, mentions_identifier, target_url
 from drscore.engine.text.passages import Window, select_passages
@@ -128,7 +128,7 @@ class PagePlan(msgspec.Struct, frozen=True):
 
 def page_plan(mode: str, model: str, window_budget: int, template: str, prompt_tokens: int) -> PagePlan:
     """The page budget of one call of ``template``: ``window_budget`` in window mode; in
-    whole mode what the judge's context (:func:`drscore.engine.runtime.windows.window_of`,
+    whole mode what the judge's context (:func:`drscore.engine.runtime.calls.windows.window_of`,
     :data:`DEFAULT_JUDGE_CONTEXT` when unknown) leaves after ``prompt_tokens`` of prompt
     and the template's output cap, times :data:`CONTEXT_SHARE`. Never below ``window_budget``."""
     if mode not in PAGE_TEXT_MODES:

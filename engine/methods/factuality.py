@@ -28,7 +28,7 @@ import msgspec
 
 from drscore.engine.text.citations import CitationPair
 from drscore.engine.runtime.evidence import PageResult
-from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
 from drscore.engine.methods.cited_pages import (
     PAGE_OUTCOMES, page_options, pair_options, fetch_pages, page_outcome, report_pairs, window_for,

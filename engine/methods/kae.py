@@ -41,7 +41,7 @@ import msgspec
 
 from drscore.engine.text.citations import cited_urls, parse_citations, strip_citations
 from drscore.engine.runtime.evidence import PlaceholderPages
-from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
 from drscore.engine.methods.cited_pages import (
     PAGE_OUTCOMES, page_options, batches, fetch_pages, kept_numbers, numbered, page_outcome, window_for,

@@ -12,7 +12,7 @@ from typing import Annotated, ClassVar
 
 import msgspec
 
-from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
 from drscore.engine.methods.language import language_option, task_language, template_for
 

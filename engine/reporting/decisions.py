@@ -2,7 +2,7 @@
 
 - :func:`overview_facts`: total cost (paid and what it would have cost uncached), wall
   time, date, drscore version, judge model and the endpoint's host only (a URL's path and
-  query can hold keys; see :func:`drscore.engine.runtime.redact.endpoint_host`);
+  query can hold keys; see :func:`drscore.engine.runtime.calls.redact.endpoint_host`);
 - :func:`section_decisions`: a banner naming agents shown but not ranked, then per method
   the matrix of paired differences (row agent minus column agent, on the tasks both
   scored, with its interval and Holm-adjusted p), each agent's probability of ranking
@@ -18,8 +18,8 @@ import html
 from typing import Any, Sequence
 
 from drscore.engine.reporting.tables import LeaderboardRow
-from drscore.engine.runtime.pricing import cost_text, sum_costs
-from drscore.engine.runtime.redact import endpoint_host
+from drscore.engine.runtime.calls.pricing import cost_text, sum_costs
+from drscore.engine.runtime.calls.redact import endpoint_host
 from drscore.engine.runtime.rundir_read import RunDir
 from drscore.engine.stats.noise import judge_noise
 from drscore.engine.stats.paired import MethodDecisions, decide

@@ -46,7 +46,7 @@ from drscore.engine.reporting.tables import (  # noqa: F401  (re-exported: the r
 )
 from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 from drscore.engine.runtime.models import ScoreRow
-from drscore.engine.runtime.pricing import cost_text
+from drscore.engine.runtime.calls.pricing import cost_text
 from drscore.engine.runtime.rundir_read import RunDir, natural_key
 
 _MAX_PROBLEMS = 50

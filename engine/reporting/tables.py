@@ -23,7 +23,7 @@ from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 from drscore.engine.stats.rankable import reason_from_counts
 from drscore.engine.runtime.escape import csv_cell, markdown_cell
 from drscore.engine.runtime.models import ScoreRow
-from drscore.engine.runtime.pricing import cost_text, sum_costs
+from drscore.engine.runtime.calls.pricing import cost_text, sum_costs
 from drscore.engine.runtime.rundir_read import RunDir, natural_key
 
 OUTCOMES = ("supported", "unsupported", "unreachable", "refused", "failed")

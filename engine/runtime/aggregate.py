@@ -18,7 +18,7 @@ import msgspec
 import numpy as np
 
 from drscore.engine.runtime.models import ScoreRow
-from drscore.engine.runtime.pricing import sum_costs
+from drscore.engine.runtime.calls.pricing import sum_costs
 
 
 class _Acc(msgspec.Struct):

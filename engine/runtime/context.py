@@ -8,10 +8,10 @@ from concurrent.futures import Executor
 from typing import Any, Callable, TypeVar
 
 from drscore.engine.runtime.evidence import PageSource
-from drscore.engine.runtime.judging import JudgeFailed
-from drscore.engine.runtime.meter import Meter
+from drscore.engine.runtime.calls.judging import JudgeFailed
+from drscore.engine.runtime.calls.meter import Meter
 from drscore.engine.runtime.models import Report, Task, VerdictRecord
-from drscore.engine.runtime.pool import JudgePool
+from drscore.engine.runtime.calls.pool import JudgePool
 
 T = TypeVar("T")
 

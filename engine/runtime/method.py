@@ -58,7 +58,7 @@ class ItemContext(Protocol):
     seed: int
     pages: PageSource | None
     # The judge's model name ("" when unknown), e.g. to size a page to its context window
-    # (drscore.engine.runtime.windows); read it with getattr(ctx, "judge_model", "").
+    # (drscore.engine.runtime.calls.windows); read it with getattr(ctx, "judge_model", "").
     judge_model: str
 
     async def ask(
@@ -72,7 +72,7 @@ class ItemContext(Protocol):
     ) -> T:
         """Render ``prompts/<template>.md`` with ``variables``, ask the judge for a
         ``verdict`` Struct (its JSON Schema is the response format) and decode it.
-        Raises :class:`drscore.engine.runtime.judging.JudgeFailed` after bounded retries."""
+        Raises :class:`drscore.engine.runtime.calls.judging.JudgeFailed` after bounded retries."""
 
     def rng(self, *salt: Any) -> random.Random:
         """A generator seeded by the run seed, task, agent, method and ``salt``."""

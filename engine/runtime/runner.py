@@ -25,15 +25,15 @@ import msgspec
 from drscore.engine.runtime.aggregate import Aggregator
 from drscore.engine.runtime.context import ItemContext
 from drscore.engine.runtime.evidence import PageSource
-from drscore.engine.runtime.judging import ENDPOINT_FAULTS, OTHER_FAULTS, JudgeFailed
-from drscore.engine.runtime.meter import Meter
+from drscore.engine.runtime.calls.judging import ENDPOINT_FAULTS, OTHER_FAULTS, JudgeFailed
+from drscore.engine.runtime.calls.meter import Meter
 from drscore.engine.runtime.method import Method, MethodResult
 from drscore.engine.runtime.models import InputError, Report, ScoreRow, Task
-from drscore.engine.runtime.pool import JudgePool
-from drscore.engine.runtime.pricing import known_cost
-from drscore.engine.runtime.redact import redact
+from drscore.engine.runtime.calls.pool import JudgePool
+from drscore.engine.runtime.calls.pricing import known_cost
+from drscore.engine.runtime.calls.redact import redact
 from drscore.engine.runtime.rundir import RunWriter
-from drscore.engine.runtime.samples import combine
+from drscore.engine.runtime.calls.samples import combine
 
 
 _KNOWN_REASONS = frozenset({*ENDPOINT_FAULTS, *OTHER_FAULTS, "budget", "undecodable", "fatal", "transient",

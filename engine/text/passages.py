@@ -22,7 +22,7 @@ import re
 import msgspec
 import numpy as np
 
-from drscore.engine.runtime.tokens import estimate_tokens
+from drscore.engine.runtime.calls.tokens import estimate_tokens
 
 __all__ = ["Window", "select_passages", "split_passages", "terms"]
 

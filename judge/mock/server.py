@@ -17,7 +17,7 @@ The module is the HTTP side only: quota buckets live in :mod:`judge.mock.quota`,
 request parsing and answer content in :mod:`judge.mock.completions`.
 
 Token accounting is deliberately its own (one token per word or punctuation mark, plus
-3 per message), different from :func:`drscore.engine.runtime.tokens.estimate_tokens`, so a client has
+3 per message), different from :func:`drscore.engine.runtime.calls.tokens.estimate_tokens`, so a client has
 to correct its estimates from the ``usage`` the server returns.
 
 Run it with ``python -m drscore.judge.mock.server --port 0`` (prints ``LISTENING <port>``) or

@@ -13,8 +13,8 @@ from typing import Any
 
 import orjson
 
-from drscore.engine.runtime.judging import ChatRequest, ChatResponse, RateLimitInfo
-from drscore.engine.runtime.tokens import estimate_messages, estimate_tokens
+from drscore.engine.runtime.calls.judging import ChatRequest, ChatResponse, RateLimitInfo
+from drscore.engine.runtime.calls.tokens import estimate_messages, estimate_tokens
 from drscore.judge.offline import rule_for
 
 

@@ -18,7 +18,7 @@ import msgspec
 
 from drscore.engine.text.segment import segment
 from drscore.engine.text.similarity import containment
-from drscore.engine.runtime.tokens import estimate_tokens
+from drscore.engine.runtime.calls.tokens import estimate_tokens
 from drscore.judge.offline import rule
 
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+\S", re.MULTILINE)

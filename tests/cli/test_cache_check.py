@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from drscore.commands.cache import check
-from drscore.engine.runtime.cache import JudgeCache
+from drscore.engine.runtime.calls.cache import JudgeCache
 from drscore.fetch.content import content_hash
 from drscore.fetch.store import PageRecord, PageStore
 

@@ -200,7 +200,7 @@ def test_ctrl_c_says_truthfully_whether_answers_were_cached():
 def test_cache_explain_takes_a_key_prefix_and_shows_the_answer(tmp_path, capsys):
     import asyncio
 
-    from drscore.engine.runtime.cache import JudgeCache
+    from drscore.engine.runtime.calls.cache import JudgeCache
 
     async def fill() -> None:
         cache = await JudgeCache.open(tmp_path / "judge.sqlite")

@@ -13,7 +13,7 @@ from drscore import prompts
 from drscore.api import JudgeConfig, open_pool
 from drscore.cli import main
 from drscore.engine.methods.quality import QualityVerdict
-from drscore.engine.runtime.cache import request_key
+from drscore.engine.runtime.calls.cache import request_key
 from drscore.judge.mock.server import MockConfig, MockServerProcess, build_app
 from support.data import ROOT
 from support.serve import serve

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from drscore.cli import main
-from drscore.engine.runtime.pricing import PriceTable
+from drscore.engine.runtime.calls.pricing import PriceTable
 from drscore.judge.mock.server import MockConfig, MockServerProcess
 from support.data import ROOT
 

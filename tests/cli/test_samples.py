@@ -7,10 +7,10 @@ import orjson
 import pytest
 
 import drscore
-from drscore.engine.runtime.cache import request_key
-from drscore.engine.runtime.judging import ChatRequest
+from drscore.engine.runtime.calls.cache import request_key
+from drscore.engine.runtime.calls.judging import ChatRequest
 from drscore.engine.runtime.method import MethodResult
-from drscore.engine.runtime.samples import combine
+from drscore.engine.runtime.calls.samples import combine
 from drscore.judge.mock.server import MockConfig, start
 from drscore.judge.wire import request_body
 from support.data import ROOT
@@ -94,9 +94,9 @@ async def test_samples_are_distinct_cached_requests(tmp_path):
 
 
 def test_sample_zero_keeps_the_key_and_sends_no_seed():
-    from drscore.engine.runtime.limits import RateLimiter
-    from drscore.engine.runtime.pool import JudgePool
-    from drscore.engine.runtime.pricing import PriceTable
+    from drscore.engine.runtime.calls.limits import RateLimiter
+    from drscore.engine.runtime.calls.pool import JudgePool
+    from drscore.engine.runtime.calls.pricing import PriceTable
     from drscore.engine.methods.quality import QualityVerdict  # noqa: F401 (a real verdict Struct)
 
     class Backend:

@@ -8,7 +8,7 @@ import json
 import redis
 
 from drscore.cli import main
-from drscore.engine.runtime.team.local_server import LocalRedis
+from drscore.engine.runtime.calls.team.local_server import LocalRedis
 from drscore.judge.mock.server import MockConfig, MockServerProcess
 from support.data import ROOT
 

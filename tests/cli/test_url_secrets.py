@@ -9,7 +9,7 @@ import pytest
 
 from drscore.cli import main
 from drscore.judge.mock.server import MockConfig, MockServerProcess
-from drscore.engine.runtime.redact import forget_secrets
+from drscore.engine.runtime.calls.redact import forget_secrets
 from support.data import ROOT
 
 EXAMPLES = ROOT / "examples"

@@ -12,10 +12,10 @@ import orjson
 import pytest
 
 from drscore import prompts
-from drscore.engine.runtime.judging import JudgeFailed
-from drscore.engine.runtime.limits import RateLimiter
-from drscore.engine.runtime.pool import JudgePool
-from drscore.engine.runtime.pricing import Price, PriceTable
+from drscore.engine.runtime.calls.judging import JudgeFailed
+from drscore.engine.runtime.calls.limits import RateLimiter
+from drscore.engine.runtime.calls.pool import JudgePool
+from drscore.engine.runtime.calls.pricing import Price, PriceTable
 from drscore.judge.batch import BatchBackend
 from drscore.judge.batch_journal import custom_id
 from drscore.judge.mock.server import MockConfig, start
@@ -185,7 +185,7 @@ async def test_interrupted_creation_is_found_by_its_input_file(mock, tmp_path):
     base = await mock()
     backend = _backend(base, tmp_path)
     await backend._start()
-    from drscore.engine.runtime.judging import ChatRequest, Message
+    from drscore.engine.runtime.calls.judging import ChatRequest, Message
     from drscore.judge.wire import request_body
 
     req = ChatRequest(messages=(Message("user", "Rate: x"),), template="t", template_hash="h",
@@ -230,7 +230,7 @@ async def test_expired_batch_failures_are_reported_when_retries_run_out(mock, tm
 
 
 async def test_max_cost_reserves_each_requests_worst_case_before_it_joins_a_batch(mock, tmp_path):
-    from drscore.engine.runtime.verdicts import schema_of
+    from drscore.engine.runtime.calls.verdicts import schema_of
 
     # Before any usage is known a call reserves its input bound (64 per request + 256 for
     # a schema hint + the schema's JSON + per message 8 + content bytes + role) plus the
@@ -252,7 +252,7 @@ async def test_max_cost_reserves_each_requests_worst_case_before_it_joins_a_batc
 
 
 def test_error_file_lines_map_to_retryable_or_fatal():
-    from drscore.engine.runtime.judging import FatalError, TransientError
+    from drscore.engine.runtime.calls.judging import FatalError, TransientError
     from drscore.judge.batch import _line_error
 
     expired = {"custom_id": "a", "response": None, "error": {"code": "batch_expired", "message": "late"}}

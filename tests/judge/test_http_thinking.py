@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from drscore.engine.runtime.judging import ChatRequest, Message
+from drscore.engine.runtime.calls.judging import ChatRequest, Message
 from drscore.judge.http import parse_completion
 from drscore.judge.wire import family_profile, request_body
 

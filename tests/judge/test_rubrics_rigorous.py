@@ -7,7 +7,7 @@ import pytest
 from drscore.engine.methods.rigorous.method import KeywordRelevance, format_choices, rubric_verdict
 from drscore.engine.methods.rigorous.rubrics import parse_rubric_item
 from drscore.engine.methods.tasks.tools import Continuation, TaskPreference
-from drscore.engine.runtime.verdicts import schema_of
+from drscore.engine.runtime.calls.verdicts import schema_of
 from drscore.judge.offline import rules
 from drscore.judge.offline.rubrics_rigorous import (
     GENERIC_CONTINUATION,

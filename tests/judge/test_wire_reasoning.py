@@ -9,12 +9,12 @@ import orjson
 import pytest
 from aiohttp import web
 
-from drscore.engine.runtime.cache import request_key
-from drscore.engine.runtime.judging import ChatRequest, FatalError, Message
-from drscore.engine.runtime.limits import RateLimiter
-from drscore.engine.runtime.pool import JudgePool
-from drscore.engine.runtime.pricing import PriceTable
-from drscore.engine.runtime.verdicts import schema_of
+from drscore.engine.runtime.calls.cache import request_key
+from drscore.engine.runtime.calls.judging import ChatRequest, FatalError, Message
+from drscore.engine.runtime.calls.limits import RateLimiter
+from drscore.engine.runtime.calls.pool import JudgePool
+from drscore.engine.runtime.calls.pricing import PriceTable
+from drscore.engine.runtime.calls.verdicts import schema_of
 from drscore.judge.http import HttpBackend
 from drscore.judge.wire import WireProfile, family_profile, is_reasoning_model, parse_judge_params, request_body
 from support.serve import serve

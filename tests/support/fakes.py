@@ -9,7 +9,7 @@ import msgspec
 from drscore import prompts
 from drscore.engine.runtime.evidence import PageResult
 from drscore.engine.runtime.models import Report, Task
-from drscore.engine.runtime.verdicts import schema_of
+from drscore.engine.runtime.calls.verdicts import schema_of
 from drscore.judge.offline import rule_for
 
 

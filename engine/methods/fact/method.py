@@ -68,7 +68,7 @@ from drscore.engine.methods.language import language_option, task_language, temp
 from drscore.engine.methods.fact.tally import (
     OUTCOMES, FactTally, accuracy_paper, suite_from_means, valid_rate,
 )
-from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
 from drscore.engine.runtime.models import Task
 

@@ -44,11 +44,11 @@ from drscore.engine.methods.race.criteria import (
     uniform_dimension_weights,
 )
 from drscore.engine.runtime.io import iter_reports
-from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
 from drscore.engine.runtime.models import InputError, Task
 from drscore.engine.methods.race.rescore import RaceAggregate, aggregate
-from drscore.engine.runtime.tokens import estimate_messages
+from drscore.engine.runtime.calls.tokens import estimate_messages
 
 VARIANTS = ("full", "vanilla", "static", "pointwise", "no-dim-weights", "no-crit-weights", "reverse")
 CLEAN_MODES = ("deterministic", "llm", "none")

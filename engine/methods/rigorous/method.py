@@ -31,7 +31,7 @@ import msgspec
 
 from drscore.engine.methods.rigorous import drift
 from drscore.engine.text.citations import cited_urls, strip_citations
-from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
 from drscore.engine.runtime.models import Task
 from drscore.engine.methods.rigorous.rubrics import (

@@ -3,7 +3,7 @@ Elo ranking of candidate tasks and the continuation-based leakage check
 (DeepResearch Arena; METHODS.md §5).
 
 ``judge`` is anything with ``async ask(template, Verdict, variables, *, sample=0,
-label="")`` returning a decoded verdict and raising :class:`drscore.engine.runtime.judging.JudgeFailed`
+label="")`` returning a decoded verdict and raising :class:`drscore.engine.runtime.calls.judging.JudgeFailed`
 when it cannot (the CLI passes its judge session; tests pass a fake). The arithmetic is
 in the pure modules :mod:`drscore.engine.methods.tasks.elo` and :mod:`drscore.engine.methods.tasks.leakage`.
 """
@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, Protocol, TypeVar
 import msgspec
 
 from drscore.engine.methods.tasks import elo, leakage
-from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.runtime.models import Task
 
 T = TypeVar("T")

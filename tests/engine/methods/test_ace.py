@@ -10,10 +10,10 @@ import orjson
 import pytest
 
 from drscore import prompts
-from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.methods.ace import Ace, AceChecklist, AceItemScore, ChecklistRejected, repair_checklist, weighted_mean
 from drscore.engine.runtime.models import Report, Task
-from drscore.engine.runtime.verdicts import schema_of
+from drscore.engine.runtime.calls.verdicts import schema_of
 from drscore.judge.offline import rule_for, rules
 from support.data import DRB as DATA
 

@@ -13,13 +13,13 @@ from support.fakes import FakeContext, FakePages
 
 from drscore.engine.text.citations import parse_citations
 from drscore.engine.runtime.evidence import PageResult, PlaceholderPages
-from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.methods import get
 from drscore.engine.methods.cited_pages import chunk_report, kept_numbers
 from drscore.engine.methods.fact.method import Fact
 from drscore.engine.methods.fact.tally import fact_suite, fact_suite_by_agent
 from drscore.engine.runtime.models import Report, ScoreRow, Task
-from drscore.engine.runtime.tokens import estimate_tokens
+from drscore.engine.runtime.calls.tokens import estimate_tokens
 from drscore.judge.offline import rules
 from support.data import drb_report
 from support.serve import serve

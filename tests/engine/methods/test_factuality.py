@@ -8,7 +8,7 @@ import pytest
 from support.fakes import FakeContext, FakePages
 
 from drscore.engine.text.citations import parse_citations
-from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.methods import get
 from drscore.engine.methods.factuality import Factuality, SupportTally, average_support
 from drscore.judge.offline import rules

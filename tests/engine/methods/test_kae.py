@@ -8,7 +8,7 @@ import pytest
 from support.fakes import FakeContext, FakePages
 
 from drscore.engine.runtime.evidence import PlaceholderPages
-from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.methods import get
 from drscore.engine.methods.kae import (
     Kae,

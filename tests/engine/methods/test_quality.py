@@ -12,11 +12,11 @@ import orjson
 import pytest
 
 from drscore import prompts
-from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.methods import available
 from drscore.engine.methods.quality import Quality, QualityVerdict, dimension_mean, quality_subscores
 from drscore.engine.runtime.models import Report, Task
-from drscore.engine.runtime.verdicts import schema_of
+from drscore.engine.runtime.calls.verdicts import schema_of
 from drscore.judge.offline import rule_for
 from drscore.judge.offline.reporteval import ReportFeatures, moving_ttr, quality_scores, report_features
 from support.data import DRB as DATA

@@ -14,7 +14,7 @@ import pytest
 
 from drscore import prompts
 from drscore.engine.methods.race.criteria import DIMENSIONS, STATIC_CRITERIA, load_criteria
-from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.methods.race.method import (
     VARIANTS,
     Race,
@@ -24,7 +24,7 @@ from drscore.engine.methods.race.method import (
     load_references,
 )
 from drscore.engine.runtime.models import Report, Task
-from drscore.engine.runtime.verdicts import schema_of
+from drscore.engine.runtime.calls.verdicts import schema_of
 from drscore.judge.offline import rule_for, rules
 from drscore.judge.offline.rubrics_race import clauses, cue_weights
 from support.data import DRB as DATA

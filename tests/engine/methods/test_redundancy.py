@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from drscore import prompts
-from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.methods import available
 from drscore.engine.methods.redundancy import (
     PairOutcome, Redundancy, RedundancyPairVerdict, listed_pairs, redundancy_score,
@@ -22,7 +22,7 @@ from drscore.engine.methods.redundancy import (
 from drscore.engine.runtime.models import Report, Task
 from drscore.engine.text.segment import segment
 from drscore.engine.text.similarity import ScreenResult, screen
-from drscore.engine.runtime.verdicts import schema_of
+from drscore.engine.runtime.calls.verdicts import schema_of
 from drscore.judge.offline import rules
 from drscore.judge.offline.reporteval import redundancy_from_overlap
 from support.data import DRB as DATA

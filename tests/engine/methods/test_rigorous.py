@@ -7,12 +7,12 @@ import msgspec
 import orjson
 import pytest
 
-from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.methods import get
 from drscore.engine.methods.rigorous.method import KeywordRelevance, Rigorous, format_choices, rubric_verdict
 from drscore.engine.runtime.models import Report, Task
 from drscore.engine.methods.rigorous.rubrics import parse_rubric_item
-from drscore.engine.runtime.verdicts import schema_of
+from drscore.engine.runtime.calls.verdicts import schema_of
 from drscore.judge.offline import rules
 from support.data import RIGOROUS as DATA
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from drscore.engine.runtime.judging import JudgeFailed
+from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.runtime.models import Task
 from drscore.engine.methods.tasks.tools import Continuation, TaskPreference, check_leakage, rank_tasks
 

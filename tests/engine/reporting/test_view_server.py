@@ -12,7 +12,7 @@ import pytest
 
 from drscore.engine.reporting.view_index import ViewIndex
 from drscore.engine.reporting.view_server import ViewConfig, ViewServer, is_loopback
-from drscore.engine.runtime.cache import JudgeCache, request_key
+from drscore.engine.runtime.calls.cache import JudgeCache, request_key
 from drscore.engine.runtime.models import ScoreRow, VerdictRecord
 
 SECRET = "sk-test-NEVER-SHOWN-1234567890"

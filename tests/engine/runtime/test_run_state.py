@@ -9,12 +9,12 @@ import msgspec
 import pytest
 
 from drscore import prompts
-from drscore.engine.runtime.judging import ChatResponse, FatalError, JudgeFailed
-from drscore.engine.runtime.limits import RateLimiter
+from drscore.engine.runtime.calls.judging import ChatResponse, FatalError, JudgeFailed
+from drscore.engine.runtime.calls.limits import RateLimiter
 from drscore.engine.runtime.method import Method, MethodResult
 from drscore.engine.runtime.models import Report, Task
-from drscore.engine.runtime.pool import JudgePool
-from drscore.engine.runtime.pricing import PriceTable
+from drscore.engine.runtime.calls.pool import JudgePool
+from drscore.engine.runtime.calls.pricing import PriceTable
 from drscore.engine.runtime.runner import Runner
 
 

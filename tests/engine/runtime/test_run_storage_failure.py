@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from drscore.api import JudgeConfig, Run, RunConfig
-from drscore.engine.runtime.cache import JudgeCache
+from drscore.engine.runtime.calls.cache import JudgeCache
 from drscore.engine.runtime.sqlitefile import CacheFileError
 from drscore.judge.mock.server import MockConfig, MockServerProcess
 from support.data import ROOT

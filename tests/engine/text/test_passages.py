@@ -4,7 +4,7 @@ from __future__ import annotations
 import random
 
 from drscore.engine.text.passages import GAP, Window, select_passages, split_passages, terms
-from drscore.engine.runtime.tokens import estimate_tokens
+from drscore.engine.runtime.calls.tokens import estimate_tokens
 from support.data import drb_report
 
 FILLER = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda omicron".split()

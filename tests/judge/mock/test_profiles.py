@@ -9,10 +9,10 @@ import msgspec
 import pytest
 
 from drscore import prompts
-from drscore.engine.runtime.judging import JudgeFailed
-from drscore.engine.runtime.limits import RateLimiter
-from drscore.engine.runtime.pool import JudgePool
-from drscore.engine.runtime.pricing import PriceTable
+from drscore.engine.runtime.calls.judging import JudgeFailed
+from drscore.engine.runtime.calls.limits import RateLimiter
+from drscore.engine.runtime.calls.pool import JudgePool
+from drscore.engine.runtime.calls.pricing import PriceTable
 from drscore.judge.http import HttpBackend
 from drscore.judge.mock.server import MockConfig, start
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from drscore.engine.runtime.cache import JudgeCache
+from drscore.engine.runtime.calls.cache import JudgeCache
 from drscore.engine.runtime.sqlitefile import CacheFileError
 
 COMPONENTS = {"template": "t", "model": "m"}

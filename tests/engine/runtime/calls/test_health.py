@@ -9,13 +9,13 @@ import msgspec
 import pytest
 
 from drscore import prompts
-from drscore.engine.runtime.health import CircuitBreaker, EndpointGate
-from drscore.engine.runtime.judging import (
+from drscore.engine.runtime.calls.health import CircuitBreaker, EndpointGate
+from drscore.engine.runtime.calls.judging import (
     ChatResponse, FatalError, JudgeFailed, RateLimited, RateLimitInfo, TransientError,
 )
-from drscore.engine.runtime.limits import RateLimiter
-from drscore.engine.runtime.pool import JudgePool
-from drscore.engine.runtime.pricing import PriceTable
+from drscore.engine.runtime.calls.limits import RateLimiter
+from drscore.engine.runtime.calls.pool import JudgePool
+from drscore.engine.runtime.calls.pricing import PriceTable
 
 
 class Verdict(msgspec.Struct):

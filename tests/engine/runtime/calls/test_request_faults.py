@@ -10,13 +10,13 @@ import msgspec
 import pytest
 
 from drscore import prompts
-from drscore.engine.runtime.health import CircuitBreaker
-from drscore.engine.runtime.judging import ChatResponse, FatalError, JudgeFailed, TransientError
-from drscore.engine.runtime.limits import RateLimiter
-from drscore.engine.runtime.pool import JudgePool
-from drscore.engine.runtime.pricing import PriceTable
-from drscore.engine.runtime.tokens import estimate_messages
-from drscore.engine.runtime.windows import StatedWindow, clearly_over, stated_window
+from drscore.engine.runtime.calls.health import CircuitBreaker
+from drscore.engine.runtime.calls.judging import ChatResponse, FatalError, JudgeFailed, TransientError
+from drscore.engine.runtime.calls.limits import RateLimiter
+from drscore.engine.runtime.calls.pool import JudgePool
+from drscore.engine.runtime.calls.pricing import PriceTable
+from drscore.engine.runtime.calls.tokens import estimate_messages
+from drscore.engine.runtime.calls.windows import StatedWindow, clearly_over, stated_window
 
 
 class Verdict(msgspec.Struct):

@@ -16,14 +16,14 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError, ResponseError
 
 from drscore import prompts
-from drscore.engine.runtime.cache import JudgeCache
-from drscore.engine.runtime.judging import ChatResponse
-from drscore.engine.runtime.limits import RateLimiter
-from drscore.engine.runtime.pool import JudgePool
-from drscore.engine.runtime.pricing import PriceTable
-from drscore.engine.runtime.team import Team, open_team
-from drscore.engine.runtime.team.link import COMMAND, CONNECTION, MEMORY, classify
-from drscore.engine.runtime.team.local_server import LocalRedis
+from drscore.engine.runtime.calls.cache import JudgeCache
+from drscore.engine.runtime.calls.judging import ChatResponse
+from drscore.engine.runtime.calls.limits import RateLimiter
+from drscore.engine.runtime.calls.pool import JudgePool
+from drscore.engine.runtime.calls.pricing import PriceTable
+from drscore.engine.runtime.calls.team import Team, open_team
+from drscore.engine.runtime.calls.team.link import COMMAND, CONNECTION, MEMORY, classify
+from drscore.engine.runtime.calls.team.local_server import LocalRedis
 
 
 class Verdict(msgspec.Struct):

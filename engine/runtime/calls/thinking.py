@@ -5,7 +5,7 @@ thinking, DeepSeek-R1 / Qwen3-style open models) spend hidden reasoning tokens b
 they answer, bill them as output, **and count them against the output cap**. A cap sized
 for the answer alone gives an empty reply cut off by length. So the cap sent is the
 template's answer cap plus a reasoning allowance per family (:data:`FAMILIES`), bounded
-by the model's published output ceiling (:mod:`drscore.engine.runtime.windows`), or set
+by the model's published output ceiling (:mod:`drscore.engine.runtime.calls.windows`), or set
 outright with ``--max-output-tokens``.
 
 :class:`ThinkingPolicy` is the per-run state: the family starts from the model name, and
@@ -15,7 +15,7 @@ is adapted to once and remembered for the run. :func:`split_thinking` takes ``<t
 blocks out of an answer so they never reach the verdict decoder.
 
 The cache key is built from the template's answer cap, not from the cap sent, so the
-keys of non-thinking models do not change (see :mod:`drscore.engine.runtime.pool`).
+keys of non-thinking models do not change (see :mod:`drscore.engine.runtime.calls.pool`).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import re
 
 import msgspec
 
-from drscore.engine.runtime.windows import base_model_name, window_of
+from drscore.engine.runtime.calls.windows import base_model_name, window_of
 
 EFFORTS = ("low", "medium", "high")
 # A model whose output ceiling we do not know is never sent a cap above this when a cut-off

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from drscore.engine.runtime.budget import Budget
+from drscore.engine.runtime.calls.budget import Budget
 
 
 async def test_a_call_waits_for_room_then_goes_when_a_reservation_settles_cheaper():

@@ -21,8 +21,8 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from drscore.engine.runtime.judging import Message
-from drscore.engine.runtime.tokens import estimate_tokens
+from drscore.engine.runtime.calls.judging import Message
+from drscore.engine.runtime.calls.tokens import estimate_tokens
 
 GROUP_CHARS = 6000  # about 1,500 tokens of English: past the 1,024-token caching floor
 CACHE_MIN_TOKENS = 1024

@@ -8,7 +8,7 @@ import urllib.parse
 
 import pytest
 
-from drscore.engine.runtime.redact import (
+from drscore.engine.runtime.calls.redact import (
     MASK, RedactingFilter, forget_secrets, redact, redact_any, register_secret,
 )
 

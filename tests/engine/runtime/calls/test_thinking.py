@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from drscore.engine.runtime.thinking import ThinkingPolicy, family_of, is_cut_off, split_thinking
+from drscore.engine.runtime.calls.thinking import ThinkingPolicy, family_of, is_cut_off, split_thinking
 
 
 @pytest.mark.parametrize("model, family", [

@@ -10,10 +10,10 @@ import aiohttp
 import msgspec
 import pytest
 
-from drscore.engine.runtime.judging import RateLimitInfo
-from drscore.engine.runtime.limits import AdaptiveConcurrency, RateLearner, RateLimiter, TokenBucket
-from drscore.engine.runtime.pool import JudgePool
-from drscore.engine.runtime.pricing import PriceTable
+from drscore.engine.runtime.calls.judging import RateLimitInfo
+from drscore.engine.runtime.calls.limits import AdaptiveConcurrency, RateLearner, RateLimiter, TokenBucket
+from drscore.engine.runtime.calls.pool import JudgePool
+from drscore.engine.runtime.calls.pricing import PriceTable
 from drscore.judge.http import HttpBackend
 from drscore.judge.mock.server import MockConfig, start
 from drscore.judge.ratelimit_headers import parse_duration, parse_rate_limit_headers
@@ -211,7 +211,7 @@ async def test_without_quota_flags_a_failed_first_attempt_ends_the_one_at_a_time
 
 
 async def test_stop_wakes_callers_waiting_for_quota():
-    from drscore.engine.runtime.limits import LimiterStopped
+    from drscore.engine.runtime.calls.limits import LimiterStopped
 
     limiter = RateLimiter(rpm=60, concurrency=4, burst_s=1.0)  # one request a second
     await limiter.acquire(1)

@@ -15,15 +15,15 @@ import redis.asyncio as aioredis
 
 from drscore import prompts
 from drscore.engine.runtime import extras
-from drscore.engine.runtime.cache import JudgeCache
+from drscore.engine.runtime.calls.cache import JudgeCache
 from drscore.engine.runtime.extras import MissingExtra
-from drscore.engine.runtime.judging import ChatResponse, JudgeFailed, RateLimitInfo, TransientError
-from drscore.engine.runtime.limits import RateLimiter
-from drscore.engine.runtime.pool import JudgePool
-from drscore.engine.runtime.pricing import PriceTable
-from drscore.engine.runtime.team import Team, TeamError, endpoint_id, open_team, redact_url
-from drscore.engine.runtime.team.link import load_redis
-from drscore.engine.runtime.team.local_server import LocalRedis, free_port
+from drscore.engine.runtime.calls.judging import ChatResponse, JudgeFailed, RateLimitInfo, TransientError
+from drscore.engine.runtime.calls.limits import RateLimiter
+from drscore.engine.runtime.calls.pool import JudgePool
+from drscore.engine.runtime.calls.pricing import PriceTable
+from drscore.engine.runtime.calls.team import Team, TeamError, endpoint_id, open_team, redact_url
+from drscore.engine.runtime.calls.team.link import load_redis
+from drscore.engine.runtime.calls.team.local_server import LocalRedis, free_port
 from drscore.judge.http import HttpBackend
 from drscore.judge.mock.server import MockConfig, start
 
@@ -229,7 +229,7 @@ async def test_a_dead_claimant_releases_its_claim_when_the_lease_expires(redis_u
     pool, cache, team = await _process(redis_url, tmp_path, "a", backend, lease_s=5)
     try:
         req, components = pool.build("t", Verdict, {"text": "orphan"})
-        from drscore.engine.runtime.cache import request_key
+        from drscore.engine.runtime.calls.cache import request_key
 
         key = request_key(components)
         # A process claimed the call and died: nobody renews, nobody releases.
@@ -309,7 +309,7 @@ async def test_pubsub_notice_wakes_a_waiter_before_the_lease_ends(redis_url, tmp
     helper = aioredis.Redis.from_url(redis_url)
     try:
         req, components = pool.build("t", Verdict, {"text": "z"})
-        from drscore.engine.runtime.cache import request_key
+        from drscore.engine.runtime.calls.cache import request_key
 
         key = request_key(components)
         await helper.set(f"drscore:claim:{key}", "other", px=30_000)

@@ -1,6 +1,6 @@
 """What a judge call is, independent of how it is transported.
 
-Backends (``judge/``) implement :class:`Backend`; the pool (:mod:`drscore.engine.runtime.pool`) adds
+Backends (``judge/``) implement :class:`Backend`; the pool (:mod:`drscore.engine.runtime.calls.pool`) adds
 limits, cache, in-flight de-duplication, decoding and retries around them.
 """
 from __future__ import annotations

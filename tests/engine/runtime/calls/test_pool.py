@@ -9,12 +9,12 @@ import msgspec
 import pytest
 
 from drscore import prompts
-from drscore.engine.runtime.budget import input_token_bound
-from drscore.engine.runtime.cache import JudgeCache, request_key
-from drscore.engine.runtime.judging import ChatRequest, ChatResponse, FatalError, JudgeFailed, TransientError
-from drscore.engine.runtime.limits import RateLimiter
-from drscore.engine.runtime.pool import JudgePool
-from drscore.engine.runtime.pricing import Price, PriceTable
+from drscore.engine.runtime.calls.budget import input_token_bound
+from drscore.engine.runtime.calls.cache import JudgeCache, request_key
+from drscore.engine.runtime.calls.judging import ChatRequest, ChatResponse, FatalError, JudgeFailed, TransientError
+from drscore.engine.runtime.calls.limits import RateLimiter
+from drscore.engine.runtime.calls.pool import JudgePool
+from drscore.engine.runtime.calls.pricing import Price, PriceTable
 
 
 class Verdict(msgspec.Struct, forbid_unknown_fields=True):
@@ -221,8 +221,8 @@ async def test_cache_hits_are_served_after_the_budget_stops_the_run(tmp_path, te
 
 
 def test_input_bound_covers_the_mock_judges_billing_in_any_script():
-    from drscore.engine.runtime.judging import Message
-    from drscore.engine.runtime.tokens import estimate_messages
+    from drscore.engine.runtime.calls.judging import Message
+    from drscore.engine.runtime.calls.tokens import estimate_messages
     from drscore.judge.mock.server import count_tokens
 
     texts = ["plain English words, with punctuation!!! ...", "一二三四五六七八九十" * 50, "🙂 " * 300,

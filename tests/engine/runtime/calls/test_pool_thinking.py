@@ -9,13 +9,13 @@ import msgspec
 import pytest
 
 from drscore import prompts
-from drscore.engine.runtime.budget import input_token_bound
-from drscore.engine.runtime.cache import JudgeCache, request_key
-from drscore.engine.runtime.judging import ChatRequest, ChatResponse, JudgeFailed
-from drscore.engine.runtime.limits import RateLimiter
-from drscore.engine.runtime.pool import JudgePool
-from drscore.engine.runtime.pricing import Price, PriceTable
-from drscore.engine.runtime.thinking import ThinkingPolicy
+from drscore.engine.runtime.calls.budget import input_token_bound
+from drscore.engine.runtime.calls.cache import JudgeCache, request_key
+from drscore.engine.runtime.calls.judging import ChatRequest, ChatResponse, JudgeFailed
+from drscore.engine.runtime.calls.limits import RateLimiter
+from drscore.engine.runtime.calls.pool import JudgePool
+from drscore.engine.runtime.calls.pricing import Price, PriceTable
+from drscore.engine.runtime.calls.thinking import ThinkingPolicy
 
 
 class Verdict(msgspec.Struct, forbid_unknown_fields=True):

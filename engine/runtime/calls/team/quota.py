@@ -7,14 +7,14 @@ agree without synchronised clocks. The same script corrects a reservation from t
 a call returned and records a 429: it pauses everyone until the server's ``Retry-After``
 and publishes the pause, which every process's limiter adopts at once.
 
-Implements :class:`drscore.engine.runtime.limits.SharedQuota`; every method returns None when
+Implements :class:`drscore.engine.runtime.calls.limits.SharedQuota`; every method returns None when
 Redis is gone, and the limiter then paces on its local buckets.
 """
 from __future__ import annotations
 
 from typing import Callable
 
-from drscore.engine.runtime.team.link import TeamLink
+from drscore.engine.runtime.calls.team.link import TeamLink
 
 # KEYS[1] quota hash, KEYS[2] pause channel.
 # ARGV: op, req_rate, req_cap, tok_rate, tok_cap, a, b, c   (rates per second)

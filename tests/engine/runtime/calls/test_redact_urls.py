@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from drscore.engine.runtime.redact import (
+from drscore.engine.runtime.calls.redact import (
     MASK, forget_secrets, redact, redact_url, register_url_secrets, url_secrets,
 )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from drscore.engine.runtime.pricing import PriceTable, cost_text, known_cost, sum_costs
+from drscore.engine.runtime.calls.pricing import PriceTable, cost_text, known_cost, sum_costs
 
 
 @pytest.mark.parametrize("model, base", [("openai/gpt-4.1", "gpt-4.1"), ("google/gemini-2.5-pro", "gemini-2.5-pro"),

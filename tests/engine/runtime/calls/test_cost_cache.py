@@ -10,13 +10,13 @@ import msgspec
 import pytest
 
 from drscore import prompts
-from drscore.engine.runtime.cache import JudgeCache
-from drscore.engine.runtime.judging import ChatRequest, ChatResponse, JudgeFailed, Message
-from drscore.engine.runtime.limits import RateLimiter
-from drscore.engine.runtime.meter import Meter
-from drscore.engine.runtime.pool import JudgePool
-from drscore.engine.runtime.prefix import CacheEstimator, WarmupGate, cacheable_tokens, group_key
-from drscore.engine.runtime.pricing import Price, PriceTable
+from drscore.engine.runtime.calls.cache import JudgeCache
+from drscore.engine.runtime.calls.judging import ChatRequest, ChatResponse, JudgeFailed, Message
+from drscore.engine.runtime.calls.limits import RateLimiter
+from drscore.engine.runtime.calls.meter import Meter
+from drscore.engine.runtime.calls.pool import JudgePool
+from drscore.engine.runtime.calls.prefix import CacheEstimator, WarmupGate, cacheable_tokens, group_key
+from drscore.engine.runtime.calls.pricing import Price, PriceTable
 from drscore.judge.http import parse_completion
 
 

@@ -7,12 +7,12 @@ not decode), commit the raw answer to the cache, and account tokens, cost and la
 Failures after bounded retries raise :class:`JudgeFailed` with a reason; they never
 crash the run.
 
-Around each send (in this order): the preflight gate (:mod:`drscore.engine.runtime.health`:
+Around each send (in this order): the preflight gate (:mod:`drscore.engine.runtime.calls.health`:
 the run's first call goes alone and classifies the endpoint), the quota wait
-(:mod:`drscore.engine.runtime.limits`), the budget reservation of the call's worst case
-(:mod:`drscore.engine.runtime.budget`, made after the quota wait so the spend it sees is
+(:mod:`drscore.engine.runtime.calls.limits`), the budget reservation of the call's worst case
+(:mod:`drscore.engine.runtime.calls.budget`, made after the quota wait so the spend it sees is
 current), a per-call timeout, and after the answer the circuit breaker and redaction
-(:mod:`drscore.engine.runtime.redact`) of everything the endpoint said. A budget that cannot
+(:mod:`drscore.engine.runtime.calls.redact`) of everything the endpoint said. A budget that cannot
 cover the next call, a rate-limit reset beyond ``max_rate_limit_wait_s``, an endpoint
 fault at preflight or a tripped breaker *stop* the pool (:attr:`JudgePool.stopped`):
 every later call fails at once with the stop's reason, cache hits are still served.
@@ -22,7 +22,7 @@ and batch prices for calls a batching backend (``backend.batched``) answered. Ba
 calls skip the RPM/TPM limiter (batch work has the provider's own queue), the preflight
 gate and the per-call timeout (an answer may take hours), but still reserve their worst
 case at batch prices before they join a batch. Calls sharing a long prompt prefix are
-ordered by :class:`drscore.engine.runtime.prefix.WarmupGate`: the first goes alone, its siblings
+ordered by :class:`drscore.engine.runtime.calls.prefix.WarmupGate`: the first goes alone, its siblings
 follow once it answered. Each result carries its time at the judge and its time waiting
 (quota, warm-up, backoff) as spans, so a row can split its latency honestly.
 
@@ -34,10 +34,10 @@ configured mode so they do not move.
 Faults of one request (``judging.REQUEST_FAULTS``: a prompt over the context window, a
 content filter, a flagged prompt) fail that request at once, without retry and without
 touching the breaker; a prompt clearly over the model's known window (the table in
-:mod:`drscore.engine.runtime.windows`, or the window an endpoint's 400 stated) is not sent.
+:mod:`drscore.engine.runtime.calls.windows`, or the window an endpoint's 400 stated) is not sent.
 
 Thinking models get room to think: the cap sent is the template's answer cap plus the
-reasoning allowance of :class:`drscore.engine.runtime.thinking.ThinkingPolicy` (the cache key
+reasoning allowance of :class:`drscore.engine.runtime.calls.thinking.ThinkingPolicy` (the cache key
 keeps the template's cap, so keys of other models do not move). An answer cut off at its
 cap (``finish_reason`` ``length``) is the failure kind ``truncated``: it is retried once with
 a larger cap within the model's ceiling, never at the same cap, and an unknown model that
@@ -60,27 +60,27 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import msgspec
 
 from drscore import prompts
-from drscore.engine.runtime.budget import Budget, input_reservation
-from drscore.engine.runtime.cache import AnswerCache, request_key
-from drscore.engine.runtime.health import CircuitBreaker, EndpointGate
-from drscore.engine.runtime.judging import (
+from drscore.engine.runtime.calls.budget import Budget, input_reservation
+from drscore.engine.runtime.calls.cache import AnswerCache, request_key
+from drscore.engine.runtime.calls.health import CircuitBreaker, EndpointGate
+from drscore.engine.runtime.calls.judging import (
     ENDPOINT_FAULTS, OTHER_FAULTS, REQUEST_FAULTS, Backend, ChatRequest, JudgeError, JudgeFailed, Message,
     RateLimited, StopReason, TransientError,
 )
-from drscore.engine.runtime.limits import LimiterStopped, RateLimiter
-from drscore.engine.runtime.prefix import CacheEstimator, WarmupGate, group_key
-from drscore.engine.runtime.pricing import PriceTable
-from drscore.engine.runtime.redact import redact
-from drscore.engine.runtime.samples import key_component
-from drscore.engine.runtime.thinking import ThinkingPolicy, is_cut_off, split_thinking
-from drscore.engine.runtime.tokens import TokenEstimator, estimate_messages, estimate_tokens, message_features
-from drscore.engine.runtime.verdicts import VerdictDecodeError, decode_verdict, schema_of
-from drscore.engine.runtime.windows import (
+from drscore.engine.runtime.calls.limits import LimiterStopped, RateLimiter
+from drscore.engine.runtime.calls.prefix import CacheEstimator, WarmupGate, group_key
+from drscore.engine.runtime.calls.pricing import PriceTable
+from drscore.engine.runtime.calls.redact import redact
+from drscore.engine.runtime.calls.samples import key_component
+from drscore.engine.runtime.calls.thinking import ThinkingPolicy, is_cut_off, split_thinking
+from drscore.engine.runtime.calls.tokens import TokenEstimator, estimate_messages, estimate_tokens, message_features
+from drscore.engine.runtime.calls.verdicts import VerdictDecodeError, decode_verdict, schema_of
+from drscore.engine.runtime.calls.windows import (
     OVER_MARGIN, UNLEARNED_OVER_MARGIN, clearly_over, stated_window, window_of,
 )
 
 if TYPE_CHECKING:
-    from drscore.engine.runtime.team import Team
+    from drscore.engine.runtime.calls.team import Team
 
 T = TypeVar("T")
 
@@ -183,7 +183,7 @@ class JudgePool:
         """``timeout_s`` bounds each attempt (None: only the backend's own timeout);
         ``max_rate_limit_wait_s`` is the longest 429 reset the pool waits for before it
         stops; ``breaker_threshold`` consecutive same-kind failures stop it too;
-        ``preflight`` sends the first call alone (see :mod:`drscore.engine.runtime.health`)."""
+        ``preflight`` sends the first call alone (see :mod:`drscore.engine.runtime.calls.health`)."""
         self.backend = backend
         # Where templates come from (``--prompts DIR`` overrides); looked up per call so
         # the hash of the template actually used goes into the cache key.

@@ -22,7 +22,7 @@ from pathlib import Path
 import msgspec
 import orjson
 
-from drscore.engine.runtime.windows import base_model_name
+from drscore.engine.runtime.calls.windows import base_model_name
 
 
 class Price(msgspec.Struct, frozen=True):

@@ -7,7 +7,7 @@ locally first (the run's checkpoint), then written to Redis. With claims
 answer and releasing the claim: the cache then leaves those Redis steps to the claims.
 
 :class:`TieredCache` offers what the judge pool uses of
-:class:`drscore.engine.runtime.cache.JudgeCache` — ``get``, ``put``, ``close`` and the claim API
+:class:`drscore.engine.runtime.calls.cache.JudgeCache` — ``get``, ``put``, ``close`` and the claim API
 (``claim_or_wait``, ``release``) — over both tiers, and hands anything else (stats,
 explain, vacuum) to the local cache. The pool needs no Redis-specific code. The keys are the same
 content-addressed request keys as the local cache, so a warm re-run on another machine
@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from drscore.engine.runtime.team.link import TeamLink
+from drscore.engine.runtime.calls.team.link import TeamLink
 
 
 # A shared answer lives this long in Redis (the local caches keep theirs): a long-lived

@@ -1,4 +1,4 @@
-from drscore.engine.runtime.windows import ModelWindow, base_model_name, window_of
+from drscore.engine.runtime.calls.windows import ModelWindow, base_model_name, window_of
 
 
 def test_router_prefixes_are_dropped():

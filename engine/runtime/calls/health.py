@@ -23,7 +23,7 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import Hashable
 
-from drscore.engine.runtime.judging import REQUEST_FAULTS
+from drscore.engine.runtime.calls.judging import REQUEST_FAULTS
 
 # Not counted: 429s (the rate limiter handles them), and requests a batch left unanswered
 # (judge/batch.py: one expired batch fails all its requests at once; they are retried).

@@ -4,7 +4,7 @@ Callers queue in arrival order; the head of the queue waits until both buckets c
 its request (woken early when quota is refunded), takes its share and goes. No polling,
 no thundering herd, and no caller is scheduled on an estimate made long before it runs.
 
-Token cost is estimated before the call (by :class:`drscore.engine.runtime.tokens.TokenEstimator`,
+Token cost is estimated before the call (by :class:`drscore.engine.runtime.calls.tokens.TokenEstimator`,
 which learns the server's counting) and corrected from the usage the API returns: the
 difference is charged or refunded to the bucket.
 
@@ -22,7 +22,7 @@ it to 0.92 x the lower of the pace and the accepted rate; from then on it grows 
 by 0.4% of that rate per second and is cut by 0.92 at each 429 episode (AIMD). With headers the announced limits pace the run and
 the learner stays out of the way.
 
-With a :class:`SharedQuota` (``--redis``: :mod:`drscore.engine.runtime.team.quota`) the buckets
+With a :class:`SharedQuota` (``--redis``: :mod:`drscore.engine.runtime.calls.team.quota`) the buckets
 live outside the process: the head of the queue reserves from the shared store instead of
 the local buckets, corrections and 429 pauses go to the store, and a pause another
 process saw arrives through :meth:`RateLimiter.pause_for`. When the store fails, the
@@ -36,7 +36,7 @@ import time
 from collections import deque
 from typing import Any, Callable, Protocol
 
-from drscore.engine.runtime.judging import RateLimitInfo
+from drscore.engine.runtime.calls.judging import RateLimitInfo
 
 
 class TokenBucket:

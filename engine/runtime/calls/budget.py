@@ -10,7 +10,7 @@ after the request left) keeps its worst case as possibly billed.
 
 A call that does not fit while others are in flight waits for them to settle; a call
 that would not fit even with nothing in flight exhausts the budget, and the pool stops
-the run (see :class:`drscore.engine.runtime.judging.StopReason`).
+the run (see :class:`drscore.engine.runtime.calls.judging.StopReason`).
 
 Seams: :func:`input_reservation` is the only estimate the cap relies on; a subclass of
 :class:`Budget` may keep its ledger elsewhere (shared between processes, say) by
@@ -24,8 +24,8 @@ import math
 
 import orjson
 
-from drscore.engine.runtime.judging import ChatRequest
-from drscore.engine.runtime.tokens import TokenEstimator, message_features
+from drscore.engine.runtime.calls.judging import ChatRequest
+from drscore.engine.runtime.calls.tokens import TokenEstimator, message_features
 
 # Chat formatting adds a few tokens per message (role markers) and a few per request;
 # these are generous upper bounds of both, plus the schema hint that transports without

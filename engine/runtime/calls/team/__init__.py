@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from drscore.engine.runtime.team.cache_tier import DEFAULT_ANSWER_TTL_S, RedisTier, TieredCache
-from drscore.engine.runtime.team.claims import RedisClaims
-from drscore.engine.runtime.team.link import TeamError, TeamLink, endpoint_id, redact_url
-from drscore.engine.runtime.team.quota import RedisQuota
+from drscore.engine.runtime.calls.team.cache_tier import DEFAULT_ANSWER_TTL_S, RedisTier, TieredCache
+from drscore.engine.runtime.calls.team.claims import RedisClaims
+from drscore.engine.runtime.calls.team.link import TeamError, TeamLink, endpoint_id, redact_url
+from drscore.engine.runtime.calls.team.quota import RedisQuota
 
 __all__ = ["DEFAULT_ANSWER_TTL_S", "Team", "TeamError", "endpoint_id", "open_team", "redact_url"]
 

@@ -19,8 +19,8 @@ import asyncio
 import contextlib
 import uuid
 
-from drscore.engine.runtime.team.cache_tier import TieredCache
-from drscore.engine.runtime.team.link import TeamLink
+from drscore.engine.runtime.calls.team.cache_tier import TieredCache
+from drscore.engine.runtime.calls.team.link import TeamLink
 
 # KEYS: answer hash, claim key. ARGV: owner, lease ms.
 # -> {1, response, components} | {2} claimed by us | {0, pttl} held by someone else

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from drscore.engine.runtime.tokens import TokenEstimator, estimate_tokens, message_features, split_estimate
+from drscore.engine.runtime.calls.tokens import TokenEstimator, estimate_tokens, message_features, split_estimate
 
 
 def test_character_rule_by_hand():
