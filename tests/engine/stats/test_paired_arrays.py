@@ -102,3 +102,16 @@ def test_three_tasks_two_agents_by_hand():
     # P(a first) = 1 - (1/27) / 2 in expectation; with 400 resamples it is close.
     assert d.p_first is not None and d.p_first["a"] + d.p_first["b"] == pytest.approx(1.0)
     assert d.p_first["a"] == pytest.approx(1 - 1 / 54, abs=0.03)
+
+
+def test_special_functions_agree_with_scipy_stats_exactly():
+    from scipy import stats
+
+    from drscore.engine.stats.paired import expanded_p
+
+    for n in (2, 3, 7, 40, 1000, 100000):
+        z = math.sqrt(n / (n - 1)) * float(stats.t.ppf(0.975, n - 1))
+        assert expanded_confidence(0.95, n) == float(min(1.0 - 1e-9, 1.0 - 2.0 * stats.norm.sf(z)))
+        for tail in (1e-4, 0.01, 0.2, 0.49):
+            zz = float(stats.norm.isf(tail)) / math.sqrt(n / (n - 1))
+            assert expanded_p(tail, n) == float(min(1.0, 2.0 * stats.t.sf(zz, n - 1)))
