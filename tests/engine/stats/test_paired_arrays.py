@@ -115,3 +115,19 @@ def test_special_functions_agree_with_scipy_stats_exactly():
         for tail in (1e-4, 0.01, 0.2, 0.49):
             zz = float(stats.norm.isf(tail)) / math.sqrt(n / (n - 1))
             assert expanded_p(tail, n) == float(min(1.0, 2.0 * stats.t.sf(zz, n - 1)))
+
+
+def test_later_row_counts_even_when_it_has_no_valid_sample():
+    def row(task, agent, score, samples=()):
+        return ScoreRow(task_id=task, agent=agent, method="m", score=score, sample_scores=list(samples))
+
+    rows = [row("1", "a", 3.0), row("2", "a", 5.0), row("3", "a", 9.0),
+            row("3", "a", 4.0, samples=[None, None]),  # rescored: no valid sample, task 3 is not a's
+            row("1", "b", 1.0), row("2", "b", 9.0), row("2", "b", 4.0),  # rescored: 4 counts
+            row("3", "b", 4.0)]
+    d = decide(rows, resamples=50)["m"]
+    (pair,) = d.pairs
+    # a on 1, 2: 3, 5 (own mean 4); b on 1, 2, 3: 1, 4, 4 (own mean 3); shared 1, 2:
+    # b's mean there (1 + 4) / 2 = 2.5, differences 2 and 1
+    assert d.agents == ["a", "b"] and (pair.n, pair.mean_a, pair.mean_b, pair.delta) == (2, 4.0, 2.5, 1.5)
+    assert d.first_tasks == 2 and d.samples == 1  # the row without a valid sample counts no samples
