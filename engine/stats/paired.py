@@ -22,9 +22,12 @@ a nominal 95%. The intervals here are Hesterberg's *expanded percentile* interva
 taken at the level whose normal quantile is ``sqrt(n / (n - 1)) * t(n - 1)``
 (:func:`expanded_confidence`); for many tasks it is the plain percentile interval.
 
-Memory: the resamples are drawn in blocks of at most ``BLOCK_CELLS`` task x sample
-cells, so a run of any size needs the same working memory; only the replicates of each
-pair (``resamples`` floats) are kept for the percentiles.
+Memory: :func:`decide` keeps each row as a task index and a score in typed arrays (not
+as task -> samples maps); :func:`compare_tasks` gives each agent a few arrays over the
+method's task list and each pair only numbers, rebuilding a pair's differences inside each
+resampling block and freeing them. The resamples are drawn in blocks of at most
+``BLOCK_CELLS`` task x sample cells, so the working memory does not grow with the run;
+only the replicates of each pair (``resamples`` floats) are kept for the percentiles.
 """
 from __future__ import annotations
 
