@@ -179,7 +179,7 @@ def add_decisions(summary: dict[str, Any], rows: Sequence[ScoreRow] | Callable[[
     aggregator rebuilds its light rows one at a time): they are read twice, never kept."""
     from drscore.engine.stats.noise import judge_noise
     from drscore.engine.stats.paired import decide
-    from drscore.engine.stats.rankable import reason_from_counts
+    from drscore.engine.stats.rankable import count_row, reason_from_counts
 
     def again() -> Iterable[ScoreRow]:
         return rows() if callable(rows) else rows
@@ -189,14 +189,8 @@ def add_decisions(summary: dict[str, Any], rows: Sequence[ScoreRow] | Callable[[
     any_samples = False
     for r in again():
         key = (r.method, r.agent)
-        c = counts.setdefault(key, [0, 0, 0])
+        count_row(counts.setdefault(key, [0, 0, 0]), r)
         by_task = spread.setdefault(key, {})
-        if r.score is not None:
-            c[0] += 1
-            if r.coverage is not None and r.coverage <= 0.0:
-                c[2] += 1
-            elif r.status == "partial":
-                c[1] += 1
         if r.sample_scores:
             any_samples = True
             by_task[r.task_id] = [v for v in r.sample_scores if v is not None]

@@ -41,7 +41,7 @@ import numpy as np
 
 from drscore.engine.runtime.models import ScoreRow
 from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, percentile_interval
-from drscore.engine.stats.rankable import reason_from_counts, row_reason
+from drscore.engine.stats.rankable import count_row, reason_from_counts, row_reason
 
 BLOCK_CELLS = 1 << 20  # resample x task x sample cells per block (8 MB of float64)
 
@@ -505,13 +505,7 @@ def decide(rows: Iterable[ScoreRow], *, resamples: int = DEFAULT_RESAMPLES, seed
         col = collected.setdefault(r.method, {}).get(r.agent)
         if col is None:
             col = collected[r.method][r.agent] = _Collected()
-        c = col.counts
-        if r.score is not None:
-            c[0] += 1
-            if r.coverage is not None and r.coverage <= 0.0:
-                c[2] += 1
-            elif r.status == "partial":
-                c[1] += 1
+        count_row(col.counts, r)
         if row_reason(r) is None:
             ix = task_ix.get(r.task_id)
             if ix is None:

@@ -34,16 +34,22 @@ def agent_reason(rows: Iterable[ScoreRow]) -> str | None:
 
     Rows without a score (failed, not applicable) do not count either way; coverage-0
     rows count as partial."""
-    scored = partial = zero = 0
+    counts = [0, 0, 0]
     for r in rows:
-        if r.score is None:
-            continue
-        scored += 1
-        if r.coverage is not None and r.coverage <= 0.0:
-            zero += 1
-        elif r.status == "partial":
-            partial += 1
-    return reason_from_counts(scored, partial, zero)
+        count_row(counts, r)
+    return reason_from_counts(*counts)
+
+
+def count_row(counts: list[int], row: ScoreRow) -> None:
+    """Fold one row into ``[scored, partial, coverage 0]``, the counts
+    :func:`reason_from_counts` reads (a streaming caller keeps only these three numbers)."""
+    if row.score is None:
+        return
+    counts[0] += 1
+    if row.coverage is not None and row.coverage <= 0.0:
+        counts[2] += 1
+    elif row.status == "partial":
+        counts[1] += 1
 
 
 def reason_from_counts(scored: int, partial: int, zero: int) -> str | None:
