@@ -68,9 +68,10 @@ def env_defaults(params: Sequence[click.Parameter], environ: Mapping[str, str]) 
     return out
 
 
-class Command(click.Command):
-    """A click command with the conventions above: environment defaults beneath any
-    ``default_map`` already set, and its examples printed verbatim after the options."""
+class _Conventions(click.Command):
+    """What commands and groups share: the project's context settings, environment
+    defaults beneath any ``default_map`` already set, and the examples printed verbatim
+    after the help."""
 
     def __init__(self, *args: Any, examples: Sequence[str] = (), **kwargs: Any) -> None:
         kwargs.setdefault("context_settings", dict(CONTEXT_SETTINGS))
@@ -79,6 +80,17 @@ class Command(click.Command):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.default_map = {**env_defaults(self.get_params(ctx), os.environ), **(ctx.default_map or {})}
+        return super().parse_args(ctx, args)
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        super().format_epilog(ctx, formatter)
+        _format_examples(self.examples, formatter)
+
+
+class Command(_Conventions):
+    """A click command with the conventions above, whose unknown options get one suggestion."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
             return super().parse_args(ctx, args)
         except click.NoSuchOption as e:  # one suggestion, the closest (click lists every near one)
@@ -90,10 +102,6 @@ class Command(click.Command):
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # (click lists the arguments, with their help, under "Positional arguments" itself)
         _format_sections(self, ctx, formatter)
-
-    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        super().format_epilog(ctx, formatter)
-        _format_examples(self.examples, formatter)
 
 
 class Argument(click.Argument):
@@ -112,24 +120,12 @@ def argument(*decls: str, help: str | None = None, **attrs: Any) -> Callable[[F]
     return click.argument(*decls, cls=Argument, help=help, **attrs)
 
 
-class Group(click.Group):
-    """A command group whose unknown sub-commands get a suggestion, and whose own options
-    may also be given after the sub-command (see :func:`inherited`)."""
+class Group(_Conventions, click.Group):
+    """A command group with the conventions above, whose unknown sub-commands get a
+    suggestion, and whose own options may also be given after the sub-command (see
+    :func:`inherited`)."""
 
     command_class = Command
-
-    def __init__(self, *args: Any, examples: Sequence[str] = (), **kwargs: Any) -> None:
-        kwargs.setdefault("context_settings", dict(CONTEXT_SETTINGS))
-        super().__init__(*args, **kwargs)
-        self.examples = list(examples)
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        ctx.default_map = {**env_defaults(self.get_params(ctx), os.environ), **(ctx.default_map or {})}
-        return super().parse_args(ctx, args)
-
-    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        super().format_epilog(ctx, formatter)
-        _format_examples(self.examples, formatter)
 
     def resolve_command(self, ctx: click.Context, args: list[str]
                         ) -> tuple[str | None, click.Command | None, list[str]]:
