@@ -226,7 +226,8 @@ serve_briefly() {
   local out; out=$(mktemp)
   "$@" > "$out" 2>/dev/null &
   local pid=$!
-  for _ in $(seq 1 100); do
+  # up to 60 s to start: a loaded CI machine can take well over 10 s to import and bind
+  for _ in $(seq 1 600); do
     if grep -q 'http://' "$out"; then
       kill -INT $pid  # as Ctrl-C: a server that ignores it fails here instead of hanging the suite
       for _ in $(seq 1 50); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
