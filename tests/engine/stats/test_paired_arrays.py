@@ -2,7 +2,9 @@
 
 ``paired_golden.json`` holds what the previous implementation (per-agent task -> samples
 dicts, three arrays kept per pair) returned for the random cases below, written before it
-was replaced; the new path must reproduce it exactly, float for float."""
+was replaced; the new path must reproduce it: the same draws and every count exactly, every
+float to 1e-12 of its value (the last digit of a sum depends on the order the BLAS build and
+its thread count add in, which differs between machines)."""
 from __future__ import annotations
 
 import json
@@ -74,10 +76,33 @@ def outputs(name: str) -> dict:
             decide(random_rows(seed, **kw), resamples=300, seed=seed).items()}
 
 
+def _same(got, want, where: str = "") -> None:
+    if isinstance(want, float) and isinstance(got, (int, float)):
+        assert math.isclose(got, want, rel_tol=1e-12, abs_tol=1e-15), f"{where}: {got!r} != {want!r}"
+    elif isinstance(want, dict):
+        assert isinstance(got, dict) and sorted(got) == sorted(want), f"{where}: keys {sorted(got)} != {sorted(want)}"
+        for k in want:
+            _same(got[k], want[k], f"{where}.{k}")
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want), f"{where}: {got!r} != {want!r}"
+        for i, (g, w) in enumerate(zip(got, want)):
+            _same(g, w, f"{where}[{i}]")
+    else:
+        assert got == want and type(got) is type(want), f"{where}: {got!r} != {want!r}"
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_same_numbers_as_the_dict_implementation(name):
     golden = json.loads(GOLDEN.read_text())[name]
-    assert outputs(name) == golden  # exact: same draws, same arithmetic
+    _same(outputs(name), golden, name)
+
+
+def test_the_comparison_of_outputs_can_fail():
+    golden = json.loads(GOLDEN.read_text())["single"]
+    changed = json.loads(json.dumps(golden))
+    changed["m"]["pairs"][0]["delta"] += 1e-6
+    with pytest.raises(AssertionError):
+        _same(changed, golden)
 
 
 def test_three_tasks_two_agents_by_hand():
