@@ -31,6 +31,7 @@ from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.runtime.models import InputError, Report, ScoreRow, VerdictRecord
 from drscore.engine.runtime.paths import default_cache_dir
 from drscore.engine.methods.language import task_language
+from drscore.engine.runtime.calls.ledger import LEDGER_FILE, RunLedger, check_budget
 from drscore.engine.runtime.calls.pool import JudgePool
 from drscore.engine.runtime.calls.pricing import PriceTable, known_cost, unknown_price_message
 from drscore.engine.runtime.calls.redact import endpoint_host, redact_url as redact_judge_url, register_url_secrets
@@ -422,6 +423,7 @@ class Run:
         self.pages: Any = None
         self._cache: AnswerCache | None = None
         self._writer: RunWriter | None = None
+        self._ledger_state = "interrupted"  # how the run ledger records this invocation's end
         self._started_at = time.time()
         # Said before scoring starts (the CLI prints them): e.g. a judge without a price.
         self.warnings: list[str] = []
@@ -494,8 +496,16 @@ class Run:
         # no directory behind, and one held by another process is still refused at once.
         self._writer = None
         if cfg.out and not cfg.dry_run:
-            lock = open_run_dir(cfg.out, self.public_config(), overwrite=cfg.overwrite)
+            # A real judge's paid calls go into the run's ledger; a re-run that --max-cost
+            # leaves nothing to spend does not start (RunBudgetSpent: nothing was touched).
+            paid = getattr(pool.backend, "cacheable", True) and pool.backend.name != "offline"
+            budget = (lambda root: check_budget(root / LEDGER_FILE, cfg.judge.max_cost)) if paid else None
+            lock = open_run_dir(cfg.out, self.public_config(), overwrite=cfg.overwrite, check=budget)
             self._stack.callback(lock.release)
+            if paid:
+                ledger = RunLedger(Path(cfg.out) / LEDGER_FILE, max_cost=cfg.judge.max_cost, priced=pool.priced)
+                self._stack.callback(lambda: ledger.close(self._ledger_state))
+                pool.use_ledger(ledger)
             self._writer = RunWriter(cfg.out, lock)
         self._runner = Runner(
             tasks=self.tasks, methods=instances, pool=pool, pages=self.pages, seed=cfg.seed, writer=self._writer,
@@ -587,6 +597,7 @@ class Run:
             self.summary["pages"] = self.pages.stats()
         elif isinstance(self.pages, PlaceholderPages):
             self.summary["pages"] = {"distinct_urls": len(self.pages.urls)}
+        self._ledger_state = "stopped" if self.summary.get("stopped") else "finished"
         if self._writer is not None:
             self._writer.finish(self.summary)
             self._writer = None

@@ -242,6 +242,21 @@ class Runner:
             "truncation_retries": s.truncation_retries, "thinking_learned": s.thinking_learned,
             "failure_reasons": dict(sorted(self.failure_reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
         }
+        # Money and tokens are the run's (the ledger: every invocation, failed calls included);
+        # what this invocation did is beside them.
+        ledger = self.pool.ledger.totals()
+        run = ledger["run"]
+        totals["this_invocation"] = {
+            "calls": s.calls, "input_tokens": s.input_tokens, "output_tokens": s.output_tokens,
+            "cached_input_tokens": s.cached_input_tokens, "reasoning_tokens": s.reasoning_tokens,
+            "cost_usd": known_cost(s.cost_usd, priced, 6), "cost_usd_uncached": known_cost(s.cost_usd_uncached,
+                                                                                           priced, 6)}
+        for k in ("calls", "input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens"):
+            totals[k] = run[k]
+        totals["cost_usd"] = run["cost_usd"] if priced else None
+        totals["cost_usd_uncached"] = run["cost_usd_uncached"] if priced else None
+        totals["ledger"] = ledger
+        totals["reused"] = {"answers": s.reused, "cost_usd_list": known_cost(s.reused_cost_usd, priced, 6)}
         totals["request_faults"] = s.request_faults
         totals["refused_over_window"] = s.refused_over_window
         if s.structured_output_ignored:
