@@ -486,3 +486,33 @@ def check_budget(path: str | Path, max_cost: float | None) -> None:
         f"invocation{'s' if n != 1 else ''}" + (f" ({lost})" if lost else "")
         + (f", stopped at --max-cost ${stopped_at:g}" if stopped_at is not None else "")
         + ": nothing more is spent at this cap (nothing was sent). Re-run with a higher --max-cost to continue.")
+
+
+def read_totals(run_dir: str | Path, *, running: bool = False) -> dict[str, Any] | None:
+    """The ledger figures of a run directory (:func:`totals_dict`), or None when it has no
+    ledger (an offline or older run). ``running``: the last invocation is still going, so
+    its unanswered calls are in flight now, not lost."""
+    path = Path(run_dir) / LEDGER_FILE
+    if not path.is_file():
+        return None
+    folded = fold(path)
+    if running and folded.invocations:
+        folded = fold(path, live_invocation=folded.invocations)
+    return totals_dict(folded, this_invocation=folded.invocations or None)
+
+
+PAID_COLUMNS = tuple(f for f in Paid.__struct_fields__)
+
+
+def iter_paid(path: str | Path) -> Iterator[Paid]:
+    """Every paid call of a ledger file, in the order they were paid."""
+    damaged = [0]
+    for rec in _records(Path(path), damaged):
+        if isinstance(rec, Paid):
+            yield rec
+
+
+def money_text(ledger: dict[str, Any]) -> str:
+    """One sentence for pages: :func:`money_line` and :func:`may_have_billed`."""
+    lost = may_have_billed(ledger)
+    return f"cost: {money_line(ledger)}" + (f"; {lost}" if lost else "")

@@ -401,11 +401,9 @@ class JudgePool:
         reused answer at its estimated list price (not spend)."""
         paid_by_run, earlier = self.ledger.reused(judged.key)
         judged.earlier = earlier
-        if earlier is not None:
-            judged.cost_uncached = earlier.cost_usd_uncached
-        elif not paid_by_run:
+        judged.cost_uncached = earlier.cost_usd_uncached if earlier is not None else self._list_cost(req, judged.text)
+        if not paid_by_run:
             judged.reused = True
-            judged.cost_uncached = self._list_cost(req, judged.text)
             self.stats.reused += 1
             self.stats.reused_cost_usd += judged.cost_uncached
         return judged
