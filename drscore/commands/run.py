@@ -15,6 +15,7 @@ import orjson
 from drscore.api import Run, RunConfig, methods
 from drscore.commands._common import interrupt_note_for, judge_config_from_args, judge_options, run_async
 from drscore.commands._framework import Command, on_interrupt, option, options, usage_error
+from drscore.engine.runtime.calls.ledger import interrupted_money
 from drscore.render import dry_run_text, end_of_run_lines, leaderboard_text, only_the_stop, team_incomplete
 from drscore.engine.runtime.escape import terminal
 from drscore.engine.runtime.io import FORMATS, count_lines, shard_of
@@ -197,10 +198,14 @@ async def _run(config: RunConfig, progress_every: float) -> tuple[dict, BoardFol
         if shard is not None:  # about one N-th: the split is by hash
             per_method = {m: -(-n // shard[1]) for m, n in per_method.items()}
         board = BoardFold()  # the leaderboard's figures, folded: no row is kept
-        with Progress(run.runner.snapshot, per_method, mode=progress_mode(), every_s=progress_every,
-                      max_cost=config.judge.max_cost):
-            async for row in run.rows():
-                board.add(row)
+        try:
+            with Progress(run.runner.snapshot, per_method, mode=progress_mode(), every_s=progress_every,
+                          max_cost=config.judge.max_cost):
+                async for row in run.rows():
+                    board.add(row)
+        except BaseException:  # Ctrl-C: its one line says what the run has paid so far too
+            on_interrupt(f"{interrupt_note_for(config.judge)}; {interrupted_money(run.runner.pool.ledger.totals())}")
+            raise
         return run.summary, board
 
 

@@ -286,10 +286,14 @@ class RunWriter:
         _atomic_write(self.dir / "config.json", orjson.dumps(config, option=orjson.OPT_INDENT_2))
 
     def verdict(self, rec: VerdictRecord) -> None:
+        if self._verdicts.closed:  # the run is stopping (Ctrl-C): a call still landing is in the cache
+            return
         self._verdicts.write(_enc.encode(rec) + b"\n")
         self._schedule_flush()
 
     def score(self, row: ScoreRow, order: int) -> None:
+        if self._scores.closed:
+            return
         self._order.append(order)
         self._scores.write(_enc.encode(row) + b"\n")
         self._schedule_flush()

@@ -138,6 +138,9 @@ class Runner:
         finally:
             if not producer.done():
                 producer.cancel()
+                # Its items are cancelled with it: wait for them, so none is still writing when
+                # the caller closes the run's files (Ctrl-C printed a traceback from one).
+                await asyncio.gather(producer, return_exceptions=True)
             self.finished = time.monotonic()
 
     async def _score(self, task: Task, report: Report, method: Method) -> ScoreRow:

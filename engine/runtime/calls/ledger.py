@@ -516,3 +516,18 @@ def money_text(ledger: dict[str, Any]) -> str:
     """One sentence for pages: :func:`money_line` and :func:`may_have_billed`."""
     lost = may_have_billed(ledger)
     return f"cost: {money_line(ledger)}" + (f"; {lost}" if lost else "")
+
+
+def interrupted_money(ledger: dict[str, Any]) -> str:
+    """What an interrupted invocation says about money: :func:`money_line`, and the calls it
+    left at the judge (their answers may still be billed) with the bound on what they cost."""
+    lost = Bound()
+    for name in ("in_flight_now", "outcome_unknown", "interrupted_in_flight"):
+        b = ledger.get(name) or {}
+        lost.calls += b.get("calls", 0)
+        lost.up_to_usd += b.get("up_to_usd") or 0.0
+    text = money_line(ledger)
+    if lost.calls:
+        text += (f"; up to ${lost.up_to_usd:.4f} more may have been billed for {lost.calls} call"
+                 f"{'s' if lost.calls != 1 else ''} interrupted in flight")
+    return text
