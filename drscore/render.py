@@ -310,8 +310,14 @@ def dry_run_text(summary: dict[str, Any], price_model: str | None) -> str:
                      "cache, priced at its cached-input rate; the real share depends on the provider")
     for method, pairs in _pair_totals(summary).items():
         lines.append(f"  {method}: {pairs:,} claim/statement pairs to judge")
-    if "pages" in summary:
-        lines.append(f"  pages that would be fetched: {summary['pages'].get('distinct_urls', '-')}")
+    pages = summary.get("pages")
+    if pages:
+        n, held = pages.get("distinct_urls", 0), pages.get("in_page_cache", 0)
+        if pages.get("offline_missing"):
+            lines.append(f"  pages: {n} cited, {held} in the page cache; --offline-pages: the other "
+                         f"{pages['offline_missing']} would not be fetched and count as unreachable")
+        else:
+            lines.append(f"  pages: {n} cited, {held} in the page cache; would be fetched: {pages.get('would_fetch', n)}")
     if t.get("inputs_skipped"):
         lines.append(f"  inputs skipped: {t['inputs_skipped']}")
     return "\n".join(lines)
