@@ -62,17 +62,28 @@ def test_budget_stop_reruns_ctrl_c_and_finish_report_what_the_endpoint_billed(tm
             assert j.reported() == pytest.approx(billed, abs=1e-6)
             _agree(j)  # the files of the stopped invocation are untouched
 
-        # 4. A higher cap, and a Ctrl-C while calls are at the judge.
+        # 4. A higher cap, and a Ctrl-C while calls are at the judge: no new call is sent, the
+        # ones at the judge answer, and the run's total is the bill again.
         cap = 0.2
         stopped = j.interrupted(signal.SIGINT, 25, "--max-cost", str(cap))
         assert stopped.returncode == 130
         assert "Traceback" not in stopped.stderr and "never retrieved" not in stopped.stderr
         said = [line for line in stopped.stderr.splitlines() if line.startswith("interrupted")]
         assert len(said) == 1 and "run total $" in said[0]
+        assert "stopping: no new judge calls" in stopped.stderr
+        billed = j.billed()
+        assert billed <= cap + j.largest_call()
+        assert j.bound() == 0 and j.reported() == pytest.approx(billed, abs=1e-6)
+        assert j.ledger()["invocations"] == 2 and j.summary()["stopped"]["reason"] == "interrupted"
+
+        # 4b. Ctrl-C twice: it quits at once; the calls left at the judge are bounded, not lost.
+        stopped = j.interrupted(signal.SIGINT, 25, "--max-cost", str(cap), twice=True)
+        assert stopped.returncode == 130 and "Traceback" not in stopped.stderr
         billed = j.billed()
         assert billed <= cap + j.largest_call()
         assert j.reported() - 1e-9 <= billed <= j.reported() + j.bound() + 1e-9
-        assert j.ledger()["invocations"] == 2
+        said = [line for line in stopped.stderr.splitlines() if line.startswith("interrupted")]
+        assert len(said) == 1 and ("interrupted in flight" in said[0]) == (j.bound() > 0)
 
         # 5. The finish: every paid call is in the run's total, in every place it is shown.
         done = j.run()
@@ -82,8 +93,8 @@ def test_budget_stop_reruns_ctrl_c_and_finish_report_what_the_endpoint_billed(tm
         assert total <= billed + 1e-9 <= total + j.bound() + 1e-9
         t = j.summary()["totals"]
         assert t["cost_usd"] == pytest.approx(total, abs=1e-6)
-        assert t["ledger"]["invocations"] == 3
-        this = t["ledger"]["by_invocation"]["3"]["cost_usd"]
+        assert t["ledger"]["invocations"] == 4
+        this = t["ledger"]["by_invocation"]["4"]["cost_usd"]
         assert t["this_invocation"]["cost_usd"] == pytest.approx(this, abs=1e-6) and this < total
         assert f"this invocation ${this:.4f}; run total ${total:.4f}" in done.stdout
         # a row answered from the cache carries what an earlier invocation paid for it

@@ -27,8 +27,10 @@ class Journey:
     """One run directory and cache, run again and again against one mock judge."""
 
     def __init__(self, tmp: Path, mock: MockServerProcess, *, methods: str = "quality,redundancy",
-                 reports: Path = EXAMPLES / "reports.claude-3-7-sonnet.jsonl", concurrency: int = 4) -> None:
+                 reports: Path = EXAMPLES / "reports.claude-3-7-sonnet.jsonl", tasks: Path = EXAMPLES / "tasks.jsonl",
+                 concurrency: int = 4) -> None:
         self.tmp, self.mock, self.methods, self.reports, self.concurrency = tmp, mock, methods, reports, concurrency
+        self.tasks = tasks
         self.prices = tmp / "prices.json"
         self.prices.write_text(json.dumps({MODEL: PRICE}))
         self.out = tmp / "run"
@@ -37,7 +39,7 @@ class Journey:
 
     def cmd(self, *extra: str) -> list[str]:
         return [sys.executable, "-m", "drscore.cli", "run", "--methods", self.methods,
-                "--tasks", str(EXAMPLES / "tasks.jsonl"), "--reports", str(self.reports),
+                "--tasks", str(self.tasks), "--reports", str(self.reports),
                 "--judge-url", self.mock.url, "--judge-model", MODEL, "--prices", str(self.prices),
                 "--concurrency", str(self.concurrency), "--cache", str(self.tmp / "cache"), "--out", str(self.out),
                 *extra]
@@ -49,9 +51,11 @@ class Journey:
         return subprocess.run(self.cmd(*extra), capture_output=True, text=True, env=self._env(), timeout=timeout,
                               cwd=ROOT)
 
-    def interrupted(self, sig: int, after_calls: int, *extra: str) -> subprocess.CompletedProcess[str]:
+    def interrupted(self, sig: int, after_calls: int, *extra: str, twice: bool = False
+                    ) -> subprocess.CompletedProcess[str]:
         """Start the command, send ``sig`` once the mock has answered ``after_calls`` more
-        requests, and wait until the mock has answered everything the client sent."""
+        requests (``twice``: and again at once, as an impatient user), and wait until the
+        mock has answered everything the client sent."""
         start = self.mock.stats()["ok"]
         proc = subprocess.Popen(self.cmd(*extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=self._env(), cwd=ROOT)
@@ -65,6 +69,9 @@ class Journey:
                 raise AssertionError("the run made no progress")
             time.sleep(0.01)
         proc.send_signal(sig)
+        if twice:
+            time.sleep(0.02)
+            proc.send_signal(sig)
         out, err = proc.communicate(timeout=120)
         while self.mock.stats()["in_flight"]:  # the server still answers (and bills) what the dead client sent
             time.sleep(0.01)
