@@ -10,9 +10,10 @@ reference run without a cap measures what the whole run costs (F); then:
     endpoint billed for each re-run (target: nothing more, at most one call);
 (b) **no interruption in flight**: that stop, a higher cap that stops again, the finish —
     the run's reported total against the bill (target: equal to the cent);
-(c) **Ctrl-C**: budget stop, two re-runs, a Ctrl-C (SIGINT) with calls at the judge, the
-    finish — reported total against the bill, and the bound the run states for the calls
-    lost in flight (target: within 3%);
+(c) **Ctrl-C**: budget stop, two re-runs, a Ctrl-C (SIGINT) with calls at the judge (the
+    run stops sending and lets them answer), then a double Ctrl-C (it quits at once, the
+    calls at the judge are lost in flight), the finish — reported total against the bill,
+    and the bound the run states for the calls lost in flight (target: within 3%);
 (d) **kill -9**: three ``kill -9`` / resume cycles with one ``drscore view`` index kept
     across them, then the finish — the viewer's rows against ``scores.jsonl`` after each
     (target: equal), and the money as in (c).
@@ -90,7 +91,11 @@ def budget_and_ctrl_c(tmp: Path, reports: Path, concurrency: int, full: float, c
         stopped = j.interrupted(signal.SIGINT, max(1, calls // 10), "--max-cost", str(higher))
         out["3_ctrl_c"] = {"exit": stopped.returncode, "cap_usd": higher, **_money(j),
                            "traceback": "Traceback" in stopped.stderr,
-                           "line": stopped.stderr.strip().splitlines()[-1][:300]}
+                           "lines": stopped.stderr.strip().splitlines()[-2:]}
+        stopped = j.interrupted(signal.SIGINT, max(1, calls // 10), "--max-cost", str(higher), twice=True)
+        out["3b_double_ctrl_c"] = {"exit": stopped.returncode, "cap_usd": higher, **_money(j),
+                                   "traceback": "Traceback" in stopped.stderr,
+                                   "lines": stopped.stderr.strip().splitlines()[-2:]}
         done = j.run()
         out["4_finish"] = {"exit": done.returncode, **_money(j)}
         return out
@@ -137,11 +142,13 @@ def kill_cycles(tmp: Path, reports: Path, concurrency: int, calls: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reports", default=str(DRB / "reports.claude-3-7-sonnet.jsonl"))
+    ap.add_argument("--tasks", default=str(DRB / "tasks.jsonl"))
     ap.add_argument("--n", type=int, default=20, help="reports to score (the first N)")
     ap.add_argument("--concurrency", type=int, default=8)
     args = ap.parse_args()
     source, reports_in = "drb", Path(args.reports)
-    if not reports_in.exists():
+    TASKS[0] = Path(args.tasks)
+    if not reports_in.exists() or not TASKS[0].exists():
         source, reports_in = f"examples (not found: {reports_in})", ROOT / "examples" / "reports.claude-3-7-sonnet.jsonl"
         TASKS[0] = ROOT / "examples" / "tasks.jsonl"
     with tempfile.TemporaryDirectory() as d:
