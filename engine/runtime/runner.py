@@ -73,7 +73,8 @@ class Runner:
         s = self.pool.stats
         snap = {"items_done": self.items_done, "items_failed": self.items_failed, "calls": s.calls,
                 "cache_hits": s.cache_hits, "shared": s.shared, "retries": s.retries,
-                "rate_limited": s.rate_limited, "cost_usd": s.cost_usd, **self.pool.limiter.snapshot(),
+                "rate_limited": s.rate_limited, "cost_usd": self.pool.ledger.run_cost_usd(),  # the run's, as --max-cost
+                **self.pool.limiter.snapshot(),
                 # for the progress display: per-method counts and what the quota allows
                 "done_by_method": {m: sum(c.values()) for m, c in list(self.status_counts.items())},
                 # network calls of the finished items per method: the ETA's calls per item

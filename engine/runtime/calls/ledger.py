@@ -455,6 +455,10 @@ class RunLedger:
             run.in_flight = Bound(calls=len(self._sent), up_to_usd=sum(w for _, w in self._sent.values()))
         return totals_dict(run, this_invocation=self.invocation)
 
+    def run_cost_usd(self) -> float:
+        """What the run has paid so far, every invocation (cheap: for the live progress)."""
+        return self.before.paid.cost_usd + self.now.cost_usd
+
     def committed_before(self) -> float:
         """What earlier invocations may have been billed (the cap of the run counts it)."""
         return self.before.committed_usd()
