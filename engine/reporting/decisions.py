@@ -46,7 +46,7 @@ def overview_facts(run: RunDir) -> list[tuple[str, Any]]:
     money = []
     if ledger:  # the run's own record of what it paid, in every invocation (even one that never finished)
         paid, uncached = ledger["run"]["cost_usd"], ledger["run"]["cost_usd_uncached"]
-        money.append(("paid per invocation", money_line(ledger)))
+        money.append(("paid per invocation", money_line(ledger, "last invocation")))
         lost = may_have_billed(ledger)
         if lost:
             money.append(("lost in flight", lost))

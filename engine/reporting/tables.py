@@ -477,7 +477,7 @@ def leaderboard_markdown(run: RunDir, board: dict[str, list[LeaderboardRow]], *,
         lines += [f"> **{note}**", ""]
     if run.ledger:  # what the run paid, from its ledger (every invocation); the table's costs are per agent
         lost = may_have_billed(run.ledger)
-        lines += [f"Cost: {money_line(run.ledger)}" + (f"; {lost}" if lost else "") + ".", ""]
+        lines += [f"Cost: {money_line(run.ledger, 'last invocation')}" + (f"; {lost}" if lost else "") + ".", ""]
     if _offline(run):
         lines += ["> Scored by the **offline judge**: a deterministic lexical/heuristic "
                   "baseline, not an LLM judgement.", ""]

@@ -275,15 +275,16 @@ def may_have_billed(ledger: dict[str, Any]) -> str | None:
                      for a, n, w in parts)
 
 
-def money_line(ledger: dict[str, Any]) -> str:
-    """"this invocation $0.3100; run total $1.8800 (3 invocations)"."""
+def money_line(ledger: dict[str, Any], label: str = "this invocation") -> str:
+    """"this invocation $0.3100; run total $1.8800 for 310 paid calls (3 invocations)"
+    (readers of a run directory say "last invocation")."""
     run = ledger.get("run") or {}
     n = ledger.get("invocations", 1)
     this = (ledger.get("by_invocation") or {}).get(str(ledger.get("this_invocation")))
     total = _usd(run.get("cost_usd"))
     if this is None:
         return f"run total {total} for {run.get('calls', 0)} paid calls ({n} invocation{'s' if n != 1 else ''})"
-    return (f"this invocation {_usd(this.get('cost_usd'))}; run total {total} for {run.get('calls', 0)} paid "
+    return (f"{label} {_usd(this.get('cost_usd'))}; run total {total} for {run.get('calls', 0)} paid "
             f"calls ({n} invocation{'s' if n != 1 else ''})")
 
 
@@ -517,9 +518,9 @@ def iter_paid(path: str | Path) -> Iterator[Paid]:
 
 
 def money_text(ledger: dict[str, Any]) -> str:
-    """One sentence for pages: :func:`money_line` and :func:`may_have_billed`."""
+    """One sentence for pages showing a run directory: :func:`money_line` and :func:`may_have_billed`."""
     lost = may_have_billed(ledger)
-    return f"cost: {money_line(ledger)}" + (f"; {lost}" if lost else "")
+    return f"cost: {money_line(ledger, 'last invocation')}" + (f"; {lost}" if lost else "")
 
 
 def interrupted_money(ledger: dict[str, Any]) -> str:
