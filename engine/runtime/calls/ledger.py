@@ -306,9 +306,11 @@ class RunLedger:
         self.invocation = self.before.invocations + 1
         self.now = Usage()
         self.interrupted_now = Bound()  # calls of this invocation whose outcome became unknown
-        self._earlier: dict[str, Usage] = self.before.by_key
+        # What earlier invocations paid per key; None once a row carries it (the key stays:
+        # the run paid for it, so its answer is never "reused").
+        self._earlier: dict[str, Usage | None] = dict(self.before.by_key)
         self.before.by_key = {}
-        self._known: set[str] = set(self._earlier)  # keys this run has paid for, any invocation
+        self._paid_now: set[str] = set()  # keys this invocation paid for
         self._pending: dict[str, Usage] = {}  # this invocation's paid attempts of calls still open
         self._sent: dict[int, tuple[str, float]] = {}
         self._seq = 0
@@ -389,7 +391,7 @@ class RunLedger:
         usage = rec.usage()
         self.now.add(usage)
         self._pending.setdefault(key, Usage()).add(usage)
-        self._known.add(key)
+        self._paid_now.add(key)
 
     def unpaid(self, call: int, why: str) -> None:
         """The call was answered with an error that is not billed."""
@@ -421,13 +423,13 @@ class RunLedger:
         the same key (failed attempts, an answer lost before it reached the cache), once;
         its own attempts are already on the answer."""
         self._pending.pop(key, None)
-        return self._earlier.pop(key, None)
+        return self._take_earlier(key)
 
     def failed(self, key: str) -> Usage | None:
         """A call failed: everything paid for its key and not yet carried by a row (its own
         billed attempts, and earlier invocations'), once."""
         now = self._pending.pop(key, None)
-        earlier = self._earlier.pop(key, None)
+        earlier = self._take_earlier(key)
         if now is None:
             return earlier
         if earlier is not None:
@@ -437,8 +439,15 @@ class RunLedger:
     def reused(self, key: str) -> tuple[bool, Usage | None]:
         """An answer from the cache: (paid by this run?, what an earlier invocation paid for it
         and no row carries yet)."""
-        earlier = self._earlier.pop(key, None)
-        return (earlier is not None or key in self._known), earlier
+        if key in self._earlier:
+            return True, self._take_earlier(key)
+        return key in self._paid_now, None
+
+    def _take_earlier(self, key: str) -> Usage | None:
+        earlier = self._earlier.get(key)
+        if earlier is not None:
+            self._earlier[key] = None
+        return earlier
 
     # -- totals -------------------------------------------------------------------------
     def totals(self) -> dict[str, Any]:
