@@ -11,7 +11,9 @@ Around each send (in this order): the preflight gate (:mod:`drscore.engine.runti
 the run's first call goes alone and classifies the endpoint), the quota wait
 (:mod:`drscore.engine.runtime.calls.limits`), the budget reservation of the call's worst case
 (:mod:`drscore.engine.runtime.calls.budget`, made after the quota wait so the spend it sees is
-current), a per-call timeout, and after the answer the circuit breaker and redaction
+current), the run ledger's reservation line (:mod:`drscore.engine.runtime.calls.ledger`; its
+paid line follows the answer, before the cache commit), a per-call timeout, and after the
+answer the circuit breaker and redaction
 (:mod:`drscore.engine.runtime.calls.redact`) of everything the endpoint said. A budget that cannot
 cover the next call, a rate-limit reset beyond ``max_rate_limit_wait_s``, an endpoint
 fault at preflight or a tripped breaker *stop* the pool (:attr:`JudgePool.stopped`):
