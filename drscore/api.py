@@ -31,6 +31,7 @@ from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.runtime.models import InputError, Report, ScoreRow, VerdictRecord
 from drscore.engine.runtime.paths import default_cache_dir
 from drscore.engine.methods.language import task_language
+from drscore.engine.runtime.calls.ledger import LEDGER_FILE, RunLedger, check_budget
 from drscore.engine.runtime.calls.pool import JudgePool
 from drscore.engine.runtime.calls.pricing import PriceTable, known_cost, unknown_price_message
 from drscore.engine.runtime.calls.redact import endpoint_host, redact_url as redact_judge_url, register_url_secrets
@@ -422,6 +423,7 @@ class Run:
         self.pages: Any = None
         self._cache: AnswerCache | None = None
         self._writer: RunWriter | None = None
+        self._ledger_state = "interrupted"  # how the run ledger records this invocation's end
         self._started_at = time.time()
         # Said before scoring starts (the CLI prints them): e.g. a judge without a price.
         self.warnings: list[str] = []
@@ -488,14 +490,24 @@ class Run:
             self._stack.push_async_callback(cache.close)
         self._cache = cache
         self.pages = await self._open_pages(instances)
+        if cfg.offline_pages and not cfg.dry_run and any(m.needs_pages for m in instances):
+            await self._offline_pages_note()
         executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="drscore-cpu")
         self._stack.callback(executor.shutdown, wait=False)
         # The run directory last: a run that cannot start (bad flags, damaged cache) leaves
         # no directory behind, and one held by another process is still refused at once.
         self._writer = None
         if cfg.out and not cfg.dry_run:
-            lock = open_run_dir(cfg.out, self.public_config(), overwrite=cfg.overwrite)
+            # A real judge's paid calls go into the run's ledger; a re-run that --max-cost
+            # leaves nothing to spend does not start (RunBudgetSpent: nothing was touched).
+            paid = getattr(pool.backend, "cacheable", True) and pool.backend.name != "offline"
+            budget = (lambda root: check_budget(root / LEDGER_FILE, cfg.judge.max_cost)) if paid else None
+            lock = open_run_dir(cfg.out, self.public_config(), overwrite=cfg.overwrite, check=budget)
             self._stack.callback(lock.release)
+            if paid:
+                ledger = RunLedger(Path(cfg.out) / LEDGER_FILE, max_cost=cfg.judge.max_cost, priced=pool.priced)
+                self._stack.callback(lambda: ledger.close(self._ledger_state))
+                pool.use_ledger(ledger)
             self._writer = RunWriter(cfg.out, lock)
         self._runner = Runner(
             tasks=self.tasks, methods=instances, pool=pool, pages=self.pages, seed=cfg.seed, writer=self._writer,
@@ -526,6 +538,39 @@ class Run:
                          offline=self.config.offline_pages, allow_private=self.config.allow_private_fetch,
                          concurrency=self.config.fetch_concurrency)
         return await self._stack.enter_async_context(pool)
+
+    def _page_store(self) -> Path:
+        from drscore.fetch.store import store_path
+
+        return store_path(Path(self.config.judge.cache_dir or default_cache_dir()))
+
+    def _cited_urls(self) -> set[str]:
+        """The distinct (normalised) URLs the reports cite, as the parser reads them."""
+        from drscore.engine.text.citations import cited_urls
+        from drscore.fetch.urls import normalized_set
+
+        cfg = self.config
+        urls: set[str] = set()
+        reports = itertools.chain.from_iterable(
+            itertools.islice(iter_reports(p, fmt=cfg.format, agent=cfg.agent, tasks=self.tasks, errors=[]),
+                             cfg.limit or None) for p in cfg.reports)
+        shard = shard_of(cfg.shard)
+        for report in reports:
+            if shard is None or in_shard(report, *shard):
+                urls |= normalized_set(cited_urls(report.report))
+        return urls
+
+    async def _offline_pages_note(self) -> None:
+        """--offline-pages reads only the page cache: say up front how many cited pages it holds."""
+        from drscore.fetch.store import count_stored
+
+        urls = await asyncio.to_thread(self._cited_urls)
+        held = await asyncio.to_thread(count_stored, self._page_store(), urls)
+        if held < len(urls):
+            self.warnings.append(
+                f"--offline-pages: {held} of {len(urls)} cited pages are in the page cache ({self._page_store()}); "
+                f"the other {len(urls) - held} cannot be read offline and count as unreachable (offline_missing). "
+                "Import them (drscore pages import) or run without --offline-pages to fetch them")
 
     def public_config(self) -> dict[str, Any]:
         """The run's configuration as written to config.json (never a secret)."""
@@ -586,7 +631,18 @@ class Run:
         if self.pages is not None and hasattr(self.pages, "stats"):
             self.summary["pages"] = self.pages.stats()
         elif isinstance(self.pages, PlaceholderPages):
-            self.summary["pages"] = {"distinct_urls": len(self.pages.urls)}
+            # What the real run would do with the pages the methods asked for: read those in
+            # the page cache, fetch the rest (or, --offline-pages, fetch nothing).
+            from drscore.fetch.store import count_stored
+            from drscore.fetch.urls import normalized_set
+
+            urls = normalized_set(self.pages.urls)
+            held = await asyncio.to_thread(count_stored, self._page_store(), urls)
+            missing = len(urls) - held
+            self.summary["pages"] = {"distinct_urls": len(urls), "in_page_cache": held,
+                                     "would_fetch": 0 if self.config.offline_pages else missing,
+                                     "offline_missing": missing if self.config.offline_pages else 0}
+        self._ledger_state = "stopped" if self.summary.get("stopped") else "finished"
         if self._writer is not None:
             self._writer.finish(self.summary)
             self._writer = None

@@ -13,6 +13,7 @@ from drscore.commands import all_commands
 from drscore.commands._framework import Command, Group, interrupt_note, walk
 from drscore.engine.runtime.escape import terminal
 from drscore.engine.runtime.extras import MissingExtra
+from drscore.engine.runtime.calls.ledger import RunBudgetSpent
 from drscore.engine.runtime.calls.redact import install_excepthook, install_log_filter, redact
 from drscore.engine.runtime.rundir import RunDirError
 from drscore.engine.runtime.sqlitefile import CacheFileError, describe
@@ -106,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     except click.ClickException as e:
         _error(e.format_message())
         return e.exit_code
+    except RunBudgetSpent as e:  # nothing to spend at this --max-cost: one line, exit 3 as a budget stop
+        print(terminal(redact(f"drscore: stopped: {e}")), file=sys.stderr)
+        return 3
     except (click.Abort, KeyboardInterrupt):
         print(interrupt_note(), file=sys.stderr)
         return 130

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from drscore.engine.runtime.escape import terminal
 from drscore.engine.runtime.models import ScoreRow
+from drscore.engine.runtime.calls.ledger import may_have_billed, money_line
 from drscore.engine.runtime.calls.pricing import cost_text, unknown_price_message
 
 if TYPE_CHECKING:  # the reporting tables (numpy) load only when a leaderboard is drawn
@@ -173,6 +174,7 @@ def _totals_line(summary: dict[str, Any]) -> str:
         f"retries {t.get('retries', 0)} · 429s {t.get('rate_limited_429', 0)} · tokens "
         f"{t.get('input_tokens', 0)}+{t.get('output_tokens', 0)} · cost {_dollars(t.get('cost_usd', 0.0))} · "
         f"{t.get('wall_time_s', 0):.1f}s"]
+    lines += money_lines(t)
     if t.get("reasoning_tokens") or t.get("truncated_answers"):
         lines.append(f"  thinking: {t.get('reasoning_tokens', 0)} of {t.get('output_tokens', 0)} output tokens were "
                      f"reasoning (billed as output); answers cut off at the cap {t.get('truncated_answers', 0)}, "
@@ -190,6 +192,24 @@ def _totals_line(summary: dict[str, Any]) -> str:
                      f"batches submitted {b.get('submitted', 0)}, re-attached {b.get('reattached', 0)}, "
                      f"completed {b.get('completed', 0)}, failed {b.get('failed', 0)}, expired {b.get('expired', 0)}")
     return "\n".join(lines)
+
+
+def money_lines(totals: dict[str, Any]) -> list[str]:
+    """The run ledger's lines: this invocation's spend beside the run's (when the run took
+    more than one invocation), what calls lost in flight may have cost, and answers reused
+    from a cache the run did not pay for."""
+    ledger = totals.get("ledger") or {}
+    lines = []
+    if ledger.get("invocations", 1) > 1:
+        lines.append(f"  money: {money_line(ledger)}; every paid call is in {ledger.get('file', 'ledger.jsonl')}")
+    lost = may_have_billed(ledger)
+    if lost:
+        lines.append(f"  {lost}")
+    reused = totals.get("reused") or {}
+    if reused.get("answers"):
+        lines.append(f"  reused: {reused['answers']} answers from a cache this run did not pay for (about "
+                     f"{_dollars(reused.get('cost_usd_list'))} at list price), not counted as spend")
+    return lines
 
 
 def _dollars(value: float | None) -> str:
@@ -290,8 +310,14 @@ def dry_run_text(summary: dict[str, Any], price_model: str | None) -> str:
                      "cache, priced at its cached-input rate; the real share depends on the provider")
     for method, pairs in _pair_totals(summary).items():
         lines.append(f"  {method}: {pairs:,} claim/statement pairs to judge")
-    if "pages" in summary:
-        lines.append(f"  pages that would be fetched: {summary['pages'].get('distinct_urls', '-')}")
+    pages = summary.get("pages")
+    if pages:
+        n, held = pages.get("distinct_urls", 0), pages.get("in_page_cache", 0)
+        if pages.get("offline_missing"):
+            lines.append(f"  pages: {n} cited, {held} in the page cache; --offline-pages: the other "
+                         f"{pages['offline_missing']} would not be fetched and count as unreachable")
+        else:
+            lines.append(f"  pages: {n} cited, {held} in the page cache; would be fetched: {pages.get('would_fetch', n)}")
     if t.get("inputs_skipped"):
         lines.append(f"  inputs skipped: {t['inputs_skipped']}")
     return "\n".join(lines)

@@ -35,7 +35,9 @@ import numpy as np
 
 from drscore.engine.runtime.escape import csv_cell
 from drscore.engine.runtime.extras import MissingExtra
+from drscore.engine.runtime.calls.ledger import LEDGER_FILE, PAID_COLUMNS, Paid, iter_paid, read_totals
 from drscore.engine.runtime.models import InputError, ScoreRow, VerdictRecord
+from drscore.engine.runtime.rundir import run_state
 from drscore.engine.runtime.rundir_read import (
     RunDirError,
     _lines,
@@ -166,6 +168,20 @@ class RunResults:
             self._verdicts = Records(items, VERDICT_COLUMNS, flat_verdict)
         return self._verdicts
 
+    @property
+    def ledger(self) -> dict[str, Any] | None:
+        """What the run paid, from its ledger (``ledger.jsonl``), over every invocation:
+        ``ledger["run"]["cost_usd"]``, each invocation's in ``by_invocation``, and the bound
+        of calls lost in flight; None for a run without a ledger (offline, older drscore)."""
+        state = run_state(self.path).get("state")
+        return read_totals(self.path, running=state == "running")
+
+    @property
+    def paid_calls(self) -> Records[Paid]:
+        """Every paid judge call, one per line of the ledger: invocation, cache key, method,
+        task, agent, tokens, cost and seconds (``.to_pandas()`` for a DataFrame)."""
+        return Records(list(iter_paid(self.path / LEDGER_FILE)), PAID_COLUMNS, msgspec.to_builtins)
+
     def iter_rows(self, chunk_size: int = 50_000) -> Iterator[list[ScoreRow]]:
         """The rows of :attr:`rows`, in file order, ``chunk_size`` at a time.
 
@@ -230,12 +246,16 @@ class RunResults:
                      chunk_size: int = 10_000) -> int:
         """Write ``rows`` or ``verdicts`` as CSV or Parquet one chunk at a time; returns
         the number of records written. Parquet needs pyarrow (the pandas extra)."""
-        if table not in ("rows", "verdicts") or fmt not in ("csv", "parquet"):
-            raise ValueError("table must be rows|verdicts and fmt csv|parquet")
-        if table == "rows":
+        if table not in ("rows", "verdicts", "ledger") or fmt not in ("csv", "parquet"):
+            raise ValueError("table must be rows|verdicts|ledger and fmt csv|parquet")
+        if table == "ledger":
+            header = list(PAID_COLUMNS)
+            paid = (msgspec.to_builtins(p) for p in iter_paid(self.path / LEDGER_FILE))
+            chunks: Iterator[list[dict[str, Any]]] = _chunked(paid, chunk_size)
+        elif table == "rows":
             _, subs = self._scan_rows()
             header = [*ROW_COLUMNS, *subs]  # as Records.header: fixed, then the extras sorted
-            chunks: Iterator[list[dict[str, Any]]] = ([flat_row(r) for r in c] for c in self.iter_rows(chunk_size))
+            chunks = ([flat_row(r) for r in c] for c in self.iter_rows(chunk_size))
         else:
             header = list(VERDICT_COLUMNS)
             chunks = ([flat_verdict(r) for r in c] for c in self.iter_verdicts(chunk_size))
@@ -255,6 +275,17 @@ class RunResults:
         from drscore.engine.stats.paired import decide
 
         return dict(decide(self.rows, resamples=resamples, seed=seed, confidence=confidence))
+
+
+def _chunked(items: Iterator[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    chunk: list[dict[str, Any]] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def _write_csv_chunks(chunks: Iterator[list[dict[str, Any]]], header: list[str], path: Path) -> int:

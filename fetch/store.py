@@ -348,3 +348,26 @@ class PageStore:
             raise self.failure
         if self._write_error is not None:
             raise RuntimeError(f"page store writer failed: {self._write_error}")
+
+
+def count_stored(path: Path, urls: Iterable[str]) -> int:
+    """How many of ``urls`` (normalised) the page store at ``path`` holds (synchronous, read
+    only: a dry run never creates the file). 0 when there is no store."""
+    if not path.is_file():
+        return 0
+    wanted = list(dict.fromkeys(urls))
+    found = 0
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return 0
+    try:
+        for i in range(0, len(wanted), 500):
+            part = wanted[i:i + 500]
+            found += db.execute(f"SELECT COUNT(*) FROM pages WHERE url IN ({','.join('?' * len(part))})",
+                                part).fetchone()[0]
+    except sqlite3.Error:
+        return found
+    finally:
+        db.close()
+    return found

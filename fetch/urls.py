@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Iterable
 from urllib.parse import unquote_plus, urlsplit
 
 MAX_URL_LENGTH = 8192
@@ -208,3 +209,14 @@ def _normalize_query(query: str) -> str:
             continue
         kept.append(_normalize_escapes(param, _QUERY_SAFE))
     return "&".join(kept)
+
+
+def normalized_set(urls: Iterable[str]) -> set[str]:
+    """The distinct normalised forms of ``urls`` (those that are not valid URLs left out)."""
+    out: set[str] = set()
+    for url in urls:
+        try:
+            out.add(normalize_url(url))
+        except InvalidURL:
+            continue
+    return out

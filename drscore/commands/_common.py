@@ -72,9 +72,10 @@ judge_options: Callable[[F], F] = options(
            help='JSON price table {"model": {"input": $/Mtok, "output": $/Mtok}}'),
     option("--price-as", section=_C, metavar="MODEL", help="price calls as this model (e.g. for a dry run offline)"),
     option("--max-cost", section=_C, type=float, metavar="USD",
-           help="hard ceiling on spend: each call reserves its worst case (input bound + the output cap "
+           help="hard ceiling on the run's spend, across every invocation of it (what its ledger says "
+                "earlier ones paid counts): each call reserves its worst case (input bound + the output cap "
                 "sent, thinking room included) before it is sent; items left over fail with reason 'budget' "
-                "(exit 3)"),
+                "(exit 3), and the same command at the same cap sends nothing"),
     option("--no-prefix-warmup", section=_C, is_flag=True,
            help="do not hold calls sharing a long prompt prefix until the first of them answered"),
     option("--batch", section=_B, is_flag=True,

@@ -1,7 +1,9 @@
 """``drscore run``: score reports with one or more methods."""
 from __future__ import annotations
 
+import asyncio
 import re
+import signal
 import sys
 import time
 from pathlib import Path
@@ -15,6 +17,8 @@ import orjson
 from drscore.api import Run, RunConfig, methods
 from drscore.commands._common import interrupt_note_for, judge_config_from_args, judge_options, run_async
 from drscore.commands._framework import Command, on_interrupt, option, options, usage_error
+from drscore.engine.runtime.calls.judging import StopReason
+from drscore.engine.runtime.calls.ledger import interrupted_money
 from drscore.render import dry_run_text, end_of_run_lines, leaderboard_text, only_the_stop, team_incomplete
 from drscore.engine.runtime.escape import terminal
 from drscore.engine.runtime.io import FORMATS, count_lines, shard_of
@@ -24,6 +28,8 @@ from drscore.protocols import PROTOCOLS
 from drscore.settings import COMMA_LIST, ConfigError, config_option, to_toml
 
 EXIT_INCOMPLETE = 3  # finished, but some inputs were skipped or some items failed (or budget/quota ran out)
+EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
+INTERRUPTED = "interrupted"  # the stop reason of a Ctrl-C
 EXIT_ERROR = 1  # includes an endpoint that cannot work (refused, DNS, TLS, 401/403, 404, bad parameter)
 _PAGES = "pages (methods that read cited pages)"
 F = TypeVar("F", bound=Callable[..., Any])
@@ -163,6 +169,9 @@ def _main(args: SimpleNamespace, ctx: click.Context) -> int:
     summary, rows = run_async(_run(config, args.progress_every))
     t = summary["totals"]
     stop = summary.get("stopped")
+    if stop and stop.get("reason") == INTERRUPTED:  # Ctrl-C, after the calls at the judge answered
+        print(f"{interrupt_note_for(config.judge)}; {interrupted_money(t.get('ledger') or {})}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if args.json:
         sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
         if config.out and not config.dry_run:
@@ -188,20 +197,63 @@ def _main(args: SimpleNamespace, ctx: click.Context) -> int:
     return EXIT_INCOMPLETE if stop or t["inputs_skipped"] or t["items_failed"] or team_incomplete(summary) else 0
 
 
+def _stop_gracefully_on_ctrl_c(pool: Any) -> Callable[[], None]:
+    """The first Ctrl-C stops sending judge calls and lets the ones at the judge answer
+    (they are billed either way: answered, they are in the run's total and in the cache);
+    the run then ends as a stopped run. A second Ctrl-C quits at once (those calls are then
+    only bounded). Returns the undo; a no-op where the loop cannot take signals."""
+    loop = asyncio.get_running_loop()
+
+    def first() -> None:
+        pool.halt(StopReason(reason=INTERRUPTED, message="interrupted (Ctrl-C)"))
+        waiting = pool.ledger.totals().get("in_flight_now", {}).get("calls", 0)
+        lead = "\n" if sys.stderr.isatty() else ""  # past the progress line
+        print(f"{lead}stopping: no new judge calls; waiting for the {waiting} at the judge to answer (they are "
+              "billed either way); Ctrl-C again to quit at once", file=sys.stderr)
+        loop.remove_signal_handler(signal.SIGINT)
+        loop.add_signal_handler(signal.SIGINT, second)
+
+    def second() -> None:
+        loop.remove_signal_handler(signal.SIGINT)  # back to KeyboardInterrupt
+        signal.raise_signal(signal.SIGINT)
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, first)
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+        return lambda: None
+
+    def undo() -> None:
+        loop.remove_signal_handler(signal.SIGINT)
+
+    return undo
+
+
 async def _run(config: RunConfig, progress_every: float) -> tuple[dict, BoardFold]:
     async with Run(config) as run:
-        for warning in run.warnings:
-            print(f"warning: {warning}", file=sys.stderr)
-        per_method = {m: sum(_capped(count_lines(p), config.limit) for p in config.reports) for m in config.methods}
-        shard = shard_of(config.shard)
-        if shard is not None:  # about one N-th: the split is by hash
-            per_method = {m: -(-n // shard[1]) for m, n in per_method.items()}
-        board = BoardFold()  # the leaderboard's figures, folded: no row is kept
+        undo = _stop_gracefully_on_ctrl_c(run.runner.pool)
+        try:
+            return await _rows(run, config, progress_every)
+        finally:
+            undo()
+
+
+async def _rows(run: Run, config: RunConfig, progress_every: float) -> tuple[dict, BoardFold]:
+    for warning in run.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    per_method = {m: sum(_capped(count_lines(p), config.limit) for p in config.reports) for m in config.methods}
+    shard = shard_of(config.shard)
+    if shard is not None:  # about one N-th: the split is by hash
+        per_method = {m: -(-n // shard[1]) for m, n in per_method.items()}
+    board = BoardFold()  # the leaderboard's figures, folded: no row is kept
+    try:
         with Progress(run.runner.snapshot, per_method, mode=progress_mode(), every_s=progress_every,
                       max_cost=config.judge.max_cost):
             async for row in run.rows():
                 board.add(row)
-        return run.summary, board
+    except BaseException:  # Ctrl-C: its one line says what the run has paid so far too
+        on_interrupt(f"{interrupt_note_for(config.judge)}; {interrupted_money(run.runner.pool.ledger.totals())}")
+        raise
+    return run.summary, board
 
 
 def _capped(n: int, limit: int) -> int:

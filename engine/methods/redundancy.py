@@ -285,8 +285,10 @@ async def _judge_pairs(
         while pending:
             await _collect(pending, results)
     finally:
-        for task in pending:  # only left on an unexpected error: do not leak calls
+        for task in pending:  # only left on an unexpected error or a cancel: do not leak calls
             task.cancel()
+        if pending:  # and let them end before the item does (none writes after the run closed)
+            await asyncio.gather(*pending, return_exceptions=True)
     return [results[n] for n in range(len(results))]
 
 

@@ -18,6 +18,7 @@ import html
 from typing import Any, Sequence
 
 from drscore.engine.reporting.tables import LeaderboardRow
+from drscore.engine.runtime.calls.ledger import may_have_billed, money_line
 from drscore.engine.runtime.calls.pricing import cost_text, sum_costs
 from drscore.engine.runtime.calls.redact import endpoint_host
 from drscore.engine.runtime.rundir_read import RunDir
@@ -41,9 +42,22 @@ def overview_facts(run: RunDir) -> list[tuple[str, Any]]:
     paid = t.get("cost_usd") if "cost_usd" in t else sum_costs(r.cost_usd for r in run.scores)
     uncached = t.get("cost_usd_uncached") if "cost_usd_uncached" in t else \
         sum_costs(r.cost_usd_uncached for r in run.scores)
+    ledger = run.ledger or t.get("ledger")
+    money = []
+    if ledger:  # the run's own record of what it paid, in every invocation (even one that never finished)
+        paid, uncached = ledger["run"]["cost_usd"], ledger["run"]["cost_usd_uncached"]
+        money.append(("paid per invocation", money_line(ledger, "last invocation")))
+        lost = may_have_billed(ledger)
+        if lost:
+            money.append(("lost in flight", lost))
+    reused = t.get("reused") or {}
+    if reused.get("answers"):
+        money.append(("reused answers", f"{reused['answers']} from a cache this run did not pay for (about "
+                                        f"{_dollars(reused.get('cost_usd_list'))} at list price), not spend"))
     wall = t.get("wall_time_s")
     return [
         ("total cost", f"{_dollars(paid)} paid · {_dollars(uncached)} without prompt cache or shared answers"),
+        *money,
         ("wall time", f"{wall:.1f} s" if isinstance(wall, (int, float)) else "unknown (no summary.json)"),
         ("date", ov.get("date") or "unknown"),
         ("drscore version", ov.get("drscore_version") or cfg.get("drscore_version") or "unknown"),

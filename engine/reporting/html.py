@@ -363,8 +363,10 @@ def _section_cost(run: RunDir, ids: _Ids) -> str:
         out.append(_nodata("the run has no score rows"))
         out.append("</section>")
         return "".join(out)
-    out.append("<p>Judge cost and time summed over the score rows (a cache hit costs "
-               "nothing; 'uncached' is what the rows would have cost alone). Time is split into time "
+    out.append("<p>Judge cost and time summed over the score rows (a row answered from the cache "
+               "carries what this run paid for the answer, in whichever invocation paid it; an answer from "
+               "a cache the run did not pay for costs nothing; 'uncached' is what the rows would have cost "
+               "alone). Time is split into time "
                "with a call at the judge and time only waiting for quota; neither is wall time.</p>")
     headers = ["reports", "calls", "cache hits", "input tokens", "output tokens",
                "cost (USD)", "uncached (USD)", "at the judge (s)", "waiting (s)"]

@@ -23,6 +23,7 @@ from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 from drscore.engine.stats.rankable import reason_from_counts
 from drscore.engine.runtime.escape import csv_cell, markdown_cell
 from drscore.engine.runtime.models import ScoreRow
+from drscore.engine.runtime.calls.ledger import may_have_billed, money_line
 from drscore.engine.runtime.calls.pricing import cost_text, sum_costs
 from drscore.engine.runtime.rundir_read import RunDir, natural_key
 
@@ -474,6 +475,9 @@ def leaderboard_markdown(run: RunDir, board: dict[str, list[LeaderboardRow]], *,
     note = run.unfinished_note()
     if note:
         lines += [f"> **{note}**", ""]
+    if run.ledger:  # what the run paid, from its ledger (every invocation); the table's costs are per agent
+        lost = may_have_billed(run.ledger)
+        lines += [f"Cost: {money_line(run.ledger, 'last invocation')}" + (f"; {lost}" if lost else "") + ".", ""]
     if _offline(run):
         lines += ["> Scored by the **offline judge**: a deterministic lexical/heuristic "
                   "baseline, not an LLM judgement.", ""]

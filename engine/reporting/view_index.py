@@ -4,8 +4,9 @@ Built once from ``scores.jsonl`` and ``verdicts.jsonl`` in one streaming pass ea
 brought up to date incrementally: both files are read from the byte offset the index
 last reached, so a run that is still writing is followed by reading only its new lines.
 ``scores.jsonl`` is rewritten in input order when a run finishes (see
-``rundir.RunWriter.finish``); a file that changed identity (inode) or shrank is indexed
-again from the start.
+``rundir.RunWriter.finish``) and started again by a resumed run: a file whose
+generation (recorded by the run in ``state.json`` before it truncates or rewrites it),
+inode or last indexed line changed, or which shrank, is indexed again from the start.
 
 Rows: one per (task, agent, method), the last line winning (as ``read_run_dir``), with
 the sortable columns and the row's JSON. Calls: where each verdict line is in
@@ -15,6 +16,7 @@ call's cache key in the judge cache, read-only, when that cache is on this machi
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
 import threading
@@ -25,6 +27,7 @@ import msgspec
 import orjson
 
 from drscore.engine.runtime.models import ScoreRow
+from drscore.engine.runtime.rundir import STATE_FILE
 
 INDEX_NAME = "view.sqlite"
 INDEX_VERSION = "2"
@@ -109,10 +112,17 @@ class ViewIndex:
         except FileNotFoundError:
             return 0
         offset = int(self._meta(f"{name}_offset") or 0)
-        if self._meta(f"{name}_inode") != str(st.st_ino) or st.st_size < offset:
-            self._reset(name)  # rewritten (a finished run puts scores in input order) or replaced
+        generation = self._generation()
+        # The lines read so far are still the file's only if its generation (changed by the run
+        # before it truncates or rewrites the file), its inode and the bytes of the last line
+        # read are what they were: a resumed run truncates in place and writes other lines
+        # over the same offsets, which size and inode alone do not show.
+        if (self._meta(f"{name}_generation") or "") != generation or self._meta(f"{name}_inode") != str(st.st_ino) \
+                or st.st_size < offset or not self._tail_matches(path, name, offset):
+            self._reset(name)
             offset = 0
             self._set_meta(f"{name}_inode", str(st.st_ino))
+            self._set_meta(f"{name}_generation", generation)
         if st.st_size == offset:
             self._db.commit()
             return 0
@@ -120,20 +130,45 @@ class ViewIndex:
         with open(path, "rb") as f:
             f.seek(offset)
             batch: list[tuple[int, bytes]] = []
+            tail = ""
             for line in f:
                 if not line.endswith(b"\n"):
                     break  # a line still being written: the next refresh reads it whole
                 batch.append((offset, line))
+                tail = f"{offset}:{hashlib.sha256(line).hexdigest()}"
                 offset += len(line)
                 if len(batch) >= _BATCH:
                     added += add(batch)
                     self._set_meta(f"{name}_offset", str(offset))
+                    self._set_meta(f"{name}_tail", tail)
                     self._db.commit()
                     batch = []
             added += add(batch)
         self._set_meta(f"{name}_offset", str(offset))
+        if tail:
+            self._set_meta(f"{name}_tail", tail)
         self._db.commit()
         return added
+
+    def _generation(self) -> str:
+        """The generation of the run's files as its ``state.json`` records it ("" when none)."""
+        try:
+            state = orjson.loads((self.run_dir / STATE_FILE).read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return ""
+        return str(state.get("generation") or "") if isinstance(state, dict) else ""
+
+    def _tail_matches(self, path: Path, name: str, offset: int) -> bool:
+        """The last line indexed is still where it was, byte for byte."""
+        if offset == 0:
+            return True
+        start, _, digest = (self._meta(f"{name}_tail") or "").partition(":")
+        if not start.isdigit() or int(start) >= offset:
+            return False
+        with open(path, "rb") as f:
+            f.seek(int(start))
+            line = f.read(offset - int(start))
+        return hashlib.sha256(line).hexdigest() == digest
 
     def _add_scores(self, lines: list[tuple[int, bytes]]) -> int:
         values, bodies = [], []
@@ -179,7 +214,8 @@ class ViewIndex:
     def _reset(self, name: str) -> None:
         for table in (("rows", "bodies") if name == "scores" else ("calls",)):
             self._db.execute(f"DELETE FROM {table}")
-        self._db.execute("DELETE FROM meta WHERE key IN (?, ?)", (f"{name}_offset", f"{name}_inode"))
+        self._db.execute("DELETE FROM meta WHERE key IN (?, ?, ?, ?)",
+                         (f"{name}_offset", f"{name}_inode", f"{name}_tail", f"{name}_generation"))
 
     def _meta(self, key: str) -> str | None:
         found = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()

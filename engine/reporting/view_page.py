@@ -101,7 +101,7 @@ async function openRow(id, tr) {
 }
 async function meta(first) {
   const m = await getJSON("api/meta");
-  $("state").textContent = `${m.rows} rows · ${m.calls} judge calls · run ${m.state}`;
+  $("state").textContent = `${m.rows} rows · ${m.calls} judge calls · run ${m.state}` + (m.money ? ` · ${m.money}` : "");
   if (first) {
     for (const [f, values] of [["agent", m.agents], ["method", m.methods], ["status", m.statuss]]) {
       const s = $("f-" + f); s.textContent = ""; s.appendChild(el("option", "all")).value = "";

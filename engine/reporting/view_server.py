@@ -34,6 +34,7 @@ from typing import Any, Awaitable, Callable
 import msgspec
 from aiohttp import web
 
+from drscore.engine.runtime.calls.ledger import money_text, read_totals
 from drscore.engine.reporting import view_page
 from drscore.engine.reporting.view_index import INDEX_NAME, PromptLookup, RowQuery, ViewIndex, default_cache_file
 from drscore.engine.runtime.rundir import run_state
@@ -107,7 +108,8 @@ def make_app(config: ViewConfig, index: ViewIndex, prompts: PromptLookup) -> web
     async def meta(_: web.Request) -> web.Response:
         facets = await asyncio.to_thread(index.facets)
         state = run_state(config.run_dir).get("state", "unknown")
-        return web.json_response({**facets, "state": state})
+        ledger = await asyncio.to_thread(read_totals, config.run_dir, running=state == "running")
+        return web.json_response({**facets, "state": state, "money": money_text(ledger) if ledger else ""})
 
     async def rows(request: web.Request) -> web.Response:
         q = request.query

@@ -24,6 +24,7 @@ import math
 from collections import defaultdict
 from typing import Any, Iterable
 
+from drscore.engine.runtime.calls.ledger import money_text
 from drscore.engine.runtime.models import InputError, ScoreRow, VerdictRecord
 from drscore.engine.runtime.rundir_read import RunDir, natural_key
 
@@ -349,6 +350,8 @@ def render_viewer(run: RunDir, verdicts: Iterable[VerdictRecord | InputError], *
     if data["unmatched_verdicts"]:
         note = (f'<p class="muted">{data["unmatched_verdicts"]} verdict(s) in verdicts.jsonl belong to no '
                 "score row (e.g. a run stopped before the row was written) and are not shown.</p>")
+    if run.ledger:
+        note += f'<p class="muted" id="money">{html.escape(money_text(run.ledger))}</p>'
     csp = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
            "base-uri 'none'; form-action 'none'")
     return "\n".join([

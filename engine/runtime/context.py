@@ -9,6 +9,7 @@ from typing import Any, Callable, TypeVar
 
 from drscore.engine.runtime.evidence import PageSource
 from drscore.engine.runtime.calls.judging import JudgeFailed
+from drscore.engine.runtime.calls.ledger import CALLER, Usage
 from drscore.engine.runtime.calls.meter import Meter
 from drscore.engine.runtime.models import Report, Task, VerdictRecord
 from drscore.engine.runtime.calls.pool import JudgePool
@@ -55,25 +56,41 @@ class ItemContext:
 
     async def ask(self, template: str, verdict: type[T], variables: dict[str, Any], *,
                   sample: int = 0, label: str = "") -> T:
+        # Who is asking, for the run ledger's lines (the pool's signature stays the same).
+        caller = CALLER.set((self.task.task_id, self.report.agent, self.method))
         try:
             judged = await self.pool.ask(template, verdict, variables, sample=sample, judge_sample=self.judge_sample)
         except JudgeFailed as e:
             self.meter.failed += 1
+            paid = e.paid if isinstance(e.paid, Usage) else Usage()
+            self.meter.add_paid(paid)  # a failed call's billed attempts count in every total
+            priced = self.pool.priced
             self._record(VerdictRecord(task_id=self.task.task_id, agent=self.report.agent, method=self.method,
                                        template=template, key="", cached=False, status="failed",
                                        error=f"{e.reason}: {e.detail}" if e.detail else e.reason, label=label,
+                                       input_tokens=paid.input_tokens, output_tokens=paid.output_tokens,
+                                       cached_input_tokens=paid.cached_input_tokens,
+                                       reasoning_tokens=paid.reasoning_tokens,
+                                       cost_usd=round(paid.cost_usd, 8) if priced else None,
+                                       cost_usd_uncached=round(paid.cost_usd_uncached, 8) if priced else None,
                                        judge_sample=self.judge_sample,
                                        inputs=call_inputs(variables) if self._on_verdict else {}))
             raise
+        finally:
+            CALLER.reset(caller)
         self.meter.add(judged)
+        earlier = judged.earlier or Usage()
         self._record(VerdictRecord(
             task_id=self.task.task_id, agent=self.report.agent, method=self.method, template=template,
             key=judged.key, cached=judged.cached, status="ok", verdict=judged.value,
-            input_tokens=judged.input_tokens, output_tokens=judged.output_tokens,
-            cost_usd=judged.cost_usd if self.pool.priced else None,
-            latency_s=round(judged.latency_s, 4), label=label, cached_input_tokens=judged.cached_input_tokens,
+            input_tokens=judged.input_tokens + earlier.input_tokens,
+            output_tokens=judged.output_tokens + earlier.output_tokens,
+            cost_usd=round(judged.cost_usd + earlier.cost_usd, 10) if self.pool.priced else None,
+            latency_s=round(judged.latency_s, 4), label=label,
+            cached_input_tokens=judged.cached_input_tokens + earlier.cached_input_tokens,
             cost_usd_uncached=round(judged.cost_uncached, 8) if self.pool.priced else None, batched=judged.batched,
-            reasoning_tokens=judged.reasoning_tokens, judge_sample=self.judge_sample,
+            reasoning_tokens=judged.reasoning_tokens + earlier.reasoning_tokens, judge_sample=self.judge_sample,
+            paid_earlier=judged.earlier is not None, reused=judged.reused,
             inputs=call_inputs(variables) if self._on_verdict else {}))
         return judged.value
 

@@ -83,6 +83,11 @@ class VerdictRecord(msgspec.Struct, kw_only=True):
     batched: bool = False
     reasoning_tokens: int = 0  # of output_tokens: hidden thinking the endpoint billed as output
     judge_sample: int = 0  # --samples K: which of the K asks this is (0 = the only one without it)
+    # Money across invocations (the run ledger): True when the answer came from the cache and
+    # an earlier invocation of this run paid for it (its usage and cost_usd are what was paid
+    # then); reused: from a cache this run never paid for (another run's), not spend.
+    paid_earlier: bool = False
+    reused: bool = False
     # What the call judged, for reading it back (the report viewer): the short template
     # variables (statements, URLs, passages), each clipped; long ones (pages, whole
     # reports) only as their length. See engine.runtime.context.call_inputs.

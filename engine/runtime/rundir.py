@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import hashlib
 import os
+import secrets
 import socket
 import time
 from array import array
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 import numpy as np
@@ -39,7 +41,7 @@ LOCK_FILE = "run.lock"
 STATE_FILE = "state.json"
 # Files of a run directory that --overwrite removes (and nothing else).
 RUN_FILES = ("config.json", STATE_FILE, "verdicts.jsonl", "scores.jsonl", "summary.json",
-             "leaderboard.md", "leaderboard.csv", "report.html", "viewer.html")
+             "leaderboard.md", "leaderboard.csv", "report.html", "viewer.html", "ledger.jsonl")
 # Configuration fields that decide what a run computes. Limits, timeouts, the budget and
 # the cache location may change between a run and its resumption; these may not.
 IDENTITY_FIELDS = ("methods", "reports", "tasks", "format", "agent", "seed", "method_options",
@@ -158,13 +160,18 @@ class RunDirLock:
         self.root, self._fd, self.identity = root, fd, identity
         self.started_at = time.time()
         self.state = ""
+        # Changes whenever scores.jsonl and verdicts.jsonl are started again or rewritten:
+        # readers following the files (the view index) know their lines are not the ones
+        # they read before, even where size and inode say nothing.
+        self.generation = ""
 
     def set_state(self, state: str, **extra: Any) -> None:
         """Record ``running`` / ``finished`` / ``interrupted`` (atomically)."""
         self.state = state
         record = {"state": state, "pid": os.getpid(), "host": socket.gethostname(),
                   "started_at": round(self.started_at, 3), "updated_at": round(time.time(), 3),
-                  **extra, "identity": self.identity}
+                  **({"generation": self.generation} if self.generation else {}), **extra,
+                  "identity": self.identity}
         _atomic_write(self.root / STATE_FILE, orjson.dumps(record, option=orjson.OPT_INDENT_2))
 
     def release(self) -> None:
@@ -180,11 +187,13 @@ class RunDirLock:
             self._fd = -1
 
 
-def open_run_dir(out_dir: str | Path, config: dict[str, Any], *, overwrite: bool = False) -> RunDirLock:
+def open_run_dir(out_dir: str | Path, config: dict[str, Any], *, overwrite: bool = False,
+                 check: Callable[[Path], None] | None = None) -> RunDirLock:
     """Take the run directory for this process: create it, lock it (or raise
     :class:`RunDirBusy` at once), refuse a different run's configuration unless
     ``overwrite``, clear the previous run's end state, write ``config.json`` and record
-    the state ``running``."""
+    the state ``running``. ``check(root)``, when given, may refuse the same run (it raises)
+    after the configuration was compared and before anything is changed."""
     root = Path(out_dir)
     if root.exists() and not root.is_dir():
         raise RunDirError(f"--out {root} is a file, not a directory")
@@ -208,6 +217,8 @@ def open_run_dir(out_dir: str | Path, config: dict[str, Any], *, overwrite: bool
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         identity = run_identity(config)
         _check_identity(root, identity, overwrite)
+        if check is not None and not overwrite:
+            check(root)
         if overwrite:
             for name in RUN_FILES:
                 (root / name).unlink(missing_ok=True)
@@ -243,12 +254,18 @@ class RunWriter:
         self.dir = Path(out_dir)
         self.lock = lock
         self.dir.mkdir(parents=True, exist_ok=True)
+        self._new_generation()  # recorded before the files are truncated
         self._verdicts = open(self.dir / "verdicts.jsonl", "wb")
         self._scores = open(self.dir / "scores.jsonl", "wb")
         # The input order of each line of scores.jsonl, in the order the lines were
         # written (8 bytes a row; finish() puts the file in input order from it).
         self._order = array("q")
         self._flush_pending = False
+
+    def _new_generation(self) -> None:
+        if self.lock is not None:
+            self.lock.generation = secrets.token_hex(8)
+            self.lock.set_state(self.lock.state or "running")
 
     def _schedule_flush(self) -> None:
         if self._flush_pending:
@@ -269,10 +286,14 @@ class RunWriter:
         _atomic_write(self.dir / "config.json", orjson.dumps(config, option=orjson.OPT_INDENT_2))
 
     def verdict(self, rec: VerdictRecord) -> None:
+        if self._verdicts.closed:  # the run is stopping (Ctrl-C): a call still landing is in the cache
+            return
         self._verdicts.write(_enc.encode(rec) + b"\n")
         self._schedule_flush()
 
     def score(self, row: ScoreRow, order: int) -> None:
+        if self._scores.closed:
+            return
         self._order.append(order)
         self._scores.write(_enc.encode(row) + b"\n")
         self._schedule_flush()
@@ -280,8 +301,12 @@ class RunWriter:
     def finish(self, summary: dict[str, Any]) -> None:
         self._verdicts.close()
         self._scores.close()
-        _sort_lines(self.dir / "scores.jsonl", self._order)
+        if _needs_sort(self._order):
+            self._new_generation()
+            _sort_lines(self.dir / "scores.jsonl", self._order)
         self._order = array("q")
+        # What merge checks a shard's rows against: their count and the file's hash as it is now.
+        summary["scores_file"] = scores_identity(self.dir / "scores.jsonl")
         _atomic_write(self.dir / "summary.json", orjson.dumps(summary, option=orjson.OPT_INDENT_2))
         if self.lock is None:
             return
@@ -307,9 +332,9 @@ def _sort_lines(path: Path, order: array) -> None:
     lines are copied one by one from the old file into a new one replaced atomically.
     A file already in order (a run with one item in flight at a time, the usual offline
     case) is left as it is."""
-    keys = np.frombuffer(order, dtype=np.int64) if len(order) else np.zeros(0, dtype=np.int64)
-    if keys.size < 2 or bool(np.all(keys[1:] >= keys[:-1])):
+    if not _needs_sort(order):
         return
+    keys = np.frombuffer(order, dtype=np.int64)
     starts = array("q")
     with open(path, "rb") as f:
         pos = 0
@@ -331,6 +356,22 @@ def _sort_lines(path: Path, order: array) -> None:
         dst.flush()
         os.fsync(dst.fileno())
     os.replace(tmp, path)
+
+
+def _needs_sort(order: array) -> bool:
+    keys = np.frombuffer(order, dtype=np.int64) if len(order) else np.zeros(0, dtype=np.int64)
+    return keys.size >= 2 and not bool(np.all(keys[1:] >= keys[:-1]))
+
+
+def scores_identity(path: Path) -> dict[str, Any]:
+    """``{"rows": lines, "sha256": hash of the file's bytes}`` of a ``scores.jsonl``."""
+    digest = hashlib.sha256()
+    rows = 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+            rows += block.count(b"\n")
+    return {"rows": rows, "sha256": digest.hexdigest()}
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

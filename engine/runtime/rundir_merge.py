@@ -11,9 +11,15 @@ Shards must come from one configuration: the same methods, options, judge, seed,
 (compared by file name, since machines differ in paths, and by content: each run records
 its inputs' SHA-256 in ``summary.json``) and drscore version, the same N, every part
 1..N present once, each finished (``summary.json`` written). Their rows are checked
-too: each lies inside its shard's part of the split, and no (task, agent, method) is in
-two shards. Pacing settings
-(``--rpm``, ``--concurrency`` ...), the cache directory and the Redis URL may differ.
+against each shard's own record: every line decodes (a bad line is reported as
+``file:line``), the file is the one the run wrote (its row count and SHA-256, recorded in
+``summary.json`` as ``scores_file`` when the run ended), each (task, agent) is a report of
+the inputs (when they are readable here), each row lies inside its shard's part of the
+split, and no (task, agent, method) is in two shards. Pacing settings (``--rpm``,
+``--concurrency`` ...), the cache directory and the Redis URL may differ.
+
+Money: the merged totals are the shards' ledgers (``ledger.jsonl``: what each shard paid
+in every invocation), summed, with each shard's beside them.
 """
 from __future__ import annotations
 
@@ -28,14 +34,16 @@ from drscore.engine.runtime.aggregate import Aggregator
 from drscore.engine.runtime.io import iter_reports, shard_of, shard_part
 from drscore.engine.runtime.method import Method
 from drscore.engine.runtime.models import ScoreRow
-from drscore.engine.runtime.rundir import _atomic_write
+from drscore.engine.runtime.rundir import _atomic_write, scores_identity
 from drscore.engine.runtime.rundir_read import RunDir, natural_key, read_run_dir
 
 # Settings that change how fast or where a shard ran, never what it scored.
 _PACING = ("out", "shard", "max_in_flight", "fetch_concurrency")
 _JUDGE_PACING = ("cache_dir", "redis", "redis_ttl_days", "api_key_present", "concurrency", "rpm", "tpm", "burst_s",
                  "timeout_s", "max_retries", "max_cost")
-_ADDITIVE_TOTALS_SKIP = {"wall_time_s", "budget_exhausted", "inputs_skipped", "max_cost_usd", "priced_as"}
+_ADDITIVE_TOTALS_SKIP = {"wall_time_s", "budget_exhausted", "inputs_skipped", "max_cost_usd", "priced_as", "ledger",
+                         "this_invocation", "reused"}
+_SHOWN_PROBLEMS = 10
 
 
 class MergeError(ValueError):
@@ -117,6 +125,63 @@ def _check_inputs(runs: list[RunDir]) -> None:
         raise MergeError(f"{run.path} read {len(other)} input files, {runs[0].path} read {len(base)}")
 
 
+def _check_lines(runs: list[RunDir]) -> None:
+    """Every line of each shard's ``scores.jsonl`` decodes (bad ones named ``file:line``)."""
+    problems = [str(p) for run in runs for p in run.problems]
+    if problems:
+        more = f" (and {len(problems) - _SHOWN_PROBLEMS} more)" if len(problems) > _SHOWN_PROBLEMS else ""
+        raise MergeError("bad lines in the shards' scores.jsonl, nothing merged:\n  "
+                         + "\n  ".join(problems[:_SHOWN_PROBLEMS]) + more)
+
+
+def _check_files(runs: list[RunDir]) -> None:
+    """Each shard's ``scores.jsonl`` is the file its run wrote: the row count and SHA-256
+    its ``summary.json`` recorded at the end of the run."""
+    for run in runs:
+        recorded = run.summary.get("scores_file")
+        path = Path(run.path) / "scores.jsonl"
+        if not isinstance(recorded, dict):
+            raise MergeError(f"{run.path}/summary.json records no scores_file (row count and hash); re-run that "
+                             "shard with this drscore (it resumes from the cache) to record them")
+        found = scores_identity(path)
+        if found != {"rows": recorded.get("rows"), "sha256": recorded.get("sha256")}:
+            raise MergeError(f"{path} is not the file its run wrote: {found['rows']} lines, sha256 "
+                             f"{found['sha256'][:12]}, where summary.json records {recorded.get('rows')} rows, sha256 "
+                             f"{str(recorded.get('sha256'))[:12]}; re-run that shard's command to write it again")
+        if run.duplicates:
+            raise MergeError(f"{path}: {run.duplicates} (task, agent, method) written twice")
+
+
+def _check_inputs_hold(runs: list[RunDir], order: dict[tuple[str, str], int] | None) -> None:
+    """Every row is a report of the inputs (checked when the report files are readable here)."""
+    if order is None:
+        return
+    for run in runs:
+        for row in run.scores:
+            if (row.task_id, row.agent) not in order:
+                raise MergeError(f"{run.path}/scores.jsonl: task {row.task_id!r}, agent {row.agent!r} is no report "
+                                 "of the input files; the shard's rows do not come from its inputs")
+
+
+def _ledgers(runs: list[RunDir]) -> dict[str, Any] | None:
+    """The shards' ledgers summed (what each paid, in every invocation), each beside it."""
+    found = [(run.path, run.ledger) for run in runs if run.ledger]
+    if not found:
+        return None
+    total: dict[str, Any] = {}
+    for _, ledger in found:
+        _sum_into(total, {k: ledger[k] for k in ("invocations", "run", "interrupted_in_flight", "outcome_unknown")})
+    for part in (total["run"], total["interrupted_in_flight"], total["outcome_unknown"]):
+        for k, v in part.items():
+            if isinstance(v, float):
+                part[k] = round(v, 6)
+    total["file"] = "ledger.jsonl of each shard"
+    total["by_shard"] = {path: ledger["run"] for path, ledger in found}
+    if len(found) < len(runs):
+        total["shards_without_ledger"] = [run.path for run in runs if not run.ledger]
+    return total
+
+
 def _check_rows(runs: list[RunDir], n: int) -> None:
     """Every row lies inside its shard's part of the split, and no (task, agent, method)
     is in two shards (it would be counted twice and narrow the interval)."""
@@ -171,9 +236,13 @@ def merge_runs(dirs: list[str | Path], out: str | Path, *,
     comparisons of drscore.api.add_decisions)."""
     runs = [read_run_dir(d) for d in dirs]
     runs.sort(key=lambda r: shard_of(r.config.get("shard")) or (0, 0))
-    _check_rows(runs, _check(runs))
+    n = _check(runs)
+    _check_lines(runs)
+    _check_rows(runs, n)  # the specific faults first, then what else changed the files
     method_order = list(runs[0].config.get("methods") or [])
     order = _input_order(runs[0].config)
+    _check_inputs_hold(runs, order)
+    _check_files(runs)
     rows: list[ScoreRow] = [row for run in runs for row in run.scores]
 
     def position(row: ScoreRow) -> tuple:
@@ -214,6 +283,13 @@ def merge_runs(dirs: list[str | Path], out: str | Path, *,
     for key in ("cost_usd_uncached", "cost_unsettled_usd"):
         if totals.get(key) is not None:
             totals[key] = round(totals[key], 6)
+    ledger = _ledgers(runs)
+    if ledger is not None and unpriced is None:
+        totals["ledger"] = ledger
+        if "shards_without_ledger" not in ledger:  # every shard's record of what it paid
+            for key in ("calls", "input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens",
+                        "cost_usd", "cost_usd_uncached"):
+                totals[key] = ledger["run"][key]
     table = aggregate.table(interval)
     by_name = {m.name: m for m in methods or []}
     for entry in table:
@@ -262,6 +338,7 @@ def merge_runs(dirs: list[str | Path], out: str | Path, *,
                 data = path.read_bytes()
                 joined.write(data if not data or data.endswith(b"\n") else data + b"\n")
     _atomic_write(out / "scores.jsonl", b"".join(encode(row) + b"\n" for row in rows))
+    summary["scores_file"] = scores_identity(out / "scores.jsonl")
     _atomic_write(out / "config.json", orjson.dumps(config, option=orjson.OPT_INDENT_2))
     _atomic_write(out / "summary.json", orjson.dumps(summary, option=orjson.OPT_INDENT_2))
     return orjson.loads(orjson.dumps(summary))

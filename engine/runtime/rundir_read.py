@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator
 
 import msgspec
 
+from drscore.engine.runtime.calls.ledger import read_totals
 from drscore.engine.runtime.models import InputError, ScoreRow, VerdictRecord
 from drscore.engine.runtime.rundir import run_state
 
@@ -51,6 +52,9 @@ class RunDir(msgspec.Struct, kw_only=True):
     # what state.json says, corrected for a dead writer: {"state": running | finished |
     # interrupted | unknown, "detail": why, ...} (see rundir.run_state)
     state: dict[str, Any] = {}
+    # The run ledger's figures (engine.runtime.calls.ledger.totals_dict): what the run paid in
+    # every invocation, and the bound of calls lost in flight; None without a ledger.
+    ledger: dict[str, Any] | None = None
 
     @property
     def finished(self) -> bool:
@@ -95,6 +99,7 @@ def read_run_dir(path: str | Path, *, each: Callable[[ScoreRow], ScoreRow] | Non
         raise RunDirError(f"{scores_path}: missing; is {root} the --out directory of `drscore run`?")
     latest: dict[tuple[str, str, str], ScoreRow] = {}
     problems: list[InputError] = []
+    state = run_state(root)
     count = 0
     for row in iter_score_rows(scores_path, problems):
         count += 1
@@ -106,7 +111,8 @@ def read_run_dir(path: str | Path, *, each: Callable[[ScoreRow], ScoreRow] | Non
         scores=list(latest.values()),
         problems=problems,
         duplicates=count - len(latest),
-        state=run_state(root),
+        state=state,
+        ledger=read_totals(root, running=state.get("state") == "running"),
     )
 
 

@@ -73,7 +73,8 @@ class Runner:
         s = self.pool.stats
         snap = {"items_done": self.items_done, "items_failed": self.items_failed, "calls": s.calls,
                 "cache_hits": s.cache_hits, "shared": s.shared, "retries": s.retries,
-                "rate_limited": s.rate_limited, "cost_usd": s.cost_usd, **self.pool.limiter.snapshot(),
+                "rate_limited": s.rate_limited, "cost_usd": self.pool.ledger.run_cost_usd(),  # the run's, as --max-cost
+                **self.pool.limiter.snapshot(),
                 # for the progress display: per-method counts and what the quota allows
                 "done_by_method": {m: sum(c.values()) for m, c in list(self.status_counts.items())},
                 # network calls of the finished items per method: the ETA's calls per item
@@ -138,6 +139,9 @@ class Runner:
         finally:
             if not producer.done():
                 producer.cancel()
+                # Its items are cancelled with it: wait for them, so none is still writing when
+                # the caller closes the run's files (Ctrl-C printed a traceback from one).
+                await asyncio.gather(producer, return_exceptions=True)
             self.finished = time.monotonic()
 
     async def _score(self, task: Task, report: Report, method: Method) -> ScoreRow:
@@ -242,6 +246,21 @@ class Runner:
             "truncation_retries": s.truncation_retries, "thinking_learned": s.thinking_learned,
             "failure_reasons": dict(sorted(self.failure_reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
         }
+        # Money and tokens are the run's (the ledger: every invocation, failed calls included);
+        # what this invocation did is beside them.
+        ledger = self.pool.ledger.totals()
+        run = ledger["run"]
+        totals["this_invocation"] = {
+            "calls": s.calls, "input_tokens": s.input_tokens, "output_tokens": s.output_tokens,
+            "cached_input_tokens": s.cached_input_tokens, "reasoning_tokens": s.reasoning_tokens,
+            "cost_usd": known_cost(s.cost_usd, priced, 6), "cost_usd_uncached": known_cost(s.cost_usd_uncached,
+                                                                                           priced, 6)}
+        for k in ("calls", "input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens"):
+            totals[k] = run[k]
+        totals["cost_usd"] = run["cost_usd"] if priced else None
+        totals["cost_usd_uncached"] = run["cost_usd_uncached"] if priced else None
+        totals["ledger"] = ledger
+        totals["reused"] = {"answers": s.reused, "cost_usd_list": known_cost(s.reused_cost_usd, priced, 6)}
         totals["request_faults"] = s.request_faults
         totals["refused_over_window"] = s.refused_over_window
         if s.structured_output_ignored:

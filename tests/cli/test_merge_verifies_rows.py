@@ -1,10 +1,14 @@
 """``drscore merge`` checks rows, not only configurations: a row in two shards, a row
-outside its shard's part and shards run on different files of the same name are refused
-with the reason, and nothing is written."""
+outside its shard's part, shards run on different files of the same name, a shard whose
+scores.jsonl lost a line, holds a bad line, a row for a report in no input or an edited
+score are refused with the reason, and nothing is written; merged money is the sum of
+the shards' ledgers."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import pytest
 
 from drscore.cli import main
 from drscore.engine.runtime.io import shard_part
@@ -85,3 +89,93 @@ def test_summary_records_the_inputs_by_content(tmp_path):
         {"role": "reports", "file": REPORTS.name, "sha256": hashlib.sha256(REPORTS.read_bytes()).hexdigest()},
         {"role": "tasks", "file": "tasks.jsonl",
          "sha256": hashlib.sha256((EXAMPLES / "tasks.jsonl").read_bytes()).hexdigest()}]
+
+
+# -- each shard's rows against its own record (issue 25) -------------------------------------
+
+def _two_shards(tmp_path: Path) -> tuple[Path, Path]:
+    _run(tmp_path / "s1", "1/2")
+    _run(tmp_path / "s2", "2/2")
+    return tmp_path / "s1", tmp_path / "s2"
+
+
+def test_the_summary_records_the_rows_and_the_hash_of_scores_jsonl(tmp_path):
+    import hashlib
+
+    s1, _ = _two_shards(tmp_path)
+    data = (s1 / "scores.jsonl").read_bytes()
+    assert json.loads((s1 / "summary.json").read_text())["scores_file"] == {
+        "rows": len(data.splitlines()), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def test_a_shard_that_lost_its_last_line_is_refused(tmp_path, capsys):
+    s1, s2 = _two_shards(tmp_path)
+    lines = _lines(s2)
+    (s2 / "scores.jsonl").write_text("".join(line + "\n" for line in lines[:-1]))
+    capsys.readouterr()
+    assert _merge(tmp_path, s1, s2) == 1
+    err = capsys.readouterr().err
+    assert (f"{s2 / 'scores.jsonl'} is not the file its run wrote: {len(lines) - 1} lines" in err
+            and f"summary.json records {len(lines)} rows" in err)
+    assert not (tmp_path / "merged").exists()
+
+
+def test_a_bad_line_is_reported_by_file_and_line_and_refused(tmp_path, capsys):
+    s1, s2 = _two_shards(tmp_path)
+    lines = _lines(s1)
+    (s1 / "scores.jsonl").write_text("".join(line + "\n" for line in [lines[0], "{broken", *lines[1:]]))
+    capsys.readouterr()
+    assert _merge(tmp_path, s1, s2) == 1
+    err = capsys.readouterr().err
+    assert f"{s1 / 'scores.jsonl'}:2: not valid JSON" in err and "nothing merged" in err
+    assert not (tmp_path / "merged").exists()
+
+
+def test_a_made_up_row_for_a_task_in_no_input_is_refused(tmp_path, capsys):
+    s1, s2 = _two_shards(tmp_path)
+    row = json.loads(_lines(s1)[0])
+    # a task no input holds, in the part of the split shard 1 owns (so only the input check can see it)
+    task = next(f"made-up-{i}" for i in range(1000) if shard_part(f"made-up-{i}", row["agent"], 2) == 1)
+    row["task_id"] = task
+    with open(s1 / "scores.jsonl", "a") as f:
+        f.write(json.dumps(row) + "\n")
+    capsys.readouterr()
+    assert _merge(tmp_path, s1, s2) == 1
+    err = capsys.readouterr().err
+    assert f"task {task!r}, agent {row['agent']!r} is no report of the input files" in err
+    assert not (tmp_path / "merged").exists()
+
+
+def test_an_edited_score_is_refused(tmp_path, capsys):
+    s1, s2 = _two_shards(tmp_path)
+    lines = _lines(s1)
+    row = json.loads(lines[0])
+    row["score"] = 0.999
+    (s1 / "scores.jsonl").write_text("".join(line + "\n" for line in [json.dumps(row), *lines[1:]]))
+    capsys.readouterr()
+    assert _merge(tmp_path, s1, s2) == 1
+    assert f"{s1 / 'scores.jsonl'} is not the file its run wrote" in capsys.readouterr().err
+    assert not (tmp_path / "merged").exists()
+
+
+def test_merged_money_is_the_sum_of_the_shards_ledgers(tmp_path):
+    from drscore.engine.runtime.calls.ledger import read_totals
+    from drscore.judge.mock.server import MockConfig, MockServerProcess
+
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"shard-judge": {"input": 2.0, "output": 8.0}}))
+    with MockServerProcess(MockConfig()) as mock:
+        for shard, out in (("1/2", "s1"), ("2/2", "s2")):
+            assert main(["run", "--methods", "quality", "--tasks", str(EXAMPLES / "tasks.jsonl"), "--reports",
+                         str(REPORTS), "--out", str(tmp_path / out), "--shard", shard, "--judge-url", mock.url,
+                         "--judge-model", "shard-judge", "--prices", str(prices),
+                         "--cache", str(tmp_path / f"cache-{out}")]) == 0
+        s = mock.stats()
+        billed = (s["prompt_tokens"] * 2.0 + s["completion_tokens"] * 8.0) / 1e6
+    assert _merge(tmp_path, tmp_path / "s1", tmp_path / "s2") == 0
+    totals = json.loads((tmp_path / "merged" / "summary.json").read_text())["totals"]
+    ledgers = [read_totals(tmp_path / d) for d in ("s1", "s2")]
+    assert all(ledgers)
+    paid = sum(t["run"]["cost_usd"] for t in ledgers if t)
+    assert totals["cost_usd"] == pytest.approx(paid, abs=1e-6) == pytest.approx(billed, abs=1e-6)
+    assert totals["ledger"]["by_shard"] == {str(tmp_path / d): t["run"] for d, t in zip(("s1", "s2"), ledgers) if t}

@@ -70,14 +70,18 @@ def input_reservation(request: ChatRequest, estimator: TokenEstimator | None) ->
 class Budget:
     """A hard ceiling on spend in USD (``cap_usd=None``: no ceiling, only accounting).
 
-    ``spent`` is settled from returned usage, ``unsettled`` holds the worst cases of
+    The ceiling is the run's, across its invocations: ``spent_before`` is what the run
+    ledger says earlier invocations may have been billed. ``spent`` is settled from returned usage, ``unsettled`` holds the worst cases of
     calls whose outcome is unknown, ``reserved`` the worst cases of calls in flight.
     """
 
-    def __init__(self, cap_usd: float | None = None) -> None:
+    def __init__(self, cap_usd: float | None = None, *, spent_before: float = 0.0) -> None:
         if cap_usd is not None and cap_usd < 0:
             raise ValueError(f"--max-cost must be >= 0, got {cap_usd}")
         self.cap = cap_usd
+        # What earlier invocations of the run may have been billed (the run ledger's paid
+        # total plus the worst cases of their calls lost in flight): the cap is the run's.
+        self.spent_before = spent_before
         self.spent = 0.0
         self.unsettled = 0.0
         self.reserved = 0.0
@@ -88,8 +92,9 @@ class Budget:
 
     @property
     def committed(self) -> float:
-        """What may already have been billed: settled spend plus unknown outcomes."""
-        return self.spent + self.unsettled
+        """What may already have been billed, by this run in every invocation: settled
+        spend plus unknown outcomes."""
+        return self.spent_before + self.spent + self.unsettled
 
     def fits_alone(self, worst_usd: float) -> bool:
         """Whether a call costing at most ``worst_usd`` fits with nothing else in flight."""

@@ -144,7 +144,11 @@ class FatalError(JudgeError):
 
 class JudgeFailed(Exception):
     """Raised to methods when a verdict could not be obtained after bounded retries.
-    ``reason`` is one word (``budget``, ``rate_limit``, ``auth``, ``timeout``, ...)."""
+    ``reason`` is one word (``budget``, ``rate_limit``, ``auth``, ``timeout``, ...).
+    ``paid`` is what the failed call's billed attempts cost (a ``ledger.Usage``, set by the
+    pool), so a failed item's tokens and cost count in every total."""
+
+    paid: Any = None
 
     def __init__(self, reason: str, detail: str = "") -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)

@@ -7,7 +7,7 @@ import msgspec
 
 
 class Meter(msgspec.Struct):
-    calls: int = 0  # network calls made
+    calls: int = 0  # paid calls: made now, or by an earlier invocation of the run for answers used now
     cache_hits: int = 0  # answered from cache or by an identical call in flight
     planned: int = 0  # dry run: calls that would be made
     failed: int = 0
@@ -40,6 +40,23 @@ class Meter(msgspec.Struct):
             self.batched_calls += 1
         self.judge_spans.extend(getattr(judged, "judge_spans", ()))
         self.wait_spans.extend(getattr(judged, "wait_spans", ()))
+        earlier = getattr(judged, "earlier", None)
+        if earlier is not None:  # paid by an earlier invocation of the run (its uncached cost is on judged)
+            self._paid(earlier)
+
+    def add_paid(self, paid: Any) -> None:
+        """Calls billed without an answer to show for them (a failed call's attempts): a
+        ``ledger.Usage``."""
+        self._paid(paid)
+        self.cost_usd_uncached += paid.cost_usd_uncached
+
+    def _paid(self, paid: Any) -> None:
+        self.calls += paid.calls
+        self.input_tokens += paid.input_tokens
+        self.output_tokens += paid.output_tokens
+        self.cached_input_tokens += paid.cached_input_tokens
+        self.reasoning_tokens += paid.reasoning_tokens
+        self.cost_usd += paid.cost_usd
 
     def merge(self, other: Meter) -> None:
         for f in self.__struct_fields__:

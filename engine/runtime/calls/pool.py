@@ -11,7 +11,9 @@ Around each send (in this order): the preflight gate (:mod:`drscore.engine.runti
 the run's first call goes alone and classifies the endpoint), the quota wait
 (:mod:`drscore.engine.runtime.calls.limits`), the budget reservation of the call's worst case
 (:mod:`drscore.engine.runtime.calls.budget`, made after the quota wait so the spend it sees is
-current), a per-call timeout, and after the answer the circuit breaker and redaction
+current), the run ledger's reservation line (:mod:`drscore.engine.runtime.calls.ledger`; its
+paid line follows the answer, before the cache commit), a per-call timeout, and after the
+answer the circuit breaker and redaction
 (:mod:`drscore.engine.runtime.calls.redact`) of everything the endpoint said. A budget that cannot
 cover the next call, a rate-limit reset beyond ``max_rate_limit_wait_s``, an endpoint
 fault at preflight or a tripped breaker *stop* the pool (:attr:`JudgePool.stopped`):
@@ -63,6 +65,7 @@ from drscore import prompts
 from drscore.engine.runtime.calls.budget import Budget, input_reservation
 from drscore.engine.runtime.calls.cache import AnswerCache, request_key
 from drscore.engine.runtime.calls.health import CircuitBreaker, EndpointGate
+from drscore.engine.runtime.calls.ledger import RunLedger, Usage
 from drscore.engine.runtime.calls.judging import (
     ENDPOINT_FAULTS, OTHER_FAULTS, REQUEST_FAULTS, Backend, ChatRequest, JudgeError, JudgeFailed, Message,
     RateLimited, StopReason, TransientError,
@@ -98,11 +101,15 @@ class Judged(Generic[T]):
     ``cost_uncached`` is what the call would have cost alone: no prefix-cache discount,
     and for an answer reused from the cache or from an identical call, the list price of
     that call (its leader's usage, or estimated tokens for a cache hit). ``judge_spans``
-    and ``wait_spans`` are the intervals spent at the judge and waiting for quota."""
+    and ``wait_spans`` are the intervals spent at the judge and waiting for quota.
+
+    ``earlier`` is what earlier invocations of the run paid for this key and no row
+    carries yet (the run ledger hands it out once); ``reused`` marks an answer from a cache
+    the run did not pay for (another run's, a team's)."""
 
     __slots__ = ("value", "text", "key", "source", "input_tokens", "output_tokens", "cost_usd", "latency_s",
                  "cached_input_tokens", "cost_uncached", "batched", "judge_spans", "wait_spans",
-                 "reasoning_tokens")
+                 "reasoning_tokens", "earlier", "reused")
 
     def __init__(self, value: T, text: str, key: str, source: str, input_tokens: int = 0,
                  output_tokens: int = 0, cost_usd: float = 0.0, latency_s: float = 0.0, *,
@@ -117,6 +124,8 @@ class Judged(Generic[T]):
         self.judge_spans = judge_spans or []
         self.wait_spans = wait_spans or []
         self.reasoning_tokens = reasoning_tokens  # of output_tokens: the model's thinking
+        self.earlier: Usage | None = None
+        self.reused = False
 
     @property
     def cached(self) -> bool:
@@ -146,6 +155,8 @@ class PoolStats(msgspec.Struct):
     request_faults: int = 0  # requests failed by their own content (judging.REQUEST_FAULTS), not the endpoint
     stopped_calls: int = 0  # calls failed only because the pool had stopped
     structured_output_ignored: bool = False  # response_format was ignored: the schema went into the prompt
+    reused: int = 0  # answers from a cache this run did not pay for (another run's, a team's)
+    reused_cost_usd: float = 0.0  # their estimated list price: not spend
     # dry-run plan (calls that would be made)
     planned_calls: int = 0
     planned_input_tokens: int = 0
@@ -217,6 +228,8 @@ class JudgePool:
         self.price_model = price_model or backend.model
         # A model without a price is priced as unknown (None in records), never as free.
         self.priced = prices.known(self.price_model)
+        # What was paid, call by call (in memory until a run directory gives it a file).
+        self.ledger = RunLedger(None, priced=self.priced)
         # Output caps: room to think for thinking models, the template's cap for the rest.
         self.thinking = thinking if thinking is not None else ThinkingPolicy(backend.model)
         # The context window: the table's (by the model name, else the priced-as name), until
@@ -238,6 +251,12 @@ class JudgePool:
     def budget_exhausted(self) -> bool:
         return self.budget.exhausted
 
+    def use_ledger(self, ledger: RunLedger) -> None:
+        """Record paid calls in the run's ledger, and let ``--max-cost`` count what earlier
+        invocations of the run may have been billed."""
+        self.ledger = ledger
+        self.budget.spent_before = ledger.committed_before()
+
     @property
     def endpoint(self) -> str:
         """The judge's URL (or backend name) for messages."""
@@ -249,6 +268,7 @@ class JudgePool:
         if self.stopped is not None:
             return
         self.stopped = stop
+        self.ledger.stop(stop.reason, self.budget.cap)
         self.limiter.stop()
         self.budget.close()
         if self.gate is not None:
@@ -331,7 +351,7 @@ class JudgePool:
                 try:
                     value = decode_verdict(text, verdict)
                     self.stats.cache_hits += 1
-                    return Judged(value, text, key, "cache", cost_uncached=self._list_cost(req, text))
+                    return self._from_cache(Judged(value, text, key, "cache"), req)
                 except VerdictDecodeError:
                     pass  # schema changed under the same key cannot happen; be safe and re-ask
         if self._memo is not None and key in self._memo:
@@ -353,17 +373,42 @@ class JudgePool:
         fut = asyncio.get_running_loop().create_future()
         self._inflight[key] = fut
         try:
-            judged = await self._claimed_elsewhere(key, verdict) or await self._call(req, verdict, key, components)
+            judged = await self._claimed_elsewhere(key, verdict)
+            if judged is not None:
+                self._from_cache(judged, req)
+            else:
+                judged = await self._call(req, verdict, key, components)
+                judged.earlier = earlier = self.ledger.answered(key)
+                if earlier is not None:
+                    judged.cost_uncached += earlier.cost_usd_uncached
             fut.set_result(judged)
             return judged
         except BaseException as e:
             if self.cache is not None:
                 self.cache.release(key)  # let a process waiting for this answer pay for it
-            fut.set_exception(e if isinstance(e, JudgeFailed) else JudgeFailed("error", redact(repr(e))))
+            if isinstance(e, JudgeFailed):
+                # what its billed attempts cost goes to this item only, not to the followers
+                e.paid = self.ledger.failed(key)
+                fut.set_exception(JudgeFailed(e.reason, e.detail))
+            else:
+                fut.set_exception(JudgeFailed("error", redact(repr(e))))
             fut.exception()  # mark retrieved: followers may not exist
             raise
         finally:
             del self._inflight[key]
+
+    def _from_cache(self, judged: Judged[T], req: ChatRequest) -> Judged[T]:
+        """An answer the run did not pay for in this invocation: what an earlier invocation
+        paid for it (carried by this row, once), or, when the run never paid for it, a
+        reused answer at its estimated list price (not spend)."""
+        paid_by_run, earlier = self.ledger.reused(judged.key)
+        judged.earlier = earlier
+        judged.cost_uncached = earlier.cost_usd_uncached if earlier is not None else self._list_cost(req, judged.text)
+        if not paid_by_run:
+            judged.reused = True
+            self.stats.reused += 1
+            self.stats.reused_cost_usd += judged.cost_uncached
+        return judged
 
     async def _claimed_elsewhere(self, key: str, verdict: type[T]) -> Judged[T] | None:
         """Processes sharing the cache pay once per key (see JudgeCache.claim_or_wait):
@@ -441,10 +486,12 @@ class JudgePool:
 
     def _budget_stop(self, worst: float) -> StopReason:
         b = self.budget
+        this = f" (${b.spent + b.unsettled:.4f} of it in this invocation)" if b.spent_before else ""
         return StopReason(
             reason="budget",
-            message=f"--max-cost ${b.cap:g} reached: ${b.committed:.6f} spent, and the next call could cost up "
-                    f"to ${worst:.6f}. Re-run with a higher --max-cost to resume from the cache.")
+            message=f"--max-cost ${b.cap:g} reached: the run has spent ${b.committed:.4f}{this}, and the next call "
+                    f"could cost up to ${worst:.4f}. The cap covers every invocation of the run: the same command "
+                    "at this cap spends nothing more; re-run with a higher --max-cost to continue from the cache.")
 
     async def _call(self, req: ChatRequest, verdict: type[T], key: str, components: dict[str, Any]) -> Judged[T]:
         t0 = time.monotonic()
@@ -477,6 +524,7 @@ class JudgePool:
         cost = cost_uncached = 0.0
         batched = False
         judge_spans: list[Span] = []
+        waits_seen = 0  # wait_spans already counted in an earlier attempt's ledger line
         limiter = None if self.batched else self.limiter  # batch work is not paced by the quota
         gate = self.gate
         while True:
@@ -529,6 +577,11 @@ class JudgePool:
                 if probe is not None:
                     probe.open()
                 raise
+            # The reservation goes into the run ledger before the request leaves: a call lost
+            # in flight (kill -9) stays bounded by it.
+            call = self.ledger.sent(key, req.template, worst if self.budget.cap is not None or not self.priced
+                                    else self.prices.cost(self.price_model, input_reservation(current, self.tokens),
+                                                          current.max_tokens, batch=self.batched))
             tj = time.monotonic()
             try:
                 resp, info = await self._send(current)
@@ -537,8 +590,10 @@ class JudgePool:
                 message = str(e)
                 if e.kind in _MAYBE_BILLED:
                     self.budget.forfeit(worst)
+                    self.ledger.unknown(call, e.kind)
                 else:
                     self.budget.release(worst)
+                    self.ledger.unpaid(call, e.kind)
                 if probe is not None and e.endpoint_fault:
                     self.halt(self._fault_stop(e, message))
                 if probe is not None:
@@ -588,6 +643,7 @@ class JudgePool:
                 raise JudgeFailed(e.kind, message) from None
             except BaseException:
                 self.budget.forfeit(worst)  # cancelled mid-call: it may have been billed
+                self.ledger.unknown(call, "interrupted")
                 if permit is not None:
                     await self.limiter.release_failed(permit)
                 if probe is not None:
@@ -622,6 +678,13 @@ class JudgePool:
             call_uncached = self.prices.cost(self.price_model, resp.input_tokens, resp.output_tokens,
                                              batch=resp.batched)
             self.budget.settle(worst, call_cost)
+            # Recorded before the answer reaches the cache: what the cache holds was paid.
+            self.ledger.paid(call, input_tokens=resp.input_tokens, cached_input_tokens=resp.cached_input_tokens,
+                             output_tokens=resp.output_tokens, reasoning_tokens=resp.reasoning_tokens,
+                             cost_usd=call_cost, cost_usd_uncached=call_uncached,
+                             judge_s=judge_spans[-1][1] - judge_spans[-1][0],
+                             wait_s=sum(b - a for a, b in wait_spans[waits_seen:]), batched=resp.batched)
+            waits_seen = len(wait_spans)
             tin += resp.input_tokens
             tout += resp.output_tokens
             tcached += resp.cached_input_tokens
