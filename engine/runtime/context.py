@@ -10,7 +10,7 @@ from typing import Any, Callable, TypeVar
 from drscore.engine.runtime.evidence import PageSource
 from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.runtime.calls.meter import Meter
-from drscore.engine.runtime.models import Report, Task, VerdictRecord
+from drscore.engine.runtime.models import CallAttempt, Report, Task, VerdictRecord
 from drscore.engine.runtime.calls.pool import JudgePool
 
 T = TypeVar("T")
@@ -34,6 +34,23 @@ def call_inputs(variables: dict[str, Any]) -> dict[str, str]:
         else:
             out[name] = f"[{len(text):,} chars]"
     return out
+
+
+REASONING_KEEP_CHARS = 20_000  # of a thought recorded in verdicts.jsonl (its length is kept too)
+
+
+def _attempts(tries: list[tuple[str, float, str]]) -> list[CallAttempt]:
+    return [CallAttempt(outcome=o, seconds=round(s, 4), detail=d) for o, s, d in tries]
+
+
+def _span_seconds(spans: list[tuple[float, float]]) -> float:
+    return round(sum(max(0.0, b - a) for a, b in spans), 4)
+
+
+def _reasoning(text: str) -> str:
+    if len(text) <= REASONING_KEEP_CHARS:
+        return text
+    return text[:REASONING_KEEP_CHARS] + f" … [{len(text):,} chars]"
 
 
 def seeded_rng(*parts: Any) -> random.Random:
@@ -63,7 +80,9 @@ class ItemContext:
                                        template=template, key="", cached=False, status="failed",
                                        error=f"{e.reason}: {e.detail}" if e.detail else e.reason, label=label,
                                        judge_sample=self.judge_sample,
-                                       inputs=call_inputs(variables) if self._on_verdict else {}))
+                                       inputs=call_inputs(variables) if self._on_verdict else {},
+                                       judge_s=_span_seconds([(0.0, s) for _, s, _ in e.attempts]),
+                                       attempts=_attempts(e.attempts)))
             raise
         self.meter.add(judged)
         self._record(VerdictRecord(
@@ -74,7 +93,10 @@ class ItemContext:
             latency_s=round(judged.latency_s, 4), label=label, cached_input_tokens=judged.cached_input_tokens,
             cost_usd_uncached=round(judged.cost_uncached, 8) if self.pool.priced else None, batched=judged.batched,
             reasoning_tokens=judged.reasoning_tokens, judge_sample=self.judge_sample,
-            inputs=call_inputs(variables) if self._on_verdict else {}))
+            inputs=call_inputs(variables) if self._on_verdict else {},
+            judge_s=_span_seconds(judged.judge_spans), quota_wait_s=_span_seconds(judged.wait_spans),
+            attempts=_attempts(judged.attempts) if len(judged.attempts) > 1 else [],
+            reasoning=_reasoning(judged.thought)))
         return judged.value
 
     def _record(self, rec: VerdictRecord) -> None:
