@@ -22,9 +22,10 @@ SCORES = {(str(t), a): None if (t, a) == (7, "a") else round(t / 10 + (0.05 if a
 
 
 def _components(task: str, agent: str) -> dict[str, Any]:
+    # as the pool keys them: messages as [role, content] pairs
     return {"model": "judge-x", "base_url": f"https://api.example/v1?key={SECRET}", "messages": [
-        {"role": "system", "content": "You grade reports."},
-        {"role": "user", "content": f"Grade the report of <b>{agent}</b> for task {task} & say why."}]}
+        ["system", "You grade reports."],
+        ["user", f"Grade the report of <b>{agent}</b> for task {task} & say why."]]}
 
 
 async def _run_dir(tmp: Path) -> Path:
@@ -69,7 +70,8 @@ async def test_pages_sorts_filters_and_opens_a_row(tmp_path: Path, monkeypatch: 
         everything += text
         csp = resp.headers["Content-Security-Policy"]
         assert "default-src 'none'" in csp and "script-src 'self'" in csp and "connect-src 'self'" in csp
-        assert '<script src="view.js"></script>' in page and "http" not in page.split("<body>")[1]
+        assert '<script type="module" src="static/view.mjs"></script>' in page
+        assert "http" not in page.split("<body>")[1]
 
         meta, _, text = await _get(s, server.url + "api/meta")
         everything += text
@@ -109,7 +111,8 @@ async def test_pages_sorts_filters_and_opens_a_row(tmp_path: Path, monkeypatch: 
         assert detail["row"]["task_id"] == "10" and detail["row"]["reasoning_tokens"] == 7
         (call,) = detail["calls"]
         assert (call["reasoning_tokens"], call["cached_input_tokens"]) == (7, 64)
-        assert call["prompt"]["messages"][1]["content"] == "Grade the report of <b>a</b> for task 10 & say why."
+        assert [(m["role"], m["content"]) for m in call["prompt"]["messages"]] == [
+            ("system", "You grade reports."), ("user", "Grade the report of <b>a</b> for task 10 & say why.")]
         assert call["prompt"]["answer"] == '{"overall": 3, "why": "task 10 answer"}'
         assert "base_url" not in call["prompt"]
         missing, resp, _ = await _get(s, server.url + "api/row/999")
@@ -118,10 +121,12 @@ async def test_pages_sorts_filters_and_opens_a_row(tmp_path: Path, monkeypatch: 
         # a request naming another host (DNS rebinding) is refused
         async with s.get(server.url + "api/meta", headers={"Host": "evil.example:80"}) as resp:
             assert resp.status == 421
-        for path in ("view.js", "view.css"):
+        for path in ("static/view.mjs", "static/viewlib.mjs", "static/view.css"):
             _, resp, text = await _get(s, server.url + path)
             everything += text
             assert resp.status == 200 and "Content-Security-Policy" in resp.headers
+        _, resp, _ = await _get(s, server.url + "static/..%2Fview_page.py")
+        assert resp.status == 404
     assert SECRET not in everything
     assert (run / "view.sqlite").is_file()
 
