@@ -88,23 +88,44 @@ function failed(parent, err) { parent.appendChild(el("p", String(err.message || 
 // ------------------------------------------------------------------ navigation
 
 /** Change the view: the new state goes into the URL (a new history entry when `push`),
- *  then the page draws it. */
+ *  then the page draws what changed. */
 function go(changes, push = true) {
+  const before = state;
   state = {...state, ...changes};
-  const hash = writeState(state) || "#";
-  if (push) history.pushState(null, "", hash); else history.replaceState(null, "", hash);
-  render();
+  writeURL(push);
+  render(before);
 }
-window.addEventListener("popstate", () => { state = readState(location.hash); render(); });
-window.addEventListener("hashchange", () => { state = readState(location.hash); render(); });
+/** Record a change that is already on screen (a call opened) in the URL only. */
+function remember(changes) {
+  state = {...state, ...changes};
+  writeURL(false);
+}
+// Replacing the URL is coalesced: browsers drop history updates past a rate (Chromium:
+// 200 in 10 s), and opening calls one after another must not lose the last one.
+let replaceTimer = 0;
+function writeURL(push) {
+  clearTimeout(replaceTimer);
+  if (push) { history.pushState(null, "", writeState(state) || "#"); return; }
+  replaceTimer = setTimeout(() => history.replaceState(null, "", writeState(state) || "#"), 60);
+}
+let drawn = null;  // the state last drawn
+window.addEventListener("popstate", () => { const before = state; state = readState(location.hash); render(before); });
+window.addEventListener("hashchange", () => { const before = state; state = readState(location.hash); render(before); });
 
-function render() {
+const ROW_KEYS = ["ot", "oa", "om", "call"];
+function render(before) {
   show(state.view);
-  if (state.view === "rows") loadRows();
-  else if (state.view === "task") loadTask();
+  const same = (keys) => before && drawn && before.view === state.view
+    && Object.keys(state).filter((k) => !keys.includes(k)).every((k) => state[k] === before[k]);
+  if (state.view === "rows") {
+    if (same(ROW_KEYS) && state.ot) openRow();        // only the open row changed
+    else if (same(["call"])) { /* a call opened: already on screen */ }
+    else loadRows();
+  } else if (state.view === "task") loadTask();
   else if (state.view === "pair") loadPair();
   else if (state.view === "decisions") loadDecisions();
   else if (state.view === "charts") loadCharts();
+  drawn = state;
 }
 
 // ------------------------------------------------------------------ rows
@@ -126,6 +147,7 @@ function syncFilters() {
 }
 async function loadRows() {
   const mine = ++seq.rows;
+  document.body.dataset.ready = "0";  // until this page of rows is drawn (tests and benches wait for "1")
   head();
   syncFilters();
   let data;
@@ -238,7 +260,7 @@ function callBox(c, i) {
   let drawn = false;
   box.addEventListener("toggle", () => {
     if (box.open && !drawn) { drawn = true; box.appendChild(transcript(c)); }
-    if (box.open && state.call !== i) go({call: i}, false);
+    if (box.open && state.call !== i) remember({call: i});
   });
   return box;
 }
@@ -633,4 +655,4 @@ for (const b of document.querySelectorAll("#tabs button")) b.addEventListener("c
 const metaReady = loadMeta(true).then(() => {
   for (const s of document.querySelectorAll(".swatch[data-agent]")) s.style.background = colour(s.dataset.agent);
 });
-if (state.view === "rows") { show("rows"); loadRows(); } else metaReady.then(render);
+if (state.view === "rows") { show("rows"); loadRows(); drawn = state; } else metaReady.then(() => render(null));

@@ -101,7 +101,7 @@ export function segments(text, marks) {
 // What a template variable holds, in words (the marks' labels).
 const VARIABLE_LABELS = {
   page: "cited page", url: "cited URL", statements: "statements from the report", claim: "claim from the report",
-  chunk: "report excerpt", report: "report", article: "report", article_1: "report (article 1)",
+  chunk: "which part", report: "report text", article: "report text", article_1: "report (article 1)",
   article_2: "reference report (article 2)", passage_a: "paragraph A", passage_b: "paragraph B",
   task_prompt: "task", task: "task", question: "task", query: "task", criteria_list: "criteria",
   window: "part of the page shown", keypoints: "key points", sources: "sources", item: "checklist item",
