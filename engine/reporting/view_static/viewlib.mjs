@@ -285,7 +285,7 @@ function redundancyTables(details, tables, used) {
                  kind: "pairs"});
   }
   for (const k of ["unit_lines", "pairs"]) used.add(k);
-  if (texts) used.add("units");
+  if (lines.size || texts) { used.add("units"); used.add("segmentation"); }
 }
 
 function raceTables(details, calls, tables, used) {
