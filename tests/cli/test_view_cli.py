@@ -1,6 +1,5 @@
 """`drscore view` refuses what it cannot serve: a run it cannot read, or a folder that is not
-a run, is an error (exit 1),
-a port out of range a usage error (exit 2)."""
+a run, is an error (exit 1); a port out of range a usage error (exit 2)."""
 from __future__ import annotations
 
 from pathlib import Path
