@@ -22,7 +22,7 @@ import re
 import urllib.parse
 from typing import Any, Iterable, Sequence
 
-from drscore.engine.reporting import decisions
+from drscore.engine.reporting import decisions as report_decisions
 from drscore.engine.runtime.extras import MissingExtra
 
 try:
@@ -45,6 +45,7 @@ from drscore.engine.reporting.tables import (  # noqa: F401  (re-exported: the r
     redact, task_sets_differ,
 )
 from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
+from drscore.engine.stats.paired import MethodDecisions
 from drscore.engine.runtime.models import ScoreRow
 from drscore.engine.runtime.calls.pricing import cost_text
 from drscore.engine.runtime.rundir_read import RunDir, natural_key
@@ -134,6 +135,7 @@ def render_html(
     seed: int = 0,
     title: str | None = None,
     viewer: str | None = None,
+    decisions: dict[str, MethodDecisions] | None = None,
 ) -> str:
     """The whole report page as one string (inline CSS and SVG, no scripts). With
     ``viewer`` (the viewer page's file name), the leaderboard links into it."""
@@ -151,13 +153,14 @@ def render_html(
         _unfinished(run),
         _section_header(run, confidence, resamples, seed),
         _section_leaderboard(board, ids, confidence, viewer),
-        decisions.section_decisions(run, board, confidence=confidence, resamples=resamples, seed=seed),
+        report_decisions.section_decisions(run, board, confidence=confidence, resamples=resamples, seed=seed,
+                                           decisions=decisions),
         _section_dimensions(board, ids),
         _section_heatmaps(run, ids),
         _section_redundancy(redundancy_row, ids),
         _section_citations(run, ids),
         _section_cost(run, ids),
-        decisions.section_time_money(board),
+        report_decisions.section_time_money(board),
         _section_problems(run),
         _section_config(run),
         "</body></html>",
@@ -182,7 +185,7 @@ def _section_header(run: RunDir, confidence: float, resamples: int, seed: int) -
         ("score rows", len(run.scores)),
         ("intervals", f"{confidence * 100:g}% percentile bootstrap over tasks, "
                       f"{resamples} resamples, seed {seed}"),
-        *decisions.overview_facts(run),
+        *report_decisions.overview_facts(run),
     ])]
     if _offline(run):
         out.insert(0, '<p class="note">Scored by the <b>offline judge</b>: a deterministic '

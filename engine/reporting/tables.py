@@ -19,12 +19,14 @@ from typing import Any, Iterable, Sequence
 import msgspec
 import numpy as np
 
+from drscore.engine.reporting.decision_tables import PAIR_FIELDS, decisions_markdown, pair_records
 from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, mean_ci
 from drscore.engine.stats.rankable import reason_from_counts
 from drscore.engine.runtime.escape import csv_cell, markdown_cell
 from drscore.engine.runtime.models import ScoreRow
 from drscore.engine.runtime.calls.pricing import cost_text, sum_costs
 from drscore.engine.runtime.rundir_read import RunDir, natural_key
+from drscore.engine.stats.paired import MethodDecisions
 
 OUTCOMES = ("supported", "unsupported", "unreachable", "refused", "failed")
 # Subscores that are counts or bookkeeping rather than quality dimensions (e.g. the
@@ -464,8 +466,10 @@ def _offline(run: RunDir) -> bool:
 
 
 def leaderboard_markdown(run: RunDir, board: dict[str, list[LeaderboardRow]], *,
-                         confidence: float, resamples: int, seed: int) -> str:
-    """``leaderboard.md``: one table per method, then its subscore means."""
+                         confidence: float, resamples: int, seed: int,
+                         decisions: dict[str, MethodDecisions] | None = None) -> str:
+    """``leaderboard.md``: one table per method, then its subscore means and, given
+    ``decisions``, its paired differences and P(rank first) (decision_tables)."""
     pct = f"{confidence * 100:g}%"
     lines = ["# Leaderboard", "",
              f"Run: `{run.path}` · judge: {', '.join(_judges(run)) or 'unknown'} · "
@@ -517,6 +521,8 @@ def leaderboard_markdown(run: RunDir, board: dict[str, list[LeaderboardRow]], *,
                 lines += ["", f"{_md(str(entry.get('agent')))} · {convention}: {shown}"]
         for note in (run.summary.get("notes") or {}).get(method, []):
             lines += ["", f"> **Note:** {_md(note)}"]
+        if decisions and method in decisions:
+            lines += decisions_markdown(decisions[method])
         lines.append("")
     return "\n".join(lines)
 
@@ -525,23 +531,32 @@ def _md(text: str) -> str:
     return markdown_cell(text)
 
 
-def leaderboard_csv(board: dict[str, list[LeaderboardRow]]) -> str:
-    """``leaderboard.csv``: one row per method x agent; subscores as ``sub.<name>``."""
+def leaderboard_csv(board: dict[str, list[LeaderboardRow]],
+                    decisions: dict[str, MethodDecisions] | None = None) -> str:
+    """``leaderboard.csv``: one row per method x agent (``kind`` agent); subscores as
+    ``sub.<name>``; given ``decisions``, each agent's ``p_first`` and, after a method's
+    agents, one row per pair of agents (``kind`` pair: A in ``agent``, B in ``vs``)."""
     subs = sorted({k for entries in board.values() for e in entries for k in e.subscores})
-    fields = ["method", "rank", "agent", "score", "ci_low", "ci_high", "tasks_scored",
+    fields = ["kind", "method", "rank", "agent", "score", "ci_low", "ci_high", "tasks_scored",
               "tasks_total", "coverage", "failed", "partial", "calls", "cache_hits",
               "input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens", "cost_usd",
               "cost_usd_uncached", "judge_s", "quota_wait_s", "judge",
               "shared_tasks", "shared_score", "shared_ci_low", "shared_ci_high", "samples", "judge_sd",
               "unranked_reason"]
+    fields += ["p_first", *PAIR_FIELDS]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(fields + [f"sub.{s}" for s in subs])
-    for entries in board.values():
+    decisions = decisions or {}
+    for method, entries in board.items():
+        decided = decisions.get(method)
         for e in entries:
-            record = msgspec.structs.asdict(e)
-            writer.writerow([_csv(record[f]) for f in fields]
+            record: dict[str, Any] = {**msgspec.structs.asdict(e), "kind": "agent",
+                                      "p_first": (decided.p_first or {}).get(e.agent) if decided else None}
+            writer.writerow([_csv(record.get(f)) for f in fields]
                             + [_csv(e.subscores.get(s)) for s in subs])
+        for pair in pair_records(decided) if decided else ():
+            writer.writerow([_csv(pair.get(f)) for f in fields] + [""] * len(subs))
     return buf.getvalue()
 
 
