@@ -95,6 +95,8 @@ def comparison_note(entries: Sequence[LeaderboardRow]) -> str | None:
     """One sentence for a table whose agents were scored on different task sets."""
     if not task_sets_differ(entries):
         return None
+    if all(e.rank is None for e in entries):  # nothing was ordered, by any mean
+        return "Agents were scored on different tasks; none is ranked (see why beside each), so no order is given."
     shared = entries[0].shared_tasks or 0
     counts = ", ".join(f"{e.agent} {e.tasks_scored}" for e in entries)
     if shared == 0:
@@ -302,6 +304,22 @@ def leaderboard(
         for row in rows:  # type: ignore[union-attr]
             fold.add(row)
     return fold.board(resamples=resamples, seed=seed, confidence=confidence)
+
+
+# Subscores that are rates or shares (FACT's valid_rate, acc_paper): on a method whose other
+# dimension-like subscores are per-report counts, these two kinds get axes of their own.
+_RATE_LIKE = re.compile(r"(rate|^acc|accuracy|share|ratio|precision|recall|fraction)")
+
+
+def dimension_groups(entries: Sequence[LeaderboardRow]) -> tuple[list[str], list[str]]:
+    """:func:`dimension_names` split for drawing: ``(dimensions, counts)``. When some are
+    rates and the others are not, the others are per-report counts and ``counts`` lists
+    them (drawn on their own axis); otherwise every name is a dimension."""
+    names = dimension_names(entries)
+    rates = [n for n in names if _RATE_LIKE.search(n)]
+    if not rates or len(rates) == len(names):
+        return names, []
+    return rates, [n for n in names if n not in rates]
 
 
 def dimension_names(entries: Sequence[LeaderboardRow]) -> list[str]:
