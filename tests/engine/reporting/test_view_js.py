@@ -1,4 +1,5 @@
-"""The page code of `drscore view` (engine/reporting/view_static/*.mjs) is real JavaScript:
+"""The page code of `drscore view` (engine/reporting/view_static/*.mjs) and of viewer.html
+(viewer.js) is real JavaScript:
 node parses every file (``node --check``) and node's test runner runs the unit tests of
 its pure part (``tests/engine/reporting/js``). scripts/test installs Node.js when missing."""
 from __future__ import annotations
@@ -22,8 +23,8 @@ def _node() -> str:
 
 
 def test_every_page_script_parses() -> None:
-    scripts = sorted(STATIC.glob("*.mjs"))
-    assert [p.name for p in scripts] == ["view.mjs", "viewlib.mjs"]
+    scripts = sorted([*STATIC.glob("*.mjs"), *STATIC.glob("*.js")])
+    assert [p.name for p in scripts] == ["view.mjs", "viewer.js", "viewlib.mjs"]
     for path in scripts:
         proc = subprocess.run([_node(), "--check", str(path)], capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, f"{path.name}: {proc.stderr}"
