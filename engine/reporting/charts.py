@@ -94,7 +94,7 @@ def _short(label: str, limit: int = _MAX_LABEL) -> str:
 def _wrapped(label: str, width: int = 14) -> str:
     """A tick label on lines of ``width`` (``instruction_following`` whole, not cut)."""
     text = terminal(label)
-    return "\n".join(textwrap.wrap(text.replace("_", " "), width, break_long_words=True)[:3]) or text
+    return "\n".join(textwrap.wrap(text.replace("_", " "), width, break_long_words=False)[:3]) or text
 
 
 def _colour(colours: Mapping[str, str] | None, agent: str, k: int) -> str:

@@ -62,6 +62,10 @@ CREATE TABLE IF NOT EXISTS calls (
     task TEXT NOT NULL, agent TEXT NOT NULL, method TEXT NOT NULL, offset INTEGER NOT NULL,
     length INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS calls_row ON calls (task, agent, method);
+-- the default order (natural task order) and one agent's rows of a method: the first page
+-- and the pair view read 50 rows of an index instead of sorting or scanning every row
+CREATE INDEX IF NOT EXISTS rows_task_order ON rows (task_num IS NULL, task_num, task, id);
+CREATE INDEX IF NOT EXISTS rows_method_agent ON rows (method, agent);
 """
 # What each table must hold; anything else is an index of another layout or a damaged one.
 _TABLES = {
@@ -99,6 +103,7 @@ class ViewIndex:
         self.path = Path(index_path) if index_path else self.run_dir / INDEX_NAME
         self._lock = threading.Lock()
         self.rebuilds = 0  # times the index was found damaged and built again
+        self._facets: tuple[Any, dict[str, Any]] | None = None
         self.damage: str | None = None  # what was found the last time (for the page and the log)
         problem = header_problem(self.path)
         if problem is not None:  # not SQLite at all: start over (it is derived from the run)
@@ -191,10 +196,13 @@ class ViewIndex:
     # ------------------------------------------------------------------ building
 
     def refresh(self) -> dict[str, int]:
-        """Index what the run's files gained since the last refresh; new lines per file."""
+        """Index what the run's files gained since the last refresh; new lines per file.
+        The filter values are computed again when anything changed (see :meth:`facets`)."""
         with self._lock:
-            return self._guarded(lambda: {"scores": self._follow("scores", self._add_scores),
-                                          "verdicts": self._follow("verdicts", self._add_calls)})
+            added = self._guarded(lambda: {"scores": self._follow("scores", self._add_scores),
+                                           "verdicts": self._follow("verdicts", self._add_calls)})
+        self.facets()
+        return added
 
     def _follow(self, name: str, add: Any) -> int:
         path = self.run_dir / f"{name}.jsonl"
@@ -289,7 +297,14 @@ class ViewIndex:
     # ------------------------------------------------------------------ reading
 
     def facets(self) -> dict[str, Any]:
-        """Distinct agents, methods and statuses (for the filter menus) and the row count."""
+        """Distinct agents, methods and statuses (for the filter menus) and the row count;
+        computed once per state of the index (:meth:`stamp`): a page load asks for them
+        beside its first rows, and scanning every row for them each time would delay those."""
+        stamp = self.stamp()
+        cached = self._facets
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+
         def read() -> dict[str, Any]:
             out: dict[str, Any] = {}
             for column in ("agent", "method", "status"):
@@ -299,7 +314,9 @@ class ViewIndex:
             out["calls"] = self._db.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
             return out
         with self._lock:
-            return self._guarded(read)
+            found = self._guarded(read)
+        self._facets = (stamp, found)
+        return found
 
     def page(self, q: RowQuery) -> dict[str, Any]:
         """``{"total": rows matching, "rows": [one dict per row of the page]}``. A query
@@ -319,9 +336,11 @@ class ViewIndex:
         direction = "DESC" if q.descending else "ASC"
         # NULLs (no score) last in both directions; the id keeps equal values in file order
         exprs = SORTS[q.sort]
-        order = ", ".join(f"{e} {direction}" for e in exprs)
-        sql = (f"SELECT {', '.join(COLUMNS)} FROM rows{clause} ORDER BY {exprs[-1]} IS NULL, {order}, id "
-               f"LIMIT ? OFFSET ?")
+        if q.sort == "task" and not q.descending:  # the default: exactly the rows_task_order index
+            order_by = "task_num IS NULL, task_num, task, id"
+        else:
+            order_by = f"{exprs[-1]} IS NULL, " + ", ".join(f"{e} {direction}" for e in exprs) + ", id"
+        sql = f"SELECT {', '.join(COLUMNS)} FROM rows{clause} ORDER BY {order_by} LIMIT ? OFFSET ?"
 
         def read() -> dict[str, Any]:
             total = self._db.execute(f"SELECT COUNT(*) FROM rows{clause}", args).fetchone()[0]
@@ -388,20 +407,38 @@ class ViewIndex:
         with self._lock:
             return self._guarded(read)
 
-    def scores(self, method: str) -> dict[str, Any]:
-        """What the charts draw for one method: each agent's scores (for the distribution)
-        and the scores per task, tasks in natural order."""
-        def read() -> list[tuple[str, int | None, str, float]]:
-            return self._db.execute("SELECT task, task_num, agent, score FROM rows WHERE method=? AND score IS NOT"
-                                    " NULL ORDER BY task_num IS NULL, task_num, task, agent", (method,)).fetchall()
+    def scores(self, method: str, *, bins: int = 20, max_tasks: int = 100) -> dict[str, Any]:
+        """What the charts draw for one method: each agent's score distribution as counts
+        in ``bins`` equal bins over ``range`` (the last bin closed), and the scores of the
+        first ``max_tasks`` tasks in natural order (``tasks_total``: all of them)."""
+        import numpy as np
+
+        def read() -> tuple[list[tuple[str, float]], list[tuple[str, str, float]], int]:
+            every = self._db.execute("SELECT agent, score FROM rows WHERE method=? AND score IS NOT NULL",
+                                     (method,)).fetchall()
+            first = [t for (t,) in self._db.execute(
+                "SELECT task FROM rows WHERE method=? AND score IS NOT NULL GROUP BY task"
+                " ORDER BY task_num IS NULL, task_num, task LIMIT ?", (method, max_tasks))]
+            marks = ",".join("?" * len(first))
+            per_task = self._db.execute(f"SELECT task, agent, score FROM rows WHERE method=? AND score IS NOT NULL"
+                                        f" AND task IN ({marks})", (method, *first)).fetchall() if first else []
+            total = self._db.execute("SELECT COUNT(DISTINCT task) FROM rows WHERE method=? AND score IS NOT NULL",
+                                     (method,)).fetchone()[0]
+            return every, per_task, total
         with self._lock:
-            found = self._guarded(read)
-        by_agent: dict[str, list[float]] = {}
-        by_task: dict[str, dict[str, float]] = {}
-        for task, _, agent, score in found:
-            by_agent.setdefault(agent, []).append(score)
-            by_task.setdefault(task, {})[agent] = score
-        return {"agents": by_agent, "tasks": by_task}
+            every, per_task, total = self._guarded(read)
+        values = np.array([s for _, s in every], dtype=float)
+        lo, hi = (float(values.min()), float(values.max())) if values.size else (0.0, 1.0)
+        if hi <= lo:
+            lo, hi = lo - 0.5, hi + 0.5
+        agents = np.array([a for a, _ in every], dtype=object)
+        counts = {str(a): np.histogram(values[agents == a], bins=bins, range=(lo, hi))[0].tolist()
+                  for a in sorted(set(agents.tolist()))}
+        order = {t: i for i, t in enumerate(sorted({t for t, _, _ in per_task}, key=_natural))}
+        by_task: dict[str, dict[str, float]] = {t: {} for t in order}
+        for task, agent, score in per_task:
+            by_task[task][agent] = score
+        return {"range": [lo, hi], "bins": bins, "counts": counts, "tasks": by_task, "tasks_total": total}
 
     def score_rows(self) -> Iterator[ScoreRow]:
         """Every indexed row as a ScoreRow (for the paired comparisons), read in blocks so
@@ -433,6 +470,10 @@ class ViewIndex:
                     yield orjson.loads(f.read(length))
                 except orjson.JSONDecodeError:
                     continue
+
+
+def _natural(task: str) -> tuple[int, int | str]:
+    return (0, int(task)) if task.isdigit() else (1, task)
 
 
 class _Damaged(Exception):

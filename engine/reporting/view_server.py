@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 import msgspec
+import orjson
 from aiohttp import web
 
 from drscore.engine.reporting import view_page
@@ -177,11 +178,26 @@ def task_pairs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-class _Decisions:
-    """The paired comparisons of the indexed rows, computed once per state of the index
-    (they resample every pair: seconds for a large run, so never twice for the same rows)."""
+def recorded_decisions(run_dir: Path) -> dict[str, Any] | None:
+    """The decisions a finished run recorded in summary.json (the same ``decide`` over the
+    same rows), when they are at least as new as scores.jsonl; else None."""
+    summary, scores = run_dir / "summary.json", run_dir / "scores.jsonl"
+    try:
+        if run_state(run_dir).get("state") != "finished" or summary.stat().st_mtime < scores.stat().st_mtime:
+            return None
+        found = orjson.loads(summary.read_bytes()).get("decisions")
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        return None
+    return found if isinstance(found, dict) else None
 
-    def __init__(self) -> None:
+
+class _Decisions:
+    """The paired comparisons of the indexed rows, once per state of the index: those a
+    finished run recorded, else computed (they resample every pair: seconds for a large
+    run, so never twice for the same rows)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
         self._stamp: Any = None
         self._value: dict[str, Any] = {}
         self._lock = asyncio.Lock()
@@ -190,16 +206,18 @@ class _Decisions:
         async with self._lock:
             stamp = await asyncio.to_thread(index.stamp)
             if stamp != self._stamp:
-                decided = await asyncio.to_thread(lambda: decide(index.score_rows(), seed=0))
-                self._value = {m: msgspec.to_builtins(d) for m, d in decided.items()}
-                self._stamp = stamp
+                value = await asyncio.to_thread(recorded_decisions, self.run_dir)
+                if value is None:
+                    decided = await asyncio.to_thread(lambda: decide(index.score_rows(), seed=0))
+                    value = {m: msgspec.to_builtins(d) for m, d in decided.items()}
+                self._value, self._stamp = value, stamp
             return self._value
 
 
 def make_app(config: ViewConfig, index: ViewIndex, prompts: PromptLookup) -> web.Application:
     """The aiohttp application (the caller owns ``index`` and ``prompts``)."""
     title = f"drscore view: {config.run_dir}"
-    decisions = _Decisions()
+    decisions = _Decisions(Path(config.run_dir))
 
     @web.middleware
     async def guard(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]

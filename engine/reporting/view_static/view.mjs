@@ -5,8 +5,7 @@
 // (viewlib.mjs: readState/writeState), so a link or a reload gives the same view.
 "use strict";
 import {
-  chars, decisionMatrix, detailTables, extent, fmt, fmtCost, fmtInterval, fmtP, fmtSeconds, fmtSigned, histogram,
-  isLong, messagesOf, noiseShare, readState, rowsQuery, segments, variableLabel, verdictTables, writeState,
+  chars, decisionMatrix, detailTables, extent, fmt, fmtCost, fmtInterval, fmtP, fmtSeconds, fmtSigned, isLong, messagesOf, noiseShare, readState, rowsQuery, segments, variableLabel, verdictTables, writeState,
 } from "./viewlib.mjs";
 
 const PAGE = 50;
@@ -546,13 +545,14 @@ async function loadCharts() {
   let d;
   try { d = await getJSON("api/scores?" + new URLSearchParams({method})); } catch (err) { failed(box, err); return; }
   if (mine !== seq.charts) return;
-  const agents = Object.keys(d.agents).sort();
+  const agents = Object.keys(d.counts).sort();
   box.appendChild(legend(agents));
   box.appendChild(el("h3", "score distribution per agent"));
-  box.appendChild(distribution(d.agents, agents));
+  box.appendChild(distribution(d, agents));
   const tasks = Object.keys(d.tasks);
-  box.appendChild(el("h3", tasks.length > 100 ? `scores per task (the first 100 of ${tasks.length} tasks)` : "scores per task"));
-  box.appendChild(perTask(d.tasks, tasks.slice(0, 100), agents));
+  box.appendChild(el("h3", d.tasks_total > tasks.length ? `scores per task (the first ${tasks.length} of `
+    + `${d.tasks_total} tasks, in task order)` : "scores per task"));
+  box.appendChild(perTask(d.tasks, tasks, agents));
   box.dataset.ready = "1";
 }
 
@@ -562,14 +562,14 @@ function legend(agents) {
   return l;
 }
 
-function distribution(byAgent, agents) {
-  const all = agents.flatMap((a) => byAgent[a]);
-  const [lo, hi] = extent(all);
-  const bins = 20, W = 640, rowH = 46, left = 150, right = 20;
+/** Each agent's histogram (counts the server binned over one range), one row per agent. */
+function distribution(d, agents) {
+  const [lo, hi] = d.range;
+  const bins = d.bins, W = 640, rowH = 46, left = 150, right = 20;
   const s = svg("svg", {width: W, height: agents.length * rowH + 30, class: "hist", role: "img"});
   const x = (v) => left + (v - lo) / (hi - lo) * (W - left - right);
   agents.forEach((a, k) => {
-    const counts = histogram(byAgent[a], bins, lo, hi);
+    const counts = d.counts[a];
     const top = Math.max(1, ...counts);
     const y0 = k * rowH + rowH - 6;
     const name = svg("text", {x: left - 6, y: y0 - 12, "text-anchor": "end", class: "lab"});

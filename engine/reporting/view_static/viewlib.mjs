@@ -179,17 +179,6 @@ export function noiseShare(decision) {
 
 // ------------------------------------------------------------------ charts
 
-/** Counts of `values` in `bins` equal bins over [lo, hi] (the last bin closed). */
-export function histogram(values, bins, lo, hi) {
-  const counts = new Array(bins).fill(0);
-  const width = (hi - lo) / bins;
-  for (const v of values) {
-    if (typeof v !== "number" || !Number.isFinite(v) || v < lo || v > hi) continue;
-    counts[width > 0 ? Math.min(bins - 1, Math.floor((v - lo) / width)) : 0] += 1;
-  }
-  return counts;
-}
-
 /** A range that holds every value, a little wider than the values (never empty). */
 export function extent(values) {
   const finite = values.filter((v) => typeof v === "number" && Number.isFinite(v));

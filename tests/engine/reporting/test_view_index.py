@@ -125,8 +125,11 @@ def test_the_pair_and_task_queries(tmp_path: Path) -> None:
     assert [(x["task"], round(x["delta"], 6)) for x in pair["tasks"]] == [("2", -0.4), ("3", 0.25), ("1", 0.1)]
     assert index.pair_tasks("m", "b", "a", limit=1)["tasks"][0]["task"] == "2"
     assert [r["row"]["agent"] for r in index.task_rows("4")] == ["a", "b"]
-    assert index.scores("m")["tasks"]["2"] == {"a": 0.9, "b": 0.5}
-    assert sorted(index.scores("m")["agents"]["b"]) == [0.25, 0.5, 0.6]
+    charts = index.scores("m", bins=2)
+    assert charts["tasks"]["2"] == {"a": 0.9, "b": 0.5} and list(charts["tasks"]) == ["1", "2", "3", "4"]
+    # a: 0.5 0.9 0.0 0.3, b: 0.6 0.5 0.25 over [0, 0.9] in two bins, the top edge in the last
+    assert charts["range"] == [0.0, 0.9] and charts["counts"] == {"a": [2, 2], "b": [1, 2]}
+    assert index.scores("m", max_tasks=2)["tasks_total"] == 4 and list(index.scores("m", max_tasks=2)["tasks"]) == ["1", "2"]
     assert [r.task_id for r in index.score_rows()] == ["1", "1", "2", "2", "3", "3", "4", "4"]
     index.close()
 

@@ -212,7 +212,8 @@ async def test_side_by_side_pair_and_decisions(tmp_path: Path) -> None:
         assert pairs["decision"]["delta"] == d["delta"]
         assert set(decisions["quality"]["p_first"]) == {"a", "b"}
         charts, _, _ = await _get(s, server.url + "api/scores?method=quality")
-        assert len(charts["agents"]["a"]) == 11 and charts["tasks"]["7"] == {"b": 0.75}
+        assert sum(charts["counts"]["a"]) == 11 and sum(charts["counts"]["b"]) == 12
+        assert charts["range"] == [0.1, 1.25] and charts["tasks"]["7"] == {"b": 0.75} and charts["tasks_total"] == 12
         meta, _, _ = await _get(s, server.url + "api/meta")
         assert meta["colours"] == agent_colours(["a", "b"]) and meta["prompt_caches"]["opened"]
 
