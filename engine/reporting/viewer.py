@@ -88,7 +88,8 @@ def viewer_data(rows: list[ScoreRow], verdicts: Iterable[VerdictRecord | InputEr
             continue
         calls[i].append([strings(rec.template), rec.label, rec.status, 1 if rec.cached else 0,
                          rec.input_tokens, rec.output_tokens, _num(rec.cost_usd, 8), _num(rec.latency_s, 4),
-                         rec.error or "", rec.verdict, rec.inputs or {}, rec.reasoning_tokens])
+                         rec.error or "", rec.verdict, rec.inputs or {}, rec.reasoning_tokens,
+                         _num(rec.judge_s, 4), _num(rec.quota_wait_s, 4)])
     col: dict[str, list[Any]] = {k: [] for k in ("t", "a", "m", "st", "s", "cov", "n", "hit", "cost", "lat",
                                                  "wait", "err")}
     detail: list[str] = []

@@ -130,12 +130,15 @@ function openPanel(i) {
   parts.push(el("h3", {}, `judge calls (${c.calls.length}${c.dropped ? `, ${c.dropped} more in verdicts.jsonl` : ""})`), calls);
   if (!c.calls.length) calls.append(el("p", {class: "muted"}, "no judge call recorded for this row"));
   c.calls.forEach((k, n) => {
-    const [tpl, label, status, cached, tin, tout, cost, lat, error, verdict, inputs, reasoning] = k;
+    const [tpl, label, status, cached, tin, tout, cost, lat, error, verdict, inputs, reasoning, judgeS, waitS] = k;
     const thought = reasoning ? ` (${reasoning} thinking)` : "";
     const price = cost === null ? "cost unknown" : `$${fmt(cost, 5)}`;
+    // time at the judge and waiting apart; a record without them (older drscore) has the mixed latency only
+    const time = judgeS || waitS || !lat ? `at the judge ${fmt(judgeS, 2)}s · waiting ${fmt(waitS, 2)}s`
+      : `${fmt(lat, 2)}s (judge and waiting together)`;
     const sum = el("summary", {}, `#${n + 1} ${S[tpl]}`, label ? ` · ${label}` : "",
       el("span", {class: "tag " + status}, status), cached ? el("span", {class: "tag cached"}, "cached") : null,
-      el("span", {class: "muted"}, ` ${tin}+${tout}${thought} tokens · ${price} · ${fmt(lat, 2)}s`));
+      el("span", {class: "muted"}, ` ${tin}+${tout}${thought} tokens · ${price} · ${time}`));
     const d = el("details", {class: "call", "data-template": S[tpl]}, sum);
     d.addEventListener("toggle", () => {
       if (!d.open || d.dataset.drawn) return;
