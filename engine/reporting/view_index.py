@@ -104,6 +104,7 @@ class ViewIndex:
         self._lock = threading.Lock()
         self.rebuilds = 0  # times the index was found damaged and built again
         self._facets: tuple[Any, dict[str, Any]] | None = None
+        self._generation = 0  # counts changes to the rows (see stamp)
         self.damage: str | None = None  # what was found the last time (for the page and the log)
         problem = header_problem(self.path)
         if problem is not None:  # not SQLite at all: start over (it is derived from the run)
@@ -183,11 +184,10 @@ class ViewIndex:
             self._rebuild(str(exc))
             return read()
 
-    def stamp(self) -> tuple[str | None, str | None, int]:
-        """Changes whenever the indexed rows may have changed (what caches of derived
-        figures, such as the decisions, are keyed by)."""
-        with self._lock:
-            return self._meta("scores_offset"), self._meta("scores_inode"), self.rebuilds
+    def stamp(self) -> tuple[int, int]:
+        """Changes whenever the indexed rows changed (what caches of derived figures, such
+        as the decisions, are keyed by): rows added or replaced, the index emptied or rebuilt."""
+        return self._generation, self.rebuilds
 
     def close(self) -> None:
         with self._lock:
@@ -264,6 +264,8 @@ class ViewIndex:
             " judge_s=excluded.judge_s, quota_wait_s=excluded.quota_wait_s, errors=excluded.errors", values)
         self._db.executemany("INSERT OR REPLACE INTO bodies (id, body) SELECT id, ? FROM rows"
                              " WHERE task=? AND agent=? AND method=?", bodies)
+        if values:
+            self._generation += 1
         return len(values)
 
     def _add_calls(self, lines: list[tuple[int, bytes]]) -> int:
@@ -281,6 +283,7 @@ class ViewIndex:
         return len(values)
 
     def _reset(self, name: str) -> None:
+        self._generation += 1
         for table in (("rows", "bodies") if name == "scores" else ("calls",)):
             self._db.execute(f"DELETE FROM {table}")
         if name != "scores":

@@ -145,9 +145,13 @@ def test_index_follows_a_run_that_is_still_writing(tmp_path: Path) -> None:
     (run / "scores.jsonl").write_bytes(row("1", 0.5) + row("2", 0.25) + row("3", 1.0)[:20])  # last line half written
     index = ViewIndex(run)
     assert index.refresh()["scores"] == 2
+    stamp, facets = index.stamp(), index.facets()
     with open(run / "scores.jsonl", "ab") as f:
         f.write(row("3", 1.0)[20:] + row("1", 0.75))  # finishes line 3; task 1 again: the last line wins
-    assert index.refresh()["scores"] == 2 and index.refresh()["scores"] == 0
+    assert index.refresh()["scores"] == 2 and index.stamp() != stamp  # what is cached by the stamp is redone
+    assert facets["rows"] == 2 and index.facets()["rows"] == 3
+    stamp = index.stamp()
+    assert index.refresh()["scores"] == 0 and index.stamp() == stamp
     page = index.page(msgspec.structs.replace(_query(), sort="task"))
     assert [(r["task"], r["score"]) for r in page["rows"]] == [("1", 0.75), ("2", 0.25), ("3", 1.0)]
     # a finished run rewrites scores.jsonl (new inode, input order): indexed again from the start
