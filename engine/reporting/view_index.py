@@ -412,36 +412,37 @@ class ViewIndex:
 
     def scores(self, method: str, *, bins: int = 20, max_tasks: int = 100) -> dict[str, Any]:
         """What the charts draw for one method: each agent's score distribution as counts
-        in ``bins`` equal bins over ``range`` (the last bin closed), and the scores of the
-        first ``max_tasks`` tasks in natural order (``tasks_total``: all of them)."""
-        import numpy as np
-
-        def read() -> tuple[list[tuple[str, float]], list[tuple[str, str, float]], int]:
-            every = self._db.execute("SELECT agent, score FROM rows WHERE method=? AND score IS NOT NULL",
-                                     (method,)).fetchall()
-            first = [t for (t,) in self._db.execute(
-                "SELECT task FROM rows WHERE method=? AND score IS NOT NULL GROUP BY task"
+        in ``bins`` equal bins over ``range`` (the last bin closed; binned by SQLite, so a
+        large run is not carried into Python), and the scores of the first ``max_tasks``
+        tasks in natural order (``tasks_total``: all of them)."""
+        def read() -> dict[str, Any]:
+            db = self._db
+            # "+method": a scan, not the (method, agent) index, which costs more when a method
+            # holds most of the rows
+            lo, hi, total = db.execute("SELECT MIN(score), MAX(score), COUNT(DISTINCT task) FROM rows"
+                                       " WHERE +method=? AND score IS NOT NULL", (method,)).fetchone()
+            lo, hi = (0.0, 1.0) if lo is None else (float(lo), float(hi))
+            if hi <= lo:
+                lo, hi = lo - 0.5, hi + 0.5
+            counts: dict[str, list[int]] = {}
+            for agent, k, n in db.execute(
+                    "SELECT agent, MIN(?, CAST((score - ?) * ? / ? AS INTEGER)), COUNT(*) FROM rows"
+                    " WHERE +method=? AND score IS NOT NULL GROUP BY 1, 2", (bins - 1, lo, bins, hi - lo, method)):
+                counts.setdefault(agent, [0] * bins)[int(k)] += n
+            first = [t for (t,) in db.execute(  # the first tasks in the order index, not all of them sorted
+                "SELECT DISTINCT task FROM rows INDEXED BY rows_task_order WHERE +method=? AND score IS NOT NULL"
                 " ORDER BY task_num IS NULL, task_num, task LIMIT ?", (method, max_tasks))]
-            marks = ",".join("?" * len(first))
-            per_task = self._db.execute(f"SELECT task, agent, score FROM rows WHERE method=? AND score IS NOT NULL"
-                                        f" AND task IN ({marks})", (method, *first)).fetchall() if first else []
-            total = self._db.execute("SELECT COUNT(DISTINCT task) FROM rows WHERE method=? AND score IS NOT NULL",
-                                     (method,)).fetchone()[0]
-            return every, per_task, total
+            by_task: dict[str, dict[str, float]] = {t: {} for t in first}
+            if first:
+                marks = ",".join("?" * len(first))
+                for task, agent, score in db.execute(
+                        f"SELECT task, agent, score FROM rows WHERE method=? AND score IS NOT NULL AND task IN ({marks})",
+                        (method, *first)):
+                    by_task[task][agent] = score
+            return {"range": [lo, hi], "bins": bins, "counts": dict(sorted(counts.items())), "tasks": by_task,
+                    "tasks_total": total}
         with self._lock:
-            every, per_task, total = self._guarded(read)
-        values = np.array([s for _, s in every], dtype=float)
-        lo, hi = (float(values.min()), float(values.max())) if values.size else (0.0, 1.0)
-        if hi <= lo:
-            lo, hi = lo - 0.5, hi + 0.5
-        agents = np.array([a for a, _ in every], dtype=object)
-        counts = {str(a): np.histogram(values[agents == a], bins=bins, range=(lo, hi))[0].tolist()
-                  for a in sorted(set(agents.tolist()))}
-        order = {t: i for i, t in enumerate(sorted({t for t, _, _ in per_task}, key=_natural))}
-        by_task: dict[str, dict[str, float]] = {t: {} for t in order}
-        for task, agent, score in per_task:
-            by_task[task][agent] = score
-        return {"range": [lo, hi], "bins": bins, "counts": counts, "tasks": by_task, "tasks_total": total}
+            return self._guarded(read)
 
     def score_rows(self) -> Iterator[ScoreRow]:
         """Every indexed row as a ScoreRow (for the paired comparisons), read in blocks so
@@ -473,10 +474,6 @@ class ViewIndex:
                     yield orjson.loads(f.read(length))
                 except orjson.JSONDecodeError:
                     continue
-
-
-def _natural(task: str) -> tuple[int, int | str]:
-    return (0, int(task)) if task.isdigit() else (1, task)
 
 
 class _Damaged(Exception):

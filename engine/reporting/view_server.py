@@ -309,9 +309,14 @@ def make_app(config: ViewConfig, index: ViewIndex, prompts: PromptLookup) -> web
     async def decisions_route(_: web.Request) -> web.Response:
         return web.json_response(await decisions.get(index))
 
+    charts: dict[str, tuple[Any, dict[str, Any]]] = {}  # method -> (index stamp, chart data)
+
     async def scores(request: web.Request) -> web.Response:
         method = _text(request.query, "method", True) or ""
-        return web.json_response(await asyncio.to_thread(index.scores, method))
+        stamp = index.stamp()
+        if method not in charts or charts[method][0] != stamp:  # one pass over the method's rows per state
+            charts[method] = (stamp, await asyncio.to_thread(index.scores, method))
+        return web.json_response(charts[method][1])
 
     app = web.Application(middlewares=[guard])
     app[_INDEX_KEY] = index
