@@ -7,13 +7,17 @@ workload of :mod:`bench.scale`) is scored into a run directory, then:
 - ``drscore export`` to CSV and to Parquet, each in a fresh process (chunked writing), on
   synthetic score files of ``--rows`` and 5 x ``--rows`` rows: flat memory means the same peak;
 - the view index: build time from scratch, size; first page (task order), the first page
-  sorted by score over every row, a task-prefix filter, a row with its calls; each
-  through HTTP from a running ``drscore view`` server (median of ``--repeat``);
+  sorted by score over every row, a task-prefix filter, a row with its calls, one task's
+  rows side by side, the tasks where two agents differ most, the chart data of a method
+  and the paired decisions (first request, then cached); each through HTTP
+  from a running ``drscore view`` server (median of ``--repeat``);
 - with Chromium (``/usr/bin/chromium`` or ``$CHROMIUM``): a ``--browser-rows`` run
-  (default 20,000) served, and the time from navigation to the page's first table page
-  drawn (``window.firstPageMs``, ``performance.now()``), median of ``--repeat`` loads.
+  (default: the ``--rows`` run itself) served, and from navigation, the time to the first
+  table page drawn (``window.firstPageMs``) and, opening a link to one task's side-by-side
+  view, the time to that view drawn (``window.taskViewMs``), both ``performance.now()``,
+  median of ``--repeat`` loads.
 
-    .venv/bin/python -m bench.view_timing [--rows 100000] [--browser-rows 20000] [--repeat 5]
+    .venv/bin/python -m bench.view_timing [--rows 100000] [--browser-rows N] [--repeat 5]
 
 Prints one JSON object.
 """
@@ -131,11 +135,26 @@ async def time_view(run_dir: Path, repeat: int) -> dict[str, Any]:
 
         out["first_page_ms"], _ = await timed("api/rows?limit=50")
         out["sort_by_score_desc_ms"], top = await timed("api/rows?sort=score&descending=1&limit=50")
-        out["sort_by_latency_ms"], _ = await timed("api/rows?sort=latency_s&limit=50")
+        out["sort_by_judge_s_ms"], _ = await timed("api/rows?sort=judge_s&limit=50")
         out["task_prefix_filter_ms"], hits = await timed("api/rows?task_prefix=t99&limit=50")
         out["task_prefix_matches"] = hits["total"]
         out["row_with_calls_ms"], _ = await timed(f"api/row/{top['rows'][0]['id']}")
         out["sorted_rows_total"] = top["total"]
+        task = top["rows"][0]["task"]
+        out["side_by_side_task_ms"], side = await timed(f"api/task?task={task}")
+        out["side_by_side_rows"] = len(side["rows"])
+        t = time.monotonic()  # before the pair view, which needs them too
+        async with s.get(server.url + "api/decisions") as resp:
+            await resp.json()
+        out["decisions_first_ms"] = round((time.monotonic() - t) * 1000, 1)
+        out["decisions_cached_ms"], _ = await timed("api/decisions")
+        out["pair_tasks_ms"], pair = await timed("api/pair?method=quality&a=agent0&b=agent1&limit=50")
+        out["pair_shared_tasks"] = pair["n"]
+        t = time.monotonic()  # the first request scans the method's rows; later ones are cached
+        async with s.get(server.url + "api/scores?method=quality") as resp:
+            await resp.json()
+        out["chart_data_first_ms"] = round((time.monotonic() - t) * 1000, 1)
+        out["chart_data_cached_ms"], _ = await timed("api/scores?method=quality")
     return out
 
 
@@ -147,26 +166,38 @@ async def time_browser(run_dir: Path, repeat: int) -> dict[str, Any]:
 
     if not os.access(CHROMIUM, os.X_OK):
         return {"skipped": f"{CHROMIUM} missing (scripts/install-chromium)"}
-    shown = []
+    shown, side = [], []
+    wait_for = ("new Promise(r => {{ const w = () => window.{0} !== undefined ? "
+                "r(window.{0}) : setTimeout(w, 10); w(); }})")
     async with ViewServer(ViewConfig(run_dir=str(run_dir), port=0)) as server:
         with tempfile.TemporaryDirectory(prefix="drscore-bench-chromium-") as profile:
             async with Browser(CHROMIUM, Path(profile) / "p") as cdp:
+                await cdp.navigate(server.url)  # a first load: the index is warm, as for a person
+                await cdp.evaluate(wait_for.format("firstPageMs"))
                 for _ in range(repeat):
                     await cdp.navigate("about:blank")
                     await cdp.navigate(server.url)
-                    shown.append(await cdp.evaluate(
-                        "new Promise(r => { const w = () => window.firstPageMs !== undefined ? "
-                        "r(window.firstPageMs) : setTimeout(w, 10); w(); })"))
+                    shown.append(await cdp.evaluate(wait_for.format("firstPageMs")))
                 rows = await cdp.evaluate("document.querySelectorAll('#body tr').length")
+                task = await cdp.evaluate("document.querySelector('#body tr td').textContent")
+                for _ in range(repeat):
+                    await cdp.navigate("about:blank")
+                    await cdp.navigate(server.url + f"#view=task&st={task}")
+                    side.append(await cdp.evaluate(wait_for.format("taskViewMs")))
+                columns = await cdp.evaluate("document.querySelectorAll('#task-view .agent-col').length")
     return {"first_page_shown_ms_median": round(statistics.median(shown), 1),
-            "first_page_shown_ms_all": [round(x, 1) for x in shown], "rows_drawn": rows}
+            "first_page_shown_ms_all": [round(x, 1) for x in shown], "rows_drawn": rows,
+            "side_by_side_shown_ms_median": round(statistics.median(side), 1),
+            "side_by_side_shown_ms_all": [round(x, 1) for x in side], "side_by_side_columns": columns}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=100_000)
-    ap.add_argument("--browser-rows", type=int, default=20_000, help="0 to skip the browser")
+    ap.add_argument("--browser-rows", type=int, default=None,
+                    help="rows of the run opened in Chromium (default: the --rows run; 0 skips the browser)")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--no-export", action="store_true", help="skip the export measurements (5 x --rows rows)")
     args = ap.parse_args()
     result: dict[str, Any] = {"benchmark": "view_timing", "rows": args.rows}
     with tempfile.TemporaryDirectory(prefix="drscore-view-") as tmp:
@@ -176,12 +207,15 @@ def main() -> None:
         result["scores_jsonl_mb"] = round((run_dir / "scores.jsonl").stat().st_size / 2**20, 1)
         result["report"] = time_report(run_dir)
         result["view"] = asyncio.run(time_view(run_dir, args.repeat))
-    with tempfile.TemporaryDirectory(prefix="drscore-export-") as tmp:
-        # export memory against size: the same rows at n and 5n (synthetic, no judging)
-        for n in (args.rows, 5 * args.rows):
-            export_dir = synthetic_scores(Path(tmp) / str(n), n)
-            result[f"export_{n}_rows"] = {fmt: time_export(export_dir, fmt) for fmt in ("csv", "parquet")}
-    if args.browser_rows:
+        if args.browser_rows is None or args.browser_rows == args.rows:
+            result["browser"] = {"rows": args.rows, **asyncio.run(time_browser(run_dir, args.repeat))}
+    if not args.no_export:
+        with tempfile.TemporaryDirectory(prefix="drscore-export-") as tmp:
+            # export memory against size: the same rows at n and 5n (synthetic, no judging)
+            for n in (args.rows, 5 * args.rows):
+                export_dir = synthetic_scores(Path(tmp) / str(n), n)
+                result[f"export_{n}_rows"] = {fmt: time_export(export_dir, fmt) for fmt in ("csv", "parquet")}
+    if args.browser_rows and args.browser_rows != args.rows:
         with tempfile.TemporaryDirectory(prefix="drscore-view-") as tmp:
             run_dir = score_run(Path(tmp), args.browser_rows)
             result["browser"] = {"rows": args.browser_rows, **asyncio.run(time_browser(run_dir, args.repeat))}

@@ -265,7 +265,8 @@ def parse_completion(raw: bytes, request: ChatRequest) -> ChatResponse:
         reasoning = round(pout * t_thought / max(1, t_thought + t_answer))
     return ChatResponse(text=text, input_tokens=pin, output_tokens=pout, usage_estimated=estimated,
                         finish_reason=choice.get("finish_reason"), model=obj.get("model"),
-                        cached_input_tokens=cached, reasoning_tokens=reasoning, thought_visible=bool(thought))
+                        cached_input_tokens=cached, reasoning_tokens=reasoning, thought_visible=bool(thought),
+                        thought=thought)
 
 
 def reasoning_usage(usage: dict[str, Any], completion: int, prompt: int) -> tuple[int, int]:

@@ -21,7 +21,7 @@ ALLOWED = {
     "drscore.engine.methods": {"drscore.engine.runtime", "drscore.engine.text", "drscore.engine.stats",
                                "drscore.prompts"},
     "drscore.engine.reporting": {"drscore.engine.runtime", "drscore.engine.text", "drscore.engine.stats",
-                                 "drscore.engine.methods"},
+                                 "drscore.engine.methods", "drscore.prompts"},  # the viewer marks template variables
     "drscore.fetch": {"drscore.engine.runtime"},
     "drscore.judge": {"drscore.engine.runtime", "drscore.engine.text", "drscore.engine.methods",
                       "drscore.engine.stats", "drscore.prompts"},

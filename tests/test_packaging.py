@@ -74,7 +74,9 @@ def test_the_wheel_holds_only_drscore_at_the_top(wheel):
     assert {t for t in top if not t.endswith(".dist-info")} == {"drscore"}
     for must in ("drscore/engine/runtime/calls/pool.py", "drscore/engine/methods/race/method.py",
                  "drscore/judge/mock/server.py", "drscore/fetch/guard.py", "drscore/prompts/quality.md",
-                 "drscore/py.typed"):
+                 "drscore/py.typed", "drscore/engine/reporting/view_static/view.mjs",
+                 "drscore/engine/reporting/view_static/viewlib.mjs", "drscore/engine/reporting/view_static/view.css",
+                 "drscore/engine/reporting/view_static/view.html", "drscore/engine/reporting/view_static/viewer.js"):
         assert must in names
     assert not any(n.startswith(("drscore/bench", "drscore/tests")) for n in names)
 

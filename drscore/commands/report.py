@@ -56,6 +56,7 @@ def run_report(args: SimpleNamespace) -> int:
     from drscore.engine.reporting.viewer import MAX_VIEWER_ROWS, render_viewer, render_viewer_pointer
     from drscore.engine.runtime.models import ScoreRow
     from drscore.engine.runtime.rundir_read import RunDirError, iter_verdicts, read_run_dir
+    from drscore.engine.stats.paired import decide
 
     if args.resamples < 1:
         usage_error("--resamples must be >= 1")
@@ -87,17 +88,19 @@ def run_report(args: SimpleNamespace) -> int:
                      f"agent {args.redundancy_agent!r} in {args.dir}")
     board = leaderboard(run.scores, resamples=args.resamples, seed=args.seed,
                         confidence=args.confidence)
+    # once, for the three files: the same paired comparisons everywhere
+    decisions = decide(run.scores, resamples=args.resamples, seed=args.seed, confidence=args.confidence)
     out = args.out or args.dir
     try:
         out.mkdir(parents=True, exist_ok=True)
         files = {
             "leaderboard.md": leaderboard_markdown(run, board, confidence=args.confidence,
-                                                   resamples=args.resamples, seed=args.seed),
-            "leaderboard.csv": leaderboard_csv(board),
+                                                   resamples=args.resamples, seed=args.seed, decisions=decisions),
+            "leaderboard.csv": leaderboard_csv(board, decisions),
             "report.html": render_html(run, board, redundancy_row=redundancy,
                                        confidence=args.confidence, resamples=args.resamples,
                                        seed=args.seed, title=args.title,
-                                       viewer=None if args.no_viewer else "viewer.html"),
+                                       viewer=None if args.no_viewer else "viewer.html", decisions=decisions),
         }
         viewer_title = args.title and f"{args.title}: viewer"
         if not args.no_viewer and len(run.scores) > MAX_VIEWER_ROWS:

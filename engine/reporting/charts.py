@@ -14,6 +14,7 @@ import functools
 import io
 import math
 import re
+import textwrap
 from typing import Callable, Mapping, ParamSpec, Sequence
 
 from drscore.engine.runtime.escape import terminal
@@ -90,6 +91,20 @@ def _short(label: str, limit: int = _MAX_LABEL) -> str:
     return label if len(label) <= limit else label[: limit - 1] + "…"
 
 
+def _wrapped(label: str, width: int = 14) -> str:
+    """A tick label on lines of ``width`` (``instruction_following`` whole, not cut)."""
+    text = terminal(label)
+    return "\n".join(textwrap.wrap(text.replace("_", " "), width, break_long_words=False)[:3]) or text
+
+
+def _colour(colours: Mapping[str, str] | None, agent: str, k: int) -> str:
+    """The agent's colour (engine.reporting.colours), else the k-th of the palette."""
+    if colours and agent in colours:
+        return colours[agent]
+    from drscore.engine.reporting.colours import PALETTE
+    return PALETTE[k % len(PALETTE)]
+
+
 @_literal
 def leaderboard_chart(
     chart_id: str,
@@ -98,8 +113,10 @@ def leaderboard_chart(
     means: Sequence[float | None],
     lows: Sequence[float | None],
     highs: Sequence[float | None],
+    colours: Mapping[str, str] | None = None,
 ) -> str:
-    """Horizontal bars of each agent's mean score with its confidence interval."""
+    """Horizontal bars of each agent's mean score with its confidence interval, each bar
+    in its agent's colour."""
     n = len(agents)
     fig = _figure(7.0, 1.2 + 0.38 * n)
     ax = fig.add_subplot()
@@ -107,7 +124,7 @@ def leaderboard_chart(
     vals = np.array([math.nan if v is None else v for v in means], dtype=float)
     lo = np.array([math.nan if v is None else v for v in lows], dtype=float)
     hi = np.array([math.nan if v is None else v for v in highs], dtype=float)
-    ax.barh(y, np.nan_to_num(vals), color="#4c78a8")
+    ax.barh(y, np.nan_to_num(vals), color=[_colour(colours, a, k) for k, a in enumerate(agents)])
     has_ci = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(vals)
     if has_ci.any():
         err = np.vstack([vals - lo, hi - vals])[:, has_ci]
@@ -128,22 +145,31 @@ def dimension_chart(
     agents: Sequence[str],
     dimensions: Sequence[str],
     values: Mapping[str, Mapping[str, float | None]],
+    colours: Mapping[str, str] | None = None,
+    counts: Sequence[str] = (),
 ) -> str:
-    """Grouped bars: one group per dimension, one bar per agent (``values[agent][dim]``)."""
-    nd, na = len(dimensions), len(agents)
-    fig = _figure(max(6.0, 1.0 + 0.5 * nd * max(na, 1) * 0.45), 3.6)
-    ax = fig.add_subplot()
+    """Grouped bars: one group per dimension, one bar per agent (``values[agent][dim]``),
+    each agent in its colour. ``counts``: subscores that are per-report counts (FACT's
+    citations beside its rates), drawn on an axis of their own to the right. The legend
+    sits below the axes, never over a bar; dimension names wrap instead of being cut."""
+    na = len(agents)
+    groups = [(list(dimensions), "mean subscore")] + ([(list(counts), "mean per report (count)")] if counts else [])
+    nd = sum(len(g) for g, _ in groups)
+    fig = _figure(max(6.0, 1.2 + 0.5 * nd * max(na, 1) * 0.45 + 0.8 * (len(groups) - 1)), 3.9)
+    axes = fig.subplots(1, len(groups), squeeze=False, width_ratios=[max(1, len(g)) for g, _ in groups])[0]
     width = 0.8 / max(na, 1)
-    x = np.arange(nd)
-    for k, agent in enumerate(agents):
-        row = [values.get(agent, {}).get(d) for d in dimensions]
-        heights = [0.0 if v is None else v for v in row]
-        ax.bar(x - 0.4 + width * (k + 0.5), heights, width, label=_short(agent))
-    ax.set_xticks(x, [_short(d, 18) for d in dimensions], rotation=20, ha="right")
-    ax.set_ylabel("mean subscore")
-    ax.set_title(title, fontsize=10)
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
+    for ax, (dims, label) in zip(axes, groups):
+        x = np.arange(len(dims))
+        for k, agent in enumerate(agents):
+            heights = [0.0 if (v := values.get(agent, {}).get(d)) is None else v for d in dims]
+            ax.bar(x - 0.4 + width * (k + 0.5), heights, width, label=_short(agent),
+                   color=_colour(colours, agent, k))
+        ax.set_xticks(x, [_wrapped(d) for d in dims], fontsize=8)
+        ax.set_ylabel(label)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(title, fontsize=10)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="outside lower center", ncols=min(max(na, 1), 4))
     return to_svg(fig, chart_id)
 
 

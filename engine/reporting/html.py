@@ -22,7 +22,8 @@ import re
 import urllib.parse
 from typing import Any, Iterable, Sequence
 
-from drscore.engine.reporting import decisions
+from drscore.engine.reporting import decisions as report_decisions
+from drscore.engine.reporting.colours import agent_colours
 from drscore.engine.runtime.extras import MissingExtra
 
 try:
@@ -41,10 +42,11 @@ except MissingExtra as exc:  # the base install: the report is written, without 
     charts = _NoCharts()  # type: ignore[assignment]
 from drscore.engine.reporting.tables import (  # noqa: F401  (re-exported: the report's data API)
     OUTCOMES, LeaderboardRow, _fmt, _judges, _offline, _pairs, _units, citation_counts, comparison_note,
-    cost_by, dimension_names, leaderboard, leaderboard_csv, leaderboard_markdown, pick_redundancy_row,
+    cost_by, dimension_groups, dimension_names, leaderboard, leaderboard_csv, leaderboard_markdown, pick_redundancy_row,
     redact, task_sets_differ,
 )
 from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
+from drscore.engine.stats.paired import MethodDecisions
 from drscore.engine.runtime.models import ScoreRow
 from drscore.engine.runtime.calls.pricing import cost_text
 from drscore.engine.runtime.rundir_read import RunDir, natural_key
@@ -73,6 +75,7 @@ figure.chart{margin:.8rem 0;overflow-x:auto}figure.chart svg{max-width:100%;heig
 figure.chart svg *{stroke-linejoin:round;stroke-linecap:butt}
 figcaption{font-size:.8rem;color:#555}
 pre{background:#f6f6f6;padding:.6rem;overflow-x:auto;font-size:.8rem}
+#time-money td.l{white-space:nowrap}
 """
 
 
@@ -134,11 +137,14 @@ def render_html(
     seed: int = 0,
     title: str | None = None,
     viewer: str | None = None,
+    decisions: dict[str, MethodDecisions] | None = None,
 ) -> str:
     """The whole report page as one string (inline CSS and SVG, no scripts). With
     ``viewer`` (the viewer page's file name), the leaderboard links into it."""
     ids = _Ids()
     title = title or f"drscore report: {run.path}"
+    # one colour per agent in every chart (and in drscore view's pages)
+    colours = agent_colours(e.agent for entries in board.values() for e in entries)
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -150,14 +156,15 @@ def render_html(
         f"<h1>{_e(title)}</h1>",
         _unfinished(run),
         _section_header(run, confidence, resamples, seed),
-        _section_leaderboard(board, ids, confidence, viewer),
-        decisions.section_decisions(run, board, confidence=confidence, resamples=resamples, seed=seed),
-        _section_dimensions(board, ids),
+        _section_leaderboard(board, ids, confidence, viewer, colours),
+        report_decisions.section_decisions(run, board, confidence=confidence, resamples=resamples, seed=seed,
+                                           decisions=decisions),
+        _section_dimensions(board, ids, colours),
         _section_heatmaps(run, ids),
         _section_redundancy(redundancy_row, ids),
         _section_citations(run, ids),
         _section_cost(run, ids),
-        decisions.section_time_money(board),
+        report_decisions.section_time_money(board),
         _section_problems(run),
         _section_config(run),
         "</body></html>",
@@ -182,7 +189,7 @@ def _section_header(run: RunDir, confidence: float, resamples: int, seed: int) -
         ("score rows", len(run.scores)),
         ("intervals", f"{confidence * 100:g}% percentile bootstrap over tasks, "
                       f"{resamples} resamples, seed {seed}"),
-        *decisions.overview_facts(run),
+        *report_decisions.overview_facts(run),
     ])]
     if _offline(run):
         out.insert(0, '<p class="note">Scored by the <b>offline judge</b>: a deterministic '
@@ -202,7 +209,8 @@ def viewer_link(href: str, method: str, agent: str | None = None) -> str:
 
 
 def _section_leaderboard(board: dict[str, list[LeaderboardRow]], ids: _Ids,
-                         confidence: float, viewer: str | None = None) -> str:
+                         confidence: float, viewer: str | None = None,
+                         colours: dict[str, str] | None = None) -> str:
     out = ['<section id="leaderboard"><h2>Leaderboard</h2>']
     if not board:
         out.append(_nodata("the run has no score rows"))
@@ -232,7 +240,7 @@ def _section_leaderboard(board: dict[str, list[LeaderboardRow]], ids: _Ids,
             out.append(_chart(cid, charts.leaderboard_chart(
                 cid, f"{method}: mean score with {pct} CI",
                 [e.agent for e in scored], [e.score for e in scored],
-                [e.ci_low for e in scored], [e.ci_high for e in scored]),
+                [e.ci_low for e in scored], [e.ci_high for e in scored], colours),
                 f"{method}: agents by mean score over tasks; whiskers show the bootstrap CI."))
         else:
             out.append(_nodata(f"no {method} row has a score (all failed)"))
@@ -240,20 +248,23 @@ def _section_leaderboard(board: dict[str, list[LeaderboardRow]], ids: _Ids,
     return "".join(out)
 
 
-def _section_dimensions(board: dict[str, list[LeaderboardRow]], ids: _Ids) -> str:
+def _section_dimensions(board: dict[str, list[LeaderboardRow]], ids: _Ids,
+                        colours: dict[str, str] | None = None) -> str:
     out = ['<section id="dimensions"><h2>Per-dimension scores</h2>']
     drawn = False
     for method, entries in board.items():
-        dims = dimension_names(entries)
+        rates, counts = dimension_groups(entries)
+        dims = rates + counts
         if not dims:
             continue
         drawn = True
         cid = ids("dimensions", method)
         values = {e.agent: {d: e.subscores.get(d) for d in dims} for e in entries}
         out.append(f"<h3>{_e(method)}</h3>")
+        apart = " Rates on the left axis, per-report counts on the right one." if counts else ""
         out.append(_chart(cid, charts.dimension_chart(
-            cid, f"{method}: mean subscore per dimension", [e.agent for e in entries], dims,
-            values), f"{method}: mean of each dimension subscore over tasks."))
+            cid, f"{method}: mean subscore per dimension", [e.agent for e in entries], rates,
+            values, colours, counts), f"{method}: mean of each dimension subscore over tasks.{apart}"))
         out.append(_table(["agent", *dims],
                           [(e.agent, *(_fmt(e.subscores.get(d)) for d in dims))
                            for e in entries]))

@@ -19,6 +19,7 @@ from typing import Any, Iterable, Sequence
 import msgspec
 import numpy as np
 
+from drscore.engine.reporting.decision_tables import PAIR_FIELDS, decisions_markdown, pair_records
 from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, mean_ci
 from drscore.engine.stats.rankable import reason_from_counts
 from drscore.engine.runtime.escape import csv_cell, markdown_cell
@@ -26,6 +27,7 @@ from drscore.engine.runtime.models import ScoreRow
 from drscore.engine.runtime.calls.ledger import may_have_billed, money_line
 from drscore.engine.runtime.calls.pricing import cost_text, sum_costs
 from drscore.engine.runtime.rundir_read import RunDir, natural_key
+from drscore.engine.stats.paired import MethodDecisions
 
 OUTCOMES = ("supported", "unsupported", "unreachable", "refused", "failed")
 # Subscores that are counts or bookkeeping rather than quality dimensions (e.g. the
@@ -94,6 +96,8 @@ def comparison_note(entries: Sequence[LeaderboardRow]) -> str | None:
     """One sentence for a table whose agents were scored on different task sets."""
     if not task_sets_differ(entries):
         return None
+    if all(e.rank is None for e in entries):  # nothing was ordered, by any mean
+        return "Agents were scored on different tasks; none is ranked (see why beside each), so no order is given."
     shared = entries[0].shared_tasks or 0
     counts = ", ".join(f"{e.agent} {e.tasks_scored}" for e in entries)
     if shared == 0:
@@ -303,6 +307,22 @@ def leaderboard(
     return fold.board(resamples=resamples, seed=seed, confidence=confidence)
 
 
+# Subscores that are rates or shares (FACT's valid_rate, acc_paper): on a method whose other
+# dimension-like subscores are per-report counts, these two kinds get axes of their own.
+_RATE_LIKE = re.compile(r"(rate|^acc|accuracy|share|ratio|precision|recall|fraction)")
+
+
+def dimension_groups(entries: Sequence[LeaderboardRow]) -> tuple[list[str], list[str]]:
+    """:func:`dimension_names` split for drawing: ``(dimensions, counts)``. When some are
+    rates and the others are not, the others are per-report counts and ``counts`` lists
+    them (drawn on their own axis); otherwise every name is a dimension."""
+    names = dimension_names(entries)
+    rates = [n for n in names if _RATE_LIKE.search(n)]
+    if not rates or len(rates) == len(names):
+        return names, []
+    return rates, [n for n in names if n not in rates]
+
+
 def dimension_names(entries: Sequence[LeaderboardRow]) -> list[str]:
     """Subscore names that look like quality dimensions, in first-seen order: not a
     count by name, and on the method's score scale (every agent's mean subscore is at
@@ -465,8 +485,10 @@ def _offline(run: RunDir) -> bool:
 
 
 def leaderboard_markdown(run: RunDir, board: dict[str, list[LeaderboardRow]], *,
-                         confidence: float, resamples: int, seed: int) -> str:
-    """``leaderboard.md``: one table per method, then its subscore means."""
+                         confidence: float, resamples: int, seed: int,
+                         decisions: dict[str, MethodDecisions] | None = None) -> str:
+    """``leaderboard.md``: one table per method, then its subscore means and, given
+    ``decisions``, its paired differences and P(rank first) (decision_tables)."""
     pct = f"{confidence * 100:g}%"
     lines = ["# Leaderboard", "",
              f"Run: `{run.path}` · judge: {', '.join(_judges(run)) or 'unknown'} · "
@@ -521,6 +543,8 @@ def leaderboard_markdown(run: RunDir, board: dict[str, list[LeaderboardRow]], *,
                 lines += ["", f"{_md(str(entry.get('agent')))} · {convention}: {shown}"]
         for note in (run.summary.get("notes") or {}).get(method, []):
             lines += ["", f"> **Note:** {_md(note)}"]
+        if decisions and method in decisions:
+            lines += decisions_markdown(decisions[method])
         lines.append("")
     return "\n".join(lines)
 
@@ -529,23 +553,32 @@ def _md(text: str) -> str:
     return markdown_cell(text)
 
 
-def leaderboard_csv(board: dict[str, list[LeaderboardRow]]) -> str:
-    """``leaderboard.csv``: one row per method x agent; subscores as ``sub.<name>``."""
+def leaderboard_csv(board: dict[str, list[LeaderboardRow]],
+                    decisions: dict[str, MethodDecisions] | None = None) -> str:
+    """``leaderboard.csv``: one row per method x agent (``kind`` agent); subscores as
+    ``sub.<name>``; given ``decisions``, each agent's ``p_first`` and, after a method's
+    agents, one row per pair of agents (``kind`` pair: A in ``agent``, B in ``vs``)."""
     subs = sorted({k for entries in board.values() for e in entries for k in e.subscores})
-    fields = ["method", "rank", "agent", "score", "ci_low", "ci_high", "tasks_scored",
+    fields = ["kind", "method", "rank", "agent", "score", "ci_low", "ci_high", "tasks_scored",
               "tasks_total", "coverage", "failed", "partial", "calls", "cache_hits",
               "input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens", "cost_usd",
               "cost_usd_uncached", "judge_s", "quota_wait_s", "judge",
               "shared_tasks", "shared_score", "shared_ci_low", "shared_ci_high", "samples", "judge_sd",
               "unranked_reason"]
+    fields += ["p_first", *PAIR_FIELDS]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(fields + [f"sub.{s}" for s in subs])
-    for entries in board.values():
+    decisions = decisions or {}
+    for method, entries in board.items():
+        decided = decisions.get(method)
         for e in entries:
-            record = msgspec.structs.asdict(e)
-            writer.writerow([_csv(record[f]) for f in fields]
+            record: dict[str, Any] = {**msgspec.structs.asdict(e), "kind": "agent",
+                                      "p_first": (decided.p_first or {}).get(e.agent) if decided else None}
+            writer.writerow([_csv(record.get(f)) for f in fields]
                             + [_csv(e.subscores.get(s)) for s in subs])
+        for pair in pair_records(decided) if decided else ():
+            writer.writerow([_csv(pair.get(f)) for f in fields] + [""] * len(subs))
     return buf.getvalue()
 
 

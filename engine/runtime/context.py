@@ -11,7 +11,7 @@ from drscore.engine.runtime.evidence import PageSource
 from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.runtime.calls.ledger import CALLER, Usage
 from drscore.engine.runtime.calls.meter import Meter
-from drscore.engine.runtime.models import Report, Task, VerdictRecord
+from drscore.engine.runtime.models import CallAttempt, Report, Task, VerdictRecord
 from drscore.engine.runtime.calls.pool import JudgePool
 
 T = TypeVar("T")
@@ -35,6 +35,23 @@ def call_inputs(variables: dict[str, Any]) -> dict[str, str]:
         else:
             out[name] = f"[{len(text):,} chars]"
     return out
+
+
+REASONING_KEEP_CHARS = 20_000  # of a thought recorded in verdicts.jsonl (its length is kept too)
+
+
+def _attempts(tries: list[tuple[str, float, str]]) -> list[CallAttempt]:
+    return [CallAttempt(outcome=o, seconds=round(s, 4), detail=d) for o, s, d in tries]
+
+
+def _span_seconds(spans: list[tuple[float, float]]) -> float:
+    return round(sum(max(0.0, b - a) for a, b in spans), 4)
+
+
+def _reasoning(text: str) -> str:
+    if len(text) <= REASONING_KEEP_CHARS:
+        return text
+    return text[:REASONING_KEEP_CHARS] + f" … [{len(text):,} chars]"
 
 
 def seeded_rng(*parts: Any) -> random.Random:
@@ -74,7 +91,9 @@ class ItemContext:
                                        cost_usd=round(paid.cost_usd, 8) if priced else None,
                                        cost_usd_uncached=round(paid.cost_usd_uncached, 8) if priced else None,
                                        judge_sample=self.judge_sample,
-                                       inputs=call_inputs(variables) if self._on_verdict else {}))
+                                       inputs=call_inputs(variables) if self._on_verdict else {},
+                                       judge_s=_span_seconds([(0.0, s) for _, s, _ in e.attempts]),
+                                       attempts=_attempts(e.attempts)))
             raise
         finally:
             CALLER.reset(caller)
@@ -91,7 +110,10 @@ class ItemContext:
             cost_usd_uncached=round(judged.cost_uncached, 8) if self.pool.priced else None, batched=judged.batched,
             reasoning_tokens=judged.reasoning_tokens + earlier.reasoning_tokens, judge_sample=self.judge_sample,
             paid_earlier=judged.earlier is not None, reused=judged.reused,
-            inputs=call_inputs(variables) if self._on_verdict else {}))
+            inputs=call_inputs(variables) if self._on_verdict else {},
+            judge_s=_span_seconds(judged.judge_spans), quota_wait_s=_span_seconds(judged.wait_spans),
+            attempts=_attempts(judged.attempts) if len(judged.attempts) > 1 else [],
+            reasoning=_reasoning(judged.thought)))
         return judged.value
 
     def _record(self, rec: VerdictRecord) -> None:

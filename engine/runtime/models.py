@@ -61,6 +61,16 @@ class ScoreRow(msgspec.Struct, kw_only=True, omit_defaults=False):
     subscore_sd: dict[str, float] = {}
 
 
+class CallAttempt(msgspec.Struct, kw_only=True):
+    """One request of a judge call as sent: ``answered``, or the failure's kind
+    (``timeout``, ``rate_limit``, ``server_error``, ...), its seconds at the judge, and a
+    detail (the answer's finish reason, or the error)."""
+
+    outcome: str
+    seconds: float
+    detail: str = ""
+
+
 class VerdictRecord(msgspec.Struct, kw_only=True):
     """One line of ``verdicts.jsonl``: one judge call (or cache hit) as it arrived."""
 
@@ -92,6 +102,14 @@ class VerdictRecord(msgspec.Struct, kw_only=True):
     # variables (statements, URLs, passages), each clipped; long ones (pages, whole
     # reports) only as their length. See engine.runtime.context.call_inputs.
     inputs: dict[str, str] = {}
+    # Time with this call at the judge and time it only waited (quota, a prefix warm-up,
+    # backoff), apart; latency_s is both. Every request it took when there was more than
+    # one, or when it failed (its reason is ``error``). The model's visible reasoning
+    # (``reasoning_content`` or ``<think>``), clipped like ``inputs``.
+    judge_s: float = 0.0
+    quota_wait_s: float = 0.0
+    attempts: list[CallAttempt] = []
+    reasoning: str = ""
 
 
 class InputError(msgspec.Struct):

@@ -3,6 +3,7 @@
 an example in every ``--help``, and the terminal leaderboard agreeing with the report."""
 from __future__ import annotations
 
+import csv
 import json
 import re
 import tomllib
@@ -206,6 +207,16 @@ def test_terminal_leaderboard_uses_the_report_intervals_and_shared_tasks(tmp_pat
     md = (out / "leaderboard.md").read_text()
     for e in board:
         assert f"[{e.ci_low:.3f}, {e.ci_high:.3f}]" in md
+    # ...and the paired difference and P(rank first) summary.json holds, in both leaderboard files
+    (pair,) = summary["decisions"]["quality"]["pairs"]
+    assert f"| {pair['a']} | {pair['b']} | {pair['delta']:+.3f} | [{pair['ci'][0]:+.3f}, {pair['ci'][1]:+.3f}] |" in md
+    with open(out / "leaderboard.csv", newline="") as f:
+        table = list(csv.DictReader(f))
+    (row,) = [r for r in table if r["kind"] == "pair"]
+    assert (row["agent"], row["vs"]) == (pair["a"], pair["b"])
+    assert float(row["delta"]) == pytest.approx(pair["delta"], rel=1e-5)
+    firsts = {r["agent"]: float(r["p_first"]) for r in table if r["kind"] == "agent"}
+    assert firsts == pytest.approx(summary["decisions"]["quality"]["p_first"], rel=1e-5)  # 6 digits in CSV
 
 
 @pytest.mark.parametrize("name", ["quality", "race_score"])

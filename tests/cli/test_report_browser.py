@@ -119,6 +119,34 @@ CHART_PROBE = """
 """
 
 
+# Runs in the page: where legends, axes and bars landed, what the tick labels read, the
+# bars' colours, and how the time-and-money table's agent cells lay out.
+LAYOUT_PROBE = """
+(() => {
+  const box = (e) => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  const charts = {};
+  for (const fig of document.querySelectorAll('[data-chart]')) {
+    const svg = fig.querySelector('svg');
+    if (!svg) continue;
+    const axes = [...svg.querySelectorAll('g[id*="-axes_"]')].filter(g => /-axes_\\d+$/.test(g.id));
+    charts[fig.dataset.chart] = {
+      legends: [...svg.querySelectorAll('g[id$="-legend_1"]')].map(box),
+      axes: axes.map(g => box(g.querySelector(':scope > g[id*="-patch_"]') || g)),
+      bars: axes.flatMap(g => [...g.querySelectorAll(':scope > g[id*="-patch_"]')].slice(1))
+                .map(g => [box(g), getComputedStyle(g.querySelector('path') || g).fill])
+                .filter(([, fill]) => fill !== 'none'),  // spines and frames are not bars
+      ylabels: axes.map(g => [...g.querySelectorAll('g[id*="-text_"] text')].map(t => t.textContent).pop() || ''),
+      texts: [...svg.querySelectorAll('text')].map(t => t.textContent),
+    };
+  }
+  const line = parseFloat(getComputedStyle(document.body).lineHeight) || 20;
+  const money = [...document.querySelectorAll('#time-money tbody tr')].map(tr =>
+    [tr.cells[1].textContent, tr.cells[1].getBoundingClientRect().height, getComputedStyle(tr.cells[1]).whiteSpace]);
+  return {charts, money, line};
+})()
+"""
+
+
 async def inspect_page(chromium: Path, page: Path, profile: Path) -> dict[str, Any]:
     """Open ``page`` in headless Chromium; return the probe, per-chart ink shares,
     console errors and every requested URL."""
@@ -131,6 +159,7 @@ async def inspect_page(chromium: Path, page: Path, profile: Path) -> dict[str, A
         await cdp.call("Emulation.setDeviceMetricsOverride", width=1200,
                        height=int(probe), deviceScaleFactor=1, mobile=False)
         result = await _evaluate(cdp, CHART_PROBE)
+        result["layout"] = await _evaluate(cdp, LAYOUT_PROBE)
         for chart in result["charts"]:
             if chart.get("svg") and chart["width"] > 0 and chart["height"] > 0:
                 chart["ink"] = await _ink(cdp, chart)
@@ -240,3 +269,37 @@ def test_html_is_self_contained(rendered):
     # The one other link is to the viewer page written beside the report.
     for attr in re.findall(r'(?:src|href)="([^"]*)"', html):
         assert attr.startswith(("#", "data:", "viewer.html#")), attr
+
+
+def _overlap(a: list[float], b: list[float]) -> float:
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    return max(0.0, w) * max(0.0, h)
+
+
+def _rgb(hex_colour: str) -> str:
+    h = hex_colour.lstrip("#")
+    return f"rgb({int(h[0:2], 16)}, {int(h[2:4], 16)}, {int(h[4:6], 16)})"
+
+
+def test_legends_labels_and_agent_colours(rendered):
+    from drscore.engine.reporting.colours import agent_colours
+
+    layout = rendered["good"]["layout"]
+    charts = layout["charts"]
+    agents = sorted({json.loads(x)["agent"] for x in (rendered["run"] / "scores.jsonl").read_text().splitlines()})
+    colour = {a: _rgb(c) for a, c in agent_colours(agents).items()}
+    # each agent keeps its colour: the leaderboard bars and the dimension bars use only the agents' colours
+    for name, chart in charts.items():
+        if name.startswith(("leaderboard-", "dimensions-")):
+            fills = {fill for _, fill in chart["bars"]}
+            assert fills and fills <= set(colour.values()), (name, fills)
+    assert {fill for _, fill in charts["dimensions-quality"]["bars"]} == set(colour.values())
+    # no legend lies over a bar, and the dimension names are whole (wrapped, not cut)
+    for name, chart in charts.items():
+        for legend in chart["legends"]:
+            assert all(_overlap(legend, bar) == 0 for bar, _ in chart["bars"]), name
+    race_ticks = " ".join(charts["dimensions-race"]["texts"])
+    assert "instruction" in race_ticks and "following" in race_ticks and "…" not in race_ticks
+    # agent names do not wrap in the time-and-money table
+    assert layout["money"] and all(ws == "nowrap" and h < 2 * layout["line"] for _, h, ws in layout["money"])

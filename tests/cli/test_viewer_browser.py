@@ -148,6 +148,8 @@ def test_opening_a_row_shows_its_scores_and_every_judge_call(session):
     for key in verdict:
         assert any(key in header for header in call["tables"]), (key, call["tables"])
     assert "verdict" in call["text"] and "judged" in call["text"]
+    # its time at the judge and time waiting, apart (not one mixed latency)
+    assert f"at the judge {expected[0]['judge_s']:.2f}s · waiting {expected[0]['quota_wait_s']:.2f}s" in call["text"]
 
 
 def test_redundancy_calls_show_the_pair_and_its_passages(session):

@@ -426,6 +426,7 @@ def race_result(agg: RaceAggregate, tc: TaskCriteria, info: dict[str, Any]) -> M
         reference=None if agg.pointwise else {"dims": agg.reference_dims, "total": agg.reference_total},
         items_scored=agg.judged,
         matches=agg.matches,
+        criteria=agg.items,
     )
     if agg.warnings:
         details["warnings"] = agg.warnings[:20]

@@ -57,6 +57,9 @@ class RaceAggregate(msgspec.Struct, kw_only=True):
     expected: int  # criteria in the task's criteria
     matches: dict[str, int]  # MATCH_KINDS -> count
     warnings: list[str] = []
+    # Every scored item as [dimension, criterion as the judge wrote it, weight used,
+    # target score, reference score or None]: what the viewer lists for a RACE row.
+    items: list[list[Any]] = []
 
 
 def _lower(text: str) -> str:
@@ -138,6 +141,7 @@ def aggregate(judgement: Mapping[str, Any], criteria: TaskCriteria, *, reverse: 
     t_total = r_total = 0.0
     judged = 0
     matched: set[tuple[str, str]] = set()
+    scored: list[list[Any]] = []
     for dim, items in judgement.items():
         if not isinstance(items, list):
             if dim in criteria.criterions:
@@ -185,6 +189,7 @@ def aggregate(judgement: Mapping[str, Any], criteria: TaskCriteria, *, reverse: 
             t_sum += first * weight
             w_sum += weight
             judged += 1
+            scored.append([dim, text, round(weight, 6), first, second])
             if second is not None:
                 r_sum += second * weight
             elif not pointwise:
@@ -222,6 +227,7 @@ def aggregate(judgement: Mapping[str, Any], criteria: TaskCriteria, *, reverse: 
         expected=criteria.n_criteria,
         matches=matches,
         warnings=warnings,
+        items=scored,
     )
 
 

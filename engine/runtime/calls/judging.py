@@ -54,6 +54,7 @@ class ChatResponse(msgspec.Struct, kw_only=True):
     # or ``<think>`` blocks), which shows an unknown model thinks.
     reasoning_tokens: int = 0
     thought_visible: bool = False
+    thought: str = ""  # the thought itself, when the endpoint returned it (shown by `drscore view`)
 
 
 class RateLimitInfo(msgspec.Struct, kw_only=True):
@@ -154,6 +155,8 @@ class JudgeFailed(Exception):
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
         self.detail = detail
+        # (outcome, seconds at the judge, detail) of each request sent for the call
+        self.attempts: list[tuple[str, float, str]] = []
 
 
 class StopReason(msgspec.Struct, frozen=True, kw_only=True):

@@ -109,13 +109,14 @@ class Judged(Generic[T]):
 
     __slots__ = ("value", "text", "key", "source", "input_tokens", "output_tokens", "cost_usd", "latency_s",
                  "cached_input_tokens", "cost_uncached", "batched", "judge_spans", "wait_spans",
-                 "reasoning_tokens", "earlier", "reused")
+                 "reasoning_tokens", "earlier", "reused", "attempts", "thought")
 
     def __init__(self, value: T, text: str, key: str, source: str, input_tokens: int = 0,
                  output_tokens: int = 0, cost_usd: float = 0.0, latency_s: float = 0.0, *,
                  cached_input_tokens: int = 0, cost_uncached: float | None = None, batched: bool = False,
                  judge_spans: list[Span] | None = None, wait_spans: list[Span] | None = None,
-                 reasoning_tokens: int = 0) -> None:
+                 reasoning_tokens: int = 0, attempts: list[tuple[str, float, str]] | None = None,
+                 thought: str = "") -> None:
         self.value, self.text, self.key, self.source = value, text, key, source
         self.input_tokens, self.output_tokens = input_tokens, output_tokens
         self.cost_usd, self.latency_s = cost_usd, latency_s
@@ -126,6 +127,8 @@ class Judged(Generic[T]):
         self.reasoning_tokens = reasoning_tokens  # of output_tokens: the model's thinking
         self.earlier: Usage | None = None
         self.reused = False
+        self.attempts = attempts or []  # (outcome, seconds at the judge, detail) per request sent
+        self.thought = thought  # the model's visible reasoning, redacted
 
     @property
     def cached(self) -> bool:
@@ -499,19 +502,23 @@ class JudgePool:
         group = group_key(req.messages) if warmup is not None else None
         leader = False
         wait_spans: list[Span] = []
+        tries: list[tuple[str, float, str]] = []
         try:
             if warmup is not None and group is not None:
                 leader = await warmup.enter(group)
                 if not leader and time.monotonic() > t0:
                     self.stats.warmup_held += 1
                     wait_spans.append((t0, time.monotonic()))
-            return await self._attempts(req, verdict, key, components, t0, wait_spans)
+            return await self._attempts(req, verdict, key, components, t0, wait_spans, tries)
+        except JudgeFailed as e:
+            e.attempts = tries  # every request this call sent, for the viewer
+            raise
         finally:
             if leader and warmup is not None:
                 warmup.leave(group)
 
     async def _attempts(self, req: ChatRequest, verdict: type[T], key: str, components: dict[str, Any],
-                        t0: float, wait_spans: list[Span]) -> Judged[T]:
+                        t0: float, wait_spans: list[Span], tries: list[tuple[str, float, str]]) -> Judged[T]:
         tpl = self._template(req.template)
         features = message_features(req.messages)
         def estimate() -> int:  # evaluated when the call reaches the head of the quota queue
@@ -588,6 +595,7 @@ class JudgePool:
             except JudgeError as e:
                 judge_spans.append((tj, time.monotonic()))
                 message = str(e)
+                tries.append((e.kind, judge_spans[-1][1] - tj, message[:300]))
                 if e.kind in _MAYBE_BILLED:
                     self.budget.forfeit(worst)
                     self.ledger.unknown(call, e.kind)
@@ -650,6 +658,7 @@ class JudgePool:
                     probe.open()
                 raise
             judge_spans.append((tj, time.monotonic()))
+            tries.append(("answered", judge_spans[-1][1] - tj, resp.finish_reason or ""))
             if probe is not None:
                 if current.json_mode and resp.finish_reason != "length" and "{" not in resp.text:
                     # Asked for a JSON schema, got prose without any JSON: the endpoint ignores
@@ -668,6 +677,7 @@ class JudgePool:
             # A thought never reaches the decoder (backends already take <think> out; this holds
             # for every backend).
             resp.text, thought = split_thinking(redact(resp.text))  # an endpoint may echo the key
+            thought = redact(resp.thought) + thought if resp.thought else thought
             cut = is_cut_off(resp.finish_reason)
             if self.thinking.observe(reasoning_tokens=resp.reasoning_tokens,
                                      thought_visible=resp.thought_visible or bool(thought),
@@ -743,7 +753,8 @@ class JudgePool:
                     self._memo.popitem(last=False)
             return Judged(value, resp.text, key, "network", tin, tout, cost, time.monotonic() - t0,
                           cached_input_tokens=tcached, cost_uncached=cost_uncached, batched=batched,
-                          judge_spans=judge_spans, wait_spans=wait_spans, reasoning_tokens=treasoning)
+                          judge_spans=judge_spans, wait_spans=wait_spans, reasoning_tokens=treasoning,
+                          attempts=tries, thought=thought)
 
 
 def _duration(seconds: float) -> str:

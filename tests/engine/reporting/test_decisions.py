@@ -101,3 +101,27 @@ def test_viewer_rows_split_time_and_carry_uncached_cost_and_samples():
     honest = json.loads(data["detail"][0])["honest"]
     assert honest == {"cached_input_tokens": 900, "cost_usd_uncached": 0.02, "latency_s": 42.0, "score_sd": 0.1,
                       "sample_scores": [0.4, 0.6]}
+
+
+def test_leaderboard_files_carry_the_paired_differences_and_p_first():
+    from drscore.engine.reporting.tables import leaderboard_markdown
+    from drscore.engine.stats.paired import decide
+
+    run = run_of(rows())
+    decided = decide(run.scores, resamples=200)
+    board = leaderboard(run.scores, resamples=200)
+    md = leaderboard_markdown(run, board, confidence=0.95, resamples=200, seed=0, decisions=decided)
+    # A - B is 0.2 on both tasks: every resample gives 0.2; C (not rankable) is not compared
+    # p: no resample on the other side of 0, floored at 1/200; one pair, so Holm leaves it
+    assert "| A | B | +0.200 | [+0.200, +0.200] | 0.005 | 2 | **yes** |" in md
+    assert "| A | 1.000 |" in md and "| B | 0.000 |" in md
+    assert "> not compared: C (2 of 2 scored rows partial, 1 with coverage 0)" in md
+    table = list(csv.DictReader(io.StringIO(leaderboard_csv(board, decided))))
+    agents = [r for r in table if r["kind"] == "agent"]
+    (pair,) = [r for r in table if r["kind"] == "pair"]
+    assert [(r["agent"], r["p_first"]) for r in agents] == [("A", "1"), ("B", "0"), ("C", "")]
+    assert (pair["method"], pair["agent"], pair["vs"], pair["delta"], pair["pair_tasks"]) == ("race", "A", "B", "0.2", "2")
+    assert (pair["delta_ci_low"], pair["delta_ci_high"], pair["significant"]) == ("0.2", "0.2", "1")
+    assert pair["p_holm"] == "0.005" and pair["score"] == "" and pair["rank"] == ""
+    # without decisions: the agents' rows only, as before
+    assert {r["kind"] for r in csv.DictReader(io.StringIO(leaderboard_csv(board)))} == {"agent"}

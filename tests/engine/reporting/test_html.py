@@ -228,3 +228,32 @@ def test_real_published_race_scores_reproduce_the_suite_mean(tmp_path):
     page = render_html(run, {"race": [entry]}, resamples=500)
     assert "42.184" in page and 'data-chart="dimensions-race"' in page
     assert "offline judge" not in page  # not labelled as the offline baseline
+
+
+def test_fact_rates_and_per_report_counts_get_axes_of_their_own():
+    from drscore.engine.reporting.tables import dimension_groups
+
+    rows = [row(t, a, v, method="fact", subscores={"valid_rate": v, "acc_paper": v / 2, "citations": n,
+                                                   "valid_citations": n * v})
+            for t, a, v, n in (("1", "A", 0.5, 1.0), ("2", "A", 0.75, 2.0), ("1", "B", 0.25, 1.0), ("2", "B", 0.5, 1.0))]
+    board = leaderboard(rows, resamples=20, seed=0)
+    assert dimension_groups(board["fact"]) == (["valid_rate", "acc_paper"], ["citations", "valid_citations"])
+    page = render_html(run_of(rows), board, resamples=20)
+    svg = page[page.index('data-chart="dimensions-fact"'):]
+    svg = svg[:svg.index("</figure>")]
+    assert 'id="dimensions-fact-axes_1"' in svg and 'id="dimensions-fact-axes_2"' in svg
+    assert "mean per report (count)" in svg and "mean subscore" in svg
+    # quality-like dimensions (no rate among them) stay on one axis
+    quality = leaderboard([row("1", "A", 3.0, subscores={"clarity": 3.0, "insight": 2.0})], resamples=5)["m"]
+    assert dimension_groups(quality) == (["clarity", "insight"], [])
+
+
+def test_the_shared_tasks_note_says_so_when_no_agent_is_ranked():
+    from drscore.engine.reporting.tables import comparison_note
+
+    rows = [row("1", "A", 0.5, status="partial", coverage=0.0), row("2", "A", 0.5, status="partial"),
+            row("2", "B", 0.7, status="partial", coverage=0.0), row("3", "B", 0.1, status="partial")]
+    entries = leaderboard(rows, resamples=10, seed=0)["m"]
+    assert all(e.rank is None for e in entries)
+    note = comparison_note(entries)
+    assert note is not None and "none is ranked" in note and "ranked by the mean" not in note
