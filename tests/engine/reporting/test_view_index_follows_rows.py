@@ -96,3 +96,26 @@ def test_a_viewer_reopened_after_the_change_shows_the_file_too(tmp_path):
         assert _shown(again) == {("2", "a"), ("3", "a")}
     finally:
         again.close()
+
+
+def test_a_line_edited_to_the_same_size_is_seen_by_the_next_viewer(tmp_path):
+    # Same inode, same size, same last line, no generation: only the content changed (a hand
+    # edit of an earlier row). The next process to open the index reads the file again.
+    run = tmp_path / "run"
+    run.mkdir()
+    scores = run / "scores.jsonl"
+    scores.write_bytes(_line("1", "a") + _line("2", "a") + _line("3", "a"))
+    first = ViewIndex(run)
+    try:
+        assert _shown(first) == {("1", "a"), ("2", "a"), ("3", "a")}
+    finally:
+        first.close()
+    edited = _line("9", "a") + _line("2", "a") + _line("3", "a")
+    assert len(edited) == scores.stat().st_size
+    _rewrite_in_place(scores, edited)
+    second = ViewIndex(run)
+    try:
+        assert _shown(second) == {("9", "a"), ("2", "a"), ("3", "a")}
+        assert second.refresh() == {"scores": 0, "verdicts": 0}  # checked once, then followed
+    finally:
+        second.close()
