@@ -180,6 +180,10 @@ def _totals_line(summary: dict[str, Any]) -> str:
                      + ("; the model was found to think and given room" if t.get("thinking_learned") else ""))
     if t.get("price_unknown"):
         lines.append(f"  warning: {unknown_price_message(t['price_unknown'])}")
+    hints = t.get("unusable_rate_limit_hints")
+    if hints:
+        lines.append(f"  note: {hints['count']} rate-limit answer(s) gave a delay that cannot be believed "
+                     f"({terminal(hints['last'])}); waited --max-rate-limit-wait {hints['waited_s']:g} s instead")
     if t.get("cached_input_tokens"):
         share = t["cached_input_tokens"] / max(1, t.get("input_tokens", 0))
         lines.append(f"  prompt cache: {t['cached_input_tokens']} of {t.get('input_tokens', 0)} input tokens "
@@ -275,6 +279,10 @@ def dry_run_text(summary: dict[str, Any], price_model: str | None) -> str:
                      f"would be the judge's hidden thinking, billed as output ({source})")
     if t.get("price_unknown"):
         lines.append(f"  warning: {unknown_price_message(t['price_unknown'])}")
+    hints = t.get("unusable_rate_limit_hints")
+    if hints:
+        lines.append(f"  note: {hints['count']} rate-limit answer(s) gave a delay that cannot be believed "
+                     f"({terminal(hints['last'])}); waited --max-rate-limit-wait {hints['waited_s']:g} s instead")
     items = max(1, t["items"])
     lines.append(f"  {t['items']} report x method items; {t['planned_calls'] / items:.2f} calls per item")
     samples = (summary.get("overview") or {}).get("samples", 1)

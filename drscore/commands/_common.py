@@ -64,7 +64,8 @@ judge_options: Callable[[F], F] = options(
            help="quota that may be used at once, in seconds of quota (default 1)"),
     option("--max-rate-limit-wait", section=_L, type=float, default=300.0, metavar="SECONDS",
            help="a 429 whose quota resets later than this stops the run (exit 3; re-run to resume) "
-                "instead of waiting (default 300)"),
+                "instead of waiting; a reset hint that cannot be believed (inf, nan, negative) waits this "
+                "long (default 300)"),
     option("--cache", section=_C, metavar="DIR",
            help="cache directory (default: $DRSCORE_CACHE or the user cache dir)"),
     option("--no-cache", section=_C, is_flag=True, help="neither read nor write the cache"),

@@ -246,6 +246,9 @@ class Runner:
         totals["refused_over_window"] = s.refused_over_window
         if s.structured_output_ignored:
             totals["structured_output_ignored"] = True  # the schema went into the prompt instead
+        if s.unusable_hints:  # 429 delay hints not believed: each waited --max-rate-limit-wait instead
+            totals["unusable_rate_limit_hints"] = {"count": s.unusable_hints, "last": s.unusable_hint,
+                                                   "waited_s": self.pool.max_rate_limit_wait_s}
         stopped = self.pool.stopped
         if stopped is not None and not s.stopped_calls and not self.items_not_run:
             # Nothing was refused for the stop: every item has the row its own calls earned.

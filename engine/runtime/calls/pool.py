@@ -146,6 +146,8 @@ class PoolStats(msgspec.Struct):
     request_faults: int = 0  # requests failed by their own content (judging.REQUEST_FAULTS), not the endpoint
     stopped_calls: int = 0  # calls failed only because the pool had stopped
     structured_output_ignored: bool = False  # response_format was ignored: the schema went into the prompt
+    unusable_hints: int = 0  # 429s whose delay hint could not be believed (inf, nan, negative...)
+    unusable_hint: str = ""  # the last such hint, as the server sent it (shortened)
     # dry-run plan (calls that would be made)
     planned_calls: int = 0
     planned_input_tokens: int = 0
@@ -544,7 +546,11 @@ class JudgePool:
                 if probe is not None:
                     probe.open()
                 if isinstance(e, RateLimited):
-                    delay = await self.limiter.rate_limited_release(permit, e.limits) if permit is not None else 1.0
+                    delay = await self.limiter.rate_limited_release(
+                        permit, e.limits, unusable_wait_s=self.max_rate_limit_wait_s) if permit is not None else 1.0
+                    if e.limits is not None and e.limits.unusable_hint:
+                        self.stats.unusable_hints += 1  # waited the bound instead (see judging.RateLimitInfo)
+                        self.stats.unusable_hint = e.limits.unusable_hint
                     self.stats.rate_limited += 1
                     rate_limited += 1
                     if delay > self.max_rate_limit_wait_s:
