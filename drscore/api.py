@@ -243,6 +243,7 @@ def make_backend(jc: JudgeConfig) -> Backend:
         raise ValueError("--judge-model is required with --judge-url")
     register_url_secrets(jc.url)  # a key in the URL (?key=..., user:pass@) is a key like any other
     key = os.environ.get(jc.api_key_env) or None
+    _check_url_credentials(jc, key)
     from drscore.judge.wire import family_profile
 
     thinking_policy(jc, jc.model)  # a bad --reasoning-effort fails here, before anything opens
@@ -271,6 +272,29 @@ def make_backend(jc: JudgeConfig) -> Backend:
     return HttpBackend(jc.url, jc.model, api_key=key, timeout_s=jc.timeout_s,
                        connections=max(64, jc.concurrency * 2), api_key_header=jc.api_key_header,
                        params=jc.params, profile=profile, unset_key_env=jc.api_key_env)
+
+
+def _check_url_credentials(jc: JudgeConfig, key: str | None) -> None:
+    """A judge URL with ``user:password@`` is sent as HTTP basic auth (``--transport http``),
+    unless the API key also goes in the Authorization header: one line says so at start
+    (before: every item failed as "internal error"). The password is never shown."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(jc.url or "")
+        has_credentials = parts.username is not None or parts.password is not None
+    except ValueError:
+        return  # an unreadable URL is the HTTP client's to report
+    if not has_credentials:
+        return
+    shown = redact_judge_url(jc.url or "")
+    if jc.transport == "sdk":
+        raise ValueError(f"--judge-url {shown} carries a user and password, which --transport sdk cannot send; "
+                         "use --transport http (it sends them as HTTP basic auth)")
+    if key and jc.api_key_header.lower() == "authorization":
+        raise ValueError(f"--judge-url {shown} carries a user and password (sent as HTTP basic auth) and "
+                         f"${jc.api_key_env} is set: both would go in the Authorization header. Drop the "
+                         f"user:password from the URL, or unset ${jc.api_key_env} (--api-key-env names the variable)")
 
 
 async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePool, AnswerCache | None]:
