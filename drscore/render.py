@@ -180,6 +180,9 @@ def _totals_line(summary: dict[str, Any]) -> str:
                      + ("; the model was found to think and given room" if t.get("thinking_learned") else ""))
     if t.get("price_unknown"):
         lines.append(f"  warning: {unknown_price_message(t['price_unknown'])}")
+    late = t.get("stop_after_all_items")
+    if late and late.get("fatal"):  # every item had its answer, but what stopped the judge still matters
+        lines.append(f"  note: {terminal(late['message'])}")
     hints = t.get("unusable_rate_limit_hints")
     if hints:
         lines.append(f"  note: {hints['count']} rate-limit answer(s) gave a delay that cannot be believed "
@@ -279,6 +282,9 @@ def dry_run_text(summary: dict[str, Any], price_model: str | None) -> str:
                      f"would be the judge's hidden thinking, billed as output ({source})")
     if t.get("price_unknown"):
         lines.append(f"  warning: {unknown_price_message(t['price_unknown'])}")
+    late = t.get("stop_after_all_items")
+    if late and late.get("fatal"):  # every item had its answer, but what stopped the judge still matters
+        lines.append(f"  note: {terminal(late['message'])}")
     hints = t.get("unusable_rate_limit_hints")
     if hints:
         lines.append(f"  note: {hints['count']} rate-limit answer(s) gave a delay that cannot be believed "

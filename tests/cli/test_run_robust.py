@@ -82,3 +82,54 @@ def test_url_credentials_with_the_sdk_transport_are_refused_at_start(tmp_path):
     assert proc.returncode != 0
     assert "which --transport sdk cannot send; use --transport http" in proc.stderr
     assert PASSWORD not in proc.stdout + proc.stderr
+
+
+# -- every request failing with the same request fault --------------------------------------
+
+DRB = ROOT / "tests" / "data" / "drb"
+
+
+def _drb_run(url: str, tmp: Path) -> subprocess.CompletedProcess[str]:
+    """quality + redundancy over the 21 reports of the test slice (42 items, hundreds of calls)."""
+    cmd = [sys.executable, "-m", "drscore.cli", "run", "--methods", "quality,redundancy",
+           "--tasks", str(DRB / "tasks.jsonl"), "--reports", str(DRB / "reports.claude-3-7-sonnet.jsonl"),
+           "--judge-url", url, "--judge-model", "local-judge", "--no-cache", "--out", str(tmp / "run")]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+def test_every_prompt_over_the_window_stops_the_run_with_one_line(tmp_path):
+    # Before: every item was tried (2,938 calls on a real run), each failing on its own.
+    with MockServerProcess(MockConfig(profile="vllm", context_window=200)) as mock:
+        proc = _drb_run(mock.url, tmp_path)
+        sent = mock.stats()["requests"]
+    assert proc.returncode == 1, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("drscore: error:")]
+    assert len(errors) == 1
+    assert "every prompt so far exceeds the context window of 200 tokens of local-judge" in errors[0]
+    assert "check --judge-model or the window" in errors[0]
+    summary = _summary(tmp_path)
+    assert summary["stopped"]["reason"] == "context_length" and summary["totals"]["items_failed"] == 42
+    assert sent <= 20  # the window was learned from the first 400; what was sent stayed small
+
+
+def test_every_prompt_filtered_stops_after_ten_calls(tmp_path):
+    # Azure's content filter answers 400 content_filter; "JSON" is in every drscore prompt.
+    with MockServerProcess(MockConfig(profile="azure", filter_word="JSON")) as mock:
+        proc = _drb_run(f"{mock.base}/openai/deployments/judge?api-version=2024-10-21", tmp_path)
+        sent = mock.stats()["requests"]
+    assert proc.returncode == 1, proc.stderr
+    assert "every prompt so far met the provider's content filter (the first 10 calls of the run)" in proc.stderr
+    # while every call so far failed alike they go one at a time: the tenth ends it
+    assert sent == 10
+
+
+def test_isolated_request_faults_still_fail_only_their_items(tmp_path):
+    # A window some whole reports exceed (more of them than the rule's 10) but others fit,
+    # and every redundancy pair fits: the ones over it fail alone, the run finishes.
+    with MockServerProcess(MockConfig(profile="vllm", context_window=4000)) as mock:
+        proc = _drb_run(mock.url, tmp_path)
+    summary = _summary(tmp_path)
+    reasons = summary["totals"]["failure_reasons"]
+    assert summary["stopped"] is None and proc.returncode == 3, proc.stderr
+    assert set(reasons) == {"context_length"} and reasons["context_length"] > 10
+    assert summary["totals"]["items"] - summary["totals"]["items_failed"] >= 21  # every redundancy row, some quality

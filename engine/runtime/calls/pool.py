@@ -35,6 +35,9 @@ Faults of one request (``judging.REQUEST_FAULTS``: a prompt over the context win
 content filter, a flagged prompt) fail that request at once, without retry and without
 touching the breaker; a prompt clearly over the model's known window (the table in
 :mod:`drscore.engine.runtime.calls.windows`, or the window an endpoint's 400 stated) is not sent.
+Unless they are systematic: when the first calls of a prompt kind all fail with the same
+request fault, the run stops with one line naming it
+(:class:`drscore.engine.runtime.calls.health.SystematicFaults`).
 
 Thinking models get room to think: the cap sent is the template's answer cap plus the
 reasoning allowance of :class:`drscore.engine.runtime.calls.thinking.ThinkingPolicy` (the cache key
@@ -62,7 +65,7 @@ import msgspec
 from drscore import prompts
 from drscore.engine.runtime.calls.budget import Budget, input_reservation
 from drscore.engine.runtime.calls.cache import AnswerCache, request_key
-from drscore.engine.runtime.calls.health import CircuitBreaker, EndpointGate
+from drscore.engine.runtime.calls.health import CircuitBreaker, EndpointGate, Lane, SystematicFaults
 from drscore.engine.runtime.calls.judging import (
     ENDPOINT_FAULTS, OTHER_FAULTS, REQUEST_FAULTS, Backend, ChatRequest, JudgeError, JudgeFailed, Message,
     RateLimited, StopReason, TransientError,
@@ -181,11 +184,14 @@ class JudgePool:
         templates: prompts.Library | None = None,
         prefix_warmup: bool = True,
         thinking: ThinkingPolicy | None = None,
+        systematic_after: int = 10,
     ) -> None:
         """``timeout_s`` bounds each attempt (None: only the backend's own timeout);
         ``max_rate_limit_wait_s`` is the longest 429 reset the pool waits for before it
         stops; ``breaker_threshold`` consecutive same-kind failures stop it too;
-        ``preflight`` sends the first call alone (see :mod:`drscore.engine.runtime.calls.health`)."""
+        ``preflight`` sends the first call alone (see :mod:`drscore.engine.runtime.calls.health`);
+        ``systematic_after`` request faults of one kind that are all a template's calls so far
+        stop the run (:class:`drscore.engine.runtime.calls.health.SystematicFaults`)."""
         self.backend = backend
         # Where templates come from (``--prompts DIR`` overrides); looked up per call so
         # the hash of the template actually used goes into the cache key.
@@ -205,6 +211,7 @@ class JudgePool:
         self.timeout_s = timeout_s
         self.max_rate_limit_wait_s = max_rate_limit_wait_s
         self.breaker = CircuitBreaker(breaker_threshold)
+        self.systematic = SystematicFaults(systematic_after)
         # A batching backend queues calls for the Batch API: no client-side quota, no
         # per-call timeout, batch prices, and no preflight (a first batch of one request
         # would cost a whole batch round trip); the provider orders the work (no warm-up).
@@ -441,6 +448,24 @@ class JudgePool:
                     f"beyond --max-rate-limit-wait {self.max_rate_limit_wait_s:g} s. Re-run then to resume "
                     "from the cache.")
 
+    def _systematic_stop(self, e: JudgeFailed, template: str) -> StopReason:
+        """One line for a run whose every call of ``template`` so far met the same request fault."""
+        n = self.systematic.count(template)
+        calls = f"the first {n} calls of the run" if self.systematic.nothing_worked else f"the first {n} {template} calls"
+        model = self.backend.model
+        if e.reason == "context_length":
+            window = f" of {self.window} tokens" if self.window else ""
+            what = (f"every prompt so far exceeds the context window{window} of {model} ({calls}): check "
+                    "--judge-model or the window (a model with a larger one, or shorter inputs)")
+        elif e.reason == "content_filter":
+            what = (f"every prompt so far met the provider's content filter ({calls}): check --judge-model and "
+                    "the endpoint's filter settings")
+        elif e.reason == "truncated":
+            what = f"every answer so far was cut off at its output cap ({calls}; {e.detail})"
+        else:
+            what = f"every request so far was rejected for its content ({calls}; last: {e.detail})"
+        return StopReason(reason=e.reason, message=f"judge at {self.endpoint}: {what}", fatal=True)
+
     def _budget_stop(self, worst: float) -> StopReason:
         b = self.budget
         return StopReason(
@@ -460,13 +485,24 @@ class JudgePool:
                 if not leader and time.monotonic() > t0:
                     self.stats.warmup_held += 1
                     wait_spans.append((t0, time.monotonic()))
-            return await self._attempts(req, verdict, key, components, t0, wait_spans)
+            kind = _prompt_kind(req.template)
+            lane = self.systematic.lane(kind)  # one at a time while every call of this kind failed alike
+            try:
+                judged = await self._attempts(req, verdict, key, components, t0, wait_spans, lane)
+            except JudgeFailed as e:
+                if self.stopped is None and self.systematic.failure(kind, e.reason, key):
+                    self.halt(self._systematic_stop(e, kind))
+                raise
+            finally:
+                lane.release()
+            self.systematic.success(kind)
+            return judged
         finally:
             if leader and warmup is not None:
                 warmup.leave(group)
 
     async def _attempts(self, req: ChatRequest, verdict: type[T], key: str, components: dict[str, Any],
-                        t0: float, wait_spans: list[Span]) -> Judged[T]:
+                        t0: float, wait_spans: list[Span], lane: Lane | None = None) -> Judged[T]:
         tpl = self._template(req.template)
         features = message_features(req.messages)
         def estimate() -> int:  # evaluated when the call reaches the head of the quota queue
@@ -489,6 +525,10 @@ class JudgePool:
             probe = gate if gate is not None and not gate.is_open and await gate.enter() else None
             permit = None
             try:
+                if lane is not None:  # every call of its kind so far failed alike: one at a time
+                    tl = time.monotonic()
+                    if await lane.wait():
+                        wait_spans.append((tl, time.monotonic()))
                 if self.stopped is not None:
                     raise self._stopped_error()
                 if limiter is not None:
@@ -541,6 +581,8 @@ class JudgePool:
                     self.budget.forfeit(worst)
                 else:
                     self.budget.release(worst)
+                if lane is not None:  # known before the gate opens and anyone else is sent
+                    lane.failed(e.kind, key)
                 if probe is not None and e.endpoint_fault:
                     self.halt(self._fault_stop(e, message))
                 if probe is not None:
@@ -687,6 +729,11 @@ class JudgePool:
             return Judged(value, resp.text, key, "network", tin, tout, cost, time.monotonic() - t0,
                           cached_input_tokens=tcached, cost_uncached=cost_uncached, batched=batched,
                           judge_spans=judge_spans, wait_spans=wait_spans, reasoning_tokens=treasoning)
+
+
+def _prompt_kind(template: str) -> str:
+    """The template without its language variant: ``quality_zh`` and ``quality`` are one kind of prompt."""
+    return template.removesuffix("_zh")
 
 
 def _duration(seconds: float) -> str:
