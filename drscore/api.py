@@ -82,6 +82,7 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     # preset's), and leaving temperature to the provider's default.
     reasoning_effort: str | None = None  # low | medium | high
     max_output_tokens: int | None = None
+    retry_cut_off: bool = False  # with max_output_tokens: retry a cut-off answer once with a larger cap
     thinking_budget: int | None = None
     provider_temperature: bool = False
     redis_ttl_days: float = 30.0  # answers shared through Redis expire this long after they were written
@@ -229,7 +230,7 @@ def methods() -> dict[str, type[Method]]:
 def thinking_policy(jc: JudgeConfig, model: str) -> ThinkingPolicy:
     """The output-cap policy of a judge configuration (raises ValueError on a bad value)."""
     return ThinkingPolicy(model, effort=jc.reasoning_effort, max_output=jc.max_output_tokens,
-                          thinking_budget=jc.thinking_budget)
+                          thinking_budget=jc.thinking_budget, retry_cut_off=jc.retry_cut_off)
 
 
 def make_backend(jc: JudgeConfig) -> Backend:

@@ -177,6 +177,10 @@ def _totals_line(summary: dict[str, Any]) -> str:
         lines.append(f"  thinking: {t.get('reasoning_tokens', 0)} of {t.get('output_tokens', 0)} output tokens were "
                      f"reasoning (billed as output); answers cut off at the cap {t.get('truncated_answers', 0)}, "
                      f"retried with a larger cap {t.get('truncation_retries', 0)}"
+                     + (f" (cut-off answers cost {_dollars(t.get('truncated_cost_usd'))})"
+                        if t.get("truncated_answers") else "")
+                     + (f"; later calls started {t['learned_output_room']} tokens above the answer cap"
+                        if t.get("learned_output_room") else "")
                      + ("; the model was found to think and given room" if t.get("thinking_learned") else ""))
     if t.get("price_unknown"):
         lines.append(f"  warning: {unknown_price_message(t['price_unknown'])}")

@@ -240,6 +240,8 @@ class Runner:
             "prefix_warmup_held": s.warmup_held,
             "reasoning_tokens": s.reasoning_tokens, "truncated_answers": s.truncated,
             "truncation_retries": s.truncation_retries, "thinking_learned": s.thinking_learned,
+            "truncated_cost_usd": known_cost(s.truncated_cost_usd, priced, 6),
+            "learned_output_room": self.pool.thinking.learned_room,
             "failure_reasons": dict(sorted(self.failure_reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
         }
         totals["request_faults"] = s.request_faults

@@ -43,8 +43,9 @@ Thinking models get room to think: the cap sent is the template's answer cap plu
 reasoning allowance of :class:`drscore.engine.runtime.calls.thinking.ThinkingPolicy` (the cache key
 keeps the template's cap, so keys of other models do not move). An answer cut off at its
 cap (``finish_reason`` ``length``) is the failure kind ``truncated``: it is retried once with
-a larger cap within the model's ceiling, never at the same cap, and an unknown model that
-shows it thinks is given room for the rest of the run.
+a larger cap within the model's ceiling, never at the same cap (with an explicit
+``--max-output-tokens`` only when asked), later calls start at that cap, and an unknown
+model that shows it thinks is given room for the rest of the run.
 
 One module (~550 lines) on purpose: the gate, quota, budget, breaker, stop and retry steps
 above all read and write the same per-run state (statistics, the in-flight map, the stop
@@ -145,6 +146,7 @@ class PoolStats(msgspec.Struct):
     reasoning_tokens: int = 0  # part of output_tokens the model spent thinking
     truncated: int = 0  # answers cut off at their output cap (finish_reason length)
     truncation_retries: int = 0  # of those, retried once with a larger cap
+    truncated_cost_usd: float = 0.0  # what the cut-off answers cost (billed, unused)
     refused_over_window: int = 0  # requests not sent: clearly beyond the model's context window
     request_faults: int = 0  # requests failed by their own content (judging.REQUEST_FAULTS), not the endpoint
     stopped_calls: int = 0  # calls failed only because the pool had stopped
@@ -468,10 +470,15 @@ class JudgePool:
 
     def _budget_stop(self, worst: float) -> StopReason:
         b = self.budget
+        s = self.stats
+        cut = ""
+        if s.truncated:  # a budget eaten by cut-off answers is a cap problem, not only a money one
+            cut = (f" ${s.truncated_cost_usd:.6f} of it went to {s.truncated} answers cut off at their output cap "
+                   f"({s.truncated} of {s.calls} paid answers); see 'truncated' in the failure reasons.")
         return StopReason(
             reason="budget",
             message=f"--max-cost ${b.cap:g} reached: ${b.committed:.6f} spent, and the next call could cost up "
-                    f"to ${worst:.6f}. Re-run with a higher --max-cost to resume from the cache.")
+                    f"to ${worst:.6f}.{cut} Re-run with a higher --max-cost to resume from the cache.")
 
     async def _call(self, req: ChatRequest, verdict: type[T], key: str, components: dict[str, Any]) -> Judged[T]:
         t0 = time.monotonic()
@@ -642,6 +649,8 @@ class JudgePool:
                     probe.open()
                 raise
             judge_spans.append((tj, time.monotonic()))
+            if is_cut_off(resp.finish_reason):  # learned before the preflight gate lets anyone else go
+                self.thinking.learn_cut_off(tpl.max_tokens, current.max_tokens)
             if probe is not None:
                 if current.json_mode and resp.finish_reason != "length" and "{" not in resp.text:
                     # Asked for a JSON schema, got prose without any JSON: the endpoint ignores
@@ -695,13 +704,15 @@ class JudgePool:
                                                     f"(finish_reason {resp.finish_reason})") from None
             if cut:
                 s.truncated += 1
+                s.truncated_cost_usd += call_cost
                 bigger = None if raised else self.thinking.raised_cap(current.max_tokens)
                 if bigger is not None and self.thinking.learned:  # it thinks: at least the room a thinker gets
                     bigger = max(bigger, self.thinking.cap(self._template(req.template).max_tokens))
                 if bigger is None:
                     s.failures += 1
-                    raise JudgeFailed("truncated", _truncated_detail(current.max_tokens, resp.reasoning_tokens,
-                                                                     raised, self.thinking.bound())) from None
+                    raise JudgeFailed("truncated", _truncated_detail(
+                        current.max_tokens, resp.reasoning_tokens, raised, self.thinking.bound(),
+                        explicit=self.thinking.max_output is not None and not self.thinking.retry_cut_off)) from None
                 raised = True
                 s.truncation_retries += 1
                 current = msgspec.structs.replace(current, max_tokens=bigger)
@@ -744,9 +755,12 @@ def _duration(seconds: float) -> str:
     return (f"{h}h" if h else "") + (f"{m}m" if h or m else "") + f"{sec}s"
 
 
-def _truncated_detail(cap: int, reasoning: int, retried: bool, ceiling: int) -> str:
+def _truncated_detail(cap: int, reasoning: int, retried: bool, ceiling: int, *, explicit: bool = False) -> str:
     """Why a cut-off answer failed, with the numbers a user needs to fix it."""
     spent = f", {reasoning} of them thinking" if reasoning else ""
+    if explicit:
+        return (f"answer cut off at {cap} output tokens{spent} (--max-output-tokens); raise it, or pass "
+                "--retry-cut-off to retry such answers once with a larger cap")
     if retried:
         return (f"answer cut off at {cap} output tokens{spent}, after one retry with a larger cap; "
                 "raise --max-output-tokens or lower --reasoning-effort")
