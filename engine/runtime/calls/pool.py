@@ -493,7 +493,9 @@ class JudgePool:
                     self.stats.warmup_held += 1
                     wait_spans.append((t0, time.monotonic()))
             kind = _prompt_kind(req.template)
-            lane = self.systematic.lane(kind)  # one at a time while every call of this kind failed alike
+            # One at a time while every call of this kind failed alike; not for batched calls
+            # (one at a time there would mean one batch, hours long, per call).
+            lane = None if self.batched else self.systematic.lane(kind)
             try:
                 judged = await self._attempts(req, verdict, key, components, t0, wait_spans, lane)
             except JudgeFailed as e:
@@ -501,7 +503,8 @@ class JudgePool:
                     self.halt(self._systematic_stop(e, kind))
                 raise
             finally:
-                lane.release()
+                if lane is not None:
+                    lane.release()
             self.systematic.success(kind)
             return judged
         finally:
