@@ -83,6 +83,7 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     # preset's), and leaving temperature to the provider's default.
     reasoning_effort: str | None = None  # low | medium | high
     max_output_tokens: int | None = None
+    retry_cut_off: bool = False  # with max_output_tokens: retry a cut-off answer once with a larger cap
     thinking_budget: int | None = None
     provider_temperature: bool = False
     redis_ttl_days: float = 30.0  # answers shared through Redis expire this long after they were written
@@ -230,7 +231,7 @@ def methods() -> dict[str, type[Method]]:
 def thinking_policy(jc: JudgeConfig, model: str) -> ThinkingPolicy:
     """The output-cap policy of a judge configuration (raises ValueError on a bad value)."""
     return ThinkingPolicy(model, effort=jc.reasoning_effort, max_output=jc.max_output_tokens,
-                          thinking_budget=jc.thinking_budget)
+                          thinking_budget=jc.thinking_budget, retry_cut_off=jc.retry_cut_off)
 
 
 def make_backend(jc: JudgeConfig) -> Backend:
@@ -244,6 +245,7 @@ def make_backend(jc: JudgeConfig) -> Backend:
         raise ValueError("--judge-model is required with --judge-url")
     register_url_secrets(jc.url)  # a key in the URL (?key=..., user:pass@) is a key like any other
     key = os.environ.get(jc.api_key_env) or None
+    _check_url_credentials(jc, key)
     from drscore.judge.wire import family_profile
 
     thinking_policy(jc, jc.model)  # a bad --reasoning-effort fails here, before anything opens
@@ -272,6 +274,29 @@ def make_backend(jc: JudgeConfig) -> Backend:
     return HttpBackend(jc.url, jc.model, api_key=key, timeout_s=jc.timeout_s,
                        connections=max(64, jc.concurrency * 2), api_key_header=jc.api_key_header,
                        params=jc.params, profile=profile, unset_key_env=jc.api_key_env)
+
+
+def _check_url_credentials(jc: JudgeConfig, key: str | None) -> None:
+    """A judge URL with ``user:password@`` is sent as HTTP basic auth (``--transport http``),
+    unless the API key also goes in the Authorization header: one line says so at start
+    (before: every item failed as "internal error"). The password is never shown."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(jc.url or "")
+        has_credentials = parts.username is not None or parts.password is not None
+    except ValueError:
+        return  # an unreadable URL is the HTTP client's to report
+    if not has_credentials:
+        return
+    shown = redact_judge_url(jc.url or "")
+    if jc.transport == "sdk":
+        raise ValueError(f"--judge-url {shown} carries a user and password, which --transport sdk cannot send; "
+                         "use --transport http (it sends them as HTTP basic auth)")
+    if key and jc.api_key_header.lower() == "authorization":
+        raise ValueError(f"--judge-url {shown} carries a user and password (sent as HTTP basic auth) and "
+                         f"${jc.api_key_env} is set: both would go in the Authorization header. Drop the "
+                         f"user:password from the URL, or unset ${jc.api_key_env} (--api-key-env names the variable)")
 
 
 async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePool, AnswerCache | None]:

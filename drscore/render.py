@@ -179,9 +179,20 @@ def _totals_line(summary: dict[str, Any]) -> str:
         lines.append(f"  thinking: {t.get('reasoning_tokens', 0)} of {t.get('output_tokens', 0)} output tokens were "
                      f"reasoning (billed as output); answers cut off at the cap {t.get('truncated_answers', 0)}, "
                      f"retried with a larger cap {t.get('truncation_retries', 0)}"
+                     + (f" (cut-off answers cost {_dollars(t.get('truncated_cost_usd'))})"
+                        if t.get("truncated_answers") else "")
+                     + (f"; later calls started {t['learned_output_room']} tokens above the answer cap"
+                        if t.get("learned_output_room") else "")
                      + ("; the model was found to think and given room" if t.get("thinking_learned") else ""))
     if t.get("price_unknown"):
         lines.append(f"  warning: {unknown_price_message(t['price_unknown'])}")
+    late = t.get("stop_after_all_items")
+    if late and late.get("fatal"):  # every item had its answer, but what stopped the judge still matters
+        lines.append(f"  note: {terminal(late['message'])}")
+    hints = t.get("unusable_rate_limit_hints")
+    if hints:
+        lines.append(f"  note: {hints['count']} rate-limit answer(s) gave a delay that cannot be believed "
+                     f"({terminal(hints['last'])}); waited --max-rate-limit-wait {hints['waited_s']:g} s instead")
     if t.get("cached_input_tokens"):
         share = t["cached_input_tokens"] / max(1, t.get("input_tokens", 0))
         lines.append(f"  prompt cache: {t['cached_input_tokens']} of {t.get('input_tokens', 0)} input tokens "
@@ -295,6 +306,13 @@ def dry_run_text(summary: dict[str, Any], price_model: str | None) -> str:
                      f"would be the judge's hidden thinking, billed as output ({source})")
     if t.get("price_unknown"):
         lines.append(f"  warning: {unknown_price_message(t['price_unknown'])}")
+    late = t.get("stop_after_all_items")
+    if late and late.get("fatal"):  # every item had its answer, but what stopped the judge still matters
+        lines.append(f"  note: {terminal(late['message'])}")
+    hints = t.get("unusable_rate_limit_hints")
+    if hints:
+        lines.append(f"  note: {hints['count']} rate-limit answer(s) gave a delay that cannot be believed "
+                     f"({terminal(hints['last'])}); waited --max-rate-limit-wait {hints['waited_s']:g} s instead")
     items = max(1, t["items"])
     lines.append(f"  {t['items']} report x method items; {t['planned_calls'] / items:.2f} calls per item")
     samples = (summary.get("overview") or {}).get("samples", 1)

@@ -24,7 +24,7 @@ from drscore.engine.runtime.calls.judging import (
 )
 from drscore.engine.runtime.calls.redact import redact, redact_url, register_secret, register_url_secrets
 from drscore.engine.runtime.calls.tokens import estimate_messages, estimate_tokens
-from drscore.judge.ratelimit_headers import parse_rate_limit_headers, retry_after_from_text
+from drscore.judge.ratelimit_headers import parse_rate_limit_headers, retry_hint_from_text
 from drscore.engine.runtime.calls.thinking import split_thinking
 from drscore.judge.wire import WireProfile, family_profile, request_body
 
@@ -134,8 +134,14 @@ def status_error(status: int, raw: bytes, where: str, info: RateLimitInfo | None
     text = f"HTTP {status} from {where}: {excerpt(raw)}"
     if kind == "rate_limit":
         if info is not None and info.retry_after_s is None and not (info.reset_requests_s or info.reset_tokens_s):
-            info.retry_after_s = retry_after_from_text(_error_fields(raw)[0]) or \
-                retry_after_from_text(raw[:4000].decode("utf-8", "replace"))
+            seconds, bad = retry_hint_from_text(_error_fields(raw)[0])
+            if seconds is None and bad is None:
+                seconds, bad = retry_hint_from_text(raw[:8000].decode("utf-8", "replace"))
+            info.retry_after_s = seconds
+            if seconds is not None:
+                info.unusable_hint = None  # the body says when: an unusable header changes nothing
+            elif bad is not None:
+                info.unusable_hint = f"{info.unusable_hint}; {bad}" if info.unusable_hint else bad
         return RateLimited(text, limits=info, kind=kind, status=status)
     if kind == "server_error" or status in _RETRYABLE:
         return TransientError(text, limits=info, kind="server_error", status=status)

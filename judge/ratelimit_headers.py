@@ -2,17 +2,19 @@
 from __future__ import annotations
 
 import email.utils
+import math
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-from drscore.engine.runtime.calls.judging import RateLimitInfo
+from drscore.engine.runtime.calls.judging import HINT_CEILING_S, RateLimitInfo
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 
 
 def parse_duration(value: str | None) -> float | None:
-    """``"6m0s"`` -> 360.0, ``"250ms"`` -> 0.25, ``"1.5"`` -> 1.5 (seconds)."""
+    """``"6m0s"`` -> 360.0, ``"250ms"`` -> 0.25, ``"1.5"`` -> 1.5 (seconds). May be
+    anything ``float`` reads (``inf``, ``nan``, negative): :func:`usable_delay` judges it."""
     if not value:
         return None
     value = value.strip()
@@ -27,34 +29,66 @@ def parse_duration(value: str | None) -> float | None:
     return total if matched else None
 
 
+def usable_delay(seconds: float | None) -> bool:
+    """A delay hint worth believing: a finite number of seconds from 0 to
+    :data:`HINT_CEILING_S`. ``inf``, ``nan``, 5,000 digits (``float`` reads them as inf),
+    a negative delay or a date centuries away are not."""
+    return seconds is not None and math.isfinite(seconds) and 0.0 <= seconds <= HINT_CEILING_S
+
+
+def _shown(name: str, raw: str) -> str:
+    """``Retry-After: inf`` for a note, the value shortened (a hostile one may be 5,000 digits)."""
+    raw = " ".join(raw.split())
+    return f"{name}: {raw[:40]}…" if len(raw) > 40 else f"{name}: {raw}"
+
+
 # OpenAI's daily-limit 429s say when to come back only in prose: "Please try again in
 # 23h59m12.5s." (also "in 20s", "in 120ms").
 _TRY_AGAIN = re.compile(r"(?:try again|retry) in\s+((?:\d+(?:\.\d+)?\s*(?:ms|h|m|s)\s*)+)", re.IGNORECASE)
 
 
 # Gemini says it only in the body: details [{"@type": ".../google.rpc.RetryInfo", "retryDelay": "24s"}].
-_RETRY_DELAY = re.compile(r'"retryDelay"\s*:\s*"(\d+(?:\.\d+)?)s"')
+_RETRY_DELAY = re.compile(r'"retryDelay"\s*:\s*"([^"]{0,6000})"')
 
 
 def retry_after_from_text(text: str) -> float | None:
-    """Seconds from a "try again in 23h59m12s" phrase or a ``retryDelay`` in an error body, if any."""
+    """Seconds from a "try again in 23h59m12s" phrase or a ``retryDelay`` in an error body,
+    if any and usable (see :func:`retry_hint_from_text`)."""
+    seconds, _ = retry_hint_from_text(text)
+    return seconds
+
+
+def retry_hint_from_text(text: str) -> tuple[float | None, str | None]:
+    """``(seconds, unusable)`` from a "try again in 23h59m12s" phrase or a Gemini
+    ``retryDelay`` in an error body: the delay when usable, else what was said that could
+    not be believed (for a note), or ``(None, None)`` when nothing was said."""
     m = _TRY_AGAIN.search(text or "")
     if m:
-        return parse_duration(m.group(1).replace(" ", ""))
+        seconds = parse_duration(m.group(1).replace(" ", ""))
+        if usable_delay(seconds):
+            return seconds, None
+        return None, _shown("try again in", m.group(1))
     d = _RETRY_DELAY.search(text or "")
-    return float(d.group(1)) if d else None
+    if d is None:
+        return None, None
+    raw = d.group(1).strip()
+    seconds = parse_duration(raw[:-1]) if raw.endswith("s") and not raw.endswith("ms") else parse_duration(raw)
+    if usable_delay(seconds):
+        return seconds, None
+    return None, _shown("retryDelay", raw)
 
 
 def _retry_after(value: str | None) -> float | None:
-    """``Retry-After``: delta-seconds, or an HTTP date (seconds from now)."""
+    """``Retry-After``: delta-seconds, or an HTTP date (seconds from now; 0 when past).
+    None when it is neither (garbage, a date no calendar has)."""
     seconds = _float(value)
     if seconds is not None or not value:
         return seconds
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+        return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def _float(value: str | None) -> float | None:
@@ -64,28 +98,63 @@ def _float(value: str | None) -> float | None:
         return None
 
 
+def _count(value: str | None) -> float | None:
+    """A quota figure (limit, remaining): finite and >= 0, else as if not sent."""
+    x = _float(value)
+    return x if x is not None and math.isfinite(x) and x >= 0 else None
+
+
+def _hint(h: Mapping[str, str], name: str, parse: Callable[[str | None], float | None],
+          scale: float = 1.0) -> tuple[float | None, str | None]:
+    """``(seconds, unusable)`` of the delay header ``name``: the value when usable, else
+    how it read (for a note); ``(None, None)`` when the header is absent."""
+    raw = h.get(name.lower())
+    if raw is None:
+        return None, None
+    seconds = parse(raw)
+    if seconds is not None:
+        seconds *= scale
+    if usable_delay(seconds):
+        return seconds, None
+    return None, _shown(name, raw)
+
+
 def parse_rate_limit_headers(headers: Mapping[str, str]) -> RateLimitInfo:
     """``retry-after-ms`` wins over ``Retry-After`` (seconds or an HTTP date).
     ``headers`` may be a case-insensitive mapping (aiohttp, httpx) or a plain dict."""
     h = headers if hasattr(headers, "getall") or hasattr(headers, "get_list") else \
         {k.lower(): v for k, v in headers.items()}
     # Anthropic announces its quota in its own headers (anthropic-ratelimit-*, per minute).
-    limit_requests = _float(h.get("x-ratelimit-limit-requests")) or _float(h.get("anthropic-ratelimit-requests-limit"))
-    limit_tokens = _float(h.get("x-ratelimit-limit-tokens")) or _float(h.get("anthropic-ratelimit-tokens-limit"))
-    remaining_requests = _float(h.get("x-ratelimit-remaining-requests"))
+    limit_requests = _count(h.get("x-ratelimit-limit-requests")) or _count(h.get("anthropic-ratelimit-requests-limit"))
+    limit_tokens = _count(h.get("x-ratelimit-limit-tokens")) or _count(h.get("anthropic-ratelimit-tokens-limit"))
+    remaining_requests = _count(h.get("x-ratelimit-remaining-requests"))
     if remaining_requests is None:
-        remaining_requests = _float(h.get("anthropic-ratelimit-requests-remaining"))
-    remaining_tokens = _float(h.get("x-ratelimit-remaining-tokens"))
+        remaining_requests = _count(h.get("anthropic-ratelimit-requests-remaining"))
+    remaining_tokens = _count(h.get("x-ratelimit-remaining-tokens"))
     if remaining_tokens is None:
-        remaining_tokens = _float(h.get("anthropic-ratelimit-tokens-remaining"))
-    retry = _float(h.get("retry-after-ms"))
-    retry_s = retry / 1000.0 if retry is not None else _retry_after(h.get("retry-after"))
+        remaining_tokens = _count(h.get("anthropic-ratelimit-tokens-remaining"))
+    # A hint drscore cannot believe (inf, nan, negative, centuries) is dropped and named in
+    # ``unusable_hint``: the pool then waits its --max-rate-limit-wait bound instead.
+    unusable: list[str] = []
+    retry_s = None
+    for name, parse, scale in (("retry-after-ms", _float, 0.001), ("Retry-After", _retry_after, 1.0)):
+        retry_s, bad = _hint(h, name, parse, scale)
+        if bad:
+            unusable.append(bad)
+        if retry_s is not None:
+            break
+    reset_requests, bad_requests = _hint(h, "x-ratelimit-reset-requests", parse_duration)
+    reset_tokens, bad_tokens = _hint(h, "x-ratelimit-reset-tokens", parse_duration)
+    unusable += [b for b in (bad_requests, bad_tokens) if b]
+    if retry_s is not None or reset_requests is not None or reset_tokens is not None:
+        unusable = []  # another hint says when: the unusable one changes nothing
     return RateLimitInfo(
         retry_after_s=retry_s,
         limit_requests=limit_requests,
         limit_tokens=limit_tokens,
         remaining_requests=remaining_requests,
         remaining_tokens=remaining_tokens,
-        reset_requests_s=parse_duration(h.get("x-ratelimit-reset-requests")),
-        reset_tokens_s=parse_duration(h.get("x-ratelimit-reset-tokens")),
+        reset_requests_s=reset_requests,
+        reset_tokens_s=reset_tokens,
+        unusable_hint="; ".join(unusable) or None,
     )

@@ -51,7 +51,10 @@ judge_options: Callable[[F], F] = options(
                 "or a thinking budget); also sizes the output cap (default: the provider's default)"),
     option("--max-output-tokens", section=_J, type=int, default=None, metavar="N",
            help="output cap sent with every call, thinking included (default: the template's answer cap, "
-                "plus a reasoning allowance for thinking models; see docs/judges.md)"),
+                "plus a reasoning allowance for thinking models; see docs/judges.md); an answer cut off at "
+                "it fails as 'truncated' without a second paid attempt"),
+    option("--retry-cut-off", section=_J, is_flag=True,
+           help="with --max-output-tokens: retry an answer cut off at the cap once with a larger cap"),
     option("--timeout", section=_J, type=float, default=120.0,
            help="seconds each judge call may take per attempt (default 120)"),
     option("--max-retries", section=_J, type=int, default=5, help="retries on 5xx/timeouts per call (default 5)"),
@@ -64,7 +67,8 @@ judge_options: Callable[[F], F] = options(
            help="quota that may be used at once, in seconds of quota (default 1)"),
     option("--max-rate-limit-wait", section=_L, type=float, default=300.0, metavar="SECONDS",
            help="a 429 whose quota resets later than this stops the run (exit 3; re-run to resume) "
-                "instead of waiting (default 300)"),
+                "instead of waiting; a reset hint that cannot be believed (inf, nan, negative) waits this "
+                "long (default 300)"),
     option("--cache", section=_C, metavar="DIR",
            help="cache directory (default: $DRSCORE_CACHE or the user cache dir)"),
     option("--no-cache", section=_C, is_flag=True, help="neither read nor write the cache"),
@@ -112,7 +116,7 @@ def judge_config_from_args(args: Any) -> JudgeConfig:
         batch=a["batch"], batch_window_s=a["batch_window"], batch_poll_s=a["batch_poll"],
         batch_max_requests=a["batch_max_requests"], prefix_warmup=not a["no_prefix_warmup"],
         redis=a["redis"], redis_ttl_days=a["redis_ttl"], reasoning_effort=a.get("reasoning_effort"),
-        max_output_tokens=a.get("max_output_tokens"))
+        max_output_tokens=a.get("max_output_tokens"), retry_cut_off=bool(a.get("retry_cut_off")))
 
 
 @contextlib.asynccontextmanager

@@ -244,6 +244,8 @@ class Runner:
             "prefix_warmup_held": s.warmup_held,
             "reasoning_tokens": s.reasoning_tokens, "truncated_answers": s.truncated,
             "truncation_retries": s.truncation_retries, "thinking_learned": s.thinking_learned,
+            "truncated_cost_usd": known_cost(s.truncated_cost_usd, priced, 6),
+            "learned_output_room": self.pool.thinking.learned_room,
             "failure_reasons": dict(sorted(self.failure_reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
         }
         # Money and tokens are the run's (the ledger: every invocation, failed calls included);
@@ -265,6 +267,9 @@ class Runner:
         totals["refused_over_window"] = s.refused_over_window
         if s.structured_output_ignored:
             totals["structured_output_ignored"] = True  # the schema went into the prompt instead
+        if s.unusable_hints:  # 429 delay hints not believed: each waited --max-rate-limit-wait instead
+            totals["unusable_rate_limit_hints"] = {"count": s.unusable_hints, "last": s.unusable_hint,
+                                                   "waited_s": self.pool.max_rate_limit_wait_s}
         stopped = self.pool.stopped
         if stopped is not None and not s.stopped_calls and not self.items_not_run:
             # Nothing was refused for the stop: every item has the row its own calls earned.

@@ -3,7 +3,8 @@
 Shared by the synchronous handler (:mod:`judge.mock.server`) and the Batch API
 (:mod:`judge.mock.batches`), so a request gets the same answer and the same usage
 whichever way it arrives. Answers are JSON valid against the request's response schema
-(:mod:`judge.mock.schema_fill`), seeded by the SHA-256 of the canonical request.
+(:mod:`judge.mock.schema_fill`), seeded by the SHA-256 of the canonical request, with the
+criterion names, statement numbers and item keys the request listed (:mod:`judge.mock.echo`).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any
 import msgspec
 import orjson
 
+from drscore.judge.mock.echo import echo
 from drscore.judge.mock.schema_fill import Filler, SchemaFillError, compile_schema
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -76,19 +78,26 @@ def _filler_for(schema_json: bytes) -> Filler:
 
 
 def filler(payload: dict[str, Any], texts: list[str]) -> Filler:
+    return response_schema(payload, texts)[0]
+
+
+def response_schema(payload: dict[str, Any], texts: list[str]) -> tuple[Filler, bytes | None]:
+    """The compiled schema the answer must satisfy, and its JSON text (None: no schema)."""
     fmt = payload.get("response_format")
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
         spec = fmt.get("json_schema")
         schema = spec.get("schema") if isinstance(spec, dict) else None
         if not isinstance(schema, dict):
             raise BadRequest("response_format.json_schema.schema must be an object")
-        return _filler_for(orjson.dumps(schema))
+        schema_json = orjson.dumps(schema)
+        return _filler_for(schema_json), schema_json
     for text in texts:
         if "<json-schema>" in text:
             m = _SCHEMA_IN_PROMPT.search(text)
             if m:
-                return _filler_for(m.group(1).strip().encode())
-    return _EMPTY_FILLER
+                schema_json = m.group(1).strip().encode()
+                return _filler_for(schema_json), schema_json
+    return _EMPTY_FILLER, None
 
 
 def recoverable(content: str) -> str:
@@ -121,9 +130,12 @@ def prepare(payload: Any) -> Prepared:
     """Parse and answer one chat-completion body (raises :class:`BadRequest`)."""
     texts = prompt_texts(payload)
     try:
-        fill = filler(payload, texts)
+        fill, schema_json = response_schema(payload, texts)
         digest = hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).digest()
-        answer = json.dumps(fill(digest))
+        value = fill(digest)
+        if schema_json is not None:  # name the criteria, statements and keys the request listed
+            value = echo(value, schema_json, texts)
+        answer = json.dumps(value)
     except SchemaFillError as e:
         raise BadRequest(str(e)) from None
     return Prepared(key=digest.hex(), answer=answer,

@@ -36,6 +36,7 @@ built from the providers' documentation and their users' reports, not the live s
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -166,6 +167,24 @@ def rate_limit_response(p: Profile, wait_s: float, quota_headers: dict[str, str]
         body = error_body(p, 429, f"Rate limit reached for {model}. Please try again later.",
                           type_="requests", code="rate_limit_exceeded")
     return headers, body
+
+
+def hostile_hints(headers: dict[str, str], body: bytes, hint: str) -> tuple[dict[str, str], bytes]:
+    """A 429's headers and body with every delay hint saying ``hint`` verbatim (``inf``,
+    ``nan``, ``-5``, an HTTP date, 5,000 digits): ``Retry-After`` and the
+    ``x-ratelimit-reset-*`` headers it carries, a Gemini ``retryDelay`` and an OpenAI
+    "try again in" phrase in the body. ``retry-after-ms`` is dropped (a header the hint
+    should not hide behind)."""
+    out = {k: v for k, v in headers.items() if k.lower() != "retry-after-ms"}
+    for name in list(out):
+        if name.lower() == "retry-after" or name.lower().startswith("x-ratelimit-reset-"):
+            out[name] = hint
+    if not any(k.lower() == "retry-after" for k in out) and b"retryDelay" not in body:
+        out["Retry-After"] = hint  # a profile without the header (Gemini) says it in the body below
+    text = body.decode("utf-8")
+    text = re.sub(r'"retryDelay": ?"[^"]*"', lambda _: f'"retryDelay": "{hint}s"', text)
+    text = re.sub(r"try again in [0-9hms.]+", lambda _: f"try again in {hint}", text)
+    return out, text.encode("utf-8")
 
 
 def quota_rate_headers(p: Profile, openai_style: dict[str, str]) -> dict[str, str]:

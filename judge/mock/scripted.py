@@ -39,7 +39,7 @@ def _fill_text(value: Any, schema: dict[str, Any], text: str) -> Any:
 class ScriptedJudge:
     """``with ScriptedJudge("401") as judge: ... judge.url ... judge.requests``."""
 
-    def __init__(self, mode: str, *, retry_after: int = 3600, ok_before_429: int = 0) -> None:
+    def __init__(self, mode: str, *, retry_after: int | str = 3600, ok_before_429: int = 0) -> None:
         self.mode, self.retry_after, self.ok_before_429 = mode, retry_after, ok_before_429
         self.requests = 0
         self.in_flight = self.max_in_flight = 0

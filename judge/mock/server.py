@@ -98,6 +98,10 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     context_window: int = 0  # prompts over this many tokens get the profile's context error (0: no limit)
     poison_rate: float = 0.0  # share of bodies (chosen by their hash) answered 503 every time
     filter_word: str = ""  # prompts containing this word meet the profile's content filter
+    # Said verbatim, instead of the true delay, by every delay hint of a 429 (Retry-After,
+    # x-ratelimit-reset-*, Gemini's retryDelay, "try again in"): "inf", "nan", "-5", a
+    # date, 5,000 digits... to rehearse a server whose hints cannot be believed.
+    rate_limit_hint: str = ""
 
     def __post_init__(self) -> None:
         if self.profile:
@@ -224,13 +228,15 @@ class _MockJudge:
             st.rate_limited += 1
             if prof is not None:
                 headers, body = profiles.rate_limit_response(prof, wait, self.quota.headers(), cfg.model)
-                return web.Response(status=429, headers=headers, content_type=_JSON, body=body)
-            headers = self.quota.headers()
-            headers["Retry-After"] = str(math.ceil(ceil_ms(wait) / 1000))
-            headers["retry-after-ms"] = str(ceil_ms(wait))
-            message = f"Rate limit reached for {cfg.model}; please try again in {format_duration(wait)}."
-            return web.Response(status=429, headers=headers, content_type=_JSON,
-                                body=error_body(message, "rate_limit_exceeded", "rate_limit_exceeded"))
+            else:
+                headers = self.quota.headers()
+                headers["Retry-After"] = str(math.ceil(ceil_ms(wait) / 1000))
+                headers["retry-after-ms"] = str(ceil_ms(wait))
+                message = f"Rate limit reached for {cfg.model}; please try again in {format_duration(wait)}."
+                body = error_body(message, "rate_limit_exceeded", "rate_limit_exceeded")
+            if cfg.rate_limit_hint:
+                headers, body = profiles.hostile_hints(headers, body, cfg.rate_limit_hint)
+            return web.Response(status=429, headers=headers, content_type=_JSON, body=body)
         headers = self.quota.headers()
         if prof is not None:
             headers = profiles.quota_rate_headers(prof, headers)
@@ -465,6 +471,8 @@ _FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "filter_word": (str, "prompts containing this word meet the profile's content filter (azure: 400 "
                          "content_filter; openai: 400 invalid_prompt; gemini, anthropic: finish_reason "
                          "content_filter); empty: none"),
+    "rate_limit_hint": (str, "every delay hint of a 429 (Retry-After, x-ratelimit-reset-*, retryDelay, "
+                             "'try again in') says this verbatim: inf, nan, -5, a date... (empty: the true delay)"),
 }
 
 

@@ -53,3 +53,35 @@ def test_an_unknown_model_that_thinks_is_adapted_to_and_scored(tmp_path, thinkin
     assert totals["thinking_learned"] is True and totals["items_failed"] == 0
     # the first answer came back empty at the template's cap; its one retry had room
     assert totals["truncated_answers"] == totals["truncation_retries"] == thinking_mock.stats()["cut_off"] >= 1
+
+
+def _run(mock: MockServerProcess, out, *extra: str) -> int:
+    return main(["run", "--methods", "quality,redundancy", "--tasks", str(EXAMPLES / "tasks.jsonl"),
+                 "--reports", str(EXAMPLES / "reports.claude-3-7-sonnet.jsonl"), "--judge-url", mock.url,
+                 "--judge-model", "o3", "--no-cache", "--out", str(out), *extra])
+
+
+def test_a_cap_too_small_for_the_thought_is_learned_once_for_the_run(tmp_path, thinking_mock, capsys):
+    # 2,000 tokens of thought do not fit --max-output-tokens 1000. Before: each of the 310
+    # calls paid a cut-off attempt and then its retry. With --retry-cut-off the first cut
+    # teaches the run the room, so later calls start there.
+    thinking_mock.reset()
+    code = _run(thinking_mock, tmp_path / "run", "--max-output-tokens", "1000", "--retry-cut-off")
+    assert code == 0
+    totals = json.loads((tmp_path / "run" / "summary.json").read_text())["totals"]
+    stats = thinking_mock.stats()
+    assert totals["items_failed"] == 0 and stats["cut_off"] == totals["truncated_answers"]
+    assert 1 <= totals["truncated_answers"] <= 0.05 * totals["calls"]
+    assert totals["learned_output_room"] > 2000  # at least the thought, above each template's answer cap
+    assert "later calls started" in capsys.readouterr().out
+
+
+def test_an_explicit_cap_cuts_off_without_a_second_paid_attempt_and_stops_the_run(tmp_path, thinking_mock, capsys):
+    thinking_mock.reset()
+    code = _run(thinking_mock, tmp_path / "run", "--max-output-tokens", "1000")
+    stats = thinking_mock.stats()
+    err = capsys.readouterr().err
+    assert code == 1
+    # every answer cut off at the given cap, none retried; after the first 10 the run stops
+    assert stats["requests"] == stats["cut_off"] == 10
+    assert "every answer so far was cut off at its output cap" in err and "--retry-cut-off" in err

@@ -16,6 +16,10 @@ retries are left; ten different requests failing alike mean the endpoint is down
 (the rate limiter handles them) and faults of one request (``judging.REQUEST_FAULTS``: a
 prompt over the context window, a content filter, a flagged prompt, a cut-off answer),
 which fail their item with the reason and neither count nor reset the streak.
+
+**Systematic request faults.** Unless they are all there is: :class:`SystematicFaults`
+stops a run whose first calls of a prompt kind all met the same request fault (every prompt
+over the window, every prompt filtered), with one line naming it.
 """
 from __future__ import annotations
 
@@ -85,3 +89,121 @@ class CircuitBreaker:
                 self._counted.popitem(last=False)
         self.count += 1
         return self.count >= self.threshold
+
+
+# Request faults that, when every call of a prompt kind meets them, mean the run is set up
+# wrong (a window too small for the reports, a filter that takes every prompt, an output cap
+# no answer fits in), not that some items are unlucky.
+SYSTEMATIC = frozenset({"context_length", "content_filter", "invalid_request", "truncated"})
+
+
+class SystematicFaults:
+    """Trips when the first ``first`` distinct requests of one prompt kind (a template), or
+    of the whole run while nothing has succeeded, all failed with the same request fault
+    (:data:`SYSTEMATIC`).
+
+    Isolated request faults keep failing only their item (the breaker never counts them):
+    this rule looks only at the start of each prompt kind, so a run whose later items meet a
+    window or a filter now and then goes on, while a run where *every* prompt so far is over
+    the window stops after ``first`` of them instead of grinding through thousands. Per
+    kind, because one prompt kind may fit (a short pair comparison) while another never
+    does (a whole report).
+
+    While a kind is *suspect* (its only outcomes so far are one request fault; before the
+    run's first success, every kind is, once anything failed) its calls go one at a time
+    (:meth:`lane`), so a run where every prompt fails sends about ``first`` of them, not
+    ``first`` plus a wave of concurrent calls; a success lets everyone through."""
+
+    def __init__(self, first: int = 10) -> None:
+        self.first = max(1, first)
+        self._working: set[str] = set()  # kinds with a success (or mixed faults): the rule is off
+        self._streaks: dict[str, tuple[str, set[Hashable]]] = {}  # kind -> (fault, requests)
+        self._probing: set[str] = set()  # lanes with a call through
+        self._freed = asyncio.Event()  # set (and replaced) whenever a lane is released
+
+    @property
+    def nothing_worked(self) -> bool:
+        """No call of the run has succeeded, and some have failed with request faults."""
+        return not self._working and bool(self._streaks)
+
+    def _faults(self) -> set[str]:
+        return {fault for fault, _ in self._streaks.values()}
+
+    def success(self, kind: str) -> None:
+        self._working.add(kind)
+        self._streaks.pop(kind, None)
+
+    def failure(self, kind: str, fault: str, request: Hashable) -> bool:
+        """Record a request fault of ``request``; True when ``kind`` (or the run, while
+        nothing has worked) has now failed ``first`` times in a row the same way."""
+        if kind in self._working or fault not in SYSTEMATIC:
+            return False
+        streak = self._streaks.get(kind)
+        if streak is None:
+            streak = self._streaks[kind] = (fault, set())
+        if streak[0] != fault:  # mixed faults: not one cause; the rule is off for this kind
+            self.success(kind)
+            return False
+        streak[1].add(request)
+        return self.count(kind) >= self.first
+
+    def count(self, kind: str) -> int:
+        """Requests failed alike so far: of ``kind``, or of the run while nothing worked."""
+        if self.nothing_worked and len(self._faults()) == 1:
+            return sum(len(requests) for _, requests in self._streaks.values())
+        streak = self._streaks.get(kind)
+        return len(streak[1]) if streak is not None else 0
+
+    def lane(self, kind: str) -> Lane:
+        """The lane of one call of ``kind`` (see :class:`Lane`)."""
+        return Lane(self, kind)
+
+
+class Lane:
+    """One call's passage through :class:`SystematicFaults`: :meth:`wait` before each
+    attempt takes its quota and budget (passes at once unless the call's kind is suspect,
+    then lets one call through at a time), :meth:`release` once the call has its outcome.
+    Calls waiting here hold no quota, concurrency or budget, so the one let through can
+    always retry."""
+
+    def __init__(self, faults: SystematicFaults, kind: str) -> None:
+        self._faults, self.kind = faults, kind
+        self._held: str | None = None
+
+    def _key(self) -> str | None:
+        f = self._faults
+        if f.nothing_worked:
+            return "*"
+        return self.kind if self.kind in f._streaks and self.kind not in f._working else None
+
+    def failed(self, fault: str, request: Hashable) -> None:
+        """Record a request fault as soon as it is known, before the preflight gate opens
+        (the pool records the call's outcome again when it ends; a request counts once)."""
+        self._faults.failure(self.kind, fault, request)
+
+    async def wait(self) -> bool:
+        """Wait for this call's turn; True when it had to wait."""
+        f = self._faults
+        waited = False
+        while self._held is None:
+            key = self._key()
+            if key is None:
+                return waited
+            if key not in f._probing:
+                self._held = key
+                f._probing.add(key)
+                return waited
+            waited = True
+            await f._freed.wait()
+        return waited
+
+    def release(self) -> None:
+        """The call has its outcome: the next one may go (synchronous, so it runs in any
+        ``finally``, cancelled or not)."""
+        f = self._faults
+        if self._held is None:
+            return
+        f._probing.discard(self._held)
+        self._held = None
+        freed, f._freed = f._freed, asyncio.Event()
+        freed.set()

@@ -57,8 +57,16 @@ class ChatResponse(msgspec.Struct, kw_only=True):
     thought: str = ""  # the thought itself, when the endpoint returned it (shown by `drscore view`)
 
 
+# The longest delay a server's hint (Retry-After, retryDelay, x-ratelimit-reset-*) may
+# state and still be believed: a week, the top of --max-rate-limit-wait's range.
+HINT_CEILING_S = 7 * 86_400.0
+
+
 class RateLimitInfo(msgspec.Struct, kw_only=True):
-    """What a response said about the server's quota (all optional)."""
+    """What a response said about the server's quota (all optional). Delays are finite
+    seconds within :data:`HINT_CEILING_S`; a hint that was not (``inf``, ``nan``, 5,000
+    digits, negative, a date centuries away, unreadable) is dropped and named in
+    ``unusable_hint`` (the pool waits its ``--max-rate-limit-wait`` bound instead)."""
 
     retry_after_s: float | None = None
     limit_requests: float | None = None  # per minute, as OpenAI-style servers announce it
@@ -67,6 +75,7 @@ class RateLimitInfo(msgspec.Struct, kw_only=True):
     remaining_tokens: float | None = None
     reset_requests_s: float | None = None
     reset_tokens_s: float | None = None
+    unusable_hint: str | None = None  # e.g. "Retry-After: inf" (shortened)
 
 
 # What went wrong with a call, as a backend classifies it (``JudgeError.kind``). The

@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections import deque
 from typing import Any, Callable, Protocol
 
-from drscore.engine.runtime.calls.judging import RateLimitInfo
+from drscore.engine.runtime.calls.judging import HINT_CEILING_S, RateLimitInfo
 
 
 class TokenBucket:
@@ -472,9 +473,12 @@ class RateLimiter:
             if info.remaining_tokens is not None:
                 self.tokens.clamp(info.remaining_tokens, now)
 
-    async def rate_limited_release(self, permit: Permit, info: RateLimitInfo | None) -> float:
+    async def rate_limited_release(self, permit: Permit, info: RateLimitInfo | None, *,
+                                   unusable_wait_s: float = 1.0) -> float:
         """Record a 429 for ``permit``: pause everyone, drain buckets, cut concurrency.
-        Returns the pause (seconds) the caller should respect before retrying."""
+        Returns the pause (seconds) the caller should respect before retrying.
+        ``unusable_wait_s``: the pause when the server's only delay hint could not be
+        believed (``info.unusable_hint``; the pool passes its --max-rate-limit-wait)."""
         permit._released = True
         self.rate_limited += 1
         now = time.monotonic()
@@ -482,10 +486,13 @@ class RateLimiter:
         self._end_probe()  # a 429 at the probe: full concurrency, then cut below (as with headers)
         self.observe(info)
         if info is not None:
-            delay = info.retry_after_s
+            delay = _believable(info.retry_after_s)
             if delay is None:
-                resets = [r for r in (info.reset_requests_s, info.reset_tokens_s) if r]
+                resets = [r for r in (_believable(info.reset_requests_s), _believable(info.reset_tokens_s)) if r]
                 delay = max(resets) if resets else None
+            hints = (info.retry_after_s, info.reset_requests_s, info.reset_tokens_s)
+            if delay is None and (info.unusable_hint or any(h is not None and _believable(h) is None for h in hints)):
+                delay = unusable_wait_s
             if info.remaining_tokens is not None and self.tokens is not None:
                 self.tokens.clamp(info.remaining_tokens, now)
             if info.remaining_requests is not None and self.requests is not None:
@@ -527,3 +534,12 @@ class RateLimiter:
             "concurrency_cuts": self.concurrency.cuts,
             "learned_rpm": round(self.learner.pace * 60, 1) if self.learner.pace is not None else None,
         }
+
+
+def _believable(seconds: float | None) -> float | None:
+    """A parsed delay hint, or None when it is not finite seconds in [0, a week] (backends
+    parse hints with judge.ratelimit_headers, which drops such values; this guards the
+    pause against a RateLimitInfo built elsewhere)."""
+    if seconds is None or not math.isfinite(seconds) or not 0.0 <= seconds <= HINT_CEILING_S:
+        return None
+    return seconds

@@ -37,13 +37,17 @@ Faults of one request (``judging.REQUEST_FAULTS``: a prompt over the context win
 content filter, a flagged prompt) fail that request at once, without retry and without
 touching the breaker; a prompt clearly over the model's known window (the table in
 :mod:`drscore.engine.runtime.calls.windows`, or the window an endpoint's 400 stated) is not sent.
+Unless they are systematic: when the first calls of a prompt kind all fail with the same
+request fault, the run stops with one line naming it
+(:class:`drscore.engine.runtime.calls.health.SystematicFaults`).
 
 Thinking models get room to think: the cap sent is the template's answer cap plus the
 reasoning allowance of :class:`drscore.engine.runtime.calls.thinking.ThinkingPolicy` (the cache key
 keeps the template's cap, so keys of other models do not move). An answer cut off at its
 cap (``finish_reason`` ``length``) is the failure kind ``truncated``: it is retried once with
-a larger cap within the model's ceiling, never at the same cap, and an unknown model that
-shows it thinks is given room for the rest of the run.
+a larger cap within the model's ceiling, never at the same cap (with an explicit
+``--max-output-tokens`` only when asked), later calls start at that cap, and an unknown
+model that shows it thinks is given room for the rest of the run.
 
 One module (~550 lines) on purpose: the gate, quota, budget, breaker, stop and retry steps
 above all read and write the same per-run state (statistics, the in-flight map, the stop
@@ -64,7 +68,7 @@ import msgspec
 from drscore import prompts
 from drscore.engine.runtime.calls.budget import Budget, input_reservation
 from drscore.engine.runtime.calls.cache import AnswerCache, request_key
-from drscore.engine.runtime.calls.health import CircuitBreaker, EndpointGate
+from drscore.engine.runtime.calls.health import CircuitBreaker, EndpointGate, Lane, SystematicFaults
 from drscore.engine.runtime.calls.ledger import RunLedger, Usage
 from drscore.engine.runtime.calls.judging import (
     ENDPOINT_FAULTS, OTHER_FAULTS, REQUEST_FAULTS, Backend, ChatRequest, JudgeError, JudgeFailed, Message,
@@ -154,12 +158,15 @@ class PoolStats(msgspec.Struct):
     reasoning_tokens: int = 0  # part of output_tokens the model spent thinking
     truncated: int = 0  # answers cut off at their output cap (finish_reason length)
     truncation_retries: int = 0  # of those, retried once with a larger cap
+    truncated_cost_usd: float = 0.0  # what the cut-off answers cost (billed, unused)
     refused_over_window: int = 0  # requests not sent: clearly beyond the model's context window
     request_faults: int = 0  # requests failed by their own content (judging.REQUEST_FAULTS), not the endpoint
     stopped_calls: int = 0  # calls failed only because the pool had stopped
     structured_output_ignored: bool = False  # response_format was ignored: the schema went into the prompt
     reused: int = 0  # answers from a cache this run did not pay for (another run's, a team's)
     reused_cost_usd: float = 0.0  # their estimated list price: not spend
+    unusable_hints: int = 0  # 429s whose delay hint could not be believed (inf, nan, negative...)
+    unusable_hint: str = ""  # the last such hint, as the server sent it (shortened)
     # dry-run plan (calls that would be made)
     planned_calls: int = 0
     planned_input_tokens: int = 0
@@ -193,11 +200,14 @@ class JudgePool:
         templates: prompts.Library | None = None,
         prefix_warmup: bool = True,
         thinking: ThinkingPolicy | None = None,
+        systematic_after: int = 10,
     ) -> None:
         """``timeout_s`` bounds each attempt (None: only the backend's own timeout);
         ``max_rate_limit_wait_s`` is the longest 429 reset the pool waits for before it
         stops; ``breaker_threshold`` consecutive same-kind failures stop it too;
-        ``preflight`` sends the first call alone (see :mod:`drscore.engine.runtime.calls.health`)."""
+        ``preflight`` sends the first call alone (see :mod:`drscore.engine.runtime.calls.health`);
+        ``systematic_after`` request faults of one kind that are all a template's calls so far
+        stop the run (:class:`drscore.engine.runtime.calls.health.SystematicFaults`)."""
         self.backend = backend
         # Where templates come from (``--prompts DIR`` overrides); looked up per call so
         # the hash of the template actually used goes into the cache key.
@@ -217,6 +227,7 @@ class JudgePool:
         self.timeout_s = timeout_s
         self.max_rate_limit_wait_s = max_rate_limit_wait_s
         self.breaker = CircuitBreaker(breaker_threshold)
+        self.systematic = SystematicFaults(systematic_after)
         # A batching backend queues calls for the Batch API: no client-side quota, no
         # per-call timeout, batch prices, and no preflight (a first batch of one request
         # would cost a whole batch round trip); the provider orders the work (no warm-up).
@@ -487,14 +498,39 @@ class JudgePool:
                     f"beyond --max-rate-limit-wait {self.max_rate_limit_wait_s:g} s. Re-run then to resume "
                     "from the cache.")
 
+    def _systematic_stop(self, e: JudgeFailed, template: str) -> StopReason:
+        """One line for a run whose every call of ``template`` so far met the same request fault."""
+        n = self.systematic.count(template)
+        calls = f"the first {n} calls of the run" if self.systematic.nothing_worked else f"the first {n} {template} calls"
+        model = self.backend.model
+        if e.reason == "context_length":
+            window = f" of {self.window} tokens" if self.window else ""
+            what = (f"every prompt so far exceeds the context window{window} of {model} ({calls}): check "
+                    "--judge-model or the window (a model with a larger one, or shorter inputs)")
+        elif e.reason == "content_filter":
+            what = (f"every prompt so far met the provider's content filter ({calls}): check --judge-model and "
+                    "the endpoint's filter settings")
+        elif e.reason == "truncated":
+            what = f"every answer so far was cut off at its output cap ({calls}; {e.detail})"
+        else:
+            what = f"every request so far was rejected for its content ({calls}; last: {e.detail})"
+        return StopReason(reason=e.reason, message=f"judge at {self.endpoint}: {what}", fatal=True)
+
     def _budget_stop(self, worst: float) -> StopReason:
         b = self.budget
         this = f" (${b.spent + b.unsettled:.4f} of it in this invocation)" if b.spent_before else ""
+        s = self.stats
+        cut = ""
+        if s.truncated:  # a budget eaten by cut-off answers is a cap problem, not only a money one
+            cut = (f" Of this invocation's spend, ${s.truncated_cost_usd:.4f} went to {s.truncated} answers cut off "
+                   f"at their output cap ({s.truncated} of {s.calls} paid answers); see 'truncated' in the failure "
+                   "reasons.")
         return StopReason(
             reason="budget",
             message=f"--max-cost ${b.cap:g} reached: the run has spent ${b.committed:.4f}{this}, and the next call "
-                    f"could cost up to ${worst:.4f}. The cap covers every invocation of the run: the same command "
-                    "at this cap spends nothing more; re-run with a higher --max-cost to continue from the cache.")
+                    f"could cost up to ${worst:.4f}.{cut} The cap covers every invocation of the run: the same "
+                    "command at this cap spends nothing more; re-run with a higher --max-cost to continue from "
+                    "the cache.")
 
     async def _call(self, req: ChatRequest, verdict: type[T], key: str, components: dict[str, Any]) -> Judged[T]:
         t0 = time.monotonic()
@@ -509,16 +545,29 @@ class JudgePool:
                 if not leader and time.monotonic() > t0:
                     self.stats.warmup_held += 1
                     wait_spans.append((t0, time.monotonic()))
-            return await self._attempts(req, verdict, key, components, t0, wait_spans, tries)
-        except JudgeFailed as e:
-            e.attempts = tries  # every request this call sent, for the viewer
-            raise
+            kind = _prompt_kind(req.template)
+            # One at a time while every call of this kind failed alike; not for batched calls
+            # (one at a time there would mean one batch, hours long, per call).
+            lane = None if self.batched else self.systematic.lane(kind)
+            try:
+                judged = await self._attempts(req, verdict, key, components, t0, wait_spans, tries, lane)
+            except JudgeFailed as e:
+                e.attempts = tries  # every request this call sent, for the viewer
+                if self.stopped is None and self.systematic.failure(kind, e.reason, key):
+                    self.halt(self._systematic_stop(e, kind))
+                raise
+            finally:
+                if lane is not None:
+                    lane.release()
+            self.systematic.success(kind)
+            return judged
         finally:
             if leader and warmup is not None:
                 warmup.leave(group)
 
     async def _attempts(self, req: ChatRequest, verdict: type[T], key: str, components: dict[str, Any],
-                        t0: float, wait_spans: list[Span], tries: list[tuple[str, float, str]]) -> Judged[T]:
+                        t0: float, wait_spans: list[Span], tries: list[tuple[str, float, str]],
+                        lane: Lane | None = None) -> Judged[T]:
         tpl = self._template(req.template)
         features = message_features(req.messages)
         def estimate() -> int:  # evaluated when the call reaches the head of the quota queue
@@ -542,6 +591,10 @@ class JudgePool:
             probe = gate if gate is not None and not gate.is_open and await gate.enter() else None
             permit = None
             try:
+                if lane is not None:  # every call of its kind so far failed alike: one at a time
+                    tl = time.monotonic()
+                    if await lane.wait():
+                        wait_spans.append((tl, time.monotonic()))
                 if self.stopped is not None:
                     raise self._stopped_error()
                 if limiter is not None:
@@ -602,12 +655,18 @@ class JudgePool:
                 else:
                     self.budget.release(worst)
                     self.ledger.unpaid(call, e.kind)
+                if lane is not None:  # known before the gate opens and anyone else is sent
+                    lane.failed(e.kind, key)
                 if probe is not None and e.endpoint_fault:
                     self.halt(self._fault_stop(e, message))
                 if probe is not None:
                     probe.open()
                 if isinstance(e, RateLimited):
-                    delay = await self.limiter.rate_limited_release(permit, e.limits) if permit is not None else 1.0
+                    delay = await self.limiter.rate_limited_release(
+                        permit, e.limits, unusable_wait_s=self.max_rate_limit_wait_s) if permit is not None else 1.0
+                    if e.limits is not None and e.limits.unusable_hint:
+                        self.stats.unusable_hints += 1  # waited the bound instead (see judging.RateLimitInfo)
+                        self.stats.unusable_hint = e.limits.unusable_hint
                     self.stats.rate_limited += 1
                     rate_limited += 1
                     if delay > self.max_rate_limit_wait_s:
@@ -659,6 +718,8 @@ class JudgePool:
                 raise
             judge_spans.append((tj, time.monotonic()))
             tries.append(("answered", judge_spans[-1][1] - tj, resp.finish_reason or ""))
+            if is_cut_off(resp.finish_reason):  # learned before the preflight gate lets anyone else go
+                self.thinking.learn_cut_off(tpl.max_tokens, current.max_tokens)
             if probe is not None:
                 if current.json_mode and resp.finish_reason != "length" and "{" not in resp.text:
                     # Asked for a JSON schema, got prose without any JSON: the endpoint ignores
@@ -720,13 +781,15 @@ class JudgePool:
                                                     f"(finish_reason {resp.finish_reason})") from None
             if cut:
                 s.truncated += 1
+                s.truncated_cost_usd += call_cost
                 bigger = None if raised else self.thinking.raised_cap(current.max_tokens)
                 if bigger is not None and self.thinking.learned:  # it thinks: at least the room a thinker gets
                     bigger = max(bigger, self.thinking.cap(self._template(req.template).max_tokens))
                 if bigger is None:
                     s.failures += 1
-                    raise JudgeFailed("truncated", _truncated_detail(current.max_tokens, resp.reasoning_tokens,
-                                                                     raised, self.thinking.bound())) from None
+                    raise JudgeFailed("truncated", _truncated_detail(
+                        current.max_tokens, resp.reasoning_tokens, raised, self.thinking.bound(),
+                        explicit=self.thinking.max_output is not None and not self.thinking.retry_cut_off)) from None
                 raised = True
                 s.truncation_retries += 1
                 current = msgspec.structs.replace(current, max_tokens=bigger)
@@ -757,6 +820,11 @@ class JudgePool:
                           attempts=tries, thought=thought)
 
 
+def _prompt_kind(template: str) -> str:
+    """The template without its language variant: ``quality_zh`` and ``quality`` are one kind of prompt."""
+    return template.removesuffix("_zh")
+
+
 def _duration(seconds: float) -> str:
     """``3725`` -> ``1h2m5s``."""
     seconds = max(0, int(round(seconds)))
@@ -765,9 +833,12 @@ def _duration(seconds: float) -> str:
     return (f"{h}h" if h else "") + (f"{m}m" if h or m else "") + f"{sec}s"
 
 
-def _truncated_detail(cap: int, reasoning: int, retried: bool, ceiling: int) -> str:
+def _truncated_detail(cap: int, reasoning: int, retried: bool, ceiling: int, *, explicit: bool = False) -> str:
     """Why a cut-off answer failed, with the numbers a user needs to fix it."""
     spent = f", {reasoning} of them thinking" if reasoning else ""
+    if explicit:
+        return (f"answer cut off at {cap} output tokens{spent} (--max-output-tokens); raise it, or pass "
+                "--retry-cut-off to retry such answers once with a larger cap")
     if retried:
         return (f"answer cut off at {cap} output tokens{spent}, after one retry with a larger cap; "
                 "raise --max-output-tokens or lower --reasoning-effort")

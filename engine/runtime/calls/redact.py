@@ -16,6 +16,7 @@ from the backend that knows the key, and they must be clean wherever they are bu
 """
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import re
@@ -74,6 +75,9 @@ def url_secrets(url: str) -> list[str]:
     try:
         parts = urllib.parse.urlsplit(url)
         found = [urllib.parse.unquote(parts.password)] if parts.password else []
+        if parts.password:  # sent as HTTP basic auth: an endpoint echoing the header shows this form
+            pair = f"{urllib.parse.unquote(parts.username or '')}:{urllib.parse.unquote(parts.password)}"
+            found.append(base64.b64encode(pair.encode("utf-8")).decode("ascii"))
     except ValueError:
         return []
     found += [v for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=False)

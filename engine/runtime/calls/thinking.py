@@ -105,7 +105,7 @@ class ThinkingPolicy:
     thinking budget (a protocol preset's), which becomes the allowance."""
 
     def __init__(self, model: str, *, effort: str | None = None, max_output: int | None = None,
-                 thinking_budget: int | None = None) -> None:
+                 thinking_budget: int | None = None, retry_cut_off: bool = False) -> None:
         if effort is not None and effort not in EFFORTS:
             raise ValueError(f"--reasoning-effort must be one of {', '.join(EFFORTS)}, got {effort!r}")
         if max_output is not None and max_output < 1:
@@ -116,6 +116,12 @@ class ThinkingPolicy:
         self.effort = effort
         self.max_output = max_output
         self.thinking_budget = thinking_budget
+        # With an explicit --max-output-tokens a cut-off answer is `truncated` at once: a second,
+        # larger paid attempt only when asked (--retry-cut-off).
+        self.retry_cut_off = retry_cut_off
+        # Output room beyond a template's answer cap that this run's cut-off answers showed
+        # the model needs: later calls start there instead of paying a cut-off attempt first.
+        self.learned_room = 0
         self.family = family_of(model)
         window = window_of(model)
         self.ceiling = window.max_output if window is not None else None
@@ -151,16 +157,33 @@ class ThinkingPolicy:
 
     def cap(self, answer_cap: int) -> int:
         """The output cap sent for a template whose answer needs ``answer_cap`` tokens."""
-        if self.max_output is not None:
-            return self.max_output
-        if not self.thinking:
-            return answer_cap  # non-thinking models: exactly what was sent before
-        return max(answer_cap, min(answer_cap + self.allowance(), self.bound()))
+        if self.max_output is not None:  # kept as given, unless --retry-cut-off let the run learn more
+            return max(self.max_output, min(answer_cap + self.learned_room, self.bound())) if self.learned_room \
+                else self.max_output
+        cap = answer_cap  # non-thinking models: exactly what was sent before (until a cut-off)
+        if self.thinking:
+            cap = max(answer_cap, min(answer_cap + self.allowance(), self.bound()))
+        if self.learned_room:
+            cap = max(cap, min(answer_cap + self.learned_room, self.bound()))
+        return cap
+
+    def learn_cut_off(self, answer_cap: int, sent: int) -> None:
+        """An answer of a template with ``answer_cap`` was cut off at ``sent``: every later
+        call starts at the cap its retry gets (:meth:`raised_cap`), so a judge whose cap
+        is too small pays the cut-off attempts of the calls already in flight, not of every
+        call. Caps only grow; an explicit ``--max-output-tokens`` is kept as given unless
+        ``retry_cut_off`` (then :meth:`raised_cap` allows more, and so does this)."""
+        bigger = self.raised_cap(sent)
+        if bigger is not None:
+            self.learned_room = max(self.learned_room, bigger - answer_cap)
 
     def raised_cap(self, sent: int) -> int | None:
         """The cap of the one retry of an answer cut off at ``sent``: at least double,
         and at least one family allowance more, within the model's ceiling. None when no
-        larger cap is possible (the call fails as ``truncated``)."""
+        larger cap is possible (the call fails as ``truncated``), and with an explicit
+        ``--max-output-tokens`` unless ``retry_cut_off``."""
+        if self.max_output is not None and not self.retry_cut_off:
+            return None
         fam = self._family() or FAMILIES["open"]
         room = self.thinking_budget or fam.allowance[self.effort or "default"] or FAMILIES["open"].allowance["default"]
         target = min(max(2 * sent, sent + room), self.bound())

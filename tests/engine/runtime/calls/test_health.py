@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from drscore import prompts
-from drscore.engine.runtime.calls.health import CircuitBreaker, EndpointGate
+from drscore.engine.runtime.calls.health import CircuitBreaker, EndpointGate, SystematicFaults
 from drscore.engine.runtime.calls.judging import (
     ChatResponse, FatalError, JudgeFailed, RateLimited, RateLimitInfo, TransientError,
 )
@@ -139,3 +139,57 @@ async def test_every_attempt_has_its_own_timeout():
     with pytest.raises(JudgeFailed) as err:
         await pool.ask("t", Verdict, {"i": 0})
     assert err.value.reason == "timeout" and backend.sent == 2 and "within 0.05 s" in err.value.detail
+
+
+# -- systematic request faults --------------------------------------------------------------
+
+def test_the_first_n_requests_of_a_kind_failing_alike_trip_the_rule():
+    rule = SystematicFaults(first=3)
+    assert not rule.failure("quality", "context_length", "a")
+    assert not rule.failure("quality", "context_length", "a")  # the same request again counts once
+    assert not rule.failure("quality", "context_length", "b")
+    assert rule.failure("quality", "context_length", "c") and rule.count("quality") == 3
+    assert not rule.failure("quality", "timeout", "d")  # not a request fault: ignored
+
+
+def test_a_success_first_or_mixed_faults_keep_the_rule_off():
+    rule = SystematicFaults(first=2)
+    rule.success("quality")
+    assert not any(rule.failure("quality", "content_filter", k) for k in "abcdef")
+    rule.success("other")  # the run has worked: kinds are counted on their own
+    assert not rule.failure("pair", "context_length", "a")
+    assert not rule.failure("pair", "truncated", "b")  # two causes: not one systematic fault
+    assert not rule.failure("pair", "truncated", "c") and not rule.failure("pair", "truncated", "d")
+
+
+def test_before_any_success_the_run_counts_as_one_kind():
+    rule = SystematicFaults(first=4)
+    assert rule.nothing_worked is False
+    for k, kind in enumerate(["quality", "pair", "quality"]):
+        assert not rule.failure(kind, "content_filter", k)
+    assert rule.nothing_worked and rule.failure("pair", "content_filter", 9) and rule.count("pair") == 4
+    rule.success("quality")  # once something worked, each kind counts only its own requests
+    assert rule.count("pair") == 2 and not rule.failure("pair", "content_filter", 10)
+
+
+async def test_a_suspect_kind_goes_one_call_at_a_time_until_a_success():
+    rule = SystematicFaults(first=10)
+    first = rule.lane("quality")
+    assert not await first.wait()  # nothing failed yet: no lane
+    first.failed("context_length", "r0")
+    first.release()
+    lanes = [rule.lane("quality") for _ in range(3)]
+    assert not await lanes[0].wait()  # suspect: the first through holds the lane
+    waiting = [asyncio.ensure_future(lane.wait()) for lane in lanes[1:]]
+    await asyncio.sleep(0.01)
+    assert not any(w.done() for w in waiting)
+    lanes[0].failed("context_length", "r1")
+    lanes[0].release()
+    await asyncio.sleep(0.01)
+    assert sum(w.done() for w in waiting) == 1  # the next one, alone
+    rule.success("quality")
+    for lane in lanes[1:]:
+        lane.release()
+    await asyncio.wait_for(asyncio.gather(*waiting), 1)
+    assert all(w.result() for w in waiting)  # both had to wait
+    assert not await rule.lane("quality").wait()  # it works now: no lane

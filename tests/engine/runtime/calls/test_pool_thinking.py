@@ -119,12 +119,63 @@ async def test_cut_off_twice_fails_as_truncated_after_exactly_two_calls(tmp_path
 
 async def test_no_larger_cap_means_no_retry_at_the_same_cap(tmp_path):
     backend = Scripted("gemini-2.0-flash", [_resp("", out=8192, finish="length")])
-    pool, cache = await _pool(tmp_path, backend, thinking=ThinkingPolicy("gemini-2.0-flash", max_output=8192))
+    pool, cache = await _pool(tmp_path, backend, thinking=ThinkingPolicy("gemini-2.0-flash", max_output=8192,
+                                                                         retry_cut_off=True))
     with pytest.raises(JudgeFailed) as err:
         await pool.ask("alpha", Verdict, {"text": "r1"})
     await cache.close()
     assert err.value.reason == "truncated" and "allows no more than 8192" in err.value.detail
     assert [r.max_tokens for r in backend.requests] == [8192]
+
+
+async def test_after_a_cut_off_later_calls_start_at_the_raised_cap(tmp_path):
+    # A model that does not think but needs more room than its template's answer cap: only
+    # the first call pays a cut-off attempt; the run learned the room (before: every call did).
+    backend = Scripted("gpt-4o", [_resp('{"score": 3, "rea', out=50, finish="length"), _resp()])
+    pool, cache = await _pool(tmp_path, backend)
+    for i in range(3):
+        await pool.ask("alpha", Verdict, {"text": f"r{i}"})
+    await cache.close()
+    raised = max(2 * 50, 50 + 8192)  # at least double, and one open-model allowance more
+    assert [r.max_tokens for r in backend.requests] == [50, raised, raised, raised]
+    assert pool.stats.truncated == 1 and pool.thinking.learned_room == raised - 50
+
+
+async def test_an_explicit_cap_fails_a_cut_off_answer_at_once_unless_asked(tmp_path):
+    cut = _resp("", out=100, reasoning=100, finish="length")
+    backend = Scripted("o3", [cut, _resp()])
+    pool, cache = await _pool(tmp_path, backend, thinking=ThinkingPolicy("o3", max_output=100))
+    with pytest.raises(JudgeFailed) as err:
+        await pool.ask("alpha", Verdict, {"text": "r1"})
+    assert err.value.reason == "truncated" and "--retry-cut-off" in err.value.detail
+    assert [r.max_tokens for r in backend.requests] == [100]  # no second paid attempt
+    assert pool.thinking.cap(50) == 100  # the explicit cap is kept, nothing learned
+    await cache.close()
+    backend = Scripted("o3", [cut, _resp()])
+    (tmp_path / "asked").mkdir()
+    pool, cache = await _pool(tmp_path / "asked", backend,
+                              thinking=ThinkingPolicy("o3", max_output=100, retry_cut_off=True))
+    assert (await pool.ask("alpha", Verdict, {"text": "r1"})).value == Verdict(3, "ok")
+    await cache.close()
+    assert [r.max_tokens for r in backend.requests] == [100, 100 + 25_000]  # o3's allowance more
+
+
+async def test_a_budget_stop_says_how_much_went_to_cut_off_answers(tmp_path):
+    backend = Scripted("o3", [_resp("", out=100, reasoning=100, finish="length")])
+    # each call: 100 input at $1/M + 100 output at $2/M = $0.0003; room for three, not four
+    pool, cache = await _pool(tmp_path, backend, thinking=ThinkingPolicy("o3", max_output=100),
+                              max_cost_usd=0.0011)
+    reasons = []
+    for i in range(5):
+        try:
+            await pool.ask("alpha", Verdict, {"text": f"r{i}"})
+        except JudgeFailed as e:
+            reasons.append(e.reason)
+    await cache.close()
+    assert reasons[:3] == ["truncated"] * 3 and reasons[3:] == ["budget"] * 2
+    assert pool.stopped is not None and pool.stopped.reason == "budget"
+    assert "Of this invocation's spend, $0.0009 went to 3 answers cut off at their output cap (3 of 3 paid answers)" \
+        in pool.stopped.message
 
 
 async def test_thoughts_never_reach_the_decoder_or_the_cache(tmp_path):

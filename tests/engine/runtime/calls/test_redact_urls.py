@@ -2,6 +2,8 @@
 masked in any text, and the values of a judge URL are registered like the API key."""
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from drscore.engine.runtime.calls.redact import (
@@ -44,7 +46,8 @@ def test_urls_in_answers_are_left_alone_unless_registered():
 
 def test_values_of_the_judge_url_are_registered_in_every_spelling():
     url = "https://user:p%40ss-word-1@gw.example/v1?key=abc/def+ghi-123&model=m"
-    assert url_secrets(url) == ["p@ss-word-1", "abc/def ghi-123"]
+    basic = base64.b64encode(b"user:p@ss-word-1").decode()  # the Authorization: Basic form an endpoint may echo
+    assert url_secrets(url) == ["p@ss-word-1", basic, "abc/def ghi-123"]
     register_url_secrets(url)
     # an error body echoing the value alone (no "key=" before it) is masked too
     assert redact('{"error": "bad key abc/def ghi-123"}') == f'{{"error": "bad key {MASK}"}}'

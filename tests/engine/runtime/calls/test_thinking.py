@@ -105,3 +105,24 @@ def test_split_thinking_takes_every_thought_out():
     # the chat template opened the block in the prompt: only the closing tag arrives
     assert split_thinking('weighing...</think>{"score": 4}') == ('{"score": 4}', "weighing...")
     assert split_thinking('{"score": 4}') == ('{"score": 4}', "")
+
+
+def test_a_cut_off_teaches_the_run_the_room_later_calls_start_with():
+    p = ThinkingPolicy("o3")  # answer cap + 25,000
+    assert p.cap(1000) == 26_000 and p.cap(300) == 25_300
+    p.learn_cut_off(1000, 26_000)  # its retry: max(2 x 26,000, 26,000 + 25,000) = 52,000
+    assert p.learned_room == 51_000
+    assert p.cap(1000) == 52_000 and p.cap(300) == 51_300  # every template gets the room
+    p.learn_cut_off(300, 25_300)  # an older call in flight, cut lower: never shrinks
+    assert p.learned_room == 51_000
+    p.learn_cut_off(1000, 52_000)  # cut again at the learned cap: grows, within o3's ceiling
+    assert p.cap(1000) == min(104_000, p.bound())
+
+
+def test_an_explicit_cap_learns_only_when_cut_off_answers_may_be_retried():
+    fixed = ThinkingPolicy("o3", max_output=1000)
+    fixed.learn_cut_off(50, 1000)
+    assert fixed.raised_cap(1000) is None and fixed.cap(50) == 1000
+    asked = ThinkingPolicy("o3", max_output=1000, retry_cut_off=True)
+    asked.learn_cut_off(50, 1000)
+    assert asked.raised_cap(1000) == 26_000 and asked.cap(50) == 26_000 and asked.cap(5000) == 30_950

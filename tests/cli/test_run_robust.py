@@ -1,0 +1,135 @@
+"""``drscore run`` against endpoints that say hostile or useless things (issue 26): delay
+hints that cannot be believed, credentials in the judge URL, and every request failing
+with the same request fault.
+
+Each command runs as a real subprocess with a timeout, so a hang fails the test instead
+of stalling the suite, and both output streams are what a user would see."""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from drscore.judge.mock.scripted import ScriptedJudge
+from drscore.judge.mock.server import MockConfig, MockServerProcess
+from support.data import ROOT
+
+EXAMPLES = ROOT / "examples"
+
+
+def _run(url: str, tmp: Path, *extra: str, methods: str = "quality", timeout: float = 120,
+         model: str = "gpt-4.1", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "drscore.cli", "run", "--methods", methods,
+           "--tasks", str(EXAMPLES / "tasks.jsonl"), "--reports", str(EXAMPLES / "reports.claude-3-7-sonnet.jsonl"),
+           "--judge-url", url, "--judge-model", model, "--cache", str(tmp / "cache"), "--out", str(tmp / "run"),
+           *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout)
+
+
+def _summary(tmp: Path) -> dict:
+    return json.loads((tmp / "run" / "summary.json").read_text())
+
+
+def test_retry_after_inf_waits_the_bound_and_the_run_says_so(tmp_path):
+    # Before: Retry-After: inf paused every caller for ever (the run never ended).
+    with MockServerProcess(MockConfig(rpm=240, profile="vllm", rate_limit_hint="inf")) as mock:
+        proc = _run(mock.url, tmp_path, "--max-rate-limit-wait", "0.5", timeout=90)
+        served = mock.stats()
+    assert proc.returncode == 0, proc.stderr
+    totals = _summary(tmp_path)["totals"]
+    assert served["rate_limited"] >= 1 and totals["items"] == 10 and totals["items_failed"] == 0
+    assert totals["unusable_rate_limit_hints"] == {"count": served["rate_limited"], "last": "Retry-After: inf",
+                                                   "waited_s": 0.5}
+    assert "cannot be believed (Retry-After: inf); waited --max-rate-limit-wait 0.5 s instead" in proc.stdout
+
+
+# -- credentials in the judge URL ----------------------------------------------------------
+
+PASSWORD = "pw-5c1e9a0b77"
+
+
+def test_url_credentials_with_a_key_in_the_same_header_are_refused_at_start(tmp_path):
+    # Before: aiohttp refused to combine the two and every item failed as "internal error".
+    with ScriptedJudge("ok") as judge:
+        url = judge.url.replace("http://", f"http://drscore:{PASSWORD}@")
+        proc = _run(url, tmp_path, "--api-key-env", "DRSCORE_TEST_KEY",
+                    env={"DRSCORE_TEST_KEY": "drscore-test-key-0123456789"})
+        sent = judge.requests
+    assert proc.returncode != 0 and sent == 0
+    errors = [line for line in proc.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and "carries a user and password" in errors[0] and "$DRSCORE_TEST_KEY is set" in errors[0]
+    assert "drscore:[REDACTED]@" in errors[0]
+    assert PASSWORD not in proc.stdout + proc.stderr and "internal error" not in proc.stdout + proc.stderr
+
+
+def test_url_credentials_without_a_key_are_sent_as_basic_auth_and_shown_nowhere(tmp_path):
+    # The echo judge repeats the Authorization header it received into every free-text field.
+    with ScriptedJudge("echo") as judge:
+        url = judge.url.replace("http://", f"http://drscore:{PASSWORD}@")
+        proc = _run(url, tmp_path, "--api-key-env", "DRSCORE_UNSET_KEY", env={"DRSCORE_UNSET_KEY": ""})
+    assert proc.returncode == 0, proc.stderr
+    basic = base64.b64encode(f"drscore:{PASSWORD}".encode()).decode()
+    stored = "".join(p.read_text(errors="replace") for p in (tmp_path / "run").rglob("*") if p.is_file())
+    assert "you sent Basic [REDACTED]" in stored  # the header arrived, and its echo is masked
+    assert basic not in stored and PASSWORD not in stored and PASSWORD not in proc.stdout + proc.stderr
+
+
+def test_url_credentials_with_the_sdk_transport_are_refused_at_start(tmp_path):
+    proc = _run(f"http://drscore:{PASSWORD}@127.0.0.1:9/v1", tmp_path, "--transport", "sdk")
+    assert proc.returncode != 0
+    assert "which --transport sdk cannot send; use --transport http" in proc.stderr
+    assert PASSWORD not in proc.stdout + proc.stderr
+
+
+# -- every request failing with the same request fault --------------------------------------
+
+DRB = ROOT / "tests" / "data" / "drb"
+
+
+def _drb_run(url: str, tmp: Path) -> subprocess.CompletedProcess[str]:
+    """quality + redundancy over the 21 reports of the test slice (42 items, hundreds of calls)."""
+    cmd = [sys.executable, "-m", "drscore.cli", "run", "--methods", "quality,redundancy",
+           "--tasks", str(DRB / "tasks.jsonl"), "--reports", str(DRB / "reports.claude-3-7-sonnet.jsonl"),
+           "--judge-url", url, "--judge-model", "local-judge", "--no-cache", "--out", str(tmp / "run")]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+def test_every_prompt_over_the_window_stops_the_run_with_one_line(tmp_path):
+    # Before: every item was tried (2,938 calls on a real run), each failing on its own.
+    with MockServerProcess(MockConfig(profile="vllm", context_window=200)) as mock:
+        proc = _drb_run(mock.url, tmp_path)
+        sent = mock.stats()["requests"]
+    assert proc.returncode == 1, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("drscore: error:")]
+    assert len(errors) == 1
+    assert "every prompt so far exceeds the context window of 200 tokens of local-judge" in errors[0]
+    assert "check --judge-model or the window" in errors[0]
+    summary = _summary(tmp_path)
+    assert summary["stopped"]["reason"] == "context_length" and summary["totals"]["items_failed"] == 42
+    assert sent <= 20  # the window was learned from the first 400; what was sent stayed small
+
+
+def test_every_prompt_filtered_stops_after_ten_calls(tmp_path):
+    # Azure's content filter answers 400 content_filter; "JSON" is in every drscore prompt.
+    with MockServerProcess(MockConfig(profile="azure", filter_word="JSON")) as mock:
+        proc = _drb_run(f"{mock.base}/openai/deployments/judge?api-version=2024-10-21", tmp_path)
+        sent = mock.stats()["requests"]
+    assert proc.returncode == 1, proc.stderr
+    assert "every prompt so far met the provider's content filter (the first 10 calls of the run)" in proc.stderr
+    # while every call so far failed alike they go one at a time: the tenth ends it
+    assert sent == 10
+
+
+def test_isolated_request_faults_still_fail_only_their_items(tmp_path):
+    # A window some whole reports exceed (more of them than the rule's 10) but others fit,
+    # and every redundancy pair fits: the ones over it fail alone, the run finishes.
+    with MockServerProcess(MockConfig(profile="vllm", context_window=4000)) as mock:
+        proc = _drb_run(mock.url, tmp_path)
+    summary = _summary(tmp_path)
+    reasons = summary["totals"]["failure_reasons"]
+    assert summary["stopped"] is None and proc.returncode == 3, proc.stderr
+    assert set(reasons) == {"context_length"} and reasons["context_length"] > 10
+    assert summary["totals"]["items"] - summary["totals"]["items_failed"] >= 21  # every redundancy row, some quality

@@ -1,0 +1,72 @@
+"""Delay hints a server may send that cannot be believed: each parses to a finite bounded
+value or to nothing, and says what it was (for the run's note)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from drscore.engine.runtime.calls.judging import HINT_CEILING_S
+from drscore.judge.ratelimit_headers import parse_rate_limit_headers, retry_hint_from_text, usable_delay
+
+DIGITS = "9" * 5000  # float() reads it as inf
+
+HOSTILE = ["inf", "-inf", "Infinity", "nan", "NaN", "1e309", DIGITS, "-5", "-0.5",
+           "Fri, 31 Dec 9999 23:59:59 GMT", "soon", f"{HINT_CEILING_S + 1:.0f}"]
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_hostile_retry_after_is_dropped_and_named(value):
+    info = parse_rate_limit_headers({"Retry-After": value})
+    assert info.retry_after_s is None
+    assert info.unusable_hint is not None and info.unusable_hint.startswith("Retry-After: ")
+    assert len(info.unusable_hint) <= len("Retry-After: ") + 41  # 5,000 digits are shortened
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_hostile_reset_headers_and_ms_are_dropped(value):
+    ms = f"{(HINT_CEILING_S + 1) * 1000:.0f}" if value == HOSTILE[-1] else value
+    info = parse_rate_limit_headers({"x-ratelimit-reset-requests": value, "x-ratelimit-reset-tokens": value,
+                                     "retry-after-ms": ms})
+    assert info.reset_requests_s is None and info.reset_tokens_s is None and info.retry_after_s is None
+    assert info.unusable_hint is not None
+    assert {"retry-after-ms", "x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"} == \
+        {part.split(":")[0] for part in info.unusable_hint.split("; ")}
+
+
+def test_believable_hints_are_kept_and_a_usable_one_hides_an_unusable_one():
+    assert parse_rate_limit_headers({"Retry-After": "0"}).retry_after_s == 0.0
+    assert parse_rate_limit_headers({"Retry-After": "Mon, 01 Jan 1990 00:00:00 GMT"}).retry_after_s == 0.0  # past
+    info = parse_rate_limit_headers({"retry-after-ms": "nan", "Retry-After": "7"})
+    assert info.retry_after_s == 7.0 and info.unusable_hint is None
+    info = parse_rate_limit_headers({"Retry-After": "inf", "x-ratelimit-reset-requests": "6m0s"})
+    assert info.retry_after_s is None and info.reset_requests_s == 360.0 and info.unusable_hint is None
+    assert parse_rate_limit_headers({"Retry-After": f"{HINT_CEILING_S:.0f}"}).retry_after_s == HINT_CEILING_S
+
+
+def test_hostile_quota_figures_are_as_if_not_sent():
+    info = parse_rate_limit_headers({"x-ratelimit-limit-requests": "inf", "x-ratelimit-remaining-requests": "nan",
+                                     "x-ratelimit-limit-tokens": "-100", "x-ratelimit-remaining-tokens": DIGITS})
+    assert (info.limit_requests, info.remaining_requests, info.limit_tokens, info.remaining_tokens) == \
+        (None, None, None, None)
+
+
+@pytest.mark.parametrize("delay", ["inf", "nan", DIGITS, "-5", "1e309"])
+def test_gemini_retry_delay_in_the_body(delay):
+    body = '{"error": {"code": 429, "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", ' \
+           f'"retryDelay": "{delay}s"}}]}}}}'
+    seconds, bad = retry_hint_from_text(body)
+    assert seconds is None and bad is not None and bad.startswith("retryDelay: ")
+    assert retry_hint_from_text('{"retryDelay": "24s"}') == (24.0, None)
+
+
+def test_try_again_prose_with_too_many_digits():
+    seconds, bad = retry_hint_from_text(f"Please try again in {DIGITS}s.")
+    assert seconds is None and bad is not None and bad.startswith("try again in: 999")
+    assert retry_hint_from_text("Please try again in 20s.") == (20.0, None)
+    assert retry_hint_from_text("Rate limit reached.") == (None, None)
+
+
+def test_usable_delay_bounds():
+    assert usable_delay(0.0) and usable_delay(HINT_CEILING_S)
+    assert not any(usable_delay(x) for x in (None, -0.001, math.inf, -math.inf, math.nan, HINT_CEILING_S + 1))
