@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import click
 import orjson
 
-from drscore.api import Run, RunConfig, methods
+from drscore.api import Run, RunConfig, load_user_methods, methods, plugin_problems
 from drscore.commands._common import interrupt_note_for, judge_config_from_args, judge_options, run_async
 from drscore.commands._framework import Command, on_interrupt, option, options, usage_error
 from drscore.render import dry_run_text, end_of_run_lines, leaderboard_text, only_the_stop, team_incomplete
@@ -80,6 +80,11 @@ _DESCRIPTION = (
         "runs/<date>-<time>-<methods>/); the same command on the same DIR resumes, one process at a time")
 @option("--overwrite", is_flag=True, help="replace a run directory that holds a different run's configuration")
 @option("--limit", type=int, metavar="N", help="score only the first N reports of each reports file")
+@option("--method-file", "method_files", multiple=True, metavar="FILE",
+        help="a method declared in a TOML file (repeat for several); its name goes in --methods "
+             "(docs/custom-methods.md)")
+@option("--method-module", "method_modules", multiple=True, metavar="FILE",
+        help="a Python file defining Method subclasses (repeat for several); their names go in --methods")
 @config_option()
 @option("--print-config", is_flag=True, help="print this command line as a TOML config file and exit")
 @option("--dry-run", is_flag=True, help="print calls, tokens and cost; spend nothing")
@@ -117,10 +122,13 @@ def _config(args: SimpleNamespace) -> RunConfig:
     if args.limit is not None and args.limit < 1:
         raise ValueError("--limit must be at least 1")
     names = [m.strip() for m in args.methods.split(",") if m.strip()]
+    load_user_methods(args.method_files, args.method_modules)
     available = methods()
     unknown = [n for n in names if n not in available]
     if unknown:
-        raise ValueError(f"unknown method(s) {', '.join(unknown)}; available: {', '.join(available)}")
+        problems = plugin_problems()
+        hint = f" (plugins that failed to load: {'; '.join(problems)})" if problems else ""
+        raise ValueError(f"unknown method(s) {', '.join(unknown)}; available: {', '.join(available)}{hint}")
     options = {}
     for cls in available.values():
         for o in cls.options:
@@ -132,7 +140,8 @@ def _config(args: SimpleNamespace) -> RunConfig:
                      method_options=options, allow_private_fetch=args.allow_private_fetch,
                      offline_pages=args.offline_pages, fetch_concurrency=args.fetch_concurrency,
                      limit=args.limit or 0, overwrite=args.overwrite, shard=args.shard,
-                     protocol=getattr(args, "protocol", None), samples=args.samples)
+                     protocol=getattr(args, "protocol", None), samples=args.samples,
+                     method_files=list(args.method_files), method_modules=list(args.method_modules))
 
 
 def default_out_dir(methods: list[str], root: Path = Path("runs"), now: float | None = None) -> Path:
