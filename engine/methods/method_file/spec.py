@@ -380,9 +380,11 @@ def _prompt(c: _Checker, language: str, keys: tuple[str, ...], value: Any, name:
         except (OSError, UnicodeDecodeError) as exc:
             raise c.fail((*keys, "file"), f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
         where, offset, shown = str(path), 0, str(path)
+        keys = (*keys, "file")
     else:
         text = c.string(table["text"], (*keys, "text"))
-        where, offset, shown = str(c.path), _inline_offset(c, (*keys, "text")), f"{c.path}"
+        keys = (*keys, "text")
+        where, offset, shown = str(c.path), _inline_offset(c, keys), f"{c.path}"
     try:
         template = prompts.parse(template_name, text, source=where)
     except ValueError as exc:
