@@ -236,10 +236,19 @@ def methods() -> dict[str, type[Method]]:
 def load_user_methods(files: Sequence[str | os.PathLike[str]] = (),
                       modules: Sequence[str | os.PathLike[str]] = ()) -> list[str]:
     """Register the methods of TOML method files and Python method modules; their names.
-    A file's problem is a ValueError naming the file, line and field."""
-    names = [method_registry.load_method_file(os.fspath(f)) for f in files]
-    for path in modules:
-        names += method_registry.load_method_module(os.fspath(path))
+    A file's problem is a ValueError naming the file, line and field; two of them
+    defining one name is a ValueError naming both."""
+    names: list[str] = []
+    origins: dict[str, str] = {}
+    loaded = [(os.fspath(f), [method_registry.load_method_file(os.fspath(f))]) for f in files]
+    loaded += [(os.fspath(p), method_registry.load_method_module(os.fspath(p))) for p in modules]
+    for path, found in loaded:
+        for name in found:
+            if name in origins and origins[name] != path:
+                raise ValueError(f"{path}: method name {name!r} is defined by {origins[name]} too; one name, "
+                                 "one method")
+            origins[name] = path
+            names.append(name)
     return names
 
 

@@ -151,16 +151,16 @@ class Registered(msgspec.Struct, frozen=True):
 _REGISTERED: dict[str, Registered] = {}
 
 
-def register(name: str, raw: str, *, origin: str, source: str | None = None) -> Template:
+def register(name: str, raw: str, *, origin: str, source: str | None = None, replace: bool = False) -> Template:
     """Add the template ``name`` (text ``raw``, the format above) for a method from outside
     the package. ``origin`` says where it came from (``drscore prompts list`` shows it);
     ``source`` names the file in parse errors. A name of a built-in template, or one another
-    origin registered, is a ValueError; the same origin registering it again replaces it (a
-    method file edited between two runs in one process)."""
+    origin registered, is a ValueError unless ``replace``; the same origin registering it
+    again replaces it (a method file edited between two runs in one process)."""
     if name in builtin_names():
         raise ValueError(f"template name {name!r} is taken by a built-in template (see `drscore prompts list`)")
     held = _REGISTERED.get(name)
-    if held is not None and held.origin != origin:
+    if held is not None and held.origin != origin and not replace:
         raise ValueError(f"template name {name!r} is already used by {held.origin}")
     tpl = parse(name, raw, source=source)
     _REGISTERED[name] = Registered(tpl, raw, origin)

@@ -68,20 +68,29 @@ def _discover() -> None:
             _PROBLEMS.append(f"{where}: {exc}")
 
 
+def _user(where: str) -> bool:
+    """A method file or module: the user's own, given for a run (not installed)."""
+    return where.startswith(("file ", "module "))
+
+
 def register(cls: type[Method], where: str) -> None:
     """Add a method from outside the package, with its origin (``file my.toml``, ``plugin
     acme 1.0``, ``module my.py``) and its templates. ValueError when its name is a
-    built-in method's or another origin's; the same origin registering again replaces it."""
+    built-in method's or a plugin's. A method file or module replaces one registered
+    earlier under its name by a file or module (in one process, the last loaded wins:
+    a script running several configurations in turn); :func:`load_user_methods` refuses
+    two of them with one name in one run."""
     _discover()
     name = getattr(cls, "name", None)
     if not isinstance(name, str) or not name:
         raise ValueError(f"{cls.__qualname__} has no name (name: ClassVar[str] = \"my-method\")")
     held = _ORIGINS.get(name)
-    if held is not None and held != where:
+    if held is not None and held != where and not (_user(held) and _user(where)):
         taken = "a built-in method" if held == BUILT_IN else held
         raise ValueError(f"method name {name!r} is taken by {taken}; choose another name")
     for template, text in getattr(cls, "prompt_templates", {}).items():
-        prompts.register(template, text, origin=where, source=f"{where}, template {template!r}")
+        prompts.register(template, text, origin=where, source=f"{where}, template {template!r}",
+                         replace=_user(where))
     _REGISTRY[name] = cls
     _ORIGINS[name] = where
 
