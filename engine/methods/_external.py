@@ -94,7 +94,7 @@ def import_module_file(path: str | Path) -> list[type[Method]]:
         raise MethodModuleError(f"{exc.filename or path}:{exc.lineno}: {exc.msg}") from None
     except (Exception, SystemExit) as exc:
         sys.modules.pop(name, None)
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == path]
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve() == path.resolve()]
         where = f"{path}:{frames[-1].lineno}" if frames else str(path)
         raise MethodModuleError(f"{where}: the method module failed to import: {type(exc).__name__}: {exc}") from None
     found = methods_in(module)
