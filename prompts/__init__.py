@@ -220,7 +220,7 @@ class Library:
         for path in sorted(self.override_dir.glob("*.md")):
             name = path.name[:-3]
             if name not in builtin:
-                raise PromptOverrideError(f"{path}: no template named {name!r} to override "
+                raise PromptOverrideError(f"{path}: no built-in template named {name!r} to override "
                                           f"(see `drscore prompts list`)")
             try:
                 tpl = parse(name, path.read_text(encoding="utf-8"), source=str(path))
