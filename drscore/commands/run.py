@@ -69,7 +69,9 @@ _DESCRIPTION = (
                    "drscore run --methods quality,redundancy --tasks tasks.jsonl --reports reports.a.jsonl --limit 5",
                    "drscore run --methods quality --reports r.jsonl --judge-url https://api.openai.com/v1 "
                    "--judge-model gpt-4.1 --print-config > run.toml",
-                   "drscore run --config run.toml --max-cost 5"])
+                   "drscore run --config run.toml --max-cost 5",
+                   "drscore run --method-file clarity_rubric.toml --methods clarity-rubric,quality --tasks tasks.jsonl "
+                   "--reports reports.a.jsonl --limit 2"])
 @option("--methods", type=COMMA_LIST, help="comma-separated method names (required, here or in --config)")
 @option("--reports", multiple=True, metavar="FILE",
         help="reports JSONL (repeat for several agents; required, here or in --config)")
