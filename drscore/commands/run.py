@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import click
 import orjson
 
-from drscore.api import Run, RunConfig, load_user_methods, methods, plugin_problems
+from drscore.api import Run, RunConfig, load_user_methods, method_origin, methods, plugin_problems
 from drscore.commands._common import interrupt_note_for, judge_config_from_args, judge_options, run_async
 from drscore.commands._framework import Command, on_interrupt, option, options, usage_error
 from drscore.render import dry_run_text, end_of_run_lines, leaderboard_text, only_the_stop, team_incomplete
@@ -115,6 +115,33 @@ def command(ctx: click.Context, **opts: Any) -> int:
     return _main(SimpleNamespace(**opts), ctx)
 
 
+# A plugin's option whose flag drscore run already has (--limit, --seed, ...) is left out:
+# two parameters with one flag would shadow each other. Said before each run.
+OPTION_CLASHES: list[str] = []
+_LEFT_OUT: set[tuple[str, str]] = set()  # (method, option dest)
+
+
+def _leave_out_clashing_plugin_options(cmd: click.Command) -> None:
+    seen: set[str] = set()
+    kept = []
+    for p in cmd.params:
+        section = str(getattr(p, "section", None) or "")
+        name = section.removeprefix("method ")
+        clash = [o for o in p.opts if o in seen]
+        if clash and section.startswith("method ") and method_origin(name) != "built-in":
+            default = next((o.default for o in methods()[name].options if o.flag.replace("-", "_") == p.name), None)
+            OPTION_CLASHES.append(f"{method_origin(name)}: method {name!r} declares the option {clash[0]}, which "
+                                  f"drscore run already has; it keeps its default ({default})")
+            _LEFT_OUT.add((name, str(p.name)))
+            continue
+        seen.update(p.opts)
+        kept.append(p)
+    cmd.params = kept
+
+
+_leave_out_clashing_plugin_options(command)
+
+
 def _config(args: SimpleNamespace) -> RunConfig:
     if not args.methods or not args.reports:
         missing = " and ".join(f for f, v in (("--methods", args.methods), ("--reports", args.reports)) if not v)
@@ -135,7 +162,7 @@ def _config(args: SimpleNamespace) -> RunConfig:
     for cls in available.values():
         for o in cls.options:
             dest = o.flag.replace("-", "_")
-            if getattr(args, dest, None) is not None:
+            if (cls.name, dest) not in _LEFT_OUT and getattr(args, dest, None) is not None:
                 options[dest] = getattr(args, dest)
     return RunConfig(methods=names, reports=list(args.reports), tasks=args.tasks, format=args.format, agent=args.agent,
                      out=args.out, judge=judge_config_from_args(args), seed=args.seed, dry_run=args.dry_run,
@@ -201,7 +228,7 @@ def _main(args: SimpleNamespace, ctx: click.Context) -> int:
 
 async def _run(config: RunConfig, progress_every: float) -> tuple[dict, BoardFold]:
     async with Run(config) as run:
-        for warning in run.warnings:
+        for warning in [*OPTION_CLASHES, *run.warnings]:
             print(f"warning: {warning}", file=sys.stderr)
         per_method = {m: sum(_capped(count_lines(p), config.limit) for p in config.reports) for m in config.methods}
         shard = shard_of(config.shard)

@@ -109,6 +109,27 @@ def test_a_plugin_may_not_take_a_built_in_name(tmp_path):
                                        "choose another name"]
 
 
+def test_a_plugin_option_that_clashes_with_a_run_flag_is_left_out(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    code = docs_example().replace('drscore.Option("opening-words"', 'drscore.Option("limit"').replace(
+        'self.opts["opening_words"]', 'self.opts["limit"]')
+    install(site, "clashing", code, "clashing", "0.3", "opening = clashing:Opening")
+    run = drscore("run", "--methods", "opening", "--tasks", str(EXAMPLES / "rubric_tasks.jsonl"), "--reports",
+                  str(EXAMPLES / "rubric_reports.jsonl"), "--limit", "2", "--out", "runs/c",
+                  site=site, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert ("warning: plugin clashing 0.3: method 'opening' declares the option --limit, which drscore run "
+            "already has; it keeps its default (300)") in run.stderr and "UserWarning" not in run.stderr
+    verdicts = [json.loads(x) for x in (tmp_path / "runs" / "c" / "verdicts.jsonl").read_text().splitlines()]
+    assert len(verdicts) == 2  # --limit 2 is the run's: two reports
+    reports = [json.loads(x)["report"] for x in
+               (EXAMPLES / "rubric_reports.jsonl").read_text(encoding="utf-8").splitlines()[:2]]
+    for v, report in zip(verdicts, reports):  # the plugin read the first 300 words: its default
+        opening = " ".join(report.split()[:300])
+        assert len(report.split()) > 300 and v["inputs"]["opening"].endswith(f"[{len(opening):,} chars]")
+
+
 def test_method_module_by_path(tmp_path):
     (tmp_path / "acme_methods.py").write_text(docs_example(), encoding="utf-8")
     run = drscore("run", "--method-module", "acme_methods.py", "--methods", "opening", "--tasks",
