@@ -170,3 +170,15 @@ def test_config_file_shards_merge_and_reading_the_run_back(tmp_path, mock, rubri
     frame = drscore.load_run(tmp_path / "all").rows.to_pandas()
     assert set(frame["method"]) == {METHOD} and len(frame) == 20
     capsys.readouterr()
+
+
+def test_a_run_directory_holds_one_set_of_method_files(tmp_path, rubric, capsys):
+    other = tmp_path / "other.toml"
+    other.write_text(rubric.read_text(encoding="utf-8"), encoding="utf-8")
+    base = ["run", "--methods", METHOD, "--tasks", str(EXAMPLES / "tasks.jsonl"), "--reports",
+            str(EXAMPLES / "reports.claude-first-half.jsonl"), "--limit", "2", "--out", str(tmp_path / "r")]
+    assert main([*base, "--method-file", str(rubric)]) == 0
+    assert main([*base, "--method-file", str(rubric)]) == 0  # the same command resumes
+    capsys.readouterr()
+    assert main([*base, "--method-file", str(other)]) == 1
+    assert "method_files" in capsys.readouterr().err
