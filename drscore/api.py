@@ -238,6 +238,7 @@ def load_user_methods(files: Sequence[str | os.PathLike[str]] = (),
     """Register the methods of TOML method files and Python method modules; their names.
     A file's problem is a ValueError naming the file, line and field; two of them
     defining one name is a ValueError naming both."""
+    method_registry.available()  # installed plugins first (and their templates), so a clash is named
     names: list[str] = []
     origins: dict[str, str] = {}
     loaded = [(os.fspath(f), [method_registry.load_method_file(os.fspath(f))]) for f in files]
