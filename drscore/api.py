@@ -117,6 +117,11 @@ class RunConfig(msgspec.Struct, kw_only=True):
     # --samples K: ask every judge call K times (distinct requests, each cached) and keep
     # the mean and spread per row; 1 = once, as always (engine.runtime.samples).
     samples: int = 1
+    # Methods from outside the package, registered before the names in ``methods`` are
+    # looked up: TOML method files and Python files defining Method subclasses
+    # (docs/custom-methods.md). Installed plugins need neither: they are discovered.
+    method_files: list[str] = []
+    method_modules: list[str] = []
 
     def __post_init__(self) -> None:
         # msgspec does not check types at construction: a list of Report objects (or one
@@ -133,6 +138,7 @@ class RunConfig(msgspec.Struct, kw_only=True):
     def validate(self) -> None:
         """Every numeric setting (the judge's and the methods' too) in its range: a
         ValueError naming the flag."""
+        load_user_methods(self.method_files, self.method_modules)
         check_all(self, RUN_RANGES)
         self.judge.validate()
         for name in self.methods:
@@ -224,8 +230,39 @@ def version() -> str:
 
 
 def methods() -> dict[str, type[Method]]:
-    """Every available scoring method by name."""
+    """Every available scoring method by name (built-in, installed plugins, and those
+    :func:`load_user_methods` registered)."""
     return method_registry.available()
+
+
+def load_user_methods(files: Sequence[str | os.PathLike[str]] = (),
+                      modules: Sequence[str | os.PathLike[str]] = ()) -> list[str]:
+    """Register the methods of TOML method files and Python method modules; their names.
+    A file's problem is a ValueError naming the file, line and field; two of them
+    defining one name is a ValueError naming both."""
+    method_registry.available()  # installed plugins first (and their templates), so a clash is named
+    names: list[str] = []
+    origins: dict[str, str] = {}
+    loaded = [(os.fspath(f), [method_registry.load_method_file(os.fspath(f))]) for f in files]
+    loaded += [(os.fspath(p), method_registry.load_method_module(os.fspath(p))) for p in modules]
+    for path, found in loaded:
+        for name in found:
+            if name in origins and origins[name] != path:
+                raise ValueError(f"{path}: method name {name!r} is defined by {origins[name]} too; one name, "
+                                 "one method")
+            origins[name] = path
+            names.append(name)
+    return names
+
+
+def method_origin(name: str) -> str:
+    """Where a method comes from: ``built-in``, ``plugin DIST VERSION``, ``file PATH``, ``module PATH``."""
+    return method_registry.origin(name)
+
+
+def plugin_problems() -> list[str]:
+    """Installed plugins that failed to load, each with its distribution and the exception."""
+    return method_registry.plugin_problems()
 
 
 def thinking_policy(jc: JudgeConfig, model: str) -> ThinkingPolicy:
@@ -485,7 +522,8 @@ class Run:
             raise ValueError("no methods given")
         if not cfg.reports:
             raise ValueError("no reports file given")
-        cfg.validate()
+        cfg.validate()  # registers the run's method files and modules first
+        self.warnings += [f"{p}; the other methods run" for p in plugin_problems()]
         instances = method_instances(cfg.methods, cfg.method_options)
         for path in cfg.reports:  # fail now, in one line, not halfway through the run
             open_input(path, "reports").close()

@@ -21,6 +21,10 @@ name from ``DIR/<name>.md`` when that file exists and from the built-in set othe
 An override must use exactly the placeholders of the built-in template it replaces (the
 verdict schema is the caller's, so it cannot change); its own hash goes into the cache
 key, so answers to the built-in prompt are never served for it.
+
+Methods from outside the package (a method file, a plugin, ``--method-module``) bring
+their own templates: :func:`register` adds one by name beside the built-in set, and from
+then on :func:`load`, :func:`names` and ``drscore prompts`` know it like a built-in one.
 """
 from __future__ import annotations
 
@@ -135,19 +139,63 @@ def parse(name: str, raw: str, source: str | None = None) -> Template:
     )
 
 
-@functools.cache
+class Registered(msgspec.Struct, frozen=True):
+    """A template a method from outside the package brought: its text and where it came from."""
+
+    template: Template
+    text: str
+    origin: str  # "file my_rubric.toml", "plugin acme-rubrics 1.0", ...
+
+
+# Templates of user methods by name (see register); the built-in ones are files.
+_REGISTERED: dict[str, Registered] = {}
+
+
+def register(name: str, raw: str, *, origin: str, source: str | None = None, replace: bool = False) -> Template:
+    """Add the template ``name`` (text ``raw``, the format above) for a method from outside
+    the package. ``origin`` says where it came from (``drscore prompts list`` shows it);
+    ``source`` names the file in parse errors. A name of a built-in template, or one another
+    origin registered, is a ValueError unless ``replace``; the same origin registering it
+    again replaces it (a method file edited between two runs in one process)."""
+    if name in builtin_names():
+        raise ValueError(f"template name {name!r} is taken by a built-in template (see `drscore prompts list`)")
+    held = _REGISTERED.get(name)
+    if held is not None and held.origin != origin and not replace:
+        raise ValueError(f"template name {name!r} is already used by {held.origin}")
+    tpl = parse(name, raw, source=source)
+    _REGISTERED[name] = Registered(tpl, raw, origin)
+    return tpl
+
+
+def origin_of(name: str) -> str:
+    """Where template ``name`` comes from: ``built-in`` or its registered origin."""
+    held = _REGISTERED.get(name)
+    return held.origin if held is not None else "built-in"
+
+
 def load(name: str) -> Template:
-    """Load ``prompts/<name>.md`` from the installed package."""
+    """The template ``name``: a registered one, else ``prompts/<name>.md`` of the package."""
+    held = _REGISTERED.get(name)
+    return held.template if held is not None else _builtin(name)
+
+
+@functools.cache
+def _builtin(name: str) -> Template:
     path = resources.files(__name__).joinpath(f"{name}.md")
     if not path.is_file():
         raise KeyError(f"no prompt template named {name!r}")
     return parse(name, path.read_text(encoding="utf-8"))
 
 
+@functools.cache
+def builtin_names() -> frozenset[str]:
+    """The names of the templates shipped in the package."""
+    return frozenset(p.name[:-3] for p in resources.files(__name__).iterdir() if p.name.endswith(".md"))
+
+
 def names() -> list[str]:
-    return sorted(
-        p.name[:-3] for p in resources.files(__name__).iterdir() if p.name.endswith(".md")
-    )
+    """Every template name: the built-in ones and those registered."""
+    return sorted(builtin_names() | _REGISTERED.keys())
 
 
 class PromptOverrideError(ValueError):
@@ -209,7 +257,10 @@ class Library:
 
 
 def source_of(name: str) -> str:
-    """The text of the built-in template ``name`` (for ``drscore prompts show``)."""
+    """The text of the template ``name`` (for ``drscore prompts show``)."""
+    held = _REGISTERED.get(name)
+    if held is not None:
+        return held.text
     path = resources.files(__name__).joinpath(f"{name}.md")
     if not path.is_file():
         raise KeyError(f"no prompt template named {name!r}; see `drscore prompts list`")

@@ -10,7 +10,7 @@ import orjson
 
 from drscore.commands._framework import Command, argument, fail, option
 
-from drscore.api import add_decisions, method_instances, task_bootstrap_interval
+from drscore.api import add_decisions, load_user_methods, method_instances, task_bootstrap_interval
 from drscore.engine.runtime.rundir_merge import MergeError, merge_runs
 from drscore.engine.runtime.rundir_read import RunDirError, read_run_dir
 from drscore.render import leaderboard_text
@@ -33,6 +33,7 @@ def command(**opts: Any) -> int:
 def _main(args: SimpleNamespace) -> int:
     try:
         config = read_run_dir(args.dirs[0]).config
+        load_user_methods(config.get("method_files") or [], config.get("method_modules") or [])
         methods = method_instances(config.get("methods") or [], config.get("method_options") or {})
         summary = merge_runs(list(args.dirs), args.out, interval=task_bootstrap_interval, methods=methods,
                              extend=lambda s, rows: add_decisions(s, rows, samples=int(config.get("samples") or 1)))

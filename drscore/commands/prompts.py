@@ -7,8 +7,15 @@ from types import SimpleNamespace
 
 import click
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 from drscore import prompts
-from drscore.commands._framework import Group, argument, fail
+from drscore.api import load_user_methods
+from drscore.commands._framework import Group, argument, fail, option
+from drscore.engine.runtime.escape import terminal
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @click.group("prompts", cls=Group, short_help="list and show the built-in judge prompt templates",
@@ -21,24 +28,39 @@ def command() -> None:
     """The templates, by name."""
 
 
-@command.command("list", help="Every template: name, hash, answer cap, placeholders.")
-def list_() -> int:
+def _user_methods(f: F) -> F:
+    """--method-file / --method-module: their templates are listed and shown too."""
+    f = option("--method-module", "method_modules", multiple=True, metavar="FILE",
+               help="also the templates of the methods a Python file defines")(f)
+    return option("--method-file", "method_files", multiple=True, metavar="FILE",
+                  help="also the templates of the method declared in this TOML file")(f)
+
+
+@command.command("list", help="Every template: name, hash, answer cap, where it comes from (built-in, or the "
+                              "plugin, method file or module that brought it), placeholders.")
+@_user_methods
+def list_(method_files: tuple[str, ...], method_modules: tuple[str, ...]) -> int:
+    load_user_methods(method_files, method_modules)
     return _main(SimpleNamespace(prompts_command="list"))
 
 
 @command.command("show", help="Print one template's file.")
 @argument("name", help="template name (see `drscore prompts list`)")
-def show(name: str) -> int:
+@_user_methods
+def show(name: str, method_files: tuple[str, ...], method_modules: tuple[str, ...]) -> int:
+    load_user_methods(method_files, method_modules)
     return _main(SimpleNamespace(prompts_command="show", name=name))
 
 
 def _main(args: SimpleNamespace) -> int:
     if args.prompts_command == "list":
-        rows = [(n, prompts.load(n)) for n in prompts.names()]
-        width = max(len(n) for n, _ in rows)
-        print(f"{'name':<{width}}  {'hash':<16}  max_tokens  placeholders")
-        for name, tpl in rows:
-            print(f"{name:<{width}}  {tpl.hash:<16}  {tpl.max_tokens:>10}  {', '.join(sorted(tpl.variables))}")
+        rows = [(n, prompts.load(n), prompts.origin_of(n)) for n in prompts.names()]
+        width = max(len(n) for n, _, _ in rows)
+        origin_w = max(len(o) for _, _, o in rows)
+        print(f"{'name':<{width}}  {'hash':<16}  max_tokens  {'from':<{origin_w}}  placeholders")
+        for name, tpl, origin in rows:
+            print(terminal(f"{name:<{width}}  {tpl.hash:<16}  {tpl.max_tokens:>10}  {origin:<{origin_w}}  "
+                           f"{', '.join(sorted(tpl.variables))}"))
         return 0
     try:
         sys.stdout.write(prompts.source_of(args.name))

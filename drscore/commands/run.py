@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import click
 import orjson
 
-from drscore.api import Run, RunConfig, methods
+from drscore.api import Run, RunConfig, load_user_methods, method_origin, methods, plugin_problems
 from drscore.commands._common import interrupt_note_for, judge_config_from_args, judge_options, run_async
 from drscore.commands._framework import Command, on_interrupt, option, options, usage_error
 from drscore.engine.runtime.calls.judging import StopReason
@@ -75,7 +75,9 @@ _DESCRIPTION = (
                    "drscore run --methods quality,redundancy --tasks tasks.jsonl --reports reports.a.jsonl --limit 5",
                    "drscore run --methods quality --reports r.jsonl --judge-url https://api.openai.com/v1 "
                    "--judge-model gpt-4.1 --print-config > run.toml",
-                   "drscore run --config run.toml --max-cost 5"])
+                   "drscore run --config run.toml --max-cost 5",
+                   "drscore run --method-file clarity_rubric.toml --methods clarity-rubric,quality --tasks tasks.jsonl "
+                   "--reports reports.a.jsonl --limit 2"])
 @option("--methods", type=COMMA_LIST, help="comma-separated method names (required, here or in --config)")
 @option("--reports", multiple=True, metavar="FILE",
         help="reports JSONL (repeat for several agents; required, here or in --config)")
@@ -86,6 +88,11 @@ _DESCRIPTION = (
         "runs/<date>-<time>-<methods>/); the same command on the same DIR resumes, one process at a time")
 @option("--overwrite", is_flag=True, help="replace a run directory that holds a different run's configuration")
 @option("--limit", type=int, metavar="N", help="score only the first N reports of each reports file")
+@option("--method-file", "method_files", multiple=True, metavar="FILE",
+        help="a method declared in a TOML file (repeat for several); its name goes in --methods "
+             "(docs/custom-methods.md)")
+@option("--method-module", "method_modules", multiple=True, metavar="FILE",
+        help="a Python file defining Method subclasses (repeat for several); their names go in --methods")
 @config_option()
 @option("--print-config", is_flag=True, help="print this command line as a TOML config file and exit")
 @option("--dry-run", is_flag=True, help="print calls, tokens and cost; spend nothing")
@@ -114,6 +121,33 @@ def command(ctx: click.Context, **opts: Any) -> int:
     return _main(SimpleNamespace(**opts), ctx)
 
 
+# A plugin's option whose flag drscore run already has (--limit, --seed, ...) is left out:
+# two parameters with one flag would shadow each other. Said before each run.
+OPTION_CLASHES: list[str] = []
+_LEFT_OUT: set[tuple[str, str]] = set()  # (method, option dest)
+
+
+def _leave_out_clashing_plugin_options(cmd: click.Command) -> None:
+    seen: set[str] = set()
+    kept = []
+    for p in cmd.params:
+        section = str(getattr(p, "section", None) or "")
+        name = section.removeprefix("method ")
+        clash = [o for o in p.opts if o in seen]
+        if clash and section.startswith("method ") and method_origin(name) != "built-in":
+            default = next((o.default for o in methods()[name].options if o.flag.replace("-", "_") == p.name), None)
+            OPTION_CLASHES.append(f"{method_origin(name)}: method {name!r} declares the option {clash[0]}, which "
+                                  f"drscore run already has; it keeps its default ({default})")
+            _LEFT_OUT.add((name, str(p.name)))
+            continue
+        seen.update(p.opts)
+        kept.append(p)
+    cmd.params = kept
+
+
+_leave_out_clashing_plugin_options(command)
+
+
 def _config(args: SimpleNamespace) -> RunConfig:
     if not args.methods or not args.reports:
         missing = " and ".join(f for f, v in (("--methods", args.methods), ("--reports", args.reports)) if not v)
@@ -123,22 +157,26 @@ def _config(args: SimpleNamespace) -> RunConfig:
     if args.limit is not None and args.limit < 1:
         raise ValueError("--limit must be at least 1")
     names = [m.strip() for m in args.methods.split(",") if m.strip()]
+    load_user_methods(args.method_files, args.method_modules)
     available = methods()
     unknown = [n for n in names if n not in available]
     if unknown:
-        raise ValueError(f"unknown method(s) {', '.join(unknown)}; available: {', '.join(available)}")
+        problems = plugin_problems()
+        hint = f" (plugins that failed to load: {'; '.join(problems)})" if problems else ""
+        raise ValueError(f"unknown method(s) {', '.join(unknown)}; available: {', '.join(available)}{hint}")
     options = {}
     for cls in available.values():
         for o in cls.options:
             dest = o.flag.replace("-", "_")
-            if getattr(args, dest, None) is not None:
+            if (cls.name, dest) not in _LEFT_OUT and getattr(args, dest, None) is not None:
                 options[dest] = getattr(args, dest)
     return RunConfig(methods=names, reports=list(args.reports), tasks=args.tasks, format=args.format, agent=args.agent,
                      out=args.out, judge=judge_config_from_args(args), seed=args.seed, dry_run=args.dry_run,
                      method_options=options, allow_private_fetch=args.allow_private_fetch,
                      offline_pages=args.offline_pages, fetch_concurrency=args.fetch_concurrency,
                      limit=args.limit or 0, overwrite=args.overwrite, shard=args.shard,
-                     protocol=getattr(args, "protocol", None), samples=args.samples)
+                     protocol=getattr(args, "protocol", None), samples=args.samples,
+                     method_files=list(args.method_files), method_modules=list(args.method_modules))
 
 
 def default_out_dir(methods: list[str], root: Path = Path("runs"), now: float | None = None) -> Path:
@@ -238,7 +276,7 @@ async def _run(config: RunConfig, progress_every: float) -> tuple[dict, BoardFol
 
 
 async def _rows(run: Run, config: RunConfig, progress_every: float) -> tuple[dict, BoardFold]:
-    for warning in run.warnings:
+    for warning in [*OPTION_CLASHES, *run.warnings]:
         print(f"warning: {warning}", file=sys.stderr)
     per_method = {m: sum(_capped(count_lines(p), config.limit) for p in config.reports) for m in config.methods}
     shard = shard_of(config.shard)

@@ -5,6 +5,12 @@ registry (:mod:`drscore.engine.methods`) discovers it. The contract lives in the
 which drives methods without importing any of them. The runner creates one instance per run
 (``__init__`` gets the parsed options, e.g. to load a criteria file once) and calls
 :meth:`Method.score` once per report with an :class:`ItemContext`.
+
+:class:`Method`, :class:`ItemContext` (its ``ask``, ``rng``, ``offload``, ``task``,
+``report``), :class:`MethodResult` and :class:`Option` are public, stable API, exported
+from ``drscore``: methods outside the package (a plugin's entry point in the group
+``drscore.methods``, ``drscore run --method-module FILE``) are written against them
+(docs/custom-methods.md). A change to them is a breaking change.
 """
 from __future__ import annotations
 
@@ -89,6 +95,11 @@ class Method:
     # How --samples K combines the K scores of one report (engine.runtime.samples):
     # "mean", or "median" where a method's paper says so.
     sample_aggregate: ClassVar[str] = "mean"
+    # Prompt templates a method from outside the package brings, by name: the template's
+    # text (front matter and ``## system`` / ``## user`` sections, as prompts/*.md). They are
+    # registered with the method, so ``ctx.ask(name, ...)`` finds them; built-in methods
+    # keep theirs in prompts/.
+    prompt_templates: ClassVar[dict[str, str]] = {}
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         self.opts: dict[str, Any] = {o.flag.replace("-", "_"): o.default for o in self.options}

@@ -78,6 +78,8 @@ def run_identity(config: dict[str, Any], base: Path | None = None) -> dict[str, 
     ident["judge.prices"] = _abspath(ident["judge.prices"], base)
     ident["judge.prompts_dir"] = _abspath(ident["judge.prompts_dir"], base)
     ident["judge.params"] = ident["judge.params"] or {}  # absent in older config.json files
+    for k in ("method_files", "method_modules"):  # the user's own methods (absent in older files too)
+        ident[k] = _abspath(config.get(k) or [], base)
     ident["samples"] = ident["samples"] or 1  # absent before --samples: one sample
     ident["method_options"] = {k: v for k, v in sorted((ident["method_options"] or {}).items()) if v is not None}
     return ident
