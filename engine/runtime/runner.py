@@ -156,7 +156,7 @@ class Runner:
         else:  # the K samples run side by side; each asks its own distinct requests
             results = await asyncio.gather(*(self._attempt(method, context(s)) for s in range(self.samples)))
             result, spread = combine(results, method.sample_aggregate)
-        judge_s, wait_s = meter.latency_split()
+        judge_s, wait_s, shared_s = meter.latency_split()
         row = ScoreRow(
             task_id=task.task_id, agent=report.agent, method=method.name, score=result.score,
             subscores=result.subscores, judged=result.judged, expected=result.expected,
@@ -167,7 +167,8 @@ class Runner:
             cost_usd=known_cost(meter.cost_usd, self.pool.priced), latency_s=round(time.monotonic() - t0, 4),
             details=result.details, cached_input_tokens=meter.cached_input_tokens,
             cost_usd_uncached=known_cost(meter.cost_usd_uncached, self.pool.priced),
-            judge_s=round(judge_s, 4), quota_wait_s=round(wait_s, 4), reasoning_tokens=meter.reasoning_tokens,
+            judge_s=round(judge_s, 4), quota_wait_s=round(wait_s, 4), shared_wait_s=round(shared_s, 4),
+            reasoning_tokens=meter.reasoning_tokens,
             **spread,
         )
         self._count(row)
@@ -274,7 +275,7 @@ class Runner:
             "per_agent_method": self._with_suite(self.aggregate.table(interval)),
             "notes": {m.name: m.notes() for m in self.methods if m.notes()},
             "per_method": {name: {**{k: v for k, v in msgspec.structs.asdict(m).items()
-                                     if k not in ("judge_spans", "wait_spans")},
+                                     if k not in ("judge_spans", "wait_spans", "shared_spans")},
                                   "cost_usd": known_cost(m.cost_usd, priced, 6),
                                   "cost_usd_uncached": known_cost(m.cost_usd_uncached, priced, 6),
                                   "statuses": self.status_counts[name]}
