@@ -19,7 +19,7 @@ import msgspec
 
 from drscore.engine.methods.race.criteria import normalise
 from drscore.engine.runtime.calls.judging import JudgeFailed
-from drscore.engine.runtime.method import ItemContext, Method, MethodResult
+from drscore.engine.runtime.method import ItemContext, Method, MethodResult, expect_calls
 
 MIN_ITEMS, MAX_ITEMS = 3, 6
 
@@ -85,6 +85,7 @@ class Ace(Method):
 
     async def score(self, ctx: ItemContext) -> MethodResult:
         task_vars = {"task_prompt": ctx.task.prompt}
+        expect_calls(ctx, 1)  # the checklist; its items follow
         try:
             checklist = await ctx.ask("ace_checklist", AceChecklist, task_vars, label="checklist")
             items = repair_checklist([(i.item, i.weight) for i in checklist.items])
@@ -93,6 +94,7 @@ class Ace(Method):
         except ChecklistRejected as e:
             return MethodResult(score=None, status="failed", errors=[str(e)],
                                 details={"items": [i.item for i in checklist.items]})
+        expect_calls(ctx, len(items))
         results = await asyncio.gather(
             *(ctx.ask("ace_item", AceItemScore, {**task_vars, "item": text, "report": ctx.report.report},
                       label=f"item#{k}")

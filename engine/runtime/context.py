@@ -12,6 +12,7 @@ from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.runtime.calls.meter import Meter
 from drscore.engine.runtime.models import Report, Task, VerdictRecord
 from drscore.engine.runtime.calls.pool import JudgePool
+from drscore.engine.runtime.workload import CallTimes, ItemWork
 
 T = TypeVar("T")
 
@@ -45,10 +46,13 @@ def seeded_rng(*parts: Any) -> random.Random:
 class ItemContext:
     def __init__(self, *, pool: JudgePool, task: Task, report: Report, method: str, options: dict[str, Any],
                  seed: int, pages: PageSource | None, executor: Executor | None,
-                 on_verdict: Callable[[VerdictRecord], None] | None, meter: Meter, judge_sample: int = 0) -> None:
+                 on_verdict: Callable[[VerdictRecord], None] | None, meter: Meter, judge_sample: int = 0,
+                 work: ItemWork | None = None, call_times: CallTimes | None = None) -> None:
         self.pool, self.task, self.report, self.method = pool, task, report, method
         self.options, self.seed, self.pages = options, seed, pages
         self._executor, self._on_verdict, self.meter = executor, on_verdict, meter
+        # the progress display's counts: this item's asks made and expected, call times
+        self._work, self._call_times = work, call_times
         self.judge_sample = judge_sample  # --samples K: every call of this context is ask number judge_sample
         # The judge's model name, for sizing what it is shown (its context window).
         self.judge_model: str = str(getattr(pool.backend, "model", "") or "")
@@ -59,6 +63,8 @@ class ItemContext:
             judged = await self.pool.ask(template, verdict, variables, sample=sample, judge_sample=self.judge_sample)
         except JudgeFailed as e:
             self.meter.failed += 1
+            if self._work is not None:
+                self._work.asked(None)
             self._record(VerdictRecord(task_id=self.task.task_id, agent=self.report.agent, method=self.method,
                                        template=template, key="", cached=False, status="failed",
                                        error=f"{e.reason}: {e.detail}" if e.detail else e.reason, label=label,
@@ -66,6 +72,10 @@ class ItemContext:
                                        inputs=call_inputs(variables) if self._on_verdict else {}))
             raise
         self.meter.add(judged)
+        if self._work is not None:
+            self._work.asked(judged)
+        if self._call_times is not None:
+            self._call_times.add(judged)
         self._record(VerdictRecord(
             task_id=self.task.task_id, agent=self.report.agent, method=self.method, template=template,
             key=judged.key, cached=judged.cached, status="ok", verdict=judged.value,
@@ -76,6 +86,11 @@ class ItemContext:
             reasoning_tokens=judged.reasoning_tokens, judge_sample=self.judge_sample,
             inputs=call_inputs(variables) if self._on_verdict else {}))
         return judged.value
+
+    def expect_calls(self, n: int) -> None:
+        """This item will ask ``n`` more judge calls (see :func:`drscore.engine.runtime.method.expect_calls`)."""
+        if self._work is not None:
+            self._work.expect(n)
 
     def _record(self, rec: VerdictRecord) -> None:
         if self._on_verdict is not None:

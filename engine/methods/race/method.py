@@ -45,7 +45,7 @@ from drscore.engine.methods.race.criteria import (
 )
 from drscore.engine.runtime.io import iter_reports
 from drscore.engine.runtime.calls.judging import JudgeFailed
-from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
+from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option, expect_calls
 from drscore.engine.runtime.models import InputError, Task
 from drscore.engine.methods.race.rescore import RaceAggregate, aggregate
 from drscore.engine.runtime.calls.tokens import estimate_messages
@@ -329,14 +329,29 @@ class Race(Method):
 
     # -- scoring -----------------------------------------------------------------
 
+    def planned_asks(self, reference: bool) -> int:
+        """Judge asks of one report: the score, the clean-ups asked of the judge, the
+        criteria the run generates (weights, then criteria per dimension, unless filed)."""
+        cleans = (1 + (1 if reference else 0)) if self.clean_mode == "llm" else 0
+        if self.variant == "vanilla":
+            return 1 + cleans
+        criteria = 0
+        if self.variant == "static" and self.criteria is None:
+            criteria = self.weight_samples
+        elif self.variant != "static" and self.criteria is None:
+            criteria = self.weight_samples + len(DIMENSIONS)
+        return 1 + cleans + criteria
+
     async def score(self, ctx: ItemContext) -> MethodResult:
         if self.variant == "vanilla":
+            expect_calls(ctx, self.planned_asks(False))
             return await self._score_vanilla(ctx)
         reference = None
         if self.variant in REFERENCE_VARIANTS:
             reference = self.reference_for(ctx)
             if reference is None:
                 return _failed("no reference report", variant=self.variant)
+        expect_calls(ctx, self.planned_asks(reference is not None))
         try:
             tc, info = await self.task_criteria(ctx)
         except LookupError as e:
