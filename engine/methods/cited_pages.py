@@ -230,7 +230,7 @@ async def report_pairs(
         return ReportPairs(pairs=parse.pairs, extractor="parser", parse=parse)
     chunks = chunk_report(text, chunk_tokens)
     sources = url_lines(text)
-    expect_calls(ctx, len(chunks))
+    expect_calls(ctx, len(chunks), template, chunks[0] if chunks else "")
 
     async def extract(i: int, chunk: str) -> FactExtraction | JudgeFailed:
         try:

@@ -126,7 +126,7 @@ class Factuality(Method):
         pages = await fetch_pages(ctx, (p.url for p in pairs))
         budget = int(self.opts["page_budget_tokens"])
         expect_calls(ctx, len(pairs) if self.opts["factuality_unreadable"] != "skip"
-                     else sum(1 for p in pairs if page_outcome(pages[p.url]) == "ok"))
+                     else sum(1 for p in pairs if page_outcome(pages[p.url]) == "ok"), "factuality_support")
 
         async def judge(p: CitationPair) -> tuple[CitationPair, str, int | None, str]:
             page = pages[p.url]

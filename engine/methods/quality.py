@@ -57,9 +57,10 @@ class Quality(Method):
     async def score(self, ctx: ItemContext) -> MethodResult:
         variables = {"question": ctx.task.prompt, "report": ctx.report.report}
         language = task_language(ctx.task, self.opts["prompt_language"])
-        expect_calls(ctx, 1)
+        template = template_for("quality", language)
+        expect_calls(ctx, 1, template, ctx.report.report)
         try:
-            verdict = await ctx.ask(template_for("quality", language), QualityVerdict, variables, label="quality")
+            verdict = await ctx.ask(template, QualityVerdict, variables, label="quality")
         except JudgeFailed as e:
             return MethodResult(score=None, judged=0, expected=1, status="failed",
                                 errors=[str(e)])

@@ -223,9 +223,9 @@ class Redundancy(Method):
             positions = [(int(a), int(b)) for a, b in prep.screened.pairs]
             screened_out = prep.screened.screened_out
             details["screen_threshold"] = prep.screened.threshold
-        expect_calls(ctx, len(positions))
-        outcomes = await _judge_pairs(ctx, prep.compared, positions,
-                                      template_for("redundancy_pair", details["prompt_language"]))
+        template = template_for("redundancy_pair", details["prompt_language"])
+        expect_calls(ctx, len(positions), template)
+        outcomes = await _judge_pairs(ctx, prep.compared, positions, template)
         judged = [oc.score for oc in outcomes if oc.score is not None]
         failed = [oc for oc in outcomes if oc.score is None]
         screened_iter = screened_out_pairs(prep.screened, 1) if prep.screened is not None else iter(())

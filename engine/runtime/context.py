@@ -12,6 +12,7 @@ from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.runtime.calls.meter import Meter
 from drscore.engine.runtime.models import Report, Task, VerdictRecord
 from drscore.engine.runtime.calls.pool import JudgePool
+from drscore.engine.runtime.calls.tokens import split_estimate
 from drscore.engine.runtime.workload import CallTimes, ItemWork
 
 T = TypeVar("T")
@@ -64,7 +65,7 @@ class ItemContext:
         except JudgeFailed as e:
             self.meter.failed += 1
             if self._work is not None:
-                self._work.asked(None)
+                self._work.asked(template, None)
             self._record(VerdictRecord(task_id=self.task.task_id, agent=self.report.agent, method=self.method,
                                        template=template, key="", cached=False, status="failed",
                                        error=f"{e.reason}: {e.detail}" if e.detail else e.reason, label=label,
@@ -73,7 +74,7 @@ class ItemContext:
             raise
         self.meter.add(judged)
         if self._work is not None:
-            self._work.asked(judged)
+            self._work.asked(template, judged)
         if self._call_times is not None:
             self._call_times.add(judged)
         self._record(VerdictRecord(
@@ -87,10 +88,11 @@ class ItemContext:
             inputs=call_inputs(variables) if self._on_verdict else {}))
         return judged.value
 
-    def expect_calls(self, n: int) -> None:
-        """This item will ask ``n`` more judge calls (see :func:`drscore.engine.runtime.method.expect_calls`)."""
+    def expect_calls(self, n: int, template: str, text: str = "") -> None:
+        """This item will make ``n`` more asks of ``template``, each carrying about ``text``
+        (see :func:`drscore.engine.runtime.method.expect_calls`)."""
         if self._work is not None:
-            self._work.expect(n)
+            self._work.expect(n, template, split_estimate(text) if text else None)
 
     def _record(self, rec: VerdictRecord) -> None:
         if self._on_verdict is not None:

@@ -1,21 +1,32 @@
 """The ETA of a run: the judge calls it still needs over the rate it can make them.
 
 A quota-bound run goes as fast as its quota lets it, whatever its items look like, so
-the ETA counts calls, not items. Per method, the asks left (:func:`method_left`) are
-what its running items said they still make (:mod:`drscore.engine.runtime.workload`),
-plus, for items that said nothing and items not started, the method's mean asks per
-item (over its items that finished or said); times the share of its asks that went to
-the network (the rest were answered by the cache or by a call in flight). The seconds
-those calls need (:func:`estimate`) are the slowest of:
+the ETA counts calls, not items. Per method and prompt template, the asks left
+(:func:`method_left`) are what its running items said they still make
+(:mod:`drscore.engine.runtime.workload`), plus, for items that said nothing and items
+not started, the template's mean asks per item (over the method's items that finished
+or said); times the share of its asks that went to the network (the rest were answered
+by the cache or by a call in flight); each with the template's tokens per call (as
+answered so far, else the size of the text the method said the calls carry, counted
+the way the server counts, as learned). The seconds those calls need
+(:func:`estimate`) are the slowest of:
 
-- ``quota``: calls left / requests per minute (``--rpm``, a limit the server announced,
-  or the pace learned from 429s, whichever is lowest);
-- ``token quota``: per method, calls left x its tokens per call so far / ``--tpm``;
+- ``quota`` / ``token quota``: the time the calls left need under ``--rpm`` (or a limit
+  the server announced, or the pace learned from 429s) and ``--tpm``. When both are set,
+  small calls spend the request quota and large ones the token quota: mixed together
+  they spend both at once (the larger of the two times), one kind after the other they
+  add up (per template, the larger of its two times, summed). A run does some of each
+  (the calls an item discovers late come after the others), so the estimate is the
+  middle of the two; the basis names the quota the mixed figure is bound by;
 - ``latency``: calls left x seconds per call at the judge / calls in flight allowed;
-- ``pace``: calls left / calls per minute over the last minute (tokens left / tokens
-  per minute when the token quota binds: a run's calls are not all the same size);
+- ``pace``: when the last minute used less than 90% of the quota (the middle of the
+  larger of its request and token shares and their sum, as above; or there is none),
+  the quota time over that share (calls left over the recent calls per minute without
+  a quota): what is slower than the limits, e.g. items waiting for pages (between 90%
+  and 100%, the quota's time over that share, still named ``quota``: a limiter runs a
+  little under its quota);
 
-plus a 429 pause still to run. A method none of whose items finished or said anything
+plus the time at the judge of the last call, and a 429 pause still to run. A method none of whose items finished or said anything
 has unknown calls: the figure is then a lower bound.
 
 :class:`EtaTracker` turns successive estimates into what is shown: the ETA never counts
@@ -34,38 +45,79 @@ MIN_PACE_WINDOW_S = 10.0  # a pace measured over less is the first seconds' burs
 
 
 class MethodLeft(msgspec.Struct, frozen=True):
-    """One method's judge asks: made so far, still to make (None: unknown) and how many
-    of those will go to the network."""
+    """One method's judge asks: made so far, still to make (None: unknown), how many of
+    those will go to the network, and ``parts``: (calls left, their tokens) per template."""
 
     asks_done: int
     asks_left: float | None
     calls_left: float
-    tokens_per_call: float | None
+    parts: tuple[tuple[float, float], ...] = ()
     estimated: bool = False  # asks_left counts items by the method's mean size (not all said theirs)
 
+    @property
+    def tokens_left(self) -> float:
+        return sum(k for _, k in self.parts)
 
-def method_left(work: dict[str, Any], items: int, items_done: int, tokens_per_call: float | None = None) -> MethodLeft:
+
+def method_left(work: dict[str, Any], items: int, items_done: int, tokens_per_call: float | None = None,
+                weights: tuple[float, float] = (1.0, 1.0)) -> MethodLeft:
     """What one method still needs. ``work`` is its :class:`drscore.engine.runtime.workload.MethodWork`
     snapshot, ``items`` its items in the run, ``items_done`` those with a row (including
     rows of items never started because the run stopped). ``tokens_per_call``: the run's,
-    for a method with no network call yet."""
+    for a template with neither an answered call nor a said size (which counts 0 before
+    any call of the run is answered); ``weights``: tokens per (ASCII, wide) estimate unit,
+    the server's counting as learned (:class:`drscore.engine.runtime.calls.tokens.TokenEstimator`)."""
     started, done, announced = int(work["started"]), int(work["done"]), int(work["announced"])
     running = max(0, started - done)
     pending = max(0, items - items_done - running)
     unsaid = max(0, running - announced)
     sized = done + announced  # items whose number of asks is known (or known so far)
-    said_left = max(0, int(work["announced_left"]))
-    left: float | None
-    if sized:
-        per_item = (int(work["finished_asks"]) + int(work["announced_asks"]) + said_left) / sized
-        left = said_left + max(0.0, unsaid * per_item - int(work["unannounced_asks"])) + pending * per_item
+    templates: dict[str, dict[str, Any]] = work.get("templates") or {}
+    asks_done = sum(int(t["asks"]) for t in templates.values())
+    all_calls = sum(int(t["calls"]) for t in templates.values())
+    method_share = all_calls / asks_done if asks_done else 1.0
+    if not sized and (pending or unsaid):
+        return MethodLeft(asks_done, None, 0.0)
+    asks_left = calls_left = 0.0
+    parts = []
+    for t in templates.values():
+        said = max(0, int(t["announced_left"]))
+        left = float(said)
+        if sized:
+            per_item = (int(t["finished_asks"]) + int(t["announced_asks"]) + said) / sized
+            left += max(0.0, unsaid * per_item - int(t["unannounced_asks"])) + pending * per_item
+        asks, calls = int(t["asks"]), int(t["calls"])
+        share = calls / asks if asks else method_share  # the rest came from the cache or a call in flight
+        tokens = _template_tokens(t, said, left - said, weights, tokens_per_call)
+        asks_left += left
+        calls_left += left * share
+        parts.append((left * share, tokens * share))
+    return MethodLeft(asks_done, asks_left, calls_left, tuple(parts), estimated=bool(pending or unsaid))
+
+
+def _template_tokens(t: dict[str, Any], said: int, others: float, weights: tuple[float, float],
+                     tokens_per_call: float | None) -> float:
+    """Tokens of a template's calls left: ``said`` by running items, ``others`` estimated.
+
+    Said calls with a size count their own size (the text of their item), scaled by how
+    answered calls of that size turned out (the template around the text, the answer).
+    The others, and said calls without a size, count the template's mean: of the sizes
+    said, else of its answered calls, else ``tokens_per_call``."""
+    def units(ascii_part: float, wide_part: float) -> float:
+        return weights[0] * ascii_part + weights[1] * wide_part
+
+    calls, hinted = int(t["calls"]), int(t["hinted"])
+    answered = units(float(t["answered_ascii"]), float(t["answered_wide"]))
+    scale = int(t["answered_tokens"]) / answered if int(t["answered_sized"]) and answered > 0 else 1.0
+    if hinted:
+        mean = units(float(t["hinted_ascii"]), float(t["hinted_wide"])) / hinted * scale
+    elif calls:
+        mean = int(t["tokens"]) / calls
     else:
-        left = float(said_left) if not (pending or unsaid) else None
-    asks, calls = int(work["asks"]), int(work["calls"])
-    share = calls / asks if asks else 1.0  # the rest came from the cache or a call in flight
-    own = int(work["tokens"]) / calls if calls else None
-    return MethodLeft(asks_done=asks, asks_left=left, calls_left=(left or 0.0) * share,
-                      tokens_per_call=own if own is not None else tokens_per_call, estimated=bool(pending or unsaid))
+        mean = tokens_per_call or 0.0
+    sized = min(max(0, int(t["left_sized"])), said)
+    own = units(max(0.0, float(t["left_ascii"])), max(0.0, float(t["left_wide"]))) * scale if sized else 0.0
+    return own + (said - sized + others) * mean
 
 
 class Estimate(msgspec.Struct, frozen=True):
@@ -81,7 +133,7 @@ class Estimate(msgspec.Struct, frozen=True):
     tpm: float = 0.0
     tokens_per_call: float = 0.0
     latency_s: float = 0.0
-    pace: float = 0.0  # calls (or tokens, under a binding token quota) per minute lately
+    pace: float = 0.0  # calls per minute lately
     rate_limited: int = 0
     paused_s: float = 0.0
 
@@ -93,10 +145,23 @@ def request_rate(snap: dict[str, Any]) -> float:
     return min(rates) if rates else 0.0
 
 
+def quota_time(parts: list[tuple[float, float]], rpm: float, tpm: float) -> tuple[float, str] | None:
+    """Seconds the (calls, tokens) per template need under the quota, and which quota
+    binds (see the module's docstring); None without a quota."""
+    if rpm <= 0 and tpm <= 0:
+        return None
+    def need(c: float, k: float) -> tuple[float, float]:
+        return (c / rpm * 60.0 if rpm > 0 else 0.0), (k / tpm * 60.0 if tpm > 0 else 0.0)
+    by_requests, by_tokens = need(sum(c for c, _ in parts), sum(k for _, k in parts))
+    mixed = max(by_requests, by_tokens)
+    in_turn = sum(max(need(c, k)) for c, k in parts)
+    return (mixed + in_turn) / 2, ("quota" if by_requests >= by_tokens else "token quota")
+
+
 def estimate(snap: dict[str, Any], per_method: dict[str, int], elapsed_s: float) -> Estimate:
-    """The ETA of a run from the runner's snapshot (``work`` per method, ``rpm``, ``tpm``,
-    ``concurrency_limit``, ``call_latency_s``, ``usage_rate`` and its ``usage_span_s``,
-    ``paused_s``) and each method's number of items."""
+    """The ETA of a run from the runner's snapshot (``work`` per method, ``token_weights``,
+    ``rpm``, ``tpm``, ``learned_rpm``, ``concurrency_limit``, ``call_latency_s``,
+    ``usage_rate`` and its ``usage_span_s``, ``paused_s``) and each method's number of items."""
     total = sum(per_method.values())
     done = int(snap.get("items_done", 0))
     rate_limited, paused = int(snap.get("rate_limited", 0)), float(snap.get("paused_s") or 0.0)
@@ -106,15 +171,17 @@ def estimate(snap: dict[str, Any], per_method: dict[str, int], elapsed_s: float)
     by_method = snap.get("done_by_method") or {}
     calls, tokens = int(snap.get("calls", 0)), int(snap.get("input_tokens", 0)) + int(snap.get("output_tokens", 0))
     run_tpc = tokens / calls if calls else None
-    lefts = [method_left(works[m], n, int(by_method.get(m, 0)), run_tpc) for m, n in per_method.items() if m in works]
+    weights = tuple(snap.get("token_weights") or (1.0, 1.0))
+    lefts = [method_left(works[m], n, int(by_method.get(m, 0)), run_tpc, (float(weights[0]), float(weights[1])))
+             for m, n in per_method.items() if m in works]
     if not lefts:
         return Estimate(None, "starting", rate_limited=rate_limited, paused_s=paused)
     lower = any(x.asks_left is None for x in lefts)
+    parts = [p for x in lefts for p in x.parts]
     calls_left = sum(x.calls_left for x in lefts)
     asks_total = sum(x.asks_done + (x.asks_left or 0.0) for x in lefts)
-    asks_done = sum(x.asks_done for x in lefts)
-    share = sum(int(works[m]["calls"]) for m in per_method if m in works) / asks_done if asks_done else 1.0
-    tokens_left = sum(x.calls_left * x.tokens_per_call for x in lefts if x.tokens_per_call is not None)
+    share = calls_left / sum(x.asks_left or 0.0 for x in lefts) if calls_left else 1.0
+    tokens_left = sum(x.tokens_left for x in lefts)
     tpc = tokens_left / calls_left if calls_left and tokens_left else (run_tpc or 0.0)
     rpm, tpm = request_rate(snap), float(snap.get("tpm") or 0.0)
     latency = float(snap.get("call_latency_s") or 0.0)
@@ -123,19 +190,25 @@ def estimate(snap: dict[str, Any], per_method: dict[str, int], elapsed_s: float)
     recent = rate is not None and float(snap.get("usage_span_s") or 0.0) >= MIN_PACE_WINDOW_S
 
     bounds: dict[str, float] = {}
-    if rpm > 0:
-        bounds["quota"] = calls_left / rpm * 60.0
-    if tpm > 0 and tokens_left > 0:
-        bounds["token quota"] = tokens_left / tpm * 60.0
+    quota = quota_time(parts, rpm, tpm)
+    if quota is not None:
+        bounds[quota[1]] = quota[0]
     if latency > 0 and concurrency > 0:
         bounds["latency"] = calls_left * latency / concurrency
     pace = 0.0
     if recent:
         assert rate is not None
-        by_tokens = bounds.get("token quota", 0.0) > bounds.get("quota", 0.0)
-        pace = float(rate[1] if by_tokens else rate[0])
-        if pace > 0:
-            bounds["pace"] = (tokens_left if by_tokens else calls_left) / pace * 60.0
+        pace = float(rate[0])
+        if quota is not None:  # the share of the quota the last minute used (a limiter runs a little under it)
+            by_requests = float(rate[0]) / rpm if rpm > 0 else 0.0
+            by_tokens = float(rate[1]) / tpm if tpm > 0 else 0.0
+            # as for the time left: the middle of mixed (the larger share) and in turn (their sum),
+            # or a minute of small calls then large ones reads as half used
+            used = (max(by_requests, by_tokens) + min(1.0, by_requests + by_tokens)) / 2
+            if 0 < used < 1:
+                bounds["pace" if used < 0.9 else quota[1]] = quota[0] / used
+        elif pace > 0:
+            bounds["pace"] = calls_left / pace * 60.0
     base = Estimate(None, "starting", lower_bound=lower, calls_left=calls_left, asks_total=asks_total,
                     network_share=share, rpm=rpm, tpm=tpm, tokens_per_call=tpc, latency_s=latency, pace=pace,
                     rate_limited=rate_limited, paused_s=paused)
@@ -145,12 +218,9 @@ def estimate(snap: dict[str, Any], per_method: dict[str, int], elapsed_s: float)
                                            basis="items")
         return base
     basis = max(bounds, key=lambda k: bounds[k])
-    seconds = bounds[basis]
-    if basis == "pace":  # the quota's own pace (a few percent under it): the quota binds
-        quota = max(bounds.get("quota", 0.0), bounds.get("token quota", 0.0))
-        if quota >= seconds * 0.9:
-            basis = "quota" if bounds.get("quota", 0.0) >= bounds.get("token quota", 0.0) else "token quota"
-    return msgspec.structs.replace(base, seconds=seconds + paused, basis=basis)
+    # the last call is answered a call's time at the judge after it was sent
+    tail = latency if calls_left >= 1 else 0.0
+    return msgspec.structs.replace(base, seconds=bounds[basis] + tail + paused, basis=basis)
 
 
 def cause_of_rise(before: Estimate, now: Estimate) -> str | None:
@@ -183,7 +253,7 @@ class EtaTracker:
     """What the display shows, estimate after estimate: a figure that goes down, or up
     with its cause named (kept on the line for ``cause_s`` seconds)."""
 
-    def __init__(self, tolerance: float = 0.05, cause_s: float = 15.0) -> None:
+    def __init__(self, tolerance: float = 0.05, cause_s: float = 10.0) -> None:
         self.tolerance, self.cause_s = tolerance, cause_s
         self._ref: Estimate | None = None  # the estimate behind the figure shown
         self._shown: Shown | None = None

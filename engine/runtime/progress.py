@@ -46,7 +46,7 @@ def progress_enabled(stream: Any = None) -> bool:
 def eta_text(shown: Shown) -> str:
     """``2m04s (quota)``, ``>1m10s (quota; ...)`` while a method's calls are unknown,
     ``2m30s (quota; up: 429 pause)`` when it went up, ``-`` before anything is known."""
-    if shown.seconds is None:
+    if shown.seconds is None or (shown.lower_bound and not shown.seconds):
         return "unknown (no method's calls known yet)" if shown.lower_bound else "-"
     if shown.basis == "done":
         return _duration(0)

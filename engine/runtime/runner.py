@@ -85,6 +85,7 @@ class Runner:
                 "rpm": self.pool.limiter.rpm, "tpm": self.pool.limiter.tpm,
                 "input_tokens": s.input_tokens, "output_tokens": s.output_tokens,
                 "work": {m: w.snapshot() for m, w in self.work.items()},
+                "token_weights": self.pool.tokens.weights,  # the server's counting, as learned
                 "call_latency_s": self.call_times.mean}
         batches = getattr(self.pool.backend, "batch_snapshot", None)
         if batches is not None:  # a batching backend: batches submitted / in progress / done

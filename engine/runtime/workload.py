@@ -1,19 +1,24 @@
-"""How many judge asks each method has made and how many it still expects: the counts
-the progress display turns into calls done, calls left and an ETA
+"""How many judge asks each method has made and how many it still expects, per prompt
+template: the counts the progress display turns into calls done, calls left and an ETA
 (:mod:`drscore.engine.runtime.eta`).
 
 A method's items differ in size: one ``quality`` ask per report, up to thirty
-``redundancy`` pairs, a FACT support call per cited page. Counting finished items
-alone says nothing while a method's items are all still running (the redundancy bar
-sat at 0/20 while 300 of its calls were done). So an item may say what it is about to
-ask, as soon as it knows (:func:`drscore.engine.runtime.method.expect_calls`: the
-pairs it drew, the checklist's items, a page's statement batches), and each ask is
-counted as it happens. A method's items that said nothing are estimated from the mean
-size of its items that finished or said.
+``redundancy`` pairs, a FACT support call per batch of a cited page's statements.
+Counting finished items alone says nothing while a method's items are all still
+running (the redundancy bar sat at 0/20 while 300 of its calls were done). So an item
+may say what it is about to ask as soon as it knows
+(:func:`drscore.engine.runtime.method.expect_calls`: the pairs it drew, the checklist's
+items, a page's statement batches), and each ask is counted as it happens. A method's
+items that said nothing are estimated from the mean of its items that finished or said.
 
-Counters change in the event loop only (one :class:`ItemWork` per item, folded into
-one :class:`MethodWork` per method as it goes); the display thread reads plain
-numbers through :meth:`MethodWork.snapshot`.
+Counts are kept per template because the calls of one method differ in size (an ACE
+checklist sees the task, each of its items the whole report): the token quota is
+spent by template, and a template's tokens per call are learned from its answers, or
+until then taken from the size the method said its calls carry.
+
+Counters change in the event loop only (one :class:`ItemWork` per item, folded into one
+:class:`MethodWork` per method as it goes); the display thread reads plain numbers
+through :meth:`MethodWork.snapshot`.
 """
 from __future__ import annotations
 
@@ -22,78 +27,144 @@ from typing import Any
 import msgspec
 
 
-class MethodWork(msgspec.Struct):
-    """One method's asks: made (and how many went to the network, their tokens), and
-    expected by the items still running."""
+class TemplateWork(msgspec.Struct):
+    """One template's asks within a method."""
 
-    started: int = 0  # items begun
-    done: int = 0  # items finished (any status)
-    asks: int = 0  # judge asks made by its items, answered from anywhere (network, cache, shared)
+    asks: int = 0  # made, answered from anywhere (network, cache, a call in flight) or failed
     calls: int = 0  # of them, sent over the network and answered
     tokens: int = 0  # input + output tokens of those network calls
-    finished_asks: int = 0  # asks made by finished items
-    announced: int = 0  # running items that said how many asks they make
-    announced_asks: int = 0  # asks those items made so far
-    announced_left: int = 0  # asks those items said they still make
-    unannounced_asks: int = 0  # asks made by running items that said nothing
+    finished_asks: int = 0  # made by finished items
+    announced_asks: int = 0  # made by running items that said what they ask
+    announced_left: int = 0  # still to make, as those items said
+    unannounced_asks: int = 0  # made by running items that said nothing
+    # Sizes of the text calls carry, as (ASCII, wide) token estimates by the fixed
+    # character rule (calls.tokens.split_estimate), turned into tokens with the server's
+    # counting as learned when needed. Every call said with a size, summed (the mean size
+    # of an item's calls); the said calls not yet asked (reports differ in length: the
+    # calls left are those of particular items); and the answered calls that had a size,
+    # with their tokens (how the size relates to a call's tokens: the template around the
+    # text, the answer).
+    hinted: int = 0
+    hinted_ascii: float = 0.0
+    hinted_wide: float = 0.0
+    left_sized: int = 0
+    left_ascii: float = 0.0
+    left_wide: float = 0.0
+    answered_sized: int = 0
+    answered_ascii: float = 0.0
+    answered_wide: float = 0.0
+    answered_tokens: int = 0
+
+
+class MethodWork(msgspec.Struct):
+    started: int = 0  # items begun
+    done: int = 0  # items finished (any status)
+    announced: int = 0  # running items that said what they ask
+    templates: dict[str, TemplateWork] = msgspec.field(default_factory=dict)
 
     def start(self) -> ItemWork:
         self.started += 1
         return ItemWork(self)
 
+    def template(self, name: str) -> TemplateWork:
+        work = self.templates.get(name)
+        if work is None:
+            work = self.templates[name] = TemplateWork()
+        return work
+
     def snapshot(self) -> dict[str, Any]:
-        return msgspec.structs.asdict(self)
+        # a copy of plain numbers (the display thread reads it while the loop goes on)
+        return {"started": self.started, "done": self.done, "announced": self.announced,
+                "templates": {t: msgspec.structs.asdict(w) for t, w in list(self.templates.items())}}
 
 
 class ItemWork:
-    """One item's asks; every context of the item (``--samples K`` gives it K) shares it."""
+    """One item's asks per template; every context of the item (``--samples K`` gives it
+    K) shares it."""
 
-    __slots__ = ("method", "asks", "left", "said")
+    __slots__ = ("method", "asks", "left", "said", "sizes")
 
     def __init__(self, method: MethodWork) -> None:
-        self.method, self.asks, self.left, self.said = method, 0, 0, False
+        self.method = method
+        self.asks: dict[str, int] = {}
+        self.left: dict[str, int] = {}
+        self.sizes: dict[str, tuple[float, float]] = {}  # the size said of each call of a template
+        self.said = False
 
-    def expect(self, n: int) -> None:
-        """The item will make ``n`` more asks than it made so far (added to what it said
-        before: an ACE item says 1 for its checklist, then the checklist's items)."""
-        n = max(0, int(n))
+    def expect(self, n: int, template: str, size: tuple[float, float] | None = None) -> None:
+        """The item will make ``n`` more asks of ``template`` than it said before
+        (negative: fewer, when a first guess turns out high), each carrying text of
+        ``size`` (its ASCII and wide token estimates) if given."""
         m = self.method
         if not self.said:
             self.said = True
             m.announced += 1
-            m.unannounced_asks -= self.asks
-            m.announced_asks += self.asks
-        self.left += n
-        m.announced_left += n
+            for t, k in self.asks.items():
+                work = m.template(t)
+                work.unannounced_asks -= k
+                work.announced_asks += k
+        work = m.template(template)
+        before = self.left.get(template, 0)
+        after = max(0, before + int(n))
+        self.left[template] = after
+        work.announced_left += after - before
+        if size is not None and n > 0:
+            work.hinted += int(n)
+            work.hinted_ascii += int(n) * size[0]
+            work.hinted_wide += int(n) * size[1]
+            self.sizes[template] = size
+        self._sized_left(template, after - before)
 
-    def asked(self, judged: Any | None) -> None:
-        """One ask made: ``judged`` is its :class:`drscore.engine.runtime.calls.pool.Judged`
-        (None when it failed)."""
-        m = self.method
-        self.asks += 1
-        m.asks += 1
+    def asked(self, template: str, judged: Any | None) -> None:
+        """One ask of ``template`` made: ``judged`` is its
+        :class:`drscore.engine.runtime.calls.pool.Judged` (None when it failed)."""
+        work = self.method.template(template)
+        self.asks[template] = self.asks.get(template, 0) + 1
+        work.asks += 1
         if self.said:
-            m.announced_asks += 1
-            if self.left > 0:
-                self.left -= 1
-                m.announced_left -= 1
+            work.announced_asks += 1
+            if self.left.get(template, 0) > 0:
+                self.left[template] -= 1
+                work.announced_left -= 1
+                self._sized_left(template, -1)
         else:
-            m.unannounced_asks += 1
+            work.unannounced_asks += 1
         if judged is not None and judged.source == "network":
-            m.calls += 1
-            m.tokens += judged.input_tokens + judged.output_tokens
+            tokens = judged.input_tokens + judged.output_tokens
+            work.calls += 1
+            work.tokens += tokens
+            size = self.sizes.get(template)
+            if size is not None:
+                work.answered_sized += 1
+                work.answered_ascii += size[0]
+                work.answered_wide += size[1]
+                work.answered_tokens += tokens
+
+    def _sized_left(self, template: str, change: int) -> None:
+        size = self.sizes.get(template)
+        if size is None or not change:
+            return
+        work = self.method.template(template)
+        work.left_sized += change
+        work.left_ascii += change * size[0]
+        work.left_wide += change * size[1]
 
     def finish(self) -> None:
         m = self.method
         m.done += 1
-        m.finished_asks += self.asks
         if self.said:
             m.announced -= 1
-            m.announced_asks -= self.asks
-            m.announced_left -= self.left
-        else:
-            m.unannounced_asks -= self.asks
-        self.left = 0
+        for t in set(self.asks) | set(self.left):
+            work = m.template(t)
+            asks = self.asks.get(t, 0)
+            work.finished_asks += asks
+            if self.said:
+                work.announced_asks -= asks
+                work.announced_left -= self.left.get(t, 0)
+                self._sized_left(t, -self.left.get(t, 0))
+            else:
+                work.unannounced_asks -= asks
+        self.left.clear()
 
 
 class CallTimes(msgspec.Struct):

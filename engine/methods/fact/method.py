@@ -189,7 +189,7 @@ class Fact(Method):
             return MethodResult(score=None, status="skipped", subscores=_subscores(FactTally(), 0, 0, 0),
                                 errors=[reason], details=details)
         by_url = group_by_url(rp.pairs)
-        expect_calls(ctx, sum(1 for stmts in by_url.values() if len(stmts) >= 2))  # the de-duplications
+        expect_calls(ctx, sum(1 for stmts in by_url.values() if len(stmts) >= 2), tpl["dedup"])
         results = await asyncio.gather(*(self._one_url(ctx, url, stmts, tpl) for url, stmts in by_url.items()))
         tally = FactTally()
         for r in results:
@@ -222,7 +222,7 @@ class Fact(Method):
         mode, window_budget = str(self.opts["fact_page_text"]), int(self.opts["page_budget_tokens"])
         model = str(getattr(ctx, "judge_model", "") or "")
         support = batches(kept, int(self.opts["fact_statements_per_call"]))
-        expect_calls(ctx, len(support))  # known once the page is in and the statements de-duplicated
+        expect_calls(ctx, len(support), tpl["support"])  # known once the page is in, the statements de-duplicated
         for batch in support:
             fixed = {"url": url, "statements": numbered(batch)}
             plan = page_plan(mode, model, window_budget, tpl["support"],

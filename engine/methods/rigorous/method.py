@@ -205,7 +205,8 @@ class Rigorous(Method):
         n_q, n_g, n_a = len(bundle.qsr), len(self.grr), len(bundle.fak)
         items = (*bundle.qsr, *self.grr)
         keywords = (*bundle.fak, *bundle.fdk)
-        expect_calls(ctx, len(items) + len(keywords))
+        expect_calls(ctx, len(items), RUBRIC_TEMPLATE, text)
+        expect_calls(ctx, len(keywords), KEYWORD_TEMPLATE, plain)
         chosen, rated = await asyncio.gather(
             asyncio.gather(*(rubric(name, item) for name, item in zip(names, items))),
             asyncio.gather(*(keyword(name, kw) for name, kw in zip(names[n_q + n_g:], keywords))))

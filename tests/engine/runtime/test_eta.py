@@ -4,23 +4,30 @@ from __future__ import annotations
 
 import pytest
 
-from drscore.engine.runtime.eta import EtaTracker, Estimate, estimate, method_left
+from drscore.engine.runtime.eta import EtaTracker, Estimate, estimate, method_left, quota_time
 
 
-def work(**kw):
-    base = {"started": 0, "done": 0, "asks": 0, "calls": 0, "tokens": 0, "finished_asks": 0, "announced": 0,
-            "announced_asks": 0, "announced_left": 0, "unannounced_asks": 0}
+def tw(**kw):
+    base = {"asks": 0, "calls": 0, "tokens": 0, "finished_asks": 0, "announced_asks": 0, "announced_left": 0,
+            "unannounced_asks": 0, "hinted": 0, "hinted_ascii": 0.0, "hinted_wide": 0.0, "left_sized": 0,
+            "left_ascii": 0.0, "left_wide": 0.0, "answered_sized": 0, "answered_ascii": 0.0, "answered_wide": 0.0,
+            "answered_tokens": 0}
     base.update(kw)
     return base
 
 
+def work(templates, **kw):
+    return {"started": 0, "done": 0, "announced": 0, "templates": templates, **kw}
+
+
 # quality: 10 items, 4 done (4 asks, 1,000 tokens each), the other 6 running and each
 # said it makes 1 ask -> 6 asks left, all to the network.
-QUALITY = work(started=10, done=4, asks=4, calls=4, tokens=4000, finished_asks=4, announced=6, announced_left=6)
+QUALITY = work({"quality": tw(asks=4, calls=4, tokens=4000, finished_asks=4, announced_left=6)},
+               started=10, done=4, announced=6)
 # redundancy: 10 items running, each said 30 pairs and asked 10 of them -> 200 left; 80 of
 # its 100 asks went to the network (20 were shared or cached), 500 tokens each -> 160 calls left.
-REDUNDANCY = work(started=10, asks=100, calls=80, tokens=40_000, announced=10, announced_asks=100,
-                  announced_left=200)
+REDUNDANCY = work({"pair": tw(asks=100, calls=80, tokens=40_000, announced_asks=100, announced_left=200)},
+                  started=10, announced=10)
 PER_METHOD = {"quality": 10, "redundancy": 10}
 
 
@@ -48,9 +55,9 @@ def test_the_token_quota_binds_with_each_methods_tokens_per_call():
 
 
 def test_calls_in_flight_times_latency_bind_without_a_quota():
-    # 166 calls x 2 s at the judge / 4 in flight = 83 s
+    # 166 calls x 2 s at the judge / 4 in flight = 83 s, and the last one's 2 s
     est = estimate(snap(rpm=0, call_latency_s=2.0, concurrency_limit=4), PER_METHOD, elapsed_s=30.0)
-    assert (est.basis, est.seconds) == ("latency", pytest.approx(83.0))
+    assert (est.basis, est.seconds) == ("latency", pytest.approx(85.0))
 
 
 def test_a_slower_pace_than_the_limits_binds():
@@ -65,10 +72,59 @@ def test_a_slower_pace_than_the_limits_binds():
     assert est.basis == "quota"
 
 
-def test_under_a_binding_token_quota_the_pace_is_in_tokens():
-    # 86,000 tokens left at 12,000 tokens/min lately: 430 s (the quota says 258 s)
+def test_the_pace_reads_both_shares_of_the_quota():
+    # the quota says 258 s (tokens bind). The last minute used 20 of 60 requests (1/3) and
+    # 12,000 of 20,000 tokens (0.6) a minute: mixed, 0.6 of the quota was used; in turn,
+    # 0.933; the middle, 0.7667 -> 258 / 0.7667 = 336.5 s
     est = estimate(snap(tpm=20_000, usage_rate=(20.0, 12_000.0), usage_span_s=30.0), PER_METHOD, elapsed_s=30.0)
-    assert (est.basis, est.seconds) == ("pace", pytest.approx(430.0))
+    assert (est.basis, est.seconds) == ("pace", pytest.approx(258 / ((0.6 + 14 / 15) / 2)))
+    # a minute of small calls at the request quota, then large ones at the token quota,
+    # reads as 0.8 and 0.7: the quota used in turn (0.9 in the middle), not a slow run
+    est = estimate(snap(tpm=20_000, usage_rate=(48.0, 14_000.0), usage_span_s=60.0), PER_METHOD, elapsed_s=60.0)
+    assert est.basis == "token quota" and est.seconds == pytest.approx(258.0 / 0.9)
+
+
+def test_tokens_are_counted_per_template_and_from_the_size_said_before_any_answer():
+    # ACE: 10 checklists answered (100 tokens each); each of the 10 items said 4 calls with
+    # the report (2,000 ASCII estimate units each), none answered yet. The server counts
+    # 0.5 token per unit (learned): 40 x 1,000 = 40,000 tokens left, at 20,000/min 120 s.
+    # (The method's mean so far, 100 a call, would say 12 s.)
+    ace = work({"ace_checklist": tw(asks=10, calls=10, tokens=1000, announced_asks=10),
+                "ace_item": tw(announced_left=40, hinted=40, hinted_ascii=80_000.0, left_sized=40,
+                               left_ascii=80_000.0)}, started=10, announced=10)
+    left = method_left(ace, items=10, items_done=0, weights=(0.5, 1.0))
+    assert (left.asks_left, left.calls_left, left.tokens_left) == (40.0, 40.0, 40_000.0)
+    est = estimate(snap(work={"ace": ace}, done_by_method={}, items_done=0, rpm=0, tpm=20_000,
+                        token_weights=(0.5, 1.0)), {"ace": 10}, elapsed_s=30.0)
+    assert (est.basis, est.seconds) == ("token quota", pytest.approx(120.0))
+    # once item calls are answered, how their size turned out scales the rest: 2 calls of
+    # 2,000 units took 3,000 tokens each (x1.5), so the 38 left of 2,000 units take 38 x 3,000
+    answered = work({"ace_item": tw(asks=2, calls=2, tokens=6000, announced_asks=2, announced_left=38, hinted=40,
+                                    hinted_ascii=80_000.0, left_sized=38, left_ascii=76_000.0, answered_sized=2,
+                                    answered_ascii=4000.0, answered_tokens=6000)}, started=10, announced=10)
+    assert method_left(answered, items=10, items_done=0).tokens_left == pytest.approx(38 * 3000)
+
+
+def test_the_calls_left_count_the_size_of_their_own_items_text():
+    # A short report's 4 calls were answered (1,000 units -> 1,500 tokens each); a long
+    # report's 4 calls (4,000 units each) are left: 4 x 4,000 x 1.5 = 24,000 tokens, not
+    # the 6,000 the answered calls' mean would say. An item not started counts the mean
+    # size said (2,500 units x 1.5 = 3,750 tokens) per call: 4 x 3,750 more.
+    t = tw(asks=4, calls=4, tokens=6000, finished_asks=4, announced_left=4, hinted=8, hinted_ascii=20_000.0,
+           left_sized=4, left_ascii=16_000.0, answered_sized=4, answered_ascii=4000.0, answered_tokens=6000)
+    m = work({"item": t}, started=2, done=1, announced=1)
+    assert method_left(m, items=2, items_done=1).tokens_left == pytest.approx(24_000.0)
+    assert method_left(m, items=3, items_done=1).tokens_left == pytest.approx(24_000.0 + 4 * 3750.0)
+
+
+def test_small_and_large_calls_under_both_quotas_take_the_middle_of_mixed_and_in_turn():
+    # 100 small calls (10,000 tokens) and 10 large ones (100,000 tokens) at 60 requests and
+    # 60,000 tokens a minute. Mixed, both quotas are spent at once: max(110 s, 110 s) = 110 s.
+    # In turn: max(100 s, 10 s) + max(10 s, 100 s) = 200 s. The estimate: 155 s.
+    seconds, basis = quota_time([(100.0, 10_000.0), (10.0, 100_000.0)], rpm=60, tpm=60_000)
+    assert seconds == pytest.approx(155.0) and basis == "quota"
+    assert quota_time([(100.0, 10_000.0)], rpm=0, tpm=0) is None
+    assert quota_time([(100.0, 10_000.0), (10.0, 100_000.0)], rpm=60, tpm=0) == (pytest.approx(110.0), "quota")
 
 
 def test_a_429_pause_still_to_run_is_added():
@@ -83,25 +139,26 @@ def test_items_not_started_and_items_that_said_nothing_take_the_methods_mean():
     assert left.calls_left == pytest.approx(400.0)  # 80% of asks go to the network
     # 6 items: 2 finished with 10 asks (5 each); 2 running said nothing and asked 3 between
     # them -> 2 x 5 - 3 = 7 more; 2 not started -> 10 more
-    m = work(started=4, done=2, finished_asks=10, asks=13, calls=13, unannounced_asks=3)
+    m = work({"t": tw(finished_asks=10, asks=13, calls=13, unannounced_asks=3)}, started=4, done=2)
     assert method_left(m, items=6, items_done=2).asks_left == pytest.approx(17.0)
     # exactly what the running items said when none is left to start
     assert not method_left(REDUNDANCY, items=10, items_done=0).estimated
 
 
 def test_a_method_with_no_sized_item_makes_the_eta_a_lower_bound():
-    s = snap(work={"quality": QUALITY, "redundancy": work(started=3)})
+    s = snap(work={"quality": QUALITY, "redundancy": work({}, started=3)})
     est = estimate(s, PER_METHOD, elapsed_s=30.0)
     assert est.lower_bound and est.seconds == pytest.approx(6.0)  # quality's 6 calls at 60/min, at least
-    assert method_left(work(started=3), items=10, items_done=0).asks_left is None
+    assert method_left(work({}, started=3), items=10, items_done=0).asks_left is None
 
 
 def test_done_and_starting():
     assert estimate(snap(items_done=20), PER_METHOD, 30.0).basis == "done"
     assert estimate(snap(work={}), PER_METHOD, 30.0).seconds is None
     # everything left comes from the cache: the items' own pace (30 s for 4 items -> 16 left: 120 s)
-    cached = work(started=10, done=4, asks=10, calls=0, finished_asks=4, announced=6, announced_asks=6)
-    est = estimate(snap(rpm=0, work={"quality": cached, "redundancy": work(started=10, done=10, finished_asks=3)},
+    cached = work({"quality": tw(asks=10, finished_asks=4, announced_asks=6)}, started=10, done=4, announced=6)
+    finished = work({"pair": tw(asks=3, finished_asks=3)}, started=10, done=10)
+    est = estimate(snap(rpm=0, work={"quality": cached, "redundancy": finished},
                         done_by_method={"quality": 4, "redundancy": 10}, items_done=14), PER_METHOD, 30.0)
     assert (est.basis, est.seconds) == ("items", pytest.approx(30.0 / 14 * 6))
 

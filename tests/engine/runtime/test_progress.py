@@ -18,19 +18,23 @@ def snap(**kw):
     return base
 
 
-def work(**kw):
-    base = {"started": 0, "done": 0, "asks": 0, "calls": 0, "tokens": 0, "finished_asks": 0, "announced": 0,
-            "announced_asks": 0, "announced_left": 0, "unannounced_asks": 0}
+def tw(**kw):
+    base = {"asks": 0, "calls": 0, "tokens": 0, "finished_asks": 0, "announced_asks": 0, "announced_left": 0,
+            "unannounced_asks": 0, "hinted": 0, "hinted_ascii": 0.0, "hinted_wide": 0.0, "left_sized": 0,
+            "left_ascii": 0.0, "left_wide": 0.0, "answered_sized": 0, "answered_ascii": 0.0, "answered_wide": 0.0,
+            "answered_tokens": 0}
     base.update(kw)
     return base
 
 
 # quality: 6 of 55 done, one ask each, 10 running said one each, 39 not started -> 6/~55 calls.
 # race: 4 of 55 done with 40 asks (10 each), 5 running said 10 each and asked 20 -> 30 left;
-# 46 not started x 10 -> 460: 60/~550 calls. 50 network calls of 66 asks.
-WORK = {"quality": work(started=16, done=6, asks=6, calls=6, finished_asks=6, announced=10, announced_left=10),
-        "race": work(started=9, done=4, asks=60, calls=44, finished_asks=40, announced=5, announced_asks=20,
-                     announced_left=30)}
+# 46 not started x 10 -> 460: 60/~550 calls. 44 network calls of 60 asks.
+WORK = {"quality": {"started": 16, "done": 6, "announced": 10,
+                    "templates": {"quality": tw(asks=6, calls=6, finished_asks=6, announced_left=10)}},
+        "race": {"started": 9, "done": 4, "announced": 5,
+                 "templates": {"race_score": tw(asks=60, calls=44, finished_asks=40, announced_asks=20,
+                                                announced_left=30)}}}
 
 
 def test_a_plain_line_tells_everything():

@@ -24,20 +24,28 @@ def network(tokens: int = 0):
 def test_an_items_asks_move_from_said_to_done():
     m = MethodWork()
     a, b = m.start(), m.start()
-    a.asked(network(100))  # a asks once before it says anything (an ACE checklist)
-    a.expect(3)  # then says 3 more
-    assert (m.announced, m.announced_asks, m.announced_left, m.unannounced_asks) == (1, 1, 3, 0)
-    a.asked(network(100))
-    a.asked(SimpleNamespace(source="shared", input_tokens=0, output_tokens=0))
-    b.asked(None)  # b's ask failed; b never says anything
-    assert (m.asks, m.calls, m.tokens) == (4, 2, 200)
-    assert (m.announced_asks, m.announced_left, m.unannounced_asks) == (3, 1, 1)
-    a.expect(2)  # a discovers two more (a page's statements)
-    assert m.announced_left == 3
-    a.finish()  # finished with 3 asks, its 3 unasked ones dropped
+    a.asked("checklist", network(100))  # a asks once before it says anything (an ACE checklist)
+    a.expect(4, "item", size=(1500.0, 500.0))  # then 4 items with the report (a first guess)
+    c, i = m.templates["checklist"], m.templates["item"]
+    assert m.announced == 1 and (c.announced_asks, c.unannounced_asks) == (1, 0)
+    assert (i.announced_left, i.hinted, i.hinted_ascii, i.hinted_wide) == (4, 4, 6000.0, 2000.0)
+    assert (i.left_sized, i.left_ascii, i.left_wide) == (4, 6000.0, 2000.0)
+    a.expect(-1, "item")  # the checklist had 3 items
+    assert i.announced_left == 3 and i.hinted == 4  # the size said stays a size per call
+    assert (i.left_sized, i.left_ascii) == (3, 4500.0)
+    a.asked("item", network(2100))
+    a.asked("item", SimpleNamespace(source="shared", input_tokens=0, output_tokens=0))
+    b.asked("checklist", None)  # b's ask failed; b never says anything
+    assert (i.asks, i.calls, i.tokens, i.announced_asks, i.announced_left) == (2, 1, 2100, 2, 1)
+    # the answered one had its item's size: 1,500 + 500 units turned into 2,100 tokens
+    assert (i.answered_sized, i.answered_ascii, i.answered_wide, i.answered_tokens) == (1, 1500.0, 500.0, 2100)
+    assert (i.left_sized, i.left_ascii) == (1, 1500.0)
+    assert (c.asks, c.calls, c.tokens, c.unannounced_asks) == (2, 1, 100, 1)
+    a.finish()  # finished with its last item unasked: dropped
     b.finish()
-    assert (m.done, m.finished_asks, m.announced, m.announced_asks, m.announced_left, m.unannounced_asks) == \
-        (2, 4, 0, 0, 0, 0)
+    assert (m.done, m.announced) == (2, 0)
+    assert (c.finished_asks, c.announced_asks, c.unannounced_asks) == (2, 0, 0)
+    assert (i.finished_asks, i.announced_asks, i.announced_left, i.left_sized, i.left_ascii) == (2, 0, 0, 0, 0.0)
 
 
 def _copy(src: Path, dst: Path, ids: set[int]) -> Path:
@@ -64,7 +72,7 @@ async def test_progress_counts_calls_while_no_redundancy_item_has_finished(tmp_p
                 while True:
                     snap = progress.snapshot()
                     w = snap["work"]["redundancy"]
-                    if w["asks"] >= 5:
+                    if sum(t["asks"] for t in w["templates"].values()) >= 5:
                         seen.append(plain_line(snap, {"redundancy": 2}, 1.0, shown=progress.eta(snap)))
                         assert snap["done_by_method"].get("redundancy", 0) == 0
                         return
