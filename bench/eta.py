@@ -102,6 +102,8 @@ def main() -> None:
     ap.add_argument("--jitter", type=float, default=0.2)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--every", type=float, default=0.5, help="seconds between ETA readings")
+    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a method option, e.g. race_variant=pointwise (repeatable)")
     ap.add_argument("--trace", help="write every reading (time, ETA, plain progress line) to this JSONL file")
     args = ap.parse_args()
     require_data("eta", args.reports, args.tasks)
@@ -116,7 +118,7 @@ def main() -> None:
         judge = JudgeConfig(url=mock.url, model="mock", rpm=args.rpm, tpm=args.tpm, concurrency=args.concurrency,
                             cache_dir=str(Path(tmp) / "cache"))
         config = RunConfig(methods=methods, reports=[args.reports], tasks=args.tasks, judge=judge, limit=args.limit,
-                           out=str(Path(tmp) / "run"))
+                           method_options=dict(o.split("=", 1) for o in args.option), out=str(Path(tmp) / "run"))
         wall, samples, summary = asyncio.run(sampled_run(config, per_method, args.every))
         served = mock.stats()
     if args.trace:
@@ -127,7 +129,7 @@ def main() -> None:
     t = summary["totals"]
     result = {
         "benchmark": "eta",
-        "workload": {"methods": args.methods, "reports": Path(args.reports).name, "limit": args.limit,
+        "workload": {"methods": args.methods, "options": args.option, "reports": Path(args.reports).name, "limit": args.limit,
                      "items": t["items"], "rpm": args.rpm, "tpm": args.tpm, "mock_latency_s": args.latency,
                      "mock_jitter_s": args.jitter, "client_concurrency": args.concurrency},
         "run": {"wall_s": round(wall, 2), "calls": t["calls"], "cache_hits": t["cache_hits"],
