@@ -80,10 +80,9 @@ class Runner:
                 "rate_limited": s.rate_limited, "cost_usd": s.cost_usd, **self.pool.limiter.snapshot(),
                 # for the progress display: per-method counts and what the quota allows
                 "done_by_method": {m: sum(c.values()) for m, c in list(self.status_counts.items())},
-                # network calls of the finished items per method: the ETA's calls per item
-                "calls_by_method": {m: meter.calls for m, meter in list(self.per_method.items())},
                 "rpm": self.pool.limiter.rpm, "tpm": self.pool.limiter.tpm,
                 "input_tokens": s.input_tokens, "output_tokens": s.output_tokens,
+                # asks made and said per method and template: the calls left and the ETA
                 "work": {m: w.snapshot() for m, w in self.work.items()},
                 "token_weights": self.pool.tokens.weights,  # the server's counting, as learned
                 "call_latency_s": self.call_times.mean}
