@@ -51,12 +51,14 @@ T = TypeVar("T")
 
 EXTRA_HINT = "pip install 'drscore[pandas]'"
 # The fixed columns of a flat score table, in order; subscores follow as ``sub.<name>``.
-# Time is split honestly: judge_s (a call at the judge) and quota_wait_s (only waiting for
-# quota); latency_s is the item's elapsed time, which includes both. Money: cost_usd is
+# Time is split honestly: judge_s (a call at the judge), quota_wait_s (only waiting for
+# quota) and shared_wait_s (only waiting for a call shared in flight, whose judge time is
+# its owner's); latency_s is the item's elapsed time, which includes all three. Money: cost_usd is
 # what was paid, cost_usd_uncached what the item would have cost alone.
 ROW_COLUMNS = ("task_id", "agent", "method", "score", "score_sd", "status", "coverage", "judged", "expected",
                "errors", "judge", "calls", "cache_hits", "input_tokens", "cached_input_tokens", "output_tokens",
-               "reasoning_tokens", "cost_usd", "cost_usd_uncached", "judge_s", "quota_wait_s", "latency_s")
+               "reasoning_tokens", "cost_usd", "cost_usd_uncached", "judge_s", "quota_wait_s", "shared_wait_s",
+               "latency_s")
 VERDICT_COLUMNS = ("task_id", "agent", "method", "template", "label", "status", "cached", "error",
                    "input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens", "cost_usd",
                    "cost_usd_uncached", "latency_s", "judge_sample", "key", "verdict")
@@ -302,7 +304,7 @@ def _write_csv_chunks(chunks: Iterator[list[dict[str, Any]]], header: list[str],
 
 _ARROW_TYPES = {"score": "float64", "coverage": "float64", "cost_usd": "float64", "latency_s": "float64",
                 "score_sd": "float64", "cost_usd_uncached": "float64", "judge_s": "float64",
-                "quota_wait_s": "float64", "cached_input_tokens": "int64", "judge_sample": "int64",
+                "quota_wait_s": "float64", "shared_wait_s": "float64", "cached_input_tokens": "int64", "judge_sample": "int64",
                 "judged": "int64", "expected": "int64", "calls": "int64", "cache_hits": "int64",
                 "input_tokens": "int64", "output_tokens": "int64", "reasoning_tokens": "int64",
                 "cached": "bool_"}

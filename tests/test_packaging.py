@@ -97,7 +97,7 @@ def _run_in(cwd: Path, out: Path) -> list[dict]:
     subprocess.run([sys.executable, "-c", script], check=True, cwd=cwd, timeout=300)
     rows = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
     for row in rows:
-        for timing in ("latency_s", "judge_s", "quota_wait_s"):
+        for timing in ("latency_s", "judge_s", "quota_wait_s", "shared_wait_s"):
             row.pop(timing, None)
     return rows
 

@@ -19,9 +19,10 @@ import msgspec
 
 from drscore.engine.methods.race.criteria import normalise
 from drscore.engine.runtime.calls.judging import JudgeFailed
-from drscore.engine.runtime.method import ItemContext, Method, MethodResult
+from drscore.engine.runtime.method import ItemContext, Method, MethodResult, expect_calls
 
 MIN_ITEMS, MAX_ITEMS = 3, 6
+EXPECTED_ITEMS = (MIN_ITEMS + MAX_ITEMS) // 2  # what the progress display counts on before a checklist is in
 
 
 class AceChecklistItem(msgspec.Struct, forbid_unknown_fields=True):
@@ -85,6 +86,10 @@ class Ace(Method):
 
     async def score(self, ctx: ItemContext) -> MethodResult:
         task_vars = {"task_prompt": ctx.task.prompt}
+        # the checklist, then one call per item with the report: the middle of the 3-6
+        # items the prompt asks for until the checklist says how many
+        expect_calls(ctx, 1, "ace_checklist")
+        expect_calls(ctx, EXPECTED_ITEMS, "ace_item", ctx.report.report)
         try:
             checklist = await ctx.ask("ace_checklist", AceChecklist, task_vars, label="checklist")
             items = repair_checklist([(i.item, i.weight) for i in checklist.items])
@@ -93,6 +98,7 @@ class Ace(Method):
         except ChecklistRejected as e:
             return MethodResult(score=None, status="failed", errors=[str(e)],
                                 details={"items": [i.item for i in checklist.items]})
+        expect_calls(ctx, len(items) - EXPECTED_ITEMS, "ace_item")
         results = await asyncio.gather(
             *(ctx.ask("ace_item", AceItemScore, {**task_vars, "item": text, "report": ctx.report.report},
                       label=f"item#{k}")

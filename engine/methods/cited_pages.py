@@ -18,7 +18,7 @@ import msgspec
 from drscore import prompts
 from drscore.engine.runtime.evidence import PageResult
 from drscore.engine.runtime.calls.judging import JudgeFailed
-from drscore.engine.runtime.method import ItemContext, Option
+from drscore.engine.runtime.method import ItemContext, Option, expect_calls
 from drscore.engine.runtime.calls.tokens import estimate_tokens
 from drscore.engine.runtime.calls.windows import window_of
 from drscore.engine.text.citations import CitationPair, CitationParse, parse_citations
@@ -230,6 +230,7 @@ async def report_pairs(
         return ReportPairs(pairs=parse.pairs, extractor="parser", parse=parse)
     chunks = chunk_report(text, chunk_tokens)
     sources = url_lines(text)
+    expect_calls(ctx, len(chunks), template, chunks[0] if chunks else "")
 
     async def extract(i: int, chunk: str) -> FactExtraction | JudgeFailed:
         try:

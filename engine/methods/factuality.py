@@ -29,7 +29,7 @@ import msgspec
 from drscore.engine.text.citations import CitationPair
 from drscore.engine.runtime.evidence import PageResult
 from drscore.engine.runtime.calls.judging import JudgeFailed
-from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
+from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option, expect_calls
 from drscore.engine.methods.cited_pages import (
     PAGE_OUTCOMES, page_options, pair_options, fetch_pages, page_outcome, report_pairs, window_for,
 )
@@ -125,6 +125,8 @@ class Factuality(Method):
             pairs = [pairs[i] for i in keep]
         pages = await fetch_pages(ctx, (p.url for p in pairs))
         budget = int(self.opts["page_budget_tokens"])
+        expect_calls(ctx, len(pairs) if self.opts["factuality_unreadable"] != "skip"
+                     else sum(1 for p in pairs if page_outcome(pages[p.url]) == "ok"), "factuality_support")
 
         async def judge(p: CitationPair) -> tuple[CitationPair, str, int | None, str]:
             page = pages[p.url]

@@ -42,7 +42,7 @@ import msgspec
 from drscore.engine.text.citations import cited_urls, parse_citations, strip_citations
 from drscore.engine.runtime.evidence import PlaceholderPages
 from drscore.engine.runtime.calls.judging import JudgeFailed
-from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
+from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option, expect_calls
 from drscore.engine.methods.cited_pages import (
     PAGE_OUTCOMES, page_options, batches, fetch_pages, kept_numbers, numbered, page_outcome, window_for,
 )
@@ -201,6 +201,7 @@ class Kae(Method):
             kept, dropped = await ctx.offload(verified, v.keypoints[:per_page], page.text)
             return url, kept, dropped + max(0, len(v.keypoints) - per_page), ""
 
+        expect_calls(ctx, len(readable), "kae_keypoints")  # the merge and the labels follow
         extracted = await asyncio.gather(*(extract(u) for u in readable))
         candidates: list[tuple[str, str]] = []  # (point, url)
         seen: set[str] = set()
@@ -219,6 +220,7 @@ class Kae(Method):
 
         uek = candidates
         if len(candidates) >= 2:
+            expect_calls(ctx, 1, "kae_merge")
             try:
                 v = await ctx.ask("kae_merge", KaeMerge, {
                     "task": ctx.task.prompt, "keypoints": numbered(p for p, _ in candidates)},
@@ -233,6 +235,7 @@ class Kae(Method):
             plain = await ctx.offload(strip_citations, text)
             report_budget = int(self.opts["kae_report_budget_tokens"])
             groups = batches(list(range(len(uek))), int(self.opts["kae_keypoints_per_call"]))
+            expect_calls(ctx, len(groups), "kae_label")
 
             async def label(group: list[int]) -> None:
                 points = [uek[i][0] for i in group]

@@ -13,7 +13,7 @@ from typing import Annotated, ClassVar
 import msgspec
 
 from drscore.engine.runtime.calls.judging import JudgeFailed
-from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
+from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option, expect_calls
 from drscore.engine.methods.language import language_option, task_language, template_for
 
 Score04 = Annotated[int, msgspec.Meta(ge=0, le=4)]
@@ -57,8 +57,10 @@ class Quality(Method):
     async def score(self, ctx: ItemContext) -> MethodResult:
         variables = {"question": ctx.task.prompt, "report": ctx.report.report}
         language = task_language(ctx.task, self.opts["prompt_language"])
+        template = template_for("quality", language)
+        expect_calls(ctx, 1, template, ctx.report.report)
         try:
-            verdict = await ctx.ask(template_for("quality", language), QualityVerdict, variables, label="quality")
+            verdict = await ctx.ask(template, QualityVerdict, variables, label="quality")
         except JudgeFailed as e:
             return MethodResult(score=None, judged=0, expected=1, status="failed",
                                 errors=[str(e)])

@@ -36,7 +36,7 @@ from typing import Annotated, Any, ClassVar
 import msgspec
 
 from drscore.engine.runtime.calls.judging import JudgeFailed
-from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
+from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option, expect_calls
 from drscore.engine.methods.language import language_option, task_language, template_for
 from drscore.engine.text.segment import DEFAULT_MIN_CHARS, Unit, segment
 from drscore.engine.text.similarity import DEFAULT_THRESHOLD, ScreenResult, pair_at, pair_count, screen
@@ -223,8 +223,9 @@ class Redundancy(Method):
             positions = [(int(a), int(b)) for a, b in prep.screened.pairs]
             screened_out = prep.screened.screened_out
             details["screen_threshold"] = prep.screened.threshold
-        outcomes = await _judge_pairs(ctx, prep.compared, positions,
-                                      template_for("redundancy_pair", details["prompt_language"]))
+        template = template_for("redundancy_pair", details["prompt_language"])
+        expect_calls(ctx, len(positions), template)
+        outcomes = await _judge_pairs(ctx, prep.compared, positions, template)
         judged = [oc.score for oc in outcomes if oc.score is not None]
         failed = [oc for oc in outcomes if oc.score is None]
         screened_iter = screened_out_pairs(prep.screened, 1) if prep.screened is not None else iter(())

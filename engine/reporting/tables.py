@@ -71,11 +71,13 @@ class LeaderboardRow(msgspec.Struct, kw_only=True):
     shared_score: float | None = None
     shared_ci_low: float | None = None
     shared_ci_high: float | None = None
-    # Honest time and money (summed over the rows): time with a call at the judge and time
-    # only waiting for quota, instead of latency_s, which mixes them; what the rows would
+    # Honest time and money (summed over the rows): time with a call at the judge, time
+    # only waiting for quota and time only waiting for calls shared in flight (their judge
+    # time is their owner's), instead of latency_s, which mixes them; what the rows would
     # have cost alone (no prompt cache, no answer shared with another agent or run).
     judge_s: float = 0.0
     quota_wait_s: float = 0.0
+    shared_wait_s: float = 0.0
     cost_usd_uncached: float | None = 0.0
     cached_input_tokens: int = 0
     reasoning_tokens: int = 0
@@ -128,6 +130,7 @@ class _Cell(msgspec.Struct):
     latency_s: float = 0.0
     judge_s: float = 0.0
     quota_wait_s: float = 0.0
+    shared_wait_s: float = 0.0
     cost_usd_uncached: float | None = 0.0
     cached_input_tokens: int = 0
     reasoning_tokens: int = 0
@@ -179,6 +182,7 @@ class BoardFold:
         cell.latency_s += row.latency_s
         cell.judge_s += row.judge_s
         cell.quota_wait_s += row.quota_wait_s
+        cell.shared_wait_s += row.shared_wait_s
         cell.cost_usd_uncached = sum_costs((cell.cost_usd_uncached, row.cost_usd_uncached))
         cell.cached_input_tokens += row.cached_input_tokens
         cell.reasoning_tokens += row.reasoning_tokens
@@ -258,7 +262,8 @@ def _board_entry(method: str, agent: str, cell: _Cell, values: np.ndarray, resam
         input_tokens=cell.input_tokens, output_tokens=cell.output_tokens, cost_usd=cell.cost_usd,
         latency_s=cell.latency_s, judge=", ".join(sorted(cell.judges)),
         subscores={k: (cell.sub_sum[k] / cell.sub_n[k] if cell.sub_n[k] else None) for k in subs},
-        judge_s=cell.judge_s, quota_wait_s=cell.quota_wait_s, cost_usd_uncached=cell.cost_usd_uncached,
+        judge_s=cell.judge_s, quota_wait_s=cell.quota_wait_s, shared_wait_s=cell.shared_wait_s,
+        cost_usd_uncached=cell.cost_usd_uncached,
         cached_input_tokens=cell.cached_input_tokens, reasoning_tokens=cell.reasoning_tokens,
         samples=cell.samples, judge_sd=math.sqrt(cell.sd_sq_sum / cell.sd_n) if cell.sd_n else None,
     )
@@ -562,7 +567,7 @@ def leaderboard_csv(board: dict[str, list[LeaderboardRow]],
     fields = ["kind", "method", "rank", "agent", "score", "ci_low", "ci_high", "tasks_scored",
               "tasks_total", "coverage", "failed", "partial", "calls", "cache_hits",
               "input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens", "cost_usd",
-              "cost_usd_uncached", "judge_s", "quota_wait_s", "judge",
+              "cost_usd_uncached", "judge_s", "quota_wait_s", "shared_wait_s", "judge",
               "shared_tasks", "shared_score", "shared_ci_low", "shared_ci_high", "samples", "judge_sd",
               "unranked_reason"]
     fields += ["p_first", *PAIR_FIELDS]

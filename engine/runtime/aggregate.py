@@ -38,6 +38,7 @@ class _Acc(msgspec.Struct):
     cost_usd_uncached: float | None = 0.0
     judge_s: float = 0.0
     quota_wait_s: float = 0.0
+    shared_wait_s: float = 0.0
     reasoning_tokens: int = 0
     rows: int = 0
     sub_sum: dict[str, float] = {}
@@ -85,6 +86,7 @@ class Aggregator:
         acc.cost_usd_uncached = sum_costs((acc.cost_usd_uncached, row.cost_usd_uncached))
         acc.judge_s += row.judge_s
         acc.quota_wait_s += row.quota_wait_s
+        acc.shared_wait_s += row.shared_wait_s
         acc.reasoning_tokens += row.reasoning_tokens
         status = self._status_ix.get(row.status)
         if status is None:
@@ -151,6 +153,7 @@ class Aggregator:
                 "mean_judge_s": a.judge_s / a.rows if a.rows else None,
                 "mean_quota_wait_s": a.quota_wait_s / a.rows if a.rows else None,
                 "judge_s": round(a.judge_s, 4), "quota_wait_s": round(a.quota_wait_s, 4),
+                "shared_wait_s": round(a.shared_wait_s, 4),
                 "samples": a.samples,
                 # the typical spread of one report's score across judge samples (root mean square)
                 "judge_sd": math.sqrt(a.sd_sq_sum / a.sd_n) if a.sd_n else None,

@@ -13,6 +13,8 @@ from drscore.engine.runtime.calls.ledger import CALLER, Usage
 from drscore.engine.runtime.calls.meter import Meter
 from drscore.engine.runtime.models import CallAttempt, Report, Task, VerdictRecord
 from drscore.engine.runtime.calls.pool import JudgePool
+from drscore.engine.runtime.calls.tokens import split_estimate
+from drscore.engine.runtime.workload import CallTimes, ItemWork
 
 T = TypeVar("T")
 
@@ -63,10 +65,13 @@ def seeded_rng(*parts: Any) -> random.Random:
 class ItemContext:
     def __init__(self, *, pool: JudgePool, task: Task, report: Report, method: str, options: dict[str, Any],
                  seed: int, pages: PageSource | None, executor: Executor | None,
-                 on_verdict: Callable[[VerdictRecord], None] | None, meter: Meter, judge_sample: int = 0) -> None:
+                 on_verdict: Callable[[VerdictRecord], None] | None, meter: Meter, judge_sample: int = 0,
+                 work: ItemWork | None = None, call_times: CallTimes | None = None) -> None:
         self.pool, self.task, self.report, self.method = pool, task, report, method
         self.options, self.seed, self.pages = options, seed, pages
         self._executor, self._on_verdict, self.meter = executor, on_verdict, meter
+        # the progress display's counts: this item's asks made and expected, call times
+        self._work, self._call_times = work, call_times
         self.judge_sample = judge_sample  # --samples K: every call of this context is ask number judge_sample
         # The judge's model name, for sizing what it is shown (its context window).
         self.judge_model: str = str(getattr(pool.backend, "model", "") or "")
@@ -82,6 +87,8 @@ class ItemContext:
             paid = e.paid if isinstance(e.paid, Usage) else Usage()
             self.meter.add_paid(paid)  # a failed call's billed attempts count in every total
             priced = self.pool.priced
+            if self._work is not None:
+                self._work.asked(template, None)
             self._record(VerdictRecord(task_id=self.task.task_id, agent=self.report.agent, method=self.method,
                                        template=template, key="", cached=False, status="failed",
                                        error=f"{e.reason}: {e.detail}" if e.detail else e.reason, label=label,
@@ -99,6 +106,10 @@ class ItemContext:
             CALLER.reset(caller)
         self.meter.add(judged)
         earlier = judged.earlier or Usage()
+        if self._work is not None:
+            self._work.asked(template, judged)
+        if self._call_times is not None:
+            self._call_times.add(judged)
         self._record(VerdictRecord(
             task_id=self.task.task_id, agent=self.report.agent, method=self.method, template=template,
             key=judged.key, cached=judged.cached, status="ok", verdict=judged.value,
@@ -112,9 +123,16 @@ class ItemContext:
             paid_earlier=judged.earlier is not None, reused=judged.reused,
             inputs=call_inputs(variables) if self._on_verdict else {},
             judge_s=_span_seconds(judged.judge_spans), quota_wait_s=_span_seconds(judged.wait_spans),
+            shared_wait_s=_span_seconds(judged.shared_spans),
             attempts=_attempts(judged.attempts) if len(judged.attempts) > 1 else [],
             reasoning=_reasoning(judged.thought)))
         return judged.value
+
+    def expect_calls(self, n: int, template: str, text: str = "") -> None:
+        """This item will make ``n`` more asks of ``template``, each carrying about ``text``
+        (see :func:`drscore.engine.runtime.method.expect_calls`)."""
+        if self._work is not None:
+            self._work.expect(n, template, split_estimate(text) if text else None)
 
     def _record(self, rec: VerdictRecord) -> None:
         if self._on_verdict is not None:

@@ -87,6 +87,21 @@ class ItemContext(Protocol):
         """Run CPU-heavy ``fn(*args)`` off the event loop."""
 
 
+def expect_calls(ctx: ItemContext, n: int, template: str, text: str = "") -> None:
+    """Say that this item is about to make ``n`` more asks of ``template`` (the name
+    passed to ``ctx.ask``), as soon as it knows: the pairs drawn, a checklist's items, a
+    page's statement batches. ``text``: what each of those calls mostly carries (the
+    report, a page), so their tokens are known before the first one is answered.
+
+    Additive, and a first guess may be corrected (``n`` negative: fewer than said).
+    Optional: the progress display counts calls done and left with it, so its ETA need
+    not wait for items to finish (:mod:`drscore.engine.runtime.workload`); a context that
+    does not count (a test's fake) ignores it."""
+    say = getattr(ctx, "expect_calls", None)
+    if say is not None:
+        say(n, template, text)
+
+
 class Method:
     name: ClassVar[str]
     description: ClassVar[str] = ""

@@ -52,7 +52,10 @@ class ScoreRow(msgspec.Struct, kw_only=True, omit_defaults=False):
     cached_input_tokens: int = 0  # part of input_tokens served from the provider's prefix cache
     cost_usd_uncached: float | None = 0.0  # what this item would have cost alone (no cache, no sharing)
     judge_s: float = 0.0  # of latency_s: time with at least one call at the judge
-    quota_wait_s: float = 0.0  # of latency_s: time only waiting for quota (or prefix warm-up)
+    quota_wait_s: float = 0.0  # of latency_s: time only waiting for quota (or prefix warm-up, the preflight)
+    # of latency_s: time only waiting for calls shared in flight, whose time at the judge
+    # is their owner's (another item of the run, or another process sharing the cache)
+    shared_wait_s: float = 0.0
     reasoning_tokens: int = 0  # of output_tokens: hidden thinking the endpoint billed as output
     # With judge samples (--samples K > 1): the score of each sample in sample order, their
     # standard deviation, and that of each numeric subscore (engine.runtime.samples).
@@ -103,11 +106,14 @@ class VerdictRecord(msgspec.Struct, kw_only=True):
     # reports) only as their length. See engine.runtime.context.call_inputs.
     inputs: dict[str, str] = {}
     # Time with this call at the judge and time it only waited (quota, a prefix warm-up,
-    # backoff), apart; latency_s is both. Every request it took when there was more than
-    # one, or when it failed (its reason is ``error``). The model's visible reasoning
-    # (``reasoning_content`` or ``<think>``), clipped like ``inputs``.
+    # backoff), apart, and time it waited for an identical call another item had sent
+    # (shared_wait_s: that call's time at the judge is its owner's); latency_s is all of
+    # them. Every request it took when there was more than one, or when it failed (its
+    # reason is ``error``). The model's visible reasoning (``reasoning_content`` or
+    # ``<think>``), clipped like ``inputs``.
     judge_s: float = 0.0
     quota_wait_s: float = 0.0
+    shared_wait_s: float = 0.0
     attempts: list[CallAttempt] = []
     reasoning: str = ""
 

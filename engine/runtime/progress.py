@@ -1,18 +1,15 @@
 """Progress of a run, told truthfully: a live panel on a terminal, one plain line every
 N seconds elsewhere (CI logs, pipes), so a long run is never silent.
 
-What it shows: done/total per method; calls at the judge and calls waiting for quota,
-counted apart (the limiter holds a concurrency slot while a call waits for quota, so
-its "in flight" count includes the waiting ones); the current requests/min and
-tokens/min against the limits (:mod:`drscore.engine.runtime.usage_window`); 429s,
-retries, cache hits; spend so far against ``--max-cost``; batch state with ``--batch``;
-and an ETA that respects the quota. The ETA counts the remaining *calls* per method
-(a method's calls per finished item times its items left), so one-call items finishing
-first do not promise the same pace for thirty-call items; while a method has no
-finished item its calls are unknown and the ETA is a lower bound (shown ``>``). A
-rate-limited run cannot go faster than its quota allows, so the ETA is the larger of
-the time the remaining calls need under the quota and the time the observed pace
-needs (:func:`estimate_eta`).
+What it shows: done/total per method, in items and in judge calls (a method whose
+thirty-call items all finish at the end would otherwise sit at 0/20 while hundreds of
+its calls are done); calls at the judge and calls waiting for quota, counted apart (the
+limiter holds a concurrency slot while a call waits for quota, so its "in flight" count
+includes the waiting ones); the current requests/min and tokens/min against the limits
+(:mod:`drscore.engine.runtime.usage_window`); 429s, retries, cache hits; spend so far
+against ``--max-cost``; batch state with ``--batch``; and an ETA from the quota: the
+calls left per method over the rate the quota, the calls in flight and the recent pace
+allow (:mod:`drscore.engine.runtime.eta`), which never counts up without saying why.
 
 The display runs in a thread (rich's refresh thread, or a timer thread for plain
 lines) and only reads the runner's ``snapshot()``.
@@ -23,8 +20,9 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, NamedTuple, TextIO
 
+from drscore.engine.runtime.eta import EtaTracker, Shown, estimate, method_left
 from drscore.engine.runtime.usage_window import UsageWindow
 
 Snapshot = Callable[[], dict[str, Any]]
@@ -45,76 +43,54 @@ def progress_enabled(stream: Any = None) -> bool:
     return progress_mode(stream) == "live"
 
 
-def remaining_calls(snap: dict[str, Any], per_method: dict[str, int] | None) -> tuple[float | None, bool]:
-    """Network calls the unfinished items still need, and whether that is complete.
-
-    Per method: its calls per finished item times its items left. A method with items
-    left and none finished adds nothing (unknown), and the result is then a lower bound
-    (``False``). Without per-method counts: the run's calls per item times items left."""
-    done_by = snap.get("done_by_method") or {}
-    calls_by = snap.get("calls_by_method")
-    if per_method and calls_by is not None and set(per_method) & set(calls_by):
-        total, complete = 0.0, True
-        for m, n in per_method.items():
-            done, left = int(done_by.get(m, 0)), max(0, n - int(done_by.get(m, 0)))
-            if left == 0:
-                continue
-            if done == 0:
-                complete = False
-                continue
-            total += int(calls_by.get(m, 0)) / done * left
-        return total, complete
-    done = int(snap.get("items_done", 0))
-    if done <= 0:
-        return None, False
-    total_items = sum(per_method.values()) if per_method else done
-    return int(snap.get("calls", 0)) / done * max(0, total_items - done), True
+def eta_text(shown: Shown) -> str:
+    """``2m04s (quota)``, ``>1m10s (quota; ...)`` while a method's calls are unknown,
+    ``2m30s (quota; up: 429 pause)`` when it went up, ``-`` before anything is known."""
+    if shown.seconds is None or (shown.lower_bound and not shown.seconds):
+        return "unknown (no method's calls known yet)" if shown.lower_bound else "-"
+    if shown.basis == "done":
+        return _duration(0)
+    notes = [shown.basis]
+    if shown.lower_bound:
+        notes.append("a method's calls are not known yet")
+    if shown.cause:
+        notes.append(f"up: {shown.cause}")
+    return (">" if shown.lower_bound else "") + f"{_duration(shown.seconds)} ({'; '.join(notes)})"
 
 
-def estimate_eta(snap: dict[str, Any], total: int, elapsed_s: float,
-                 per_method: dict[str, int] | None = None) -> tuple[float | None, str]:
-    """Seconds left and what bounds them: ``quota`` or ``pace`` (``+`` appended when
-    the figure is a lower bound because a method has no finished item yet).
+class MethodCount(NamedTuple):
+    """One method's progress: items done of ``items``; judge calls asked of
+    ``calls_total`` (None: not known yet; ``estimated``: partly from its mean item)."""
 
-    The remaining calls (:func:`remaining_calls`) need ``calls_left / rpm`` minutes under
-    a request quota and ``calls_left * tokens_per_call / tpm`` under a token quota; the
-    observed pace needs ``elapsed / calls_done * calls_left`` (per item when no call was
-    made yet). The ETA is the largest of these. None before the first item is done.
-    """
-    done = int(snap.get("items_done", 0))
-    left = max(0, total - done)
-    if left == 0:
-        return 0.0, "done"
-    if done <= 0:
-        return None, "starting"
-    calls = int(snap.get("calls", 0))
-    calls_left, complete = remaining_calls(snap, per_method or {"items": total})
-    if calls_left is None:
-        return None, "starting"
-    calls_by = snap.get("calls_by_method") or {}
-    finished_calls = sum(calls_by.values()) if per_method and set(per_method) & set(calls_by) else calls
-    if finished_calls > 0:
-        pace = elapsed_s / finished_calls * calls_left
-    else:  # everything so far came from the cache: the item pace is all there is
-        pace = elapsed_s / done * left
-    quota = 0.0
-    rpm = float(snap.get("rpm") or 0)
-    tpm = float(snap.get("tpm") or 0)
-    if rpm > 0:
-        quota = max(quota, calls_left / rpm * 60.0)
-    if tpm > 0 and calls:
-        per_call = (int(snap.get("input_tokens", 0)) + int(snap.get("output_tokens", 0))) / calls
-        quota = max(quota, calls_left * per_call / tpm * 60.0)
-    mark = "" if complete else "+"
-    return (quota, "quota" + mark) if quota > pace else (pace, "pace" + mark)
+    done: int
+    items: int
+    calls: int | None = None  # None: the runner does not count this method's calls
+    calls_total: int | None = None
+    estimated: bool = False
+
+    def calls_text(self) -> str:
+        """``300/600``, ``300/~620`` or ``300/?``; "" when calls are not counted."""
+        if self.calls is None:
+            return ""
+        if self.calls_total is None:
+            return f"{self.calls}/?"
+        return f"{self.calls}/{'~' if self.estimated else ''}{self.calls_total}"
 
 
-def _eta_text(eta: float | None, basis: str) -> str:
-    if basis.endswith("+"):
-        if not eta:  # only methods with no finished item are left: nothing to go on yet
-            return "unknown (a method has no finished item yet)"
-        return f">{_duration(eta)} ({basis[:-1]}; a method has no finished item yet)"
-    return _duration(eta) + (f" ({basis})" if basis in ("quota", "pace") else "")
+def method_counts(snap: dict[str, Any], per_method: dict[str, int]) -> dict[str, MethodCount]:
+    """Per method: items done and judge calls asked, of how many."""
+    by_method = snap.get("done_by_method") or {}
+    works = snap.get("work") or {}
+    out: dict[str, MethodCount] = {}
+    for m, n in per_method.items():
+        done = int(by_method.get(m, snap.get("items_done", 0) if len(per_method) == 1 else 0))
+        if m not in works:
+            out[m] = MethodCount(done, n)
+            continue
+        left = method_left(works[m], n, done)
+        total = None if left.asks_left is None else round(left.asks_done + left.asks_left)
+        out[m] = MethodCount(done, n, left.asks_done, total, left.estimated)
+    return out
 
 
 def at_judge(snap: dict[str, Any]) -> int:
@@ -165,14 +141,17 @@ def _spend(snap: dict[str, Any], max_cost: float | None) -> str:
 
 
 def plain_line(snap: dict[str, Any], per_method: dict[str, int], elapsed_s: float,
-               max_cost: float | None = None) -> str:
-    """One line for logs: totals, per method, calls at the judge and waiting, the
-    current rates against the limits, batches, spend, ETA."""
+               max_cost: float | None = None, shown: Shown | None = None) -> str:
+    """One line for logs: totals, per method items and calls, calls at the judge and
+    waiting, the current rates against the limits, batches, spend, ETA (``shown``: what
+    the tracker shows; without it, this moment's estimate)."""
     total = sum(per_method.values())
     done = int(snap.get("items_done", 0))
-    eta, basis = estimate_eta(snap, total, elapsed_s, per_method)
-    by_method = snap.get("done_by_method", {})
-    methods = " ".join(f"{m} {by_method.get(m, 0)}/{n}" for m, n in per_method.items())
+    if shown is None:
+        est = estimate(snap, per_method, elapsed_s)
+        shown = Shown(est.seconds, est.basis, est.lower_bound)
+    methods = "; ".join(f"{m} {c.done}/{c.items}" + (f", calls {c.calls_text()}" if c.calls is not None else "")
+                        for m, c in method_counts(snap, per_method).items())
     pct = f" ({100 * done / total:.0f}%)" if total else ""
     usage = usage_text(snap)
     batches = batch_text(snap)
@@ -182,7 +161,7 @@ def plain_line(snap: dict[str, Any], per_method: dict[str, int], elapsed_s: floa
             + f"calls {snap.get('calls', 0)}, cache hits {snap.get('cache_hits', 0)}, retries "
             f"{snap.get('retries', 0)}, 429s {snap.get('rate_limited', 0)} · "
             + (f"{batches} · " if batches else "")
-            + f"spent {_spend(snap, max_cost)} · elapsed {_duration(elapsed_s)} · ETA {_eta_text(eta, basis)}")
+            + f"spent {_spend(snap, max_cost)} · elapsed {_duration(elapsed_s)} · ETA {eta_text(shown)}")
 
 
 class Progress:
@@ -211,6 +190,7 @@ class Progress:
         self._stop = threading.Event()
         self._last: dict[str, Any] = {}
         self._usage = UsageWindow()
+        self._eta = EtaTracker()
         self.lines = 0
 
     @property
@@ -228,8 +208,15 @@ class Progress:
         rates = self._usage.rates()
         if rates is not None:
             snap["usage_rate"] = rates
+            snap["usage_span_s"] = self._usage.span()
         self._last = snap
         return self._last
+
+    def eta(self, snap: dict[str, Any] | None = None) -> Shown:
+        """The ETA shown now (it goes down, or up with its cause named)."""
+        snap = self.snapshot() if snap is None else snap
+        elapsed = self._clock() - self._t0
+        return self._eta.show(elapsed, estimate(snap, self.per_method, elapsed))
 
     def __enter__(self) -> Progress:
         if self.mode == "live":
@@ -259,7 +246,8 @@ class Progress:
 
     def emit(self) -> str:
         """Write one plain progress line now (and return it)."""
-        line = plain_line(self.snapshot(), self.per_method, self._clock() - self._t0, self.max_cost)
+        snap = self.snapshot()
+        line = plain_line(snap, self.per_method, self._clock() - self._t0, self.max_cost, self.eta(snap))
         stream = self._stream or sys.stderr
         stream.write(line + "\n")
         stream.flush()
@@ -273,15 +261,18 @@ class Progress:
         s = self.snapshot()
         elapsed = self._clock() - self._t0
         total = sum(self.per_method.values())
-        eta, basis = estimate_eta(s, total, elapsed, self.per_method)
-        by_method = s.get("done_by_method", {})
+        shown = self.eta(s)
         t = Table.grid(padding=(0, 2))
-        for method, n in self.per_method.items():
-            done = by_method.get(method, s.get("items_done", 0) if len(self.per_method) == 1 else 0)
-            t.add_row(f"[bold]{method}[/]", ProgressBar(total=max(n, 1), completed=min(done, n), width=30),
-                      f"{done}/{n}")
+        for method, c in method_counts(s, self.per_method).items():
+            # the bar follows the calls where they are known: an item can hold thirty of them
+            if c.calls is not None and c.calls_total:
+                bar = ProgressBar(total=c.calls_total, completed=min(c.calls, c.calls_total), width=30)
+            else:
+                bar = ProgressBar(total=max(c.items, 1), completed=min(c.done, c.items), width=30)
+            t.add_row(f"[bold]{method}[/]", bar, f"{c.done}/{c.items} items"
+                      + (f" · {c.calls_text()} calls" if c.calls is not None else ""))
         t.add_row(f"items {s.get('items_done', 0)}/{total}", f"failed {s.get('items_failed', 0)}",
-                  f"elapsed {_duration(elapsed)} · ETA {_eta_text(eta, basis)}")
+                  f"elapsed {_duration(elapsed)} · ETA {eta_text(shown)}")
         t.add_row(f"[green]at the judge[/] {at_judge(s)}",
                   f"[yellow]waiting for quota[/] {s.get('waiting_for_quota', 0)}",
                   f"concurrency {s.get('concurrency_limit', '-')}")

@@ -34,6 +34,7 @@ from drscore.engine.runtime.calls.pricing import known_cost
 from drscore.engine.runtime.calls.redact import redact
 from drscore.engine.runtime.rundir import RunWriter
 from drscore.engine.runtime.calls.samples import combine
+from drscore.engine.runtime.workload import CallTimes, MethodWork
 
 
 _KNOWN_REASONS = frozenset({*ENDPOINT_FAULTS, *OTHER_FAULTS, "budget", "undecodable", "fatal", "transient",
@@ -60,6 +61,9 @@ class Runner:
         self.samples = max(1, samples)  # --samples K: each item scored K times (engine.runtime.samples)
         self.aggregate = Aggregator()
         self.per_method: dict[str, Meter] = {m.name: Meter() for m in methods}
+        # asks made and expected per method, time per network call: the progress display's ETA
+        self.work: dict[str, MethodWork] = {m.name: MethodWork() for m in methods}
+        self.call_times = CallTimes()
         self.status_counts: dict[str, dict[str, int]] = {m.name: {} for m in methods}
         self.items_done = 0
         self.items_failed = 0
@@ -77,10 +81,12 @@ class Runner:
                 **self.pool.limiter.snapshot(),
                 # for the progress display: per-method counts and what the quota allows
                 "done_by_method": {m: sum(c.values()) for m, c in list(self.status_counts.items())},
-                # network calls of the finished items per method: the ETA's calls per item
-                "calls_by_method": {m: meter.calls for m, meter in list(self.per_method.items())},
                 "rpm": self.pool.limiter.rpm, "tpm": self.pool.limiter.tpm,
-                "input_tokens": s.input_tokens, "output_tokens": s.output_tokens}
+                "input_tokens": s.input_tokens, "output_tokens": s.output_tokens,
+                # asks made and said per method and template: the calls left and the ETA
+                "work": {m: w.snapshot() for m, w in self.work.items()},
+                "token_weights": self.pool.tokens.weights,  # the server's counting, as learned
+                "call_latency_s": self.call_times.mean}
         batches = getattr(self.pool.backend, "batch_snapshot", None)
         if batches is not None:  # a batching backend: batches submitted / in progress / done
             snap["batches"] = batches()
@@ -146,21 +152,25 @@ class Runner:
 
     async def _score(self, task: Task, report: Report, method: Method) -> ScoreRow:
         meter = Meter()
+        work = self.work[method.name].start()
 
         def context(judge_sample: int) -> ItemContext:
             return ItemContext(pool=self.pool, task=task, report=report, method=method.name, options=method.opts,
                                seed=self.seed, pages=self.pages, executor=self.executor,
                                on_verdict=self.writer.verdict if self.writer else None, meter=meter,
-                               judge_sample=judge_sample)
+                               judge_sample=judge_sample, work=work, call_times=self.call_times)
 
         t0 = time.monotonic()
         spread: dict[str, Any] = {}
-        if self.samples == 1:
-            result = await self._attempt(method, context(0))
-        else:  # the K samples run side by side; each asks its own distinct requests
-            results = await asyncio.gather(*(self._attempt(method, context(s)) for s in range(self.samples)))
-            result, spread = combine(results, method.sample_aggregate)
-        judge_s, wait_s = meter.latency_split()
+        try:
+            if self.samples == 1:
+                result = await self._attempt(method, context(0))
+            else:  # the K samples run side by side; each asks its own distinct requests
+                results = await asyncio.gather(*(self._attempt(method, context(s)) for s in range(self.samples)))
+                result, spread = combine(results, method.sample_aggregate)
+        finally:
+            work.finish()
+        judge_s, wait_s, shared_s = meter.latency_split()
         row = ScoreRow(
             task_id=task.task_id, agent=report.agent, method=method.name, score=result.score,
             subscores=result.subscores, judged=result.judged, expected=result.expected,
@@ -171,7 +181,8 @@ class Runner:
             cost_usd=known_cost(meter.cost_usd, self.pool.priced), latency_s=round(time.monotonic() - t0, 4),
             details=result.details, cached_input_tokens=meter.cached_input_tokens,
             cost_usd_uncached=known_cost(meter.cost_usd_uncached, self.pool.priced),
-            judge_s=round(judge_s, 4), quota_wait_s=round(wait_s, 4), reasoning_tokens=meter.reasoning_tokens,
+            judge_s=round(judge_s, 4), quota_wait_s=round(wait_s, 4), shared_wait_s=round(shared_s, 4),
+            reasoning_tokens=meter.reasoning_tokens,
             **spread,
         )
         self._count(row)
@@ -298,7 +309,7 @@ class Runner:
             "per_agent_method": self._with_suite(self.aggregate.table(interval)),
             "notes": {m.name: m.notes() for m in self.methods if m.notes()},
             "per_method": {name: {**{k: v for k, v in msgspec.structs.asdict(m).items()
-                                     if k not in ("judge_spans", "wait_spans")},
+                                     if k not in ("judge_spans", "wait_spans", "shared_spans")},
                                   "cost_usd": known_cost(m.cost_usd, priced, 6),
                                   "cost_usd_uncached": known_cost(m.cost_usd_uncached, priced, 6),
                                   "statuses": self.status_counts[name]}

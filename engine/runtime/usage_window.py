@@ -20,6 +20,10 @@ class UsageWindow:
         while len(self._samples) > 2 and now - self._samples[1][0] >= self.window_s:
             self._samples.popleft()  # keep one sample at or beyond the window's start
 
+    def span(self) -> float:
+        """Seconds the window's samples cover (a rate over a few seconds is noise)."""
+        return self._samples[-1][0] - self._samples[0][0] if len(self._samples) > 1 else 0.0
+
     def rates(self) -> tuple[float, float] | None:
         """``(requests/min, tokens/min)`` over the window, or None before two samples
         a moment apart."""

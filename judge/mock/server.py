@@ -97,6 +97,7 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     profile: str = ""
     context_window: int = 0  # prompts over this many tokens get the profile's context error (0: no limit)
     poison_rate: float = 0.0  # share of bodies (chosen by their hash) answered 503 every time
+    poison_match: str = ""  # bodies whose prompt contains this text are answered 503 every time
     filter_word: str = ""  # prompts containing this word meet the profile's content filter
     # Said verbatim, instead of the true delay, by every delay hint of a 429 (Retry-After,
     # x-ratelimit-reset-*, Gemini's retryDelay, "try again in"): "inf", "nan", "-5", a
@@ -313,7 +314,8 @@ class _MockJudge:
         """The faults that belong to one body: poisoned (503 every time), over the context
         window, or met by a content filter that answers with an error."""
         cfg, shapes = self.cfg, self.shapes
-        if cfg.poison_rate and int(prep.key[:8], 16) / 0x1_0000_0000 < cfg.poison_rate:
+        if (cfg.poison_rate and int(prep.key[:8], 16) / 0x1_0000_0000 < cfg.poison_rate) \
+                or (cfg.poison_match and any(cfg.poison_match in t for t in prep.texts)):
             st.poisoned += 1
             return web.Response(status=shapes.overload_status, body=profiles.overload_body(shapes),
                                 content_type=_JSON)
@@ -468,6 +470,7 @@ _FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "context_window": (int, "prompts over this many tokens get the profile's context-length error "
                             "(ollama: cut silently); 0 = no limit"),
     "poison_rate": (float, "share of request bodies (chosen by a hash of the body) answered 503 every time"),
+    "poison_match": (str, "request bodies whose prompt contains this text are answered 503 every time"),
     "filter_word": (str, "prompts containing this word meet the profile's content filter (azure: 400 "
                          "content_filter; openai: 400 invalid_prompt; gemini, anthropic: finish_reason "
                          "content_filter); empty: none"),

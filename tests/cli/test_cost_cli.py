@@ -43,7 +43,8 @@ def test_prompt_cache_is_billed_as_the_endpoint_reports_it(tmp_path, capsys):
     assert sum(r["cached_input_tokens"] for r in rows) == stats["cached_tokens"]
     for r in rows:
         assert r["cost_usd_uncached"] >= r["cost_usd"] > 0
-        assert 0 <= r["judge_s"] and 0 <= r["quota_wait_s"] and r["judge_s"] + r["quota_wait_s"] <= r["latency_s"] + 1e-3
+        assert 0 <= r["judge_s"] and 0 <= r["quota_wait_s"] and 0 <= r["shared_wait_s"]
+        assert r["judge_s"] + r["quota_wait_s"] + r["shared_wait_s"] <= r["latency_s"] + 1e-3
     agent = summary["per_agent_method"][0]
     assert agent["cached_input_tokens"] == stats["cached_tokens"]
 

@@ -28,7 +28,7 @@ def rows_of(run: Path) -> list[dict]:
     """Score rows without the wall-clock fields (two runs never time alike)."""
     rows = [json.loads(x) for x in (run / "scores.jsonl").read_text().splitlines()]
     for r in rows:
-        for timing in ("latency_s", "judge_s", "quota_wait_s"):
+        for timing in ("latency_s", "judge_s", "quota_wait_s", "shared_wait_s"):
             r.pop(timing, None)
     return rows
 

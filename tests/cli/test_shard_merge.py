@@ -57,7 +57,7 @@ def test_shards_cover_every_report_once_and_merge_into_one_run(tmp_path, capsys)
                  "--out", str(tmp_path / "merged")])
     assert code == 0, capsys.readouterr().err
     merged = _rows(tmp_path / "merged")
-    timing = ("latency_s", "judge_s", "quota_wait_s")  # wall-clock measurements differ run to run
+    timing = ("latency_s", "judge_s", "quota_wait_s", "shared_wait_s")  # wall-clock measurements differ run to run
     strip = lambda r: {k: v for k, v in r.items() if k not in timing}  # noqa: E731
     assert [strip(r) for r in merged] == [strip(r) for r in single]  # same rows, same (input) order
 

@@ -214,12 +214,19 @@ async def test_a_person_reads_the_run_by_clicking(tmp_path: Path) -> None:
             # ---- sort: by score, highest first, then lowest first
             await cdp.evaluate("document.querySelector('#head th[data-sort=score]').click()")
             await wait(cdp, "document.querySelector('#head th[data-sort=score]').textContent === 'score ▼' && document.body.dataset.ready === '1'", "sort")
-            quality = sorted((s for (t, a, m), s in score.items() if m == "quality"), reverse=True)
-            shown_scores = [float(r[4]) for r in await cdp.evaluate(SHOWN_ROWS)]
-            assert shown_scores == [round(s, 3) for s in quality]
+            # a failed row has no score ("–"): last, whichever way the scores go
+            quality = [s for (t, a, m), s in score.items() if m == "quality"]
+            scored = sorted((round(s, 3) for s in quality if s is not None), reverse=True)
+            unscored = [None] * sum(s is None for s in quality)
+            assert unscored, "the poisoned paragraph fails one quality row"
+
+            def shown(rows: list) -> list[float | None]:
+                return [None if r[4] == "–" else float(r[4]) for r in rows]
+
+            assert shown(await cdp.evaluate(SHOWN_ROWS)) == scored + unscored
             await cdp.evaluate("document.querySelector('#head th[data-sort=score]').click()")
             await wait(cdp, "document.querySelector('#head th[data-sort=score]').textContent === 'score ▲' && document.body.dataset.ready === '1'", "sort up")
-            assert [float(r[4]) for r in await cdp.evaluate(SHOWN_ROWS)] == sorted(shown_scores)
+            assert shown(await cdp.evaluate(SHOWN_ROWS)) == scored[::-1] + unscored
 
             # ---- the view is in the URL: a copied link gives the same view
             row_id = await cdp.evaluate("document.querySelectorAll('#body tr')[2].dataset.id")
@@ -237,7 +244,7 @@ async def test_a_person_reads_the_run_by_clicking(tmp_path: Path) -> None:
             assert await cdp.evaluate("document.getElementById('f-method').value") == "quality"
             assert await cdp.evaluate("document.querySelector('#head th[data-sort=score]').textContent") == "score ▲"
             assert await cdp.evaluate("document.querySelector('#panel details.call').open") is True
-            assert [float(r[4]) for r in await cdp.evaluate(SHOWN_ROWS)] == sorted(shown_scores)
+            assert shown(await cdp.evaluate(SHOWN_ROWS)) == scored[::-1] + unscored
 
             # ---- side by side: every agent on the open row's task, with the paired differences
             task = heading.split(" · ")[0]

@@ -10,8 +10,10 @@ cache holds every prompt and answer as a real endpoint's run would.
   page snapshot made here (one short page per cited URL) loaded into the run's cache,
   with ``--offline-pages``: FACT's support calls see a page, no network is used.
 * The mock judge thinks aloud (``reasoning_content``, as vLLM and DeepSeek return it) and
-  answers a small share of requests 503 every time (``poison_rate``), so some calls fail
-  after their retries and show every attempt.
+  answers a small share of requests 503 every time (``poison_rate``), and every request
+  carrying one paragraph only Claude 3.7 Sonnet's report of task 53 has (``poison_match``):
+  its quality row fails, other rows are partial, and failed calls show every attempt,
+  whatever the other request bodies hash to.
 """
 from __future__ import annotations
 
@@ -45,6 +47,18 @@ def derive(agent: str, article: str) -> str:
         return "\n\n".join(blocks[: max(1, len(blocks) // 2)] + [b for b in blocks if b.lstrip().startswith(
             ("## Reference", "# Reference", "References", "## Sources"))][:1])
     return article
+
+
+def poisoned_paragraph(reports: Path) -> str:
+    """A passage of the last odd-numbered block of task 53's report: in no derived agent's
+    report (every other block keeps the even ones; the first half stops before it)."""
+    for line in reports.read_text(encoding="utf-8").splitlines():
+        r = json.loads(line)
+        if str(r["id"]) == "53":
+            blocks = _blocks(r["article"])
+            odd = [b for i, b in enumerate(blocks) if i % 2 and i >= len(blocks) // 2 and len(b.strip()) > 80]
+            return odd[-1].strip()[:60]
+    raise AssertionError("task 53 is not in the view run's reports")
 
 
 @dataclass
@@ -98,7 +112,8 @@ def make_view_run(tmp: Path, methods: tuple[str, ...] = METHODS, *, poison_rate:
     write_pages(reports, snapshot)
     assert drscore_main(["pages", "--cache", str(cache), "import", str(snapshot)]) == 0
     out = tmp / "run"
-    cfg = MockConfig(reasoning_tokens=24, reasoning_style="field", poison_rate=poison_rate, seed=7)
+    cfg = MockConfig(reasoning_tokens=24, reasoning_style="field", poison_rate=poison_rate, seed=7,
+                     poison_match=poisoned_paragraph(tasks.parent / "reports.claude-3-7-sonnet.jsonl"))
     with MockServerProcess(cfg) as mock:
         argv = ["run", "--methods", ",".join(methods), "--tasks", str(tasks), "--judge-url", mock.url,
                 "--judge-model", "mock", "--criteria", str(DRB / "criteria.jsonl"),

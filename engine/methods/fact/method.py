@@ -69,7 +69,7 @@ from drscore.engine.methods.fact.tally import (
     OUTCOMES, FactTally, accuracy_paper, suite_from_means, valid_rate,
 )
 from drscore.engine.runtime.calls.judging import JudgeFailed
-from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
+from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option, expect_calls
 from drscore.engine.runtime.models import Task
 
 DEFAULT_STATEMENTS_PER_CALL = 20
@@ -189,6 +189,7 @@ class Fact(Method):
             return MethodResult(score=None, status="skipped", subscores=_subscores(FactTally(), 0, 0, 0),
                                 errors=[reason], details=details)
         by_url = group_by_url(rp.pairs)
+        expect_calls(ctx, sum(1 for stmts in by_url.values() if len(stmts) >= 2), tpl["dedup"])
         results = await asyncio.gather(*(self._one_url(ctx, url, stmts, tpl) for url, stmts in by_url.items()))
         tally = FactTally()
         for r in results:
@@ -220,7 +221,9 @@ class Fact(Method):
             return result
         mode, window_budget = str(self.opts["fact_page_text"]), int(self.opts["page_budget_tokens"])
         model = str(getattr(ctx, "judge_model", "") or "")
-        for batch in batches(kept, int(self.opts["fact_statements_per_call"])):
+        support = batches(kept, int(self.opts["fact_statements_per_call"]))
+        expect_calls(ctx, len(support), tpl["support"])  # known once the page is in, the statements de-duplicated
+        for batch in support:
             fixed = {"url": url, "statements": numbered(batch)}
             plan = page_plan(mode, model, window_budget, tpl["support"],
                              prompt_tokens_without_page(tpl["support"], fixed) if mode == "whole" else 0)

@@ -45,7 +45,7 @@ from drscore.engine.methods.race.criteria import (
 )
 from drscore.engine.runtime.io import iter_reports
 from drscore.engine.runtime.calls.judging import JudgeFailed
-from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
+from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option, expect_calls
 from drscore.engine.runtime.models import InputError, Task
 from drscore.engine.methods.race.rescore import RaceAggregate, aggregate
 from drscore.engine.runtime.calls.tokens import estimate_messages
@@ -329,14 +329,32 @@ class Race(Method):
 
     # -- scoring -----------------------------------------------------------------
 
+    def expect_asks(self, ctx: ItemContext, reference: str | None) -> None:
+        """Say the judge asks of one report: the clean-ups asked of the judge, the criteria
+        the run generates (weights, then criteria per dimension, unless filed), the score."""
+        report = ctx.report.report
+        if self.clean_mode == "llm":
+            expect_calls(ctx, 1 + (reference is not None), self.template(ctx, "race_clean"), report)
+        if self.variant == "vanilla":
+            expect_calls(ctx, 1, self.template(ctx, "race_vanilla"), report)
+            return
+        if self.criteria is None:
+            expect_calls(ctx, self.weight_samples, self.template(ctx, "race_weights"))
+            if self.variant != "static":
+                expect_calls(ctx, len(DIMENSIONS), self.template(ctx, "race_criteria"))
+        score = "race_score_pointwise" if reference is None else "race_score"
+        expect_calls(ctx, 1, self.template(ctx, score), report + (reference or ""))
+
     async def score(self, ctx: ItemContext) -> MethodResult:
         if self.variant == "vanilla":
+            self.expect_asks(ctx, None)
             return await self._score_vanilla(ctx)
         reference = None
         if self.variant in REFERENCE_VARIANTS:
             reference = self.reference_for(ctx)
             if reference is None:
                 return _failed("no reference report", variant=self.variant)
+        self.expect_asks(ctx, reference)
         try:
             tc, info = await self.task_criteria(ctx)
         except LookupError as e:

@@ -32,7 +32,7 @@ import msgspec
 from drscore.engine.methods.rigorous import drift
 from drscore.engine.text.citations import cited_urls, strip_citations
 from drscore.engine.runtime.calls.judging import JudgeFailed
-from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option
+from drscore.engine.runtime.method import ItemContext, Method, MethodResult, Option, expect_calls
 from drscore.engine.runtime.models import Task
 from drscore.engine.methods.rigorous.rubrics import (
     STANDARD_QSR_MAX,
@@ -205,6 +205,8 @@ class Rigorous(Method):
         n_q, n_g, n_a = len(bundle.qsr), len(self.grr), len(bundle.fak)
         items = (*bundle.qsr, *self.grr)
         keywords = (*bundle.fak, *bundle.fdk)
+        expect_calls(ctx, len(items), RUBRIC_TEMPLATE, text)
+        expect_calls(ctx, len(keywords), KEYWORD_TEMPLATE, plain)
         chosen, rated = await asyncio.gather(
             asyncio.gather(*(rubric(name, item) for name, item in zip(names, items))),
             asyncio.gather(*(keyword(name, kw) for name, kw in zip(names[n_q + n_g:], keywords))))

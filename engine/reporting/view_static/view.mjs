@@ -209,6 +209,7 @@ async function openRow() {
   p.appendChild(tools);
   factLine(p, [`coverage ${fmt(r.coverage, 3)} (${r.judged}/${r.expected} judged)`,
                `at the judge ${fmtSeconds(r.judge_s)}`, `waiting ${fmtSeconds(r.quota_wait_s)}`,
+               r.shared_wait_s > 0 && `waiting for shared calls ${fmtSeconds(r.shared_wait_s)}`,
                `tokens in ${fmt(r.input_tokens)} (cached ${fmt(r.cached_input_tokens || 0)})`,
                `out ${fmt(r.output_tokens)} (reasoning ${fmt(r.reasoning_tokens || 0)})`,
                `${r.calls} calls, ${r.cache_hits} from the cache`,
@@ -269,7 +270,8 @@ function callBox(c, i) {
 function transcript(c) {
   const t = el("div", null, "call-body");
   const timing = c.judge_s !== undefined
-    ? [`at the judge ${fmtSeconds(c.judge_s)}`, `waiting ${fmtSeconds(c.quota_wait_s)}`]
+    ? [`at the judge ${fmtSeconds(c.judge_s)}`, `waiting ${fmtSeconds(c.quota_wait_s)}`,
+       c.shared_wait_s > 0 && `waiting for the same call sent by another item ${fmtSeconds(c.shared_wait_s)}`]
     : [`${fmtSeconds(c.latency_s)} (at the judge and waiting together: recorded by an older drscore)`];
   factLine(t, [...timing, `input ${fmt(c.input_tokens)} tokens (cached ${fmt(c.cached_input_tokens || 0)})`,
                `output ${fmt(c.output_tokens)} (reasoning ${fmt(c.reasoning_tokens || 0)})`,

@@ -533,6 +533,7 @@ class RateLimiter:
             "waiting_for_quota": self.waiting,
             "concurrency_cuts": self.concurrency.cuts,
             "learned_rpm": round(self.learner.pace * 60, 1) if self.learner.pace is not None else None,
+            "paused_s": max(0.0, self._paused_until - time.monotonic()),  # a 429's pause still to run
         }
 
 

@@ -18,10 +18,13 @@ class Meter(msgspec.Struct):
     cost_usd_uncached: float = 0.0  # what these calls would have cost alone (see pool.Judged)
     batched_calls: int = 0  # network calls answered through the Batch API
     reasoning_tokens: int = 0  # part of output_tokens the judge spent thinking
-    # Intervals (monotonic start, end) of this meter's calls at the judge and waiting for
-    # quota; per item only (merge() drops them), turned into seconds by latency_split().
+    # Intervals (monotonic start, end) of this meter's calls at the judge, waiting for
+    # quota, and waiting for a call shared in flight (another item or process owns it and
+    # counts its time at the judge); per item only (merge() drops them), turned into
+    # seconds by latency_split().
     judge_spans: list[tuple[float, float]] = msgspec.field(default_factory=list)
     wait_spans: list[tuple[float, float]] = msgspec.field(default_factory=list)
+    shared_spans: list[tuple[float, float]] = msgspec.field(default_factory=list)
 
     def add(self, judged: Any) -> None:
         if judged.source == "network":
@@ -40,6 +43,7 @@ class Meter(msgspec.Struct):
             self.batched_calls += 1
         self.judge_spans.extend(getattr(judged, "judge_spans", ()))
         self.wait_spans.extend(getattr(judged, "wait_spans", ()))
+        self.shared_spans.extend(getattr(judged, "shared_spans", ()))
         earlier = getattr(judged, "earlier", None)
         if earlier is not None:  # paid by an earlier invocation of the run (its uncached cost is on judged)
             self._paid(earlier)
@@ -63,16 +67,19 @@ class Meter(msgspec.Struct):
             if f not in _SPANS:
                 setattr(self, f, getattr(self, f) + getattr(other, f))
 
-    def latency_split(self) -> tuple[float, float]:
+    def latency_split(self) -> tuple[float, float, float]:
         """(seconds with at least one call at the judge, seconds with calls waiting for
-        quota and none at the judge): concurrent calls are not double counted, and the
-        two never add up to more than the item's wall time."""
+        quota and none at the judge, seconds only waiting for calls shared in flight):
+        concurrent calls are not double counted, and the three never add up to more than
+        the item's wall time. A shared call's time at the judge is its owner's alone, so
+        over all rows the time at the judge is at most wall time x calls in flight."""
         judge = _union(self.judge_spans)
         waiting = _union(_subtract(self.wait_spans, judge))
-        return _length(judge), _length(waiting)
+        shared = _union(_subtract(_subtract(self.shared_spans, judge), waiting))
+        return _length(judge), _length(waiting), _length(shared)
 
 
-_SPANS = ("judge_spans", "wait_spans")
+_SPANS = ("judge_spans", "wait_spans", "shared_spans")
 
 
 def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:

@@ -26,7 +26,11 @@ gate and the per-call timeout (an answer may take hours), but still reserve thei
 case at batch prices before they join a batch. Calls sharing a long prompt prefix are
 ordered by :class:`drscore.engine.runtime.calls.prefix.WarmupGate`: the first goes alone, its siblings
 follow once it answered. Each result carries its time at the judge and its time waiting
-(quota, warm-up, backoff) as spans, so a row can split its latency honestly.
+(quota, warm-up, backoff) as spans, so a row can split its latency honestly. A call
+shared in flight (an identical request another item of this process sent, or a claim
+another process sharing the cache pays for) has its time at the judge counted once, by
+the owner: the sharer's wait is a ``shared_spans`` interval, never time at the judge, so
+the rows' time at the judge adds up to no more than wall time x calls in flight.
 
 An endpoint that ignores ``response_format`` (its answer to a schema request is prose
 with no JSON at all; Anthropic's compatible endpoint documents this) is detected at the
@@ -105,7 +109,8 @@ class Judged(Generic[T]):
     ``cost_uncached`` is what the call would have cost alone: no prefix-cache discount,
     and for an answer reused from the cache or from an identical call, the list price of
     that call (its leader's usage, or estimated tokens for a cache hit). ``judge_spans``
-    and ``wait_spans`` are the intervals spent at the judge and waiting for quota.
+    and ``wait_spans`` are the intervals spent at the judge and waiting for quota;
+    ``shared_spans`` the interval a shared call waited for its owner's answer.
 
     ``earlier`` is what earlier invocations of the run paid for this key and no row
     carries yet (the run ledger hands it out once); ``reused`` marks an answer from a cache
@@ -113,14 +118,14 @@ class Judged(Generic[T]):
 
     __slots__ = ("value", "text", "key", "source", "input_tokens", "output_tokens", "cost_usd", "latency_s",
                  "cached_input_tokens", "cost_uncached", "batched", "judge_spans", "wait_spans",
-                 "reasoning_tokens", "earlier", "reused", "attempts", "thought")
+                 "reasoning_tokens", "shared_spans", "earlier", "reused", "attempts", "thought")
 
     def __init__(self, value: T, text: str, key: str, source: str, input_tokens: int = 0,
                  output_tokens: int = 0, cost_usd: float = 0.0, latency_s: float = 0.0, *,
                  cached_input_tokens: int = 0, cost_uncached: float | None = None, batched: bool = False,
                  judge_spans: list[Span] | None = None, wait_spans: list[Span] | None = None,
-                 reasoning_tokens: int = 0, attempts: list[tuple[str, float, str]] | None = None,
-                 thought: str = "") -> None:
+                 reasoning_tokens: int = 0, shared_spans: list[Span] | None = None,
+                 attempts: list[tuple[str, float, str]] | None = None, thought: str = "") -> None:
         self.value, self.text, self.key, self.source = value, text, key, source
         self.input_tokens, self.output_tokens = input_tokens, output_tokens
         self.cost_usd, self.latency_s = cost_usd, latency_s
@@ -129,6 +134,7 @@ class Judged(Generic[T]):
         self.judge_spans = judge_spans or []
         self.wait_spans = wait_spans or []
         self.reasoning_tokens = reasoning_tokens  # of output_tokens: the model's thinking
+        self.shared_spans = shared_spans or []
         self.earlier: Usage | None = None
         self.reused = False
         self.attempts = attempts or []  # (outcome, seconds at the judge, detail) per request sent
@@ -382,8 +388,9 @@ class JudgePool:
             t0 = time.monotonic()
             leader = await asyncio.shield(fut)
             self.stats.shared += 1
+            # The owner's row counts the time at the judge; here it is waiting.
             return Judged(decode_verdict(leader.text, verdict), leader.text, key, "shared",
-                          cost_uncached=leader.cost_uncached, judge_spans=[(t0, time.monotonic())])
+                          cost_uncached=leader.cost_uncached, shared_spans=[(t0, time.monotonic())])
         fut = asyncio.get_running_loop().create_future()
         self._inflight[key] = fut
         try:
@@ -429,6 +436,7 @@ class JudgePool:
         the answer another process paid for, or None when this process holds the claim."""
         if self.cache is None:
             return None
+        t0 = time.monotonic()
         raw = await self.cache.claim_or_wait(key)
         if raw is None:
             return None
@@ -438,7 +446,7 @@ class JudgePool:
         except VerdictDecodeError:
             return None  # as for a cache hit that does not decode: ask again
         self.stats.shared += 1
-        return Judged(value, text, key, "shared")
+        return Judged(value, text, key, "shared", shared_spans=[(t0, time.monotonic())])  # the other process's time
 
     async def _plan(self, dry: Backend, req: ChatRequest, verdict: type[T], key: str) -> Judged[T]:
         resp, _ = await dry.complete(req)
@@ -588,7 +596,11 @@ class JudgePool:
                 raise self._stopped_error()
             self._refuse_over_window(current)
             # the gate, when this call goes alone as the preflight (it opens the gate when answered)
-            probe = gate if gate is not None and not gate.is_open and await gate.enter() else None
+            probe = None
+            if gate is not None and not gate.is_open:
+                tw = time.monotonic()
+                probe = gate if await gate.enter() else None
+                wait_spans.append((tw, time.monotonic()))  # waiting for the preflight's answer
             permit = None
             try:
                 if lane is not None:  # every call of its kind so far failed alike: one at a time

@@ -1,11 +1,12 @@
-"""Progress: the ETA respects the quota, plain lines for logs, the mode chosen per stream."""
+"""Progress: items and calls per method, plain lines for logs, the mode chosen per stream (the
+ETA arithmetic itself: test_eta.py)."""
 from __future__ import annotations
 
 import io
 
 import pytest
 
-from drscore.engine.runtime.progress import Progress, estimate_eta, plain_line, progress_mode
+from drscore.engine.runtime.progress import Progress, plain_line, progress_mode
 
 
 def snap(**kw):
@@ -17,33 +18,31 @@ def snap(**kw):
     return base
 
 
-def test_eta_is_bound_by_the_request_quota_when_the_pace_is_faster():
-    # 10 of 110 items in 20 s -> the pace says 20/10*100 = 200 s. 50 calls in 10 items ->
-    # 500 calls left; at 60 requests/min that takes 500/60 min = 500 s.
-    eta, basis = estimate_eta(snap(rpm=60), total=110, elapsed_s=20.0)
-    assert basis == "quota" and eta == pytest.approx(500.0)
+def tw(**kw):
+    base = {"asks": 0, "calls": 0, "tokens": 0, "finished_asks": 0, "announced_asks": 0, "announced_left": 0,
+            "unannounced_asks": 0, "hinted": 0, "hinted_ascii": 0.0, "hinted_wide": 0.0, "left_sized": 0,
+            "left_ascii": 0.0, "left_wide": 0.0, "answered_sized": 0, "answered_ascii": 0.0, "answered_wide": 0.0,
+            "answered_tokens": 0}
+    base.update(kw)
+    return base
 
 
-def test_eta_is_bound_by_the_token_quota():
-    # 5 calls per item, 1,000 tokens per call (40,000 + 10,000 over 50 calls): 100 items
-    # left -> 500 calls -> 500,000 tokens at 100,000/min = 300 s; requests allow 500/600 min = 50 s.
-    eta, basis = estimate_eta(snap(rpm=600, tpm=100_000, input_tokens=40_000, output_tokens=10_000),
-                              total=110, elapsed_s=20.0)
-    assert basis == "quota" and eta == pytest.approx(300.0)
-
-
-def test_eta_follows_the_pace_without_a_binding_quota():
-    eta, basis = estimate_eta(snap(rpm=100_000), total=110, elapsed_s=20.0)
-    assert basis == "pace" and eta == pytest.approx(200.0)
-    assert estimate_eta(snap(items_done=0), total=10, elapsed_s=5.0) == (None, "starting")
-    assert estimate_eta(snap(items_done=10), total=10, elapsed_s=5.0) == (0.0, "done")
+# quality: 6 of 55 done, one ask each, 10 running said one each, 39 not started -> 6/~55 calls.
+# race: 4 of 55 done with 40 asks (10 each), 5 running said 10 each and asked 20 -> 30 left;
+# 46 not started x 10 -> 460: 60/~550 calls. 44 network calls of 60 asks.
+WORK = {"quality": {"started": 16, "done": 6, "announced": 10,
+                    "templates": {"quality": tw(asks=6, calls=6, finished_asks=6, announced_left=10)}},
+        "race": {"started": 9, "done": 4, "announced": 5,
+                 "templates": {"race_score": tw(asks=60, calls=44, finished_asks=40, announced_asks=20,
+                                                announced_left=30)}}}
 
 
 def test_a_plain_line_tells_everything():
-    line = plain_line(snap(rpm=60), {"quality": 55, "race": 55}, elapsed_s=20.0, max_cost=5.0)
-    assert line.startswith("progress 10/110 items (9%) [quality 6/55 race 4/55]")
+    line = plain_line(snap(rpm=60, work=WORK), {"quality": 55, "race": 55}, elapsed_s=20.0, max_cost=5.0)
+    assert line.startswith("progress 10/110 items (9%) [quality 6/55, calls 6/~55; race 4/55, calls 60/~550]")
+    # calls left: quality 49 (all to the network); race 490 x 44/60 = 359.3 -> 408.3 at 60/min = 6m48s
     for part in ("failed 1", "at the judge 4, waiting for quota 6", "calls 50, cache hits 7, retries 2, 429s 3",
-                 "spent $1.2500 of $5.00", "elapsed 20s", "ETA 8m20s (quota)"):
+                 "spent $1.2500 of $5.00", "elapsed 20s", "ETA 6m48s (quota)"):
         assert part in line, part
 
 
@@ -55,7 +54,7 @@ def test_plain_mode_writes_lines_to_its_stream_and_a_last_one_at_the_end():
         state = snap(items_done=110, done_by_method={"quality": 55, "race": 55})
     lines = out.getvalue().splitlines()
     assert lines[0] == first and len(lines) == 2  # the emitted one, then the final one on exit
-    assert lines[1].startswith("progress 110/110 items (100%) [quality 55/55 race 55/55]")
+    assert lines[1].startswith("progress 110/110 items (100%) [quality 55/55; race 55/55]")
 
 
 def test_a_snapshot_that_changes_under_the_read_keeps_the_last_good_one():
@@ -91,39 +90,14 @@ def test_mode_per_stream_and_environment(monkeypatch):
 def test_the_live_panel_draws_a_bar_per_method_and_the_counters():
     from rich.console import Console
 
-    p = Progress(lambda: snap(rpm=60), {"quality": 55, "race": 55}, mode="off", max_cost=5.0)
+    p = Progress(lambda: snap(rpm=60, work=WORK), {"quality": 55, "race": 55}, mode="off", max_cost=5.0)
     out = io.StringIO()
     Console(file=out, width=140, color_system=None).print(p._render())
     text = out.getvalue()
-    for part in ("quality", "6/55", "race", "4/55", "items 10/110", "waiting for quota 6", "at the judge 4",
-                 "cache hits 7", "retries 2", "429s 3", "spent $1.2500 of $5.00", "(quota)"):
+    for part in ("quality", "6/55 items · 6/~55 calls", "race", "4/55 items · 60/~550 calls", "items 10/110",
+                 "waiting for quota 6", "at the judge 4", "cache hits 7", "retries 2", "429s 3",
+                 "spent $1.2500 of $5.00", "ETA 6m48s (quota)"):
         assert part in text, part
-
-
-def test_eta_counts_the_remaining_calls_per_method():
-    # quality: 10 of 10 done with 10 calls; redundancy: 1 of 10 done with 30 calls.
-    # Calls left: 30 / 1 * 9 = 270. Pace: 40 s for 40 calls -> 270 s; quota 30 rpm -> 540 s.
-    s = snap(items_done=11, calls=40, rpm=30, done_by_method={"quality": 10, "redundancy": 1},
-             calls_by_method={"quality": 10, "redundancy": 30})
-    per = {"quality": 10, "redundancy": 10}
-    assert estimate_eta(s, 20, 40.0, per) == (pytest.approx(540.0), "quota")
-    assert estimate_eta({**s, "rpm": 0}, 20, 40.0, per) == (pytest.approx(270.0), "pace")
-
-
-def test_eta_is_a_lower_bound_while_a_method_has_no_finished_item():
-    s = snap(items_done=10, calls=10, done_by_method={"quality": 10, "redundancy": 0},
-             calls_by_method={"quality": 10, "redundancy": 0})
-    eta, basis = estimate_eta(s, 20, 10.0, {"quality": 10, "redundancy": 10})
-    assert (eta, basis) == (0.0, "pace+")  # quality is done; redundancy's calls are unknown
-    line = plain_line(s, {"quality": 10, "redundancy": 10}, elapsed_s=10.0)
-    assert "ETA unknown (a method has no finished item yet)" in line
-    # half of redundancy's items known to take 30 calls: 9 left after the first -> a lower bound
-    s2 = {**s, "items_done": 11, "calls": 40, "done_by_method": {"quality": 10, "redundancy": 1},
-          "calls_by_method": {"quality": 10, "redundancy": 30}}
-    eta, basis = estimate_eta(s2, 30, 40.0, {"quality": 10, "redundancy": 10, "kae": 10})
-    assert (eta, basis) == (pytest.approx(270.0), "pace+")  # kae unknown: at least 270 s
-    assert "ETA >4m30s (pace; a method has no finished item yet)" in plain_line(
-        s2, {"quality": 10, "redundancy": 10, "kae": 10}, elapsed_s=40.0)
 
 
 def test_current_rates_against_the_limits_and_batch_state_on_the_plain_line():

@@ -146,8 +146,9 @@ def test_latency_split_unions_concurrent_calls():
     m = Meter()
     m.judge_spans = [(0.0, 2.0), (1.0, 3.0), (5.0, 6.0)]  # at the judge: [0,3] and [5,6] = 4 s
     m.wait_spans = [(2.5, 5.5), (7.0, 7.5)]  # waiting outside judge time: [3,5] and [7,7.5] = 2.5 s
-    judge, wait = m.latency_split()
-    assert judge == pytest.approx(4.0) and wait == pytest.approx(2.5)
+    m.shared_spans = [(6.5, 8.0)]  # waiting for a shared call, outside both: [6.5,7] and [7.5,8] = 1 s
+    judge, wait, shared = m.latency_split()
+    assert judge == pytest.approx(4.0) and wait == pytest.approx(2.5) and shared == pytest.approx(1.0)
 
 
 # -- prefix groups ------------------------------------------------------------------------
