@@ -27,7 +27,7 @@ import re
 
 import msgspec
 
-from drscore.engine.text.identifiers import find_identifiers, identifier_url, target_url
+from drscore.engine.text.identifiers import find_identifiers, identifier_url, mentions_identifier, target_url
 
 __all__ = ["URL_BODY", "URL_RE", "FENCE", "HEADING", "Layout", "clean_url", "first_target", "first_url", "layout"]
 
@@ -185,58 +185,206 @@ class _Definitions:
         self.last_url = url
 
 
+# --------------------------------------------------------------------------- line shapes
+#
+# Reference sections are found by their shape, not by the words of their title: a run of
+# entry lines that each hold a URL or an identifier, closing the report or a section
+# (the next line is a markdown heading or the end), optionally under one title line of
+# any wording. A title from the list of bibliography words (``References``, ``参考文献``)
+# also opens a section whose entries carry no URL, but only over the entry lines that
+# follow it: a body line that merely names sources ("Key references" as a table column
+# header in a Word export) never swallows the prose after it.
+
+_BLANK, _MD_HEADING, _PROSE, _TITLE, _ANCHORED, _LABEL, _URL_LINE, _BIB, _BIBTEXT, _CODE = range(10)
+# A year where a bibliography puts it: "(2020)", "2020.", "2020," or "n.d.".
+_YEAR = re.compile(r"\((?:19|20)\d{2}[a-z]?\)|\b(?:19|20)\d{2}[a-z]?[.,;]|\bn\.d\.", re.IGNORECASE)
+_BIB_WORDS = re.compile(r"\b(?:accessed|retrieved|available(?: at| from)?|et al\.|vol\.|pp\.|doi)\b|访问|检索",
+                        re.IGNORECASE)
+_LIST_BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)、])\s+")
+_LINK_ONLY = re.compile(r"^\s*(?:[-*+•]\s+|\d{1,3}[.)、]\s+)?\[[^\]]*\]\([^)\s]+\)(?P<tail>.*)$")
+_BOLD_LINE = re.compile(r"^\s*(\*\*|__)[^*_]+\1\s*[:：]?\s*$")
+_TERMINAL = re.compile(r"[.!?。！？；;]\s*(?:\[[^\]]*\]\s*)*$")
+_WORDS = re.compile(r"\S+")
+_TITLE_MAX_WORDS = 10
+_BIB_MAX_WORDS = 60  # a bibliography entry, not a paragraph
+
+
+def _has_year_or_bib_words(text: str) -> bool:
+    return bool(_YEAR.search(text[:160]) or _BIB_WORDS.search(text))
+
+
+def _classify(line: str) -> tuple[int, str | None, re.Match[str] | None]:
+    """``(shape, target, entry match)`` of one line outside code."""
+    if not line.strip():
+        return _BLANK, None, None
+    if HEADING.match(line):
+        return _MD_HEADING, None, None
+    m = _ENTRY_ANYWHERE.match(line)
+    if m:
+        return _ANCHORED, first_target(line[m.end():]), m
+    only = _url_only(line)
+    if only is not None:
+        return _URL_LINE, only, None
+    m = _ENTRY_IN_SECTION.match(line)
+    target = first_target(line) if ("://" in line or mentions_identifier(line)) else None
+    words = len(_WORDS.findall(line))
+    if m:
+        return _LABEL, first_target(line[m.end():]), m
+    if target is not None:
+        link = _LINK_ONLY.match(line)
+        # An unlabeled line holding a URL is an entry when the URL is its subject (a
+        # link with at most a short tail) or it reads like a bibliography entry;
+        # "Costs fell 80% (https://...)." in a list of findings stays prose.
+        if (link and len(_WORDS.findall(link.group("tail"))) <= 12) or (
+                words <= _BIB_MAX_WORDS and _has_year_or_bib_words(line)):
+            return _BIB, target, None
+        return _PROSE, None, None
+    if words <= _BIB_MAX_WORDS and (_LIST_BULLET.match(line) or _has_year_or_bib_words(line)):
+        return _BIBTEXT, None, None
+    if _BOLD_LINE.match(line) or (words <= _TITLE_MAX_WORDS and not _TERMINAL.search(line)):
+        return _TITLE, None, None
+    return _PROSE, None, None
+
+
+_ENTRY_SHAPES = frozenset({_ANCHORED, _LABEL, _URL_LINE, _BIB, _BIBTEXT})
+
+
+def _sections(lines: list[str], shapes: list[int], targets: list[str | None]) -> list[bool]:
+    """Which lines belong to a reference section (see the comment above ``_classify``)."""
+    n = len(lines)
+    in_section = [False] * n
+
+    def mark(lo: int, hi: int) -> None:
+        for k in range(lo, hi):
+            in_section[k] = True
+
+    def prev_nonblank(k: int) -> int:
+        k -= 1
+        while k >= 0 and shapes[k] == _BLANK:
+            k -= 1
+        return k
+
+    def attached(k: int) -> bool:
+        """A line without a target that belongs to the entry below it: a title whose
+        URL follows on its own line (after at most one blank), or the first line of an
+        entry wrapped onto the next line."""
+        if k + 1 < n and shapes[k + 1] in (_BIB, _URL_LINE):
+            return True
+        if shapes[k] in (_LABEL, _ANCHORED):
+            nxt = k + 1 if k + 1 < n and shapes[k + 1] != _BLANK else k + 2
+            return nxt < n and shapes[nxt] == _URL_LINE
+        return False
+
+    # Runs of entry lines (blank lines allowed inside) and what follows each run.
+    i = 0
+    while i < n:
+        if shapes[i] not in _ENTRY_SHAPES:
+            i += 1
+            continue
+        j, last = i, i
+        while j < n and (shapes[j] in _ENTRY_SHAPES or shapes[j] == _BLANK):
+            if shapes[j] != _BLANK:
+                last = j
+            j += 1
+        head = prev_nonblank(i)
+        if head >= 0 and _REF_HEADING.match(lines[head]) is not None:
+            # A bibliography title: its entries, with or without URLs, up to the first prose.
+            run = range(i, last + 1)
+            entries = sum(1 for k in run if shapes[k] != _BLANK)
+            if any(targets[k] is not None or shapes[k] in (_LABEL, _ANCHORED) for k in run) or entries >= 3:
+                mark(head, last + 1)
+                i = j
+                continue
+        if j >= n or shapes[j] == _MD_HEADING:  # the run ends the report or a section
+            # Its tail of entries that each hold a URL or an identifier.
+            start, with_target, labelled = last + 1, 0, False
+            k = last
+            while k >= i:
+                if shapes[k] == _BLANK:
+                    k -= 1
+                    continue
+                if targets[k] is not None:
+                    with_target += 1
+                elif not attached(k):
+                    break
+                labelled = labelled or shapes[k] in (_LABEL, _ANCHORED)
+                start = k
+                k -= 1
+            head = prev_nonblank(start)
+            titled = head >= 0 and (shapes[head] == _MD_HEADING or
+                                    (shapes[head] == _TITLE and _own_line(lines, head)))
+            if with_target >= 2 or (with_target and (titled or labelled)):
+                mark(head if titled else start, last + 1)
+        i = j
+    return in_section
+
+
+def _own_line(lines: list[str], k: int) -> bool:
+    """Is line ``k`` a title of its own (bold, ending with a colon, or a one-line
+    paragraph) rather than the last line of a wrapped paragraph?"""
+    line = lines[k].rstrip()
+    if _BOLD_LINE.match(line) or line.endswith((":", "：")):
+        return k == 0 or not lines[k - 1].strip() or _BOLD_LINE.match(line) is not None
+    return (k == 0 or not lines[k - 1].strip()) and (k + 1 >= len(lines) or not lines[k + 1].strip())
+
+
 def layout(text: str) -> Layout:
-    """Split ``text`` into body lines and reference definitions (one pass over lines)."""
+    """Split ``text`` into body lines and reference definitions."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    shapes: list[int] = []
+    targets: list[str | None] = []
+    in_fence = False
+    for line in lines:
+        if FENCE.match(line):
+            in_fence = not in_fence
+            shapes.append(_CODE)
+            targets.append(None)
+        elif in_fence:
+            shapes.append(_CODE)
+            targets.append(None)
+        else:
+            shape, target, _ = _classify(line)
+            shapes.append(shape)
+            targets.append(target)
+    in_section = _sections(lines, shapes, targets)
+
     body: list[tuple[int, str]] = []
     defs = _Definitions()
     skipped: set[int] = set()
-    in_fence = False
-    section_level: int | None = None  # None: not in a section; 0: plain-line heading
-    in_section = False
     ahead: set[int] = set()  # lines already consumed by a title entry outside a section
-
+    was_in_section = False
     for i, line in enumerate(lines):
         if i in ahead:
             continue
-        if FENCE.match(line):
-            in_fence = not in_fence
-            (skipped.add(i) if in_section else body.append((i, line)))
-            continue
-        if in_fence:
-            (skipped.add(i) if in_section else body.append((i, line)))
-            continue
-        level = _heading_level(line)
-        if _REF_HEADING.match(line):
-            in_section = True
-            section_level = level or 0
-            defs.pending, defs.last_url = [], None
+        if in_section[i]:
+            if not was_in_section:
+                defs.pending, defs.last_url = [], None
+            was_in_section = True
             skipped.add(i)
-            continue
-        if in_section and level is not None and (not section_level or level <= section_level):
-            in_section = False
-            section_level = None
-        if in_section:
-            skipped.add(i)
-            if not line.strip():
+            shape = shapes[i]
+            if shape in (_BLANK, _TITLE, _MD_HEADING, _CODE) or _REF_HEADING.match(line):
                 continue
             m = _ENTRY_IN_SECTION.match(line)
             if m:
                 defs.define(_entry_labels(m), first_target(line[m.end():]))
                 continue
-            url = first_target(line)
+            url = targets[i]
             if url:
                 if defs.pending:
                     defs.complete(url)
                 elif url != defs.last_url and url not in defs.unlabeled:
                     defs.unlabeled.append(url)
             continue
+        was_in_section = False
+        if shapes[i] == _CODE:
+            body.append((i, line))
+            continue
         m = _ENTRY_ANYWHERE.match(line)
         if m:
             defs.define(_entry_labels(m), first_target(line[m.end():]))
             skipped.add(i)
             continue
-        only = _url_only(line)
+        only = targets[i] if shapes[i] == _URL_LINE else None
         if only is not None and only == defs.last_url:
             skipped.add(i)  # the URL repeated on its own line after its entry
             continue
