@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from typing import Iterator
+from typing import Callable, Iterator
 
 import msgspec
 
@@ -41,9 +41,11 @@ from drscore.engine.text.identifiers import find_identifiers, identifier_end, id
 from drscore.engine.text.identifiers import target_url
 from drscore.engine.text.reference_list import FENCE as _FENCE
 from drscore.engine.text.reference_list import HEADING as _HEADING
+from drscore.engine.text.reference_list import SCHEMELESS as _SCHEMELESS
 from drscore.engine.text.reference_list import URL_BODY as _URL_BODY
 from drscore.engine.text.reference_list import clean_url as _clean_url
 from drscore.engine.text.reference_list import layout as _layout
+from drscore.engine.text.reference_list import trim_url as _strip_punct
 from drscore.engine.text.sentences import boundaries as _boundaries
 from drscore.engine.text.sentences import split_sentences
 
@@ -105,15 +107,25 @@ class CitationParse(msgspec.Struct):
 
 # --------------------------------------------------------------------------- patterns
 
-# Inline link; the target may contain one level of balanced parentheses (Wikipedia).
-_LINK_TARGET = r"<?(https?://(?:[^\s()<>]|\([^\s()<>]*\))+)>?(?:\s+(?:\"[^\"]*\"|'[^']*'))?\s*"
+# Inline link; the target may contain one level of balanced parentheses (Wikipedia), and
+# may be written without a scheme when it is unmistakably an address (``www.``, the
+# arXiv and DOI resolvers).
+_LINK_URL = r"(?:https?://|www\.|(?:dx\.)?doi\.org/|arxiv\.org/)(?:[^\s()<>]|\([^\s()<>]*\))+"
+_LINK_TAIL = r">?(?:\s+(?:\"[^\"]*\"|'[^']*'))?\s*"
+_LINK_TEXT = r"\[(?:[^\[\]]|\[[^\[\]]*\])*\]"
+# A parenthesis holding nothing but links ("([NASA](https://...))", "([a](u); [b](v))"):
+# a citation, not content, so its text does not stay in the statement.
+_ANY_LINK = _LINK_TEXT + r"\(\s*<?(?:" + _LINK_URL + "|" + _IDENT_TARGET + ")" + _LINK_TAIL + r"\)"
+_SUPERSCRIPTS = "⁰¹²³⁴⁵⁶⁷⁸⁹"
+_NUMS = r"\d{1,3}(?:\s*(?:[,，、;；]|[-–—~])\s*\d{1,3})*"
 _CITE_HEAD = (
     r"(?P<code>`+)[^`\n]*?(?P=code)"
-    r"|(?P<image>!\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(" + _LINK_TARGET + r"\))"
-    r"|\[(?P<ltext>(?:[^\[\]]|\[[^\[\]]*\])*)\]\(" + _LINK_TARGET.replace("(https", "(?P<lurl>https", 1) + r"\)"
+    r"|(?P<image>!" + _LINK_TEXT + r"\(<?" + _LINK_URL + _LINK_TAIL + r"\))"
+    r"|(?P<pgroup>[(（]\s*" + _ANY_LINK + r"(?:\s*[,;，；]\s*" + _ANY_LINK + r")*\s*[)）])"
+    r"|\[(?P<ltext>(?:[^\[\]]|\[[^\[\]]*\])*)\]\(<?(?P<lurl>" + _LINK_URL + ")" + _LINK_TAIL + r"\)"
     r"|\[(?P<itext>(?:[^\[\]]|\[[^\[\]]*\])*)\]\(\s*<?(?P<iurl>" + _IDENT_TARGET + r")>?\s*\)"
     r"|<(?P<auto>https?://[^\s<>]+)>"
-    r"|(?P<bare>https?://" + _URL_BODY + r")"
+    r"|(?P<bare>https?://" + _URL_BODY + "|" + _SCHEMELESS + _URL_BODY + r")"
 )
 # "(arXiv:2311.10252)", "[doi:10.1/x; PMID: 123]" or an identifier standing in the text.
 # Scanning for it at every position is costly, so it is only in the pattern used on text
@@ -123,16 +135,50 @@ _CITE_IDENT = (
 )
 _CITE_TAIL = (
     r"|\[\^(?P<foot>[^\]\s]{1,40})\]"
-    r"|(?:\[|【)(?P<num>\d{1,3}(?:\s*(?:[,，、;；]|[-–—~])\s*\d{1,3})*)(?:†[^】\]\n]{0,40})?(?:\]|】)"
+    r"|(?:\[|【)(?P<num>" + _NUMS + r")(?:†[^】\]\n]{0,40})?(?:\]|】)"
+    # Superscript markers: "<sup>3</sup>", "<sup>[3,4]</sup>", "^3^", "¹²", "¹,³", "¹⁻³".
+    r"|<sup>\s*\[?(?P<sup>" + _NUMS + r")\]?\s*</sup>"
+    r"|(?<![\[\w^])\^(?P<caret>\d{1,3}(?:,\d{1,3})*)\^?(?![\d^])"
+    r"|(?P<usup>[" + _SUPERSCRIPTS + r"]+(?:[,˒‚、⁻][" + _SUPERSCRIPTS + r"]+)*)"
 )
 # Without identifiers the "ident" group never matches, so both patterns have the same groups.
 _CITE_RE = re.compile(_CITE_HEAD + r"|(?P<ident>(?!))" + _CITE_TAIL, re.IGNORECASE)
 _CITE_RE_IDENT = re.compile(_CITE_HEAD + _CITE_IDENT + _CITE_TAIL, re.IGNORECASE)
+_LINK_IN_GROUP = re.compile(_LINK_TEXT + r"\(\s*<?(?P<url>" + _LINK_URL + "|" + _IDENT_TARGET + ")" + _LINK_TAIL + r"\)",
+                            re.IGNORECASE)
+# Worth scanning at all: brackets, a scheme or a scheme-less address, superscripts.
+_SCAN_HINT = re.compile(r"[\[【^" + _SUPERSCRIPTS + r"]|://|<sup|www\.|doi\.org/|arxiv\.org/", re.IGNORECASE)
+_ID_SCHEMES = ("arxiv", "doi", "pmid", "pmcid", "isbn", "pmc")
+_SUPER_DIGITS = str.maketrans(_SUPERSCRIPTS + "˒‚、⁻", "0123456789,,,-")
+# What a superscript number after it is not a citation but an exponent, a unit power or a
+# charge: a digit or subscript ("10⁻³", "10^3", "PO₄³⁻"), a sign, or a one- or two-letter
+# token ("m²", "km²", "x^2"); a sign right after it ("Fe³⁺", "PO₄³⁻") makes it a charge.
+_EXPONENT_BEFORE = re.compile(r"(?:[\d⁻⁺₀₁₂₃₄₅₆₇₈₉]|(?<![A-Za-z])[A-Za-z]{1,2})$")
+_CHARGE_AFTER = re.compile(r"[⁺⁻+\-]")
 
 
-def _cite_re(text: str) -> re.Pattern[str]:
-    """The citation pattern for ``text``: with identifiers only when it mentions one."""
-    return _CITE_RE_IDENT if mentions_identifier(text) else _CITE_RE
+# Where a citation can start: every alternative of the patterns above begins with one of
+# these, so trying the big pattern only there gives finditer's matches at a fraction of
+# the cost (the regex engine would otherwise try every alternative at every character).
+_TRIGGER_CORE = (r"[`\[【^" + _SUPERSCRIPTS + r"]|!(?=\[)|<(?=sup>|https?://)|https?://|www\.|(?:dx\.)?doi\.org/"
+                 r"|arxiv\.org/")
+_TRIGGER = re.compile(_TRIGGER_CORE + r"|[(（](?=\s*\[)", re.IGNORECASE)
+_TRIGGER_IDENT = re.compile(_TRIGGER_CORE + r"|[(（]|arxiv|doi|pmid|pmc|isbn", re.IGNORECASE)
+
+
+def _cite_matches(text: str) -> Iterator[re.Match[str]]:
+    """The citation matches in ``text``, in order (as ``finditer`` of the citation
+    pattern, with identifiers only when the text mentions one)."""
+    pattern, trigger = (_CITE_RE_IDENT, _TRIGGER_IDENT) if mentions_identifier(text) else (_CITE_RE, _TRIGGER)
+    pos = 0
+    for hit in trigger.finditer(text):
+        at = hit.start()
+        if at < pos:
+            continue
+        m = pattern.match(text, at)
+        if m is not None:
+            yield m
+            pos = m.end()
 
 
 _MARKER_TEXT = re.compile(r"^\s*\[?\^?(\d{1,3}(?:\s*[,，、;；\-–—~]\s*\d{1,3})*)\]?\s*$")
@@ -149,6 +195,9 @@ _BLANKISH = re.compile(r"^[\s\W_]*$")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _WORD = re.compile(r"[A-Za-z0-9]+")
 _SHORT_CLAIM = 8  # below this weight a citing sentence is not a claim on its own
+# A paragraph that is one bold phrase without a sentence end: a title ("**Key findings**").
+_LINK_TARGETS = re.compile(r"\]\([^)]*\)")
+_BOLD_TITLE = re.compile(r"^\s*(\*\*|__)(?:(?!\1)[^.!?。！？])+\1\s*[:：]?\s*$")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -219,6 +268,7 @@ def _units(body: list[tuple[int, str]]) -> Iterator[tuple[str, bool]]:
 
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,;:!?。，；：！？）)])")
 _SEPARATOR_BEFORE_CLOSE = re.compile(r"\s*[,;，；]+(?=[)）])")
+_SEPARATOR_AFTER_OPEN = re.compile(r"(?<=[(（])\s*[,;，；]+\s*")
 _EMPTY_PARENS = re.compile(r"[(（]\s*[)）]")
 
 
@@ -231,7 +281,8 @@ def _statement_text(raw: str) -> str:
     text = _SPACE_BEFORE_PUNCT.sub(r"\1", text)
     if ")" in text or "）" in text:
         # Separators left where an identifier was removed: "(Smith 2020; )" -> "(Smith 2020)".
-        text = _EMPTY_PARENS.sub("", _SEPARATOR_BEFORE_CLOSE.sub("", text)).strip()
+        text = _SEPARATOR_AFTER_OPEN.sub("", _SEPARATOR_BEFORE_CLOSE.sub("", text))
+        text = _SPACE_BEFORE_PUNCT.sub(r"\1", _EMPTY_PARENS.sub("", text)).strip()
     return text
 
 
@@ -248,16 +299,47 @@ def _ident_len(m: re.Match[str]) -> int:
     return identifier_end(m) - m.start()
 
 
-def _scan_unit(unit: str) -> tuple[str, list[_Cite]]:
-    """Remove citation syntax from one unit; return clean text and citation positions."""
-    if "[" not in unit and "【" not in unit and "://" not in unit and not mentions_identifier(unit):
+def _superscript_labels(m: re.Match[str], unit: str, known: Callable[[str], bool]) -> list[str] | None:
+    """Labels of a superscript marker (``¹²``, ``^3``, ``<sup>3</sup>``), or None when it
+    reads as an exponent or a unit power (``10⁻³``, ``m²``) or, for the bare forms
+    (Unicode, caret), names an entry the report does not define."""
+    if _EXPONENT_BEFORE.search(unit[max(0, m.start() - 3):m.start()]):
+        return None
+    if m.group("sup") is None and _CHARGE_AFTER.match(unit, m.end()):
+        return None
+    if m.group("sup") is not None:
+        return _labels(m.group("sup"))
+    raw = m.group("caret") if m.group("caret") is not None else m.group("usup").translate(_SUPER_DIGITS)
+    labels = _labels(raw)
+    if labels and all(known(x) for x in labels):
+        return labels
+    if m.group("usup") is not None and raw.isdigit():
+        # "²³" is footnote 23 when the list has it, else markers 2 and 3 written together.
+        digits = [str(int(d)) for d in raw]
+        if all(known(x) for x in digits):
+            return list(dict.fromkeys(digits))
+    return None
+
+
+# After a sentence's end, before the next sentence (or the end of the unit): a link
+# standing there cites the sentence before it ("... away. [NASA](https://...) The ...").
+_SENTENCE_END_BEFORE = re.compile(r"[.!?。！？][”’\"')\]]*\s*$")
+_NEXT_SENTENCE_AFTER = re.compile(r"\s*(?:$|[A-Z\u3400-\u9fff(\[（【]|<sup|[" + _SUPERSCRIPTS + "])")
+
+
+def _scan_unit(unit: str, known: Callable[[str], bool] = lambda _: True) -> tuple[str, list[_Cite]]:
+    """Remove citation syntax from one unit; return clean text and citation positions.
+    ``known(label)`` says whether the report defines a reference label (bare superscript
+    numbers only count as markers when it does)."""
+    if not _SCAN_HINT.search(unit) and not mentions_identifier(unit):
         return unit, []  # fast path: most paragraphs of a long report cite nothing
     pieces: list[str] = []
     cites: list[_Cite] = []
     last = 0
     length = 0
-    for m in _cite_re(unit).finditer(unit):
-        pieces.append(unit[last:m.start()])
+    for m in _cite_matches(unit):
+        before = unit[last:m.start()]
+        pieces.append(before)
         length += m.start() - last
         last = m.end()
         kind = m.lastgroup
@@ -266,12 +348,20 @@ def _scan_unit(unit: str) -> tuple[str, list[_Cite]]:
             length += len(m.group(0))
         elif m.group("image") is not None:
             pass
+        elif m.group("pgroup") is not None:  # "([NASA](url); [ESA](url))": a citation, no text kept
+            for link in _LINK_IN_GROUP.finditer(m.group("pgroup")):
+                raw = link.group("url")
+                url = target_url(raw) if raw.lower().startswith(_ID_SCHEMES) else _clean_url(raw)
+                cites.append(_Cite(pos=length, kind="cite_link", labels=[], url=url or ""))
         elif m.group("lurl") is not None:
             text = m.group("ltext")
             url = _clean_url(m.group("lurl"))
             mk = _MARKER_TEXT.match(text)
             if mk:  # "[[3]](url)": a numbered marker that carries its own URL
                 cites.append(_Cite(pos=length, kind="inline_marker", labels=_labels(mk.group(1)), url=url))
+            elif _SENTENCE_END_BEFORE.search("".join(pieces[-2:])) and _NEXT_SENTENCE_AFTER.match(unit, m.end()):
+                # "... away. [NASA](url) The volume ...": the link cites the sentence it follows.
+                cites.append(_Cite(pos=length, kind="cite_link", labels=[], url=url))
             else:
                 cites.append(_Cite(pos=length, kind="inline", labels=[], url=url))
                 pieces.append(text)
@@ -297,13 +387,20 @@ def _scan_unit(unit: str) -> tuple[str, list[_Cite]]:
             raw = m.group("bare")
             url = _clean_url(raw)
             cites.append(_Cite(pos=length, kind="bare", labels=[], url=url))
-            tail = raw[len(url):]  # punctuation that belonged to the sentence
+            tail = raw[len(_strip_punct(raw)):]  # punctuation that belonged to the sentence
             pieces.append(tail)
             length += len(tail)
         elif m.group("foot") is not None:
             cites.append(_Cite(pos=length, kind="footnote", labels=[m.group("foot")]))
         elif m.group("num") is not None:
             cites.append(_Cite(pos=length, kind="numbered", labels=_labels(m.group("num"))))
+        elif kind in ("sup", "caret", "usup"):
+            labels = _superscript_labels(m, unit, known)
+            if labels is None:  # an exponent, not a citation: the text stays
+                pieces.append(m.group(0))
+                length += len(m.group(0))
+            else:
+                cites.append(_Cite(pos=length, kind="numbered", labels=labels))
         else:  # pragma: no cover - every alternative is handled above
             raise AssertionError(kind)
     pieces.append(unit[last:])
@@ -389,8 +486,15 @@ def parse_citations(text: str, *, scope: str = "sentence") -> CitationParse:
     prev_last: int | None = None  # index of the previous unit's last statement, if cited
 
     point_count = 0
-    for unit, _is_heading in _units(layout.body):
-        clean, cites = _scan_unit(unit)
+    defined = set(refs) | set(layout.unlinked)
+    known = defined.__contains__
+    for unit, is_heading in _units(layout.body):
+        if is_heading or _BOLD_TITLE.match(_LINK_TARGETS.sub("]", unit)):
+            # A heading names what follows; it is never a statement, and an identifier or
+            # a link in it (a literature summary titling each paper) cites nothing.
+            prev_clean, prev_last = "", None
+            continue
+        clean, cites = _scan_unit(unit, known)
         point_count += len(cites)
         if not cites:
             prev_clean, prev_last = clean, None
@@ -411,7 +515,7 @@ def parse_citations(text: str, *, scope: str = "sentence") -> CitationParse:
         orphans: list[_Cite] = []
         for c in cites:
             i = max(0, bisect.bisect_right(starts, c.pos) - 1)
-            if c.kind in ("numbered", "footnote", "inline_marker", "identifier"):
+            if c.kind in ("numbered", "footnote", "inline_marker", "identifier", "cite_link"):
                 # A marker with only blank text before it in its sentence closes the
                 # previous sentence ("... growth. [3] Next ...").
                 while i > 0 and _BLANKISH.match(clean[starts[i]:c.pos]):
@@ -461,8 +565,8 @@ def parse_citations(text: str, *, scope: str = "sentence") -> CitationParse:
                     cited_labels.update(c.labels)
             continue
         for c in cites:
-            if c.kind in ("inline", "bare", "identifier"):
-                items = [(c.url, c.marker, c.kind)]
+            if c.kind in ("inline", "bare", "identifier", "cite_link"):
+                items = [(c.url, c.marker, "inline" if c.kind == "cite_link" else c.kind)]
             else:
                 items = []
                 for label in c.labels:
@@ -528,6 +632,8 @@ _PUNCT_AFTER = set(".,;:!?。，；：！？）)]」』")
 
 
 _GAP = "\x00"  # stands where citation syntax was removed, until spacing is fixed
+# "(arXiv:2001.08361, 2024)" without its identifier is "(2024)", not "(, 2024)".
+_GAP_AFTER_OPEN = re.compile(r"([(（])[ \t]*\x00[\x00 \t]*[,;，；][ \t]*")
 _GAP_BEFORE_PUNCT = re.compile(r"[ \t]*\x00[\x00 \t]*(?=[.,;:!?。，；：！？）)\]」』、]|$)")
 _GAP_RUN = re.compile(r"([ \t]*)\x00[\x00 \t]*")
 
@@ -544,16 +650,20 @@ def _close_gap(m: re.Match[str]) -> str:
     return " "
 
 
-def _strip_line(line: str) -> str:
+def _strip_line(line: str, known: Callable[[str], bool] = lambda _: True) -> str:
     out: list[str] = []
     last = 0
-    for m in _cite_re(line).finditer(line):
+    for m in _cite_matches(line):
         out.append(line[last:m.start()])
         last = m.end()
+        kind = m.lastgroup
         if m.group("code") is not None:
             out.append(m.group(0))
         elif m.group("lurl") is not None and not _MARKER_TEXT.match(m.group("ltext")):
-            out.append(m.group("ltext"))
+            # A link standing after a sentence's end is a citation; elsewhere its text is prose.
+            standing = (_SENTENCE_END_BEFORE.search(line[:m.start()])
+                        and _NEXT_SENTENCE_AFTER.match(line, m.end()))
+            out.append(_GAP if standing else m.group("ltext"))
         elif m.group("iurl") is not None:
             out.append(m.group("itext"))
         elif m.group("ident") is not None and m.group("ident")[0] not in "([（":
@@ -562,13 +672,16 @@ def _strip_line(line: str) -> str:
             out.extend((_GAP, raw[found[-1].start() + _ident_len(found[-1]):] if found else ""))
         elif m.group("bare") is not None:
             raw = m.group("bare")
-            out.extend((_GAP, raw[len(_clean_url(raw)):]))
+            out.extend((_GAP, raw[len(_strip_punct(raw)):]))
+        elif kind in ("sup", "caret", "usup") and _superscript_labels(m, line, known) is None:
+            out.append(m.group(0))
         else:
             out.append(_GAP)
     if not out:
         return line
     out.append(line[last:])
-    result = _GAP_BEFORE_PUNCT.sub("", "".join(out))
+    result = _GAP_AFTER_OPEN.sub(r"\1", "".join(out))
+    result = _GAP_BEFORE_PUNCT.sub("", result)
     return _GAP_RUN.sub(_close_gap, result)
 
 
@@ -576,6 +689,7 @@ def strip_citations(text: str) -> str:
     """The report without citation syntax: markers removed, links replaced by their
     text, bare URLs and reference sections/entries removed, code left untouched."""
     layout = _layout(text)
+    known = (set(layout.references) | set(layout.unlinked)).__contains__
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     out: list[str] = []
     in_fence = False
@@ -586,9 +700,9 @@ def strip_citations(text: str) -> str:
             in_fence = not in_fence
             tail = line[fence.end():]
             # A closing fence carries no info string, so text after it is prose.
-            out.append(line if in_fence or not tail.strip() else fence.group(0) + _strip_line(tail).rstrip())
+            out.append(line if in_fence or not tail.strip() else fence.group(0) + _strip_line(tail, known).rstrip())
             continue
-        out.append(line if in_fence else _strip_line(line))
+        out.append(line if in_fence else _strip_line(line, known))
     result = "\n".join(out)
     result = re.sub(r"\n[ \t]*(?:\n[ \t]*){2,}", "\n\n", result)
     return result.strip() + ("\n" if result.strip() else "")

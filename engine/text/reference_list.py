@@ -27,18 +27,22 @@ import re
 
 import msgspec
 
-from drscore.engine.text.identifiers import find_identifiers, identifier_url, mentions_identifier, target_url
+from drscore.engine.text.identifiers import IDENTIFIER, find_identifiers, identifier_url, mentions_identifier, target_url
 
-__all__ = ["URL_BODY", "URL_RE", "FENCE", "HEADING", "Layout", "clean_url", "first_target", "first_url", "layout"]
+__all__ = ["SCHEMELESS", "URL_BODY", "URL_RE", "FENCE", "HEADING", "Layout", "clean_url", "trim_url", "first_target", "first_url", "layout",
+           "mentions_url"]
 
 # Characters that end a bare URL: whitespace, brackets that delimit markdown, quotes and
 # CJK punctuation (Chinese text often runs straight into a URL without a space).
 URL_BODY = r"""[^\s<>\[\]"'`|（）【】「」『』《》，。；！？、：]+"""
-URL_RE = re.compile(r"https?://" + URL_BODY, re.IGNORECASE)
+# Addresses written without a scheme that are unmistakably addresses: ``www.`` hosts and
+# the two scholarly resolvers (``arxiv.org/abs/2001.08361``, ``doi.org/10.1038/x``).
+SCHEMELESS = r"(?<![\w/@.\-])(?:www\.[a-z0-9\-]+\.[a-z]|(?:dx\.)?doi\.org/|arxiv\.org/)"
+URL_RE = re.compile(r"https?://" + URL_BODY + "|" + SCHEMELESS + URL_BODY, re.IGNORECASE)
 _URL_TRAILING = ".,;:!?*_~'\""
 # A line that is nothing but one URL (plain, <autolink> or [url](url)).
-_URL_ONLY = re.compile(r"^\s*(?:[-*+•]\s+)?(?:<(https?://\S+)>|(https?://\S+)|\[[^\]]*\]\((https?://\S+)\))\s*$",
-                       re.IGNORECASE)
+_URL_ONLY = re.compile(r"^\s*(?:[-*+•]\s+)?(?:<(https?://\S+)>|(https?://\S+|" + SCHEMELESS + r"\S+)"
+                       r"|\[[^\]]*\]\((https?://\S+)\))\s*$", re.IGNORECASE)
 
 # Reference section headings (whole line), in English and Chinese, optionally numbered
 # ("## 7. 参考资料") or bold ("**Sources:**").
@@ -79,7 +83,7 @@ _MORE_LABEL = re.compile(r"\[(\d{1,3})\]")
 _TITLE_URL_LOOKAHEAD = 2  # the URL line may follow the title after one blank line
 
 
-def clean_url(url: str) -> str:
+def trim_url(url: str) -> str:
     """Drop punctuation that ends a sentence rather than the URL, and unbalanced ')'."""
     url = url.strip().strip("<>")
     while url:
@@ -90,6 +94,20 @@ def clean_url(url: str) -> str:
         else:
             break
     return url
+
+
+def clean_url(url: str) -> str:
+    """:func:`trim_url`, and ``https://`` for an address written without a scheme
+    (``www.who.int/x``, ``arxiv.org/abs/2001.08361``)."""
+    url = trim_url(url)
+    if url and not url[:8].lower().startswith(("http://", "https://")):
+        url = "https://" + url
+    return url
+
+
+def mentions_url(text: str) -> bool:
+    """Cheap test: could ``text`` hold a URL (with or without a scheme)?"""
+    return "://" in text or "www." in text or "doi.org/" in text or "arxiv.org/" in text
 
 
 def first_url(text: str) -> str | None:
@@ -203,45 +221,57 @@ _BIB_WORDS = re.compile(r"\b(?:accessed|retrieved|available(?: at| from)?|et al\
 _LIST_BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)、])\s+")
 _LINK_ONLY = re.compile(r"^\s*(?:[-*+•]\s+|\d{1,3}[.)、]\s+)?\[[^\]]*\]\([^)\s]+\)(?P<tail>.*)$")
 _BOLD_LINE = re.compile(r"^\s*(\*\*|__)[^*_]+\1\s*[:：]?\s*$")
-_TERMINAL = re.compile(r"[.!?。！？；;]\s*(?:\[[^\]]*\]\s*)*$")
+# A sentence end: at the end of the line (before any markers) or inside it before more text.
+_TERMINAL = re.compile(r"[.!?。！？；;][\s\d,⁰¹²³⁴⁵⁶⁷⁸⁹⁻^]*(?:(?:\[[^\]]*\]|<sup>[^<]*</sup>)\s*)*$|[.!?。！？]\s+\S")
 _WORDS = re.compile(r"\S+")
-_TITLE_MAX_WORDS = 10
-_BIB_MAX_WORDS = 60  # a bibliography entry, not a paragraph
+_IDENTIFIER_TEXT = re.compile(IDENTIFIER, re.IGNORECASE)
+_TITLE_MAX_CHARS = 80  # a title line, not a short paragraph
+_ENTRY_MAX_CHARS = 400  # a bibliography entry, not a paragraph
 
 
 def _has_year_or_bib_words(text: str) -> bool:
+    if mentions_url(text) or mentions_identifier(text):
+        # "arXiv:2001.08361" is no year 2001: look at the words around the address only.
+        text = _IDENTIFIER_TEXT.sub(" ", URL_RE.sub(" ", text))
     return bool(_YEAR.search(text[:160]) or _BIB_WORDS.search(text))
 
 
 def _classify(line: str) -> tuple[int, str | None, re.Match[str] | None]:
     """``(shape, target, entry match)`` of one line outside code."""
-    if not line.strip():
+    stripped = line.strip()
+    if not stripped:
         return _BLANK, None, None
-    if HEADING.match(line):
+    first = stripped[0]
+    if first == "#" and HEADING.match(line):
         return _MD_HEADING, None, None
-    m = _ENTRY_ANYWHERE.match(line)
-    if m:
-        return _ANCHORED, first_target(line[m.end():]), m
-    only = _url_only(line)
-    if only is not None:
-        return _URL_LINE, only, None
-    m = _ENTRY_IN_SECTION.match(line)
-    target = first_target(line) if ("://" in line or mentions_identifier(line)) else None
-    words = len(_WORDS.findall(line))
-    if m:
-        return _LABEL, first_target(line[m.end():]), m
+    listed = first in "[-*+•" or first.isdigit()
+    if listed:
+        m = _ENTRY_ANYWHERE.match(line)
+        if m:
+            return _ANCHORED, first_target(line[m.end():]), m
+    if listed or first in "<hwdapiHWDAPI":
+        only = _url_only(line)
+        if only is not None:
+            return _URL_LINE, only, None
+    size = len(stripped)
+    if size > _ENTRY_MAX_CHARS:
+        return _PROSE, None, None  # a paragraph, not an entry
+    target = first_target(line) if (mentions_url(line) or mentions_identifier(line)) else None
+    if listed:
+        m = _ENTRY_IN_SECTION.match(line)
+        if m:
+            return _LABEL, first_target(line[m.end():]), m
     if target is not None:
         link = _LINK_ONLY.match(line)
         # An unlabeled line holding a URL is an entry when the URL is its subject (a
         # link with at most a short tail) or it reads like a bibliography entry;
         # "Costs fell 80% (https://...)." in a list of findings stays prose.
-        if (link and len(_WORDS.findall(link.group("tail"))) <= 12) or (
-                words <= _BIB_MAX_WORDS and _has_year_or_bib_words(line)):
+        if (link and len(_WORDS.findall(link.group("tail"))) <= 12) or _has_year_or_bib_words(line):
             return _BIB, target, None
         return _PROSE, None, None
-    if words <= _BIB_MAX_WORDS and (_LIST_BULLET.match(line) or _has_year_or_bib_words(line)):
+    if (listed and _LIST_BULLET.match(line)) or _has_year_or_bib_words(line):
         return _BIBTEXT, None, None
-    if _BOLD_LINE.match(line) or (words <= _TITLE_MAX_WORDS and not _TERMINAL.search(line)):
+    if size <= _TITLE_MAX_CHARS and (_BOLD_LINE.match(line) or not _TERMINAL.search(line)):
         return _TITLE, None, None
     return _PROSE, None, None
 
@@ -297,7 +327,7 @@ def _sections(lines: list[str], shapes: list[int], targets: list[str | None]) ->
                 continue
         if j >= n or shapes[j] == _MD_HEADING:  # the run ends the report or a section
             # Its tail of entries that each hold a URL or an identifier.
-            start, with_target, labelled = last + 1, 0, False
+            start, with_target, strong, labelled = last + 1, 0, False, False
             k = last
             while k >= i:
                 if shapes[k] == _BLANK:
@@ -307,13 +337,16 @@ def _sections(lines: list[str], shapes: list[int], targets: list[str | None]) ->
                     with_target += 1
                 elif not attached(k):
                     break
+                # Unmistakably an entry: labelled, a URL alone, or a link with a short tail.
+                strong = strong or shapes[k] in (_LABEL, _ANCHORED, _URL_LINE) or (
+                    shapes[k] == _BIB and _LINK_ONLY.match(lines[k]) is not None)
                 labelled = labelled or shapes[k] in (_LABEL, _ANCHORED)
                 start = k
                 k -= 1
             head = prev_nonblank(start)
             titled = head >= 0 and (shapes[head] == _MD_HEADING or
                                     (shapes[head] == _TITLE and _own_line(lines, head)))
-            if with_target >= 2 or (with_target and (titled or labelled)):
+            if with_target >= 2 or (with_target and (labelled or (titled and strong))):
                 mark(head if titled else start, last + 1)
         i = j
     return in_section
