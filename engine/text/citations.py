@@ -439,20 +439,19 @@ def _last_sentence(clean: str) -> str:
 # has no citation the parser reads and a bibliography exists, to tell an unusual citation
 # style (sent to the judge's extractor) from a bibliography nobody cites (no pairs).
 _LOOSE_MARKER = re.compile(
-    r"<sup>\s*\[?(\d{1,3})"  # <sup>3</sup>
-    r"|\^(\d{1,3})(?!\d)"  # ^3
-    r"|(?:来源|出处|参考|source|ref\.?|reference)\s*[:：#]?\s*(\d{1,3})(?!\d)"  # 来源21, Source 3
-    r"|(?<=[^\s\d])[ \u00a0](\d{1,3})(?=[ \t]*(?:$|[.。;；,，](?:\s|$)))"  # "... 等级 15" at a sentence end
-    r"|([¹²³⁴⁵⁶⁷⁸⁹⁰]+)",
+    r"(?:来源|出处|参考|source|ref\.?|reference)\s*[:：#]?\s*(\d{1,3})(?!\d)"  # 来源21, Source 3
+    r"|(?<=[^\s\d<>=≤≥.:：])[ \u00a0](\d{1,3})(?=[ \t]*(?:$|[.。;；](?:\s|$)))",  # "... 等级 15" at a sentence end
     re.IGNORECASE | re.MULTILINE,
 )
-_SUPERSCRIPT = str.maketrans("¹²³⁴⁵⁶⁷⁸⁹⁰", "1234567890")
+# "SAE Level 5.", "Episode 5.", "Windows 11.": a number after a capitalised word is a name.
+_NAME_BEFORE = re.compile(r"(?:^|\s)[A-Z][\w.-]*$")
 _LOOSE_MIN = 2  # one stray number is not a citation style
 
 
 def _loose_points(body: list[tuple[int, str]], entries: int) -> int:
     """How many marker-like numbers (at most ``entries``, the bibliography's size) the
-    body holds outside code."""
+    body holds outside code and headings. Superscripts are not among them: the parser
+    reads those itself."""
     count = 0
     in_fence = False
     for _, line in body:
@@ -462,8 +461,9 @@ def _loose_points(body: list[tuple[int, str]], entries: int) -> int:
         if in_fence or _HEADING.match(line):
             continue
         for m in _LOOSE_MARKER.finditer(line):
-            digits = next(g for g in m.groups() if g).translate(_SUPERSCRIPT)
-            if 1 <= int(digits) <= entries:
+            if m.group(1) is None and _NAME_BEFORE.search(line, 0, m.start()):
+                continue
+            if 1 <= int(m.group(1) or m.group(2)) <= entries:
                 count += 1
     return count
 
