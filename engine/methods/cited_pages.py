@@ -126,18 +126,23 @@ class PagePlan(msgspec.Struct, frozen=True):
         return f"{shown}; {rule}"
 
 
-def page_plan(mode: str, model: str, window_budget: int, template: str, prompt_tokens: int) -> PagePlan:
+def page_plan(mode: str, model: str, window_budget: int, template: str, prompt_tokens: int,
+              output_cap: int | None = None) -> PagePlan:
     """The page budget of one call of ``template``: ``window_budget`` in window mode; in
     whole mode what the judge's context (:func:`drscore.engine.runtime.calls.windows.window_of`,
-    :data:`DEFAULT_JUDGE_CONTEXT` when unknown) leaves after ``prompt_tokens`` of prompt
-    and the template's output cap, times :data:`CONTEXT_SHARE`. Never below ``window_budget``."""
+    :data:`DEFAULT_JUDGE_CONTEXT` when unknown) leaves after everything else the request
+    carries, times :data:`CONTEXT_SHARE`: ``prompt_tokens`` of prompt and the output cap
+    sent, ``output_cap`` (the template's answer cap plus the thinking allowance of a
+    thinking judge, see :meth:`drscore.engine.runtime.context.ItemContext.output_cap`;
+    the template's answer cap alone when not given). Never below ``window_budget``."""
     if mode not in PAGE_TEXT_MODES:
         raise ValueError(f"page text mode must be one of {', '.join(PAGE_TEXT_MODES)}, not {mode!r}")
     if mode == "window":
         return PagePlan(mode="window", budget=window_budget)
     known = window_of(model) if model else None
     context = known.context if known else DEFAULT_JUDGE_CONTEXT
-    room = context - prompts.load(template).max_tokens - prompt_tokens
+    cap = output_cap if output_cap is not None else prompts.load(template).max_tokens
+    room = context - cap - prompt_tokens
     budget = max(window_budget, int(room * CONTEXT_SHARE))
     return PagePlan(mode="whole", budget=budget, context=context,
                     context_source=model.strip() if known else "default")
@@ -208,8 +213,10 @@ def _url_in_report(url: str, text: str, identifiers: frozenset[str]) -> bool:
     """True when ``url`` is written in the report, or is the canonical URL of an
     identifier the report cites (``arXiv:2311.10252`` -> ``https://arxiv.org/abs/2311.10252``)."""
     url = url.strip()
+    # The report may write the address without its scheme ("www.who.int/x", "arxiv.org/abs/...").
+    bare = url.split("://", 1)[-1].rstrip("/")
     return bool(url) and (url in text or url.rstrip("/") in text or url in identifiers
-                          or url.rstrip("/") + "/" in identifiers)
+                          or url.rstrip("/") + "/" in identifiers or (len(bare) > 8 and bare in text))
 
 
 async def report_pairs(

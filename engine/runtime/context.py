@@ -7,6 +7,7 @@ import random
 from concurrent.futures import Executor
 from typing import Any, Callable, TypeVar
 
+from drscore import prompts
 from drscore.engine.runtime.evidence import PageSource
 from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.runtime.calls.meter import Meter
@@ -76,6 +77,12 @@ class ItemContext:
             reasoning_tokens=judged.reasoning_tokens, judge_sample=self.judge_sample,
             inputs=call_inputs(variables) if self._on_verdict else {}))
         return judged.value
+
+    def output_cap(self, template: str) -> int:
+        """The output cap a call of ``template`` is sent: its answer cap plus the judge's
+        thinking allowance (:class:`drscore.engine.runtime.calls.thinking.ThinkingPolicy`),
+        or ``--max-output-tokens``. Room the context window must leave besides the prompt."""
+        return self.pool.thinking.cap(prompts.load(template).max_tokens)
 
     def _record(self, rec: VerdictRecord) -> None:
         if self._on_verdict is not None:

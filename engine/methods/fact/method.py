@@ -220,10 +220,14 @@ class Fact(Method):
             return result
         mode, window_budget = str(self.opts["fact_page_text"]), int(self.opts["page_budget_tokens"])
         model = str(getattr(ctx, "judge_model", "") or "")
+        # The output cap the support call is sent: its answer cap plus a thinking judge's
+        # allowance, which take room in the context window as much as the page does.
+        output_cap = getattr(ctx, "output_cap", None)
+        cap = output_cap(tpl["support"]) if callable(output_cap) else None
         for batch in batches(kept, int(self.opts["fact_statements_per_call"])):
             fixed = {"url": url, "statements": numbered(batch)}
             plan = page_plan(mode, model, window_budget, tpl["support"],
-                             prompt_tokens_without_page(tpl["support"], fixed) if mode == "whole" else 0)
+                             prompt_tokens_without_page(tpl["support"], fixed) if mode == "whole" else 0, cap)
             window = await window_for(ctx, page.text, batch, plan.budget)
             result.windows.append(window.describe())
             shown = plan.describe(window)
