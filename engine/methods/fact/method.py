@@ -172,7 +172,8 @@ class Fact(Method):
     async def score(self, ctx: ItemContext) -> MethodResult:
         tpl = self.templates(ctx)
         rp = await report_pairs(ctx, scope=self.opts["statement_scope"], extractor=self.opts["citation_extractor"],
-                                chunk_tokens=int(self.opts["extract_chunk_tokens"]), template=tpl["extract"])
+                                chunk_tokens=int(self.opts["extract_chunk_tokens"]), template=tpl["extract"],
+                                identifier_urls_mode=str(self.opts["identifier_urls"]))
         if not rp.pairs and rp.extractor == "parser" or (rp.extractor == "llm" and not rp.pairs
                                                           and not rp.chunks_failed):
             # The benchmark skips reports without citations (its stat.py); the paper's
@@ -265,6 +266,7 @@ class Fact(Method):
             "templates": {step: tpl[step] for step in ("extract", "dedup", "support")},
             "dedup_rule": str(self.opts["fact_dedup"]),
             "page_text": str(self.opts["fact_page_text"]),
+            "identifier_urls": str(self.opts["identifier_urls"]),
             "counts": counts,
             "pages": pages,
             "urls": [{"url": r.url, "page": r.page, "statements": r.statements, "kept": len(r.outcomes),

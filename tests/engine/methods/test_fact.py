@@ -661,3 +661,30 @@ def test_llm_extraction_keeps_identifier_urls_the_report_cites():
     res = run(ctx, citation_extractor="llm")
     assert res.details["extractor"] == "llm" and res.details["llm_pairs_dropped"] == 1
     assert [u["url"] for u in res.details["urls"]] == ["https://arxiv.org/abs/2311.10252"]
+
+
+def test_identifiers_point_at_their_canonical_url_or_as_written_like_the_benchmark():
+    # The benchmark's extractor sometimes kept "arXiv:..." as the URL, and its scraper
+    # fetched that string as is (it fails); --identifier-urls as-written does the same.
+    report = ("Loss falls as a power law of compute (arXiv:2001.08361). Attention suffices "
+              "(see https://arxiv.org/abs/1706.03762).\n")
+    fetched: list[str] = []
+
+    class Pages(FakePages):
+        async def get(self, url):
+            fetched.append(url)
+            return await super().get(url)
+
+    ctx = FakeContext(report, Pages({"https://arxiv.org/abs/2001.08361": "Loss falls as a power law.",
+                                     "https://arxiv.org/abs/1706.03762": "Attention suffices."}), scripted())
+    res = run(ctx)
+    assert sorted(fetched) == ["https://arxiv.org/abs/1706.03762", "https://arxiv.org/abs/2001.08361"]
+    assert res.details["identifier_urls"] == "canonical"
+    fetched.clear()
+    ctx = FakeContext(report, Pages({}), scripted())
+    res = run(ctx, identifier_urls="as-written")
+    # The URL the report writes stays a URL; the identifier is fetched as written.
+    assert sorted(fetched) == ["arXiv:2001.08361", "https://arxiv.org/abs/1706.03762"]
+    assert res.details["identifier_urls"] == "as-written"
+    with pytest.raises(ValueError, match="--identifier-urls"):
+        run(FakeContext(report, Pages({}), scripted()), identifier_urls="raw")
