@@ -273,8 +273,8 @@ async def report_pairs(
     text = ctx.report.report
     parse = await ctx.offload(_parse, text, scope)
     if extractor == "parser" or (extractor == "auto" and parse.parseable):
-        pairs = parse.pairs if identifier_urls_mode == "canonical" else await ctx.offload(_as_written, parse.pairs, text)
-        return ReportPairs(pairs=pairs, extractor="parser", parse=parse)
+        parsed = parse.pairs if identifier_urls_mode == "canonical" else await ctx.offload(_as_written, parse.pairs, text)
+        return ReportPairs(pairs=parsed, extractor="parser", parse=parse)
     chunks = chunk_report(text, chunk_tokens)
     sources = url_lines(text)
 
