@@ -120,8 +120,9 @@ _SUPERSCRIPTS = "⁰¹²³⁴⁵⁶⁷⁸⁹"
 _NUMS = r"\d{1,3}(?:\s*(?:[,，、;；]|[-–—~])\s*\d{1,3})*"
 _CITE_HEAD = (
     r"(?P<code>`+)[^`\n]*?(?P=code)"
-    r"|(?P<image>!" + _LINK_TEXT + r"\(<?" + _LINK_URL + _LINK_TAIL + r"\))"
-    r"|(?P<pgroup>[(（]\s*" + _ANY_LINK + r"(?:\s*[,;，；]\s*" + _ANY_LINK + r")*\s*[)）])"
+    # (not "Notion![[1]](url)": a marker link right after an exclamation mark is no image)
+    r"|(?P<image>!(?!\[\[\d{1,3}\]\]\()" + _LINK_TEXT + r"\(<?" + _LINK_URL + _LINK_TAIL + r"\))"
+    r"|(?P<pgroup>[(（]\s*" + _ANY_LINK + r"(?:\s*[,;，；]?\s*" + _ANY_LINK + r")*\s*[)）])"
     r"|\[(?P<ltext>(?:[^\[\]]|\[[^\[\]]*\])*)\]\(<?(?P<lurl>" + _LINK_URL + ")" + _LINK_TAIL + r"\)"
     r"|\[(?P<itext>(?:[^\[\]]|\[[^\[\]]*\])*)\]\(\s*<?(?P<iurl>" + _IDENT_TARGET + r")>?\s*\)"
     r"|<(?P<auto>https?://[^\s<>]+)>"
@@ -155,6 +156,9 @@ _SUPER_DIGITS = str.maketrans(_SUPERSCRIPTS + "˒‚、⁻", "0123456789,,,-")
 # token ("m²", "km²", "x^2"); a sign right after it ("Fe³⁺", "PO₄³⁻") makes it a charge.
 _EXPONENT_BEFORE = re.compile(r"(?:[\d⁻⁺₀₁₂₃₄₅₆₇₈₉]|(?<![A-Za-z])[A-Za-z]{1,2})$")
 _CHARGE_AFTER = re.compile(r"[⁺⁻+\-]")
+# A number an exponent can sit on: one or two digits standing alone ("10³", "2^8", "e 10")
+# or any number after a subscript or sign; "$1,300", "2023" and "5.2" are no bases.
+_EXPONENT_BASE = re.compile(r"(?:^|[^\d,.])\d{1,2}$|[⁻⁺₀₁₂₃₄₅₆₇₈₉]\d*$")
 
 
 # Where a citation can start: every alternative of the patterns above begins with one of
@@ -220,6 +224,21 @@ def _labels(num_group: str) -> list[str]:
     return out
 
 
+_CJK_EDGE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef]")
+
+
+def _join_lines(lines: list[str]) -> str:
+    """A paragraph's wrapped lines as one: a space between them, none inside Chinese text
+    (a PDF conversion breaks Chinese lines anywhere)."""
+    if len(lines) == 1:
+        return lines[0]
+    out = lines[0]
+    for line in lines[1:]:
+        glue = "" if out and line and _CJK_EDGE.match(out[-1]) and _CJK_EDGE.match(line[0]) else " "
+        out = out + glue + line
+    return out
+
+
 def _units(body: list[tuple[int, str]]) -> Iterator[tuple[str, bool]]:
     """Yield ``(unit_text, is_heading)``: paragraphs (wrapped lines joined), list items,
     table rows and headings; fenced code is skipped."""
@@ -229,7 +248,7 @@ def _units(body: list[tuple[int, str]]) -> Iterator[tuple[str, bool]]:
         if (fence := _FENCE.match(line)):
             in_fence = not in_fence
             if para:
-                yield " ".join(para), False
+                yield _join_lines(para), False
                 para = []
             tail = line[fence.end():].strip()
             if not in_fence and tail:
@@ -240,30 +259,30 @@ def _units(body: list[tuple[int, str]]) -> Iterator[tuple[str, bool]]:
         stripped = line.strip()
         if not stripped:
             if para:
-                yield " ".join(para), False
+                yield _join_lines(para), False
                 para = []
             continue
         if _HEADING.match(line):
             if para:
-                yield " ".join(para), False
+                yield _join_lines(para), False
                 para = []
             yield stripped.lstrip("#").strip(), True
             continue
         if stripped.startswith("|"):
             if para:
-                yield " ".join(para), False
+                yield _join_lines(para), False
                 para = []
             if not _TABLE_RULE.match(stripped):
                 yield stripped.strip("|").replace("|", " | "), False
             continue
         if _LIST_ITEM.match(stripped):
             if para:
-                yield " ".join(para), False
+                yield _join_lines(para), False
             para = [_LIST_ITEM.sub("", stripped, count=1)]
             continue
         para.append(stripped)
     if para:
-        yield " ".join(para), False
+        yield _join_lines(para), False
 
 
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,;:!?。，；：！？）)])")
@@ -301,14 +320,22 @@ def _ident_len(m: re.Match[str]) -> int:
 
 def _superscript_labels(m: re.Match[str], unit: str, known: Callable[[str], bool]) -> list[str] | None:
     """Labels of a superscript marker (``¹²``, ``^3``, ``<sup>3</sup>``), or None when it
-    reads as an exponent or a unit power (``10⁻³``, ``m²``) or, for the bare forms
-    (Unicode, caret), names an entry the report does not define."""
-    if _EXPONENT_BEFORE.search(unit[max(0, m.start() - 3):m.start()]):
-        return None
+    reads as an exponent, a unit power or a charge (``10³``, ``m²``, ``PO₄³⁻``) or, for
+    the bare forms (Unicode, caret), names an entry the report does not define. After a
+    number it is a marker only when it names defined entries and the number is no
+    exponent's base: ``$1,300<sup>2</sup>``, ``in 2023³`` cite; ``10³``, ``2^8`` do not."""
+    before = unit[max(0, m.start() - 12):m.start()]
     if m.group("sup") is None and _CHARGE_AFTER.match(unit, m.end()):
         return None
+    after_number = bool(before) and before[-1].isdigit()
+    if after_number:
+        if _EXPONENT_BASE.search(before):
+            return None
+    elif _EXPONENT_BEFORE.search(before[-3:]):
+        return None
     if m.group("sup") is not None:
-        return _labels(m.group("sup"))
+        labels = _labels(m.group("sup"))
+        return labels if not after_number or all(known(x) for x in labels) else None
     raw = m.group("caret") if m.group("caret") is not None else m.group("usup").translate(_SUPER_DIGITS)
     labels = _labels(raw)
     if labels and all(known(x) for x in labels):

@@ -34,7 +34,8 @@ __all__ = ["SCHEMELESS", "URL_BODY", "URL_RE", "FENCE", "HEADING", "Layout", "cl
 
 # Characters that end a bare URL: whitespace, brackets that delimit markdown, quotes and
 # CJK punctuation (Chinese text often runs straight into a URL without a space).
-URL_BODY = r"""[^\s<>\[\]"'`|（）【】「」『』《》，。；！？、：]+"""
+URL_BODY = r"""(?:[^\s<>\[\]"'`|（）【】「」『』《》，。；！？、：]|'(?=\w))+"""  # "Athena's_Saints" keeps its '
+
 # Addresses written without a scheme that are unmistakably addresses: ``www.`` hosts and
 # the two scholarly resolvers (``arxiv.org/abs/2001.08361``, ``doi.org/10.1038/x``).
 SCHEMELESS = r"(?<![\w/@.\-])(?:www\.[a-z0-9\-]+\.[a-z]|(?:dx\.)?doi\.org/|arxiv\.org/)"
@@ -213,20 +214,45 @@ class _Definitions:
 # follow it: a body line that merely names sources ("Key references" as a table column
 # header in a Word export) never swallows the prose after it.
 
-_BLANK, _MD_HEADING, _PROSE, _TITLE, _ANCHORED, _LABEL, _URL_LINE, _BIB, _BIBTEXT, _CODE = range(10)
+_BLANK, _MD_HEADING, _PROSE, _TITLE, _ANCHORED, _LABEL, _URL_LINE, _BIB, _BIBTEXT, _CODE, _CONT = range(11)
 # A year where a bibliography puts it: "(2020)", "2020.", "2020," or "n.d.".
-_YEAR = re.compile(r"\((?:19|20)\d{2}[a-z]?\)|\b(?:19|20)\d{2}[a-z]?[.,;]|\bn\.d\.", re.IGNORECASE)
-_BIB_WORDS = re.compile(r"\b(?:accessed|retrieved|available(?: at| from)?|et al\.|vol\.|pp\.|doi)\b|访问|检索",
+# A year placed as a bibliography places it: "Smith, J. (2020).", "... Press, 2019. Title",
+# "国家统计局，2023。", or "n.d." (prose years, "from 2020 to 2040, while", are not).
+_YEAR = re.compile(r"\((?:19|20)\d{2}[a-z]?(?:,[^)]{1,20})?\)\s*[.,:]|(?:^|[.,:;，。]\s*)(?:19|20)\d{2}[a-z]?(?:年)?"
+                   r"\s*(?:[.,;。，]|$)|\bn\.d\.", re.IGNORECASE)
+_BIB_WORDS = re.compile(r"\b(?:accessed|retrieved|available(?: at| from)?|et al\.|vol\.|pp\.|doi)\b|访问日期|访问时间|访问于|检索日期|检索于|引用日期",
                         re.IGNORECASE)
 _LIST_BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)、])\s+")
-_LINK_ONLY = re.compile(r"^\s*(?:[-*+•]\s+|\d{1,3}[.)、]\s+)?\[[^\]]*\]\([^)\s]+\)(?P<tail>.*)$")
+_LINK_ONLY = re.compile(r"^\s*(?:[-*+•]\s+|\d{1,3}[.)、]\s+)?\[(?:[^\[\]]|\[[^\[\]]*\])*\]\([^)\s]+\)(?P<tail>.*)$")
 _BOLD_LINE = re.compile(r"^\s*(\*\*|__)[^*_]+\1\s*[:：]?\s*$")
 # A sentence end: at the end of the line (before any markers) or inside it before more text.
 _TERMINAL = re.compile(r"[.!?。！？；;][\s\d,⁰¹²³⁴⁵⁶⁷⁸⁹⁻^]*(?:(?:\[[^\]]*\]|<sup>[^<]*</sup>)\s*)*$|[.!?。！？]\s+\S")
 _WORDS = re.compile(r"\S+")
+# Citation syntax: a line that cites is a (short) statement, never a title.
+_CITES = re.compile(r"\[\^?\d|\]\(|<sup|[⁰¹²³⁴⁵⁶⁷⁸⁹【]")
 _IDENTIFIER_TEXT = re.compile(IDENTIFIER, re.IGNORECASE)
+_MARKER_LINK = re.compile(r"\[\[?\^?\d{1,3}\]?\]\([^)\s]*\)")
+_LINK_TARGET_TEXT = re.compile(r"\]\([^)\s]*\)")
+_CJK_CHARS = re.compile(r"[\u3400-\u9fff]")
+_CJK_SENTENCE_END = re.compile(r"[。！？]")
+_CITE_GROUP_END = re.compile(r"[(（]\s*\[[^\]]*\]\([^)\s]*\)(?:\s*[,;，；]?\s*\[[^\]]*\]\([^)\s]*\))*\s*[)）]"
+                             r"\s*[.。]?\s*$")
+_SENTENCE_THEN_LINK = re.compile(r"[.!?。！？][”’\"')]*\s*[(（]?\s*\[[^\]]*\]\(")
 _TITLE_MAX_CHARS = 80  # a title line, not a short paragraph
 _ENTRY_MAX_CHARS = 400  # a bibliography entry, not a paragraph
+
+
+def _entry_text(rest: str) -> bool:
+    """Does the text after an entry's label read as an entry (a link or an address first, a
+    bibliographic record, or a short title) rather than a claim that cites?"""
+    if _LINK_ONLY.match(rest) or rest.lstrip().lower().startswith(("http://", "https://", "<http", "www.")):
+        return True
+    if _SENTENCE_THEN_LINK.search(rest) or _CITE_GROUP_END.search(rest):
+        return False  # "... may store it. ([aibase.com](url))": a claim, then its citation
+    if _has_year_or_bib_words(rest):
+        return True
+    bare = _IDENTIFIER_TEXT.sub(" ", URL_RE.sub(" ", _LINK_TARGET_TEXT.sub("]", rest)))
+    return len(_WORDS.findall(_CJK_CHARS.sub("", bare))) + len(_CJK_CHARS.findall(bare)) / 2 <= 15
 
 
 def _has_year_or_bib_words(text: str) -> bool:
@@ -254,29 +280,55 @@ def _classify(line: str) -> tuple[int, str | None, re.Match[str] | None]:
         if only is not None:
             return _URL_LINE, only, None
     size = len(stripped)
-    if size > _ENTRY_MAX_CHARS:
-        return _PROSE, None, None  # a paragraph, not an entry
+    if size > _ENTRY_MAX_CHARS and len(URL_RE.sub("", stripped)) > _ENTRY_MAX_CHARS:
+        return _PROSE, None, None  # a paragraph, not an entry (addresses do not count)
+    if "](" in line:
+        # "[[3]](url)", "[3](url)": a citation carrying its URL, not what an entry lists.
+        line = _MARKER_LINK.sub(" ", line)
     target = first_target(line) if (mentions_url(line) or mentions_identifier(line)) else None
     if listed:
         m = _ENTRY_IN_SECTION.match(line)
         if m:
-            return _LABEL, first_target(line[m.end():]), m
+            rest = line[m.end():]
+            entry_target = first_target(rest) if target is not None else None
+            if entry_target is not None and not _entry_text(rest):
+                return _PROSE, None, None  # "1. Costs fell 80% ([IEA](url))": a claim in a list
+            return _LABEL, entry_target, m
     if target is not None:
         link = _LINK_ONLY.match(line)
         # An unlabeled line holding a URL is an entry when the URL is its subject (a
         # link with at most a short tail) or it reads like a bibliography entry;
         # "Costs fell 80% (https://...)." in a list of findings stays prose.
-        if (link and len(_WORDS.findall(link.group("tail"))) <= 12) or _has_year_or_bib_words(line):
+        if stripped.lower().startswith(("http://", "https://", "<http", "www.")) or (
+                link and len(_WORDS.findall(link.group("tail"))) <= 12) or (
+                _has_year_or_bib_words(line) and not _CJK_SENTENCE_END.search(line)
+                and not _SENTENCE_THEN_LINK.search(line) and not _CITE_GROUP_END.search(line)):
             return _BIB, target, None
         return _PROSE, None, None
     if (listed and _LIST_BULLET.match(line)) or _has_year_or_bib_words(line):
         return _BIBTEXT, None, None
-    if size <= _TITLE_MAX_CHARS and (_BOLD_LINE.match(line) or not _TERMINAL.search(line)):
+    if size <= _TITLE_MAX_CHARS and (_BOLD_LINE.match(line) or not _TERMINAL.search(line)) and not _CITES.search(line):
         return _TITLE, None, None
     return _PROSE, None, None
 
 
-_ENTRY_SHAPES = frozenset({_ANCHORED, _LABEL, _URL_LINE, _BIB, _BIBTEXT})
+_ENTRY_SHAPES = frozenset({_ANCHORED, _LABEL, _URL_LINE, _BIB, _BIBTEXT, _CONT})
+
+
+def _mark_continuations(shapes: list[int], targets: list[str | None]) -> None:
+    """An entry wrapped over several lines (PDF conversions): a line right after an entry
+    line that holds no address yet, with the entry's address on a line below it (no blank
+    line between), continues that entry."""
+    n = len(shapes)
+    for k in range(1, n):
+        if shapes[k] in (_PROSE, _TITLE, _BIBTEXT) and targets[k] is None and targets[k - 1] is None and \
+                shapes[k - 1] in (_LABEL, _ANCHORED, _BIBTEXT, _CONT):
+            for j in range(k + 1, min(n, k + 4)):
+                if shapes[j] in (_BLANK, _MD_HEADING, _CODE):
+                    break
+                if targets[j] is not None:
+                    shapes[k] = _CONT
+                    break
 
 
 def _sections(lines: list[str], shapes: list[int], targets: list[str | None]) -> list[bool]:
@@ -298,7 +350,7 @@ def _sections(lines: list[str], shapes: list[int], targets: list[str | None]) ->
         """A line without a target that belongs to the entry below it: a title whose
         URL follows on its own line (after at most one blank), or the first line of an
         entry wrapped onto the next line."""
-        if k + 1 < n and shapes[k + 1] in (_BIB, _URL_LINE):
+        if k + 1 < n and shapes[k + 1] in (_BIB, _URL_LINE, _CONT):
             return True
         if shapes[k] in (_LABEL, _ANCHORED):
             nxt = k + 1 if k + 1 < n and shapes[k + 1] != _BLANK else k + 2
@@ -340,7 +392,8 @@ def _sections(lines: list[str], shapes: list[int], targets: list[str | None]) ->
                 # Unmistakably an entry: labelled, a URL alone, or a link with a short tail.
                 strong = strong or shapes[k] in (_LABEL, _ANCHORED, _URL_LINE) or (
                     shapes[k] == _BIB and _LINK_ONLY.match(lines[k]) is not None)
-                labelled = labelled or shapes[k] in (_LABEL, _ANCHORED)
+                # "[3] ..." (a numbered list item "3. ..." is no entry on its own)
+                labelled = labelled or shapes[k] == _ANCHORED or lines[k].lstrip()[:1] == "["
                 start = k
                 k -= 1
             head = prev_nonblank(start)
@@ -379,6 +432,7 @@ def layout(text: str) -> Layout:
             shape, target, _ = _classify(line)
             shapes.append(shape)
             targets.append(target)
+    _mark_continuations(shapes, targets)
     in_section = _sections(lines, shapes, targets)
 
     body: list[tuple[int, str]] = []
@@ -395,7 +449,7 @@ def layout(text: str) -> Layout:
             was_in_section = True
             skipped.add(i)
             shape = shapes[i]
-            if shape in (_BLANK, _TITLE, _MD_HEADING, _CODE) or _REF_HEADING.match(line):
+            if shape in (_BLANK, _TITLE, _MD_HEADING, _CODE, _CONT) or _REF_HEADING.match(line):
                 continue
             m = _ENTRY_IN_SECTION.match(line)
             if m:
