@@ -153,8 +153,9 @@ _ID_SCHEMES = ("arxiv", "doi", "pmid", "pmcid", "isbn", "pmc")
 _SUPER_DIGITS = str.maketrans(_SUPERSCRIPTS + "˒‚、⁻", "0123456789,,,-")
 # What a superscript number after it is not a citation but an exponent, a unit power or a
 # charge: a digit or subscript ("10⁻³", "10^3", "PO₄³⁻"), a sign, or a one- or two-letter
-# token ("m²", "km²", "x^2"); a sign right after it ("Fe³⁺", "PO₄³⁻") makes it a charge.
-_EXPONENT_BEFORE = re.compile(r"(?:[\d⁻⁺₀₁₂₃₄₅₆₇₈₉]|(?<![A-Za-z])[A-Za-z]{1,2})$")
+# token ("m²", "km²", "x^2", "R²"; an acronym is no base: "AI<sup>3</sup>" cites); a sign
+# right after it ("Fe³⁺", "PO₄³⁻") makes it a charge.
+_EXPONENT_BEFORE = re.compile(r"(?:[\d⁻⁺₀₁₂₃₄₅₆₇₈₉]|(?<![A-Za-z])(?:[A-Za-z]|[A-Za-z][a-z]))$")
 _CHARGE_AFTER = re.compile(r"[⁺⁻+\-]")
 # A number an exponent can sit on: one or two digits standing alone ("10³", "2^8", "e 10")
 # or any number after a subscript or sign; "$1,300", "2023" and "5.2" are no bases.
@@ -239,50 +240,53 @@ def _join_lines(lines: list[str]) -> str:
     return out
 
 
-def _units(body: list[tuple[int, str]]) -> Iterator[tuple[str, bool]]:
-    """Yield ``(unit_text, is_heading)``: paragraphs (wrapped lines joined), list items,
-    table rows and headings; fenced code is skipped."""
+def _units(body: list[tuple[int, str]]) -> Iterator[tuple[str, bool, int]]:
+    """Yield ``(unit_text, is_heading, line)``: paragraphs (wrapped lines joined), list
+    items, table rows and headings, with the line each ends on; fenced code is skipped."""
     para: list[str] = []
     in_fence = False
-    for _, line in body:
+    last = 0
+    for i, line in body:
         if (fence := _FENCE.match(line)):
             in_fence = not in_fence
             if para:
-                yield _join_lines(para), False
+                yield _join_lines(para), False, last
                 para = []
             tail = line[fence.end():].strip()
             if not in_fence and tail:
-                yield tail, False  # "``` [21]": a citation written on the closing fence
+                yield tail, False, i  # "``` [21]": a citation written on the closing fence
             continue
         if in_fence:
             continue
         stripped = line.strip()
         if not stripped:
             if para:
-                yield _join_lines(para), False
+                yield _join_lines(para), False, last
                 para = []
             continue
         if _HEADING.match(line):
             if para:
-                yield _join_lines(para), False
+                yield _join_lines(para), False, last
                 para = []
-            yield stripped.lstrip("#").strip(), True
+            yield stripped.lstrip("#").strip(), True, i
             continue
         if stripped.startswith("|"):
             if para:
-                yield _join_lines(para), False
+                yield _join_lines(para), False, last
                 para = []
             if not _TABLE_RULE.match(stripped):
-                yield stripped.strip("|").replace("|", " | "), False
+                yield stripped.strip("|").replace("|", " | "), False, i
             continue
         if _LIST_ITEM.match(stripped):
             if para:
-                yield _join_lines(para), False
+                yield _join_lines(para), False, last
             para = [_LIST_ITEM.sub("", stripped, count=1)]
+            last = i
             continue
         para.append(stripped)
+        last = i
     if para:
-        yield _join_lines(para), False
+        yield _join_lines(para), False, last
 
 
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,;:!?。，；：！？）)])")
@@ -509,13 +513,14 @@ def parse_citations(text: str, *, scope: str = "sentence") -> CitationParse:
     refs = layout.references
     statements: list[str] = []
     cites_of: list[list[_Cite]] = []
+    lines_of: list[int] = []  # the line each statement's unit ends on
     prev_clean = ""  # clean text of the previous unit without citations
     prev_last: int | None = None  # index of the previous unit's last statement, if cited
 
     point_count = 0
     defined = set(refs) | set(layout.unlinked)
     known = defined.__contains__
-    for unit, is_heading in _units(layout.body):
+    for unit, is_heading, line in _units(layout.body):
         if is_heading or _BOLD_TITLE.match(_LINK_TARGETS.sub("]", unit)):
             # A heading names what follows; it is never a statement, and an identifier or
             # a link in it (a literature summary titling each paper) cites nothing.
@@ -560,6 +565,7 @@ def parse_citations(text: str, *, scope: str = "sentence") -> CitationParse:
                 # An empty statement still counts its markers below (no pair is made).
                 statements.append(_last_sentence(prev_clean))
                 cites_of.append(orphans)
+                lines_of.append(line)
         # Widen statements: previous uncited sentences join the citing one.
         last_idx = None
         for i, cs in enumerate(unit_cites):
@@ -572,6 +578,7 @@ def parse_citations(text: str, *, scope: str = "sentence") -> CitationParse:
                 j -= 1
             statements.append(_join([sentence(k) for k in range(j, i + 1)]))
             cites_of.append(cs)
+            lines_of.append(line)
             last_idx = len(statements) - 1
         prev_clean = clean
         # A later marker-only unit cites this unit's last sentence: reuse its statement
@@ -584,7 +591,8 @@ def parse_citations(text: str, *, scope: str = "sentence") -> CitationParse:
     unresolved: list[str] = []
     marker_count = 0
     unresolved_count = 0
-    for statement, cites in zip(statements, cites_of):
+    redefined = layout.redefined
+    for statement, cites, line in zip(statements, cites_of, lines_of):
         if not cites or not statement:
             if cites:  # nowhere to attach: keep the bookkeeping honest
                 for c in cites:
@@ -603,6 +611,8 @@ def parse_citations(text: str, *, scope: str = "sentence") -> CitationParse:
                     kind = "footnote" if c.kind == "footnote" else "numbered"
                     if c.kind == "inline_marker":
                         items.append((c.url, marker, "inline"))
+                    elif label in redefined:  # each section's own list: the one after the marker
+                        items.append((_list_after(redefined[label], line), marker, kind))
                     elif label in refs:
                         items.append((refs[label], marker, kind))
                     elif label in layout.unlinked:
@@ -636,6 +646,14 @@ def parse_citations(text: str, *, scope: str = "sentence") -> CitationParse:
         citation_points=point_count,
         bibliography_only=not has_points and entries > 0,
     )
+
+
+def _list_after(definitions: list[tuple[int, str]], line: int) -> str:
+    """The URL a label has in the first list after ``line`` (else in the last list)."""
+    for at, url in definitions:
+        if at > line:
+            return url
+    return definitions[-1][1]
 
 
 def cited_urls(text: str | CitationParse) -> list[str]:

@@ -160,6 +160,9 @@ class Layout(msgspec.Struct):
     order: list[str]  # labels in definition order (linked and unlinked)
     unlabeled: list[str]  # URLs listed in a reference section without a label
     skipped: set[int]  # line numbers that belong to reference sections or entries
+    # Labels that later lists define again with another URL (each section closing with its
+    # own list numbered from 1): label -> [(line, url)] of every definition, in order.
+    redefined: dict[str, list[tuple[int, str]]] = {}
 
 
 class _Definitions:
@@ -172,10 +175,14 @@ class _Definitions:
         self.unlabeled: list[str] = []
         self.pending: list[str] = []  # labels of an entry seen without a URL
         self.last_url: str | None = None  # URL of the entry just completed
+        self.lines: dict[str, int] = {}  # label -> line of its first definition
+        self.redefined: dict[str, list[tuple[int, str]]] = {}
+        self.line = 0  # line of the entry being defined
 
     def define(self, labels: list[str], url: str | None) -> None:
         self.pending = []
         for label in labels:
+            self.lines.setdefault(label, self.line)
             if label in self.unlinked and url:
                 # A later list that gives URLs beats an earlier URL-less bibliography (some
                 # reports print a readable list first, then the "[n] url" list).
@@ -184,7 +191,11 @@ class _Definitions:
             elif label in self.unlinked:
                 self.pending.append(label)  # still without URL: a following URL line may give one
             elif label in self.refs:
-                continue  # otherwise the first definition wins
+                # Otherwise the first definition wins, unless the label is defined again in
+                # another list: then a marker takes the definition of the list after it.
+                if url and url != self.refs[label] and self.line > self.lines[label]:
+                    self.redefined.setdefault(label, [(self.lines[label], self.refs[label])]).append((self.line, url))
+                continue
             else:
                 self.order.append(label)
                 if url:
@@ -220,7 +231,7 @@ _BLANK, _MD_HEADING, _PROSE, _TITLE, _ANCHORED, _LABEL, _URL_LINE, _BIB, _BIBTEX
 # "国家统计局，2023。", or "n.d." (prose years, "from 2020 to 2040, while", are not).
 _YEAR = re.compile(r"\((?:19|20)\d{2}[a-z]?(?:,[^)]{1,20})?\)\s*[.,:]|(?:^|[.,:;，。]\s*)(?:19|20)\d{2}[a-z]?(?:年)?"
                    r"\s*(?:[.,;。，]|$)|\bn\.d\.", re.IGNORECASE)
-_BIB_WORDS = re.compile(r"\b(?:accessed|retrieved|available(?: at| from)?|et al\.|vol\.|pp\.|doi)\b|访问日期|访问时间|访问于|检索日期|检索于|引用日期",
+_BIB_WORDS = re.compile(r"\b(?:accessed|retrieved|available(?: at| from)?|doi)\b|\b(?:et al|vol|pp)\.|访问日期|访问时间|访问于|检索日期|检索于|引用日期",
                         re.IGNORECASE)
 _LIST_BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)、])\s+")
 _LINK_ONLY = re.compile(r"^\s*(?:[-*+•]\s+|\d{1,3}[.)、]\s+)?\[(?:[^\[\]]|\[[^\[\]]*\])*\]\([^)\s]+\)(?P<tail>.*)$")
@@ -331,6 +342,60 @@ def _mark_continuations(shapes: list[int], targets: list[str | None]) -> None:
                     break
 
 
+def _trailing_url(line: str) -> str | None:
+    """The bare URL that ends ``line`` ("Title. Publisher. https://..."), None if it ends
+    otherwise (a link "[title](url)" included)."""
+    token = line.rstrip().rsplit(None, 1)[-1] if line.strip() else ""
+    if not token.lower().startswith(("http://", "https://", "<http", "www.")):
+        return None
+    m = URL_RE.match(token.lstrip("<"))
+    return clean_url(m.group(0)) if m and trim_url(token.lstrip("<")) == trim_url(m.group(0)) else None
+
+
+def _mark_late_urls(lines: list[str], shapes: list[int], targets: list[str | None]) -> None:
+    """An entry wrapped over several lines whose URL closes its last line ("2. Title:
+    Subtitle" / "Publisher. https://..."), as PDF conversions print them: that last line
+    gives the entry its URL, whatever it reads like."""
+    for k in range(1, len(lines)):
+        if shapes[k] != _PROSE or "://" not in lines[k] or len(lines[k]) > _ENTRY_MAX_CHARS:
+            continue
+        j = k - 1
+        while j >= max(0, k - 3) and shapes[j] in (_PROSE, _TITLE, _BIBTEXT) and targets[j] is None:
+            j -= 1
+        if j >= 0 and shapes[j] in (_LABEL, _ANCHORED) and targets[j] is None and (url := _trailing_url(lines[k])):
+            shapes[k], targets[k] = _BIB, url
+
+
+# The tail of an address broken at the end of a line (PDF conversions): one token of URL
+# characters that looks like a path ("technology-service-provider-acquisitions/").
+_URL_REST = re.compile(r"^" + URL_BODY + r"$")
+_URL_BREAKS = "/-_=?&.#"
+
+
+def _join_wrapped_urls(lines: list[str]) -> None:
+    """Join an address broken over two lines: a line ending with a URL that stops at a
+    break character (``/``, ``-``, ...) and a next line holding nothing but the rest of
+    an address, followed by a blank line, an entry or the end. The next line is left
+    blank."""
+    n = len(lines)
+    for k in range(n - 1):
+        line = lines[k].rstrip()
+        if not line or line[-1] not in _URL_BREAKS or "://" not in line:
+            continue
+        token = line.rsplit(None, 1)[-1]
+        if "://" not in token or _trailing_url(token) is None:
+            continue
+        rest = lines[k + 1].strip()
+        if (not rest or len(rest) < 3 or rest.lower().startswith(("http", "www.", "[")) or not _URL_REST.match(rest)
+                or not any(c in rest for c in "-/_.=?&#") or rest[:1].isdigit() and rest[1:2] in ".)、"):
+            continue
+        after = lines[k + 2].strip() if k + 2 < n else ""
+        if after and not (after[:1] in "[-*+•#<" or after[:1].isdigit() or mentions_url(after)):
+            continue
+        lines[k] = line + rest
+        lines[k + 1] = ""
+
+
 def _sections(lines: list[str], shapes: list[int], targets: list[str | None]) -> list[bool]:
     """Which lines belong to a reference section (see the comment above ``_classify``)."""
     n = len(lines)
@@ -417,6 +482,8 @@ def _own_line(lines: list[str], k: int) -> bool:
 def layout(text: str) -> Layout:
     """Split ``text`` into body lines and reference definitions."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if "://" in text:
+        _join_wrapped_urls(lines)
     shapes: list[int] = []
     targets: list[str | None] = []
     in_fence = False
@@ -432,6 +499,7 @@ def layout(text: str) -> Layout:
             shape, target, _ = _classify(line)
             shapes.append(shape)
             targets.append(target)
+    _mark_late_urls(lines, shapes, targets)
     _mark_continuations(shapes, targets)
     in_section = _sections(lines, shapes, targets)
 
@@ -443,6 +511,7 @@ def layout(text: str) -> Layout:
     for i, line in enumerate(lines):
         if i in ahead:
             continue
+        defs.line = i
         if in_section[i]:
             if not was_in_section:
                 defs.pending, defs.last_url = [], None
@@ -493,7 +562,22 @@ def layout(text: str) -> Layout:
             defs.pending, defs.last_url = [], None
         body.append((i, line))
     return Layout(body=body, references=defs.refs, unlinked=defs.unlinked, order=defs.order,
-                  unlabeled=defs.unlabeled, skipped=skipped)
+                  unlabeled=defs.unlabeled, skipped=skipped, redefined=_other_lists(defs.redefined, skipped, lines))
+
+
+def _other_lists(redefined: dict[str, list[tuple[int, str]]], skipped: set[int],
+                 lines: list[str]) -> dict[str, list[tuple[int, str]]]:
+    """Keep the redefinitions made in another list: body text lies between the two
+    definitions. A list that repeats a label with another URL is one list (first wins)."""
+    out: dict[str, list[tuple[int, str]]] = {}
+    for label, defs in redefined.items():
+        kept = [defs[0]]
+        for line, url in defs[1:]:
+            if any(k not in skipped and lines[k].strip() for k in range(kept[-1][0] + 1, line)):
+                kept.append((line, url))
+        if len(kept) > 1:
+            out[label] = kept
+    return out
 
 
 def _title_url(lines: list[str], i: int) -> tuple[int, str] | None:

@@ -139,3 +139,38 @@ def test_no_residue_where_an_identifier_left_a_parenthesis():
         ("Loss falls with compute (2020).", "https://arxiv.org/abs/2001.08361")]
     assert pairs("Loss falls with compute (2020; doi:10.1038/abc). Next claim here.\n") == [
         ("Loss falls with compute (2020).", "https://doi.org/10.1038/abc")]
+
+
+def test_each_section_may_close_with_its_own_list_numbered_from_one():
+    text = ("## Costs\n\nSolar fell 80% [1]. Wind fell 50% [2].\n\n1. https://iea.example/solar\n"
+            "2. https://gwec.example/wind\n\n## Storage\n\nBatteries fell 90% [1].\n\n"
+            "**Sources for this section**\n\n1. Battery survey – https://bnef.example/batteries\n")
+    assert pairs(text) == [("Solar fell 80%.", "https://iea.example/solar"), ("Wind fell 50%.", "https://gwec.example/wind"),
+                           ("Batteries fell 90%.", "https://bnef.example/batteries")]
+    # One list that repeats a label with another URL is one list: the first definition wins.
+    assert pairs("Solar fell 80% [1].\n\n[1] https://a.example/x\n[1] https://b.example/y\n") == [
+        ("Solar fell 80%.", "https://a.example/x")]
+
+
+def test_an_entry_wrapped_by_a_pdf_conversion_keeps_its_url():
+    # The URL on the entry's last line, after the title, and itself broken after a "/".
+    text = ("Accenture bought 66 firms<sup>2</sup>. Storage grew<sup>3</sup>.\n\nReferences\n\n"
+            "2. Technology Service Provider Acquisitions: A Strategic Shift To AI And\n"
+            "Industry Services Is Underway. Forrester. https://www.forrester.com/blogs/\n"
+            "technology-service-provider-acquisitions/\n"
+            "3. Monroe, C. et al. Large Scale Modular Quantum Computer Architecture with Atomic Memory and Photonic "
+            "Interconnects. arXiv 1208.0391\n")
+    assert pairs(text) == [("Accenture bought 66 firms.", "https://www.forrester.com/blogs/technology-service-provider-acquisitions/"),
+                           ("Storage grew.", "https://arxiv.org/abs/1208.0391")]
+
+
+def test_a_numbered_finding_ending_with_its_citation_link_is_no_entry():
+    text = ("## Drivers\n\n1. **Inflation**\n   Gold rises when inflation is high, as investors seek a hedge "
+            "([Gold Price History](https://investopedia.example/gold))\n\n2. **Rates**\n   Lower rates make gold "
+            "more attractive ([J.P. Morgan](https://jpm.example/gold))\n")
+    assert [u for _, u in pairs(text)] == ["https://investopedia.example/gold", "https://jpm.example/gold"]
+
+
+def test_a_superscript_after_an_acronym_cites_one_after_a_unit_does_not():
+    text = "Capgemini leads in AI<sup>3</sup>. The plot covers 5 km²; the fit has R² 0.9.\n\n[2] https://b.example\n[3] https://c.example\n"
+    assert pairs(text) == [("Capgemini leads in AI.", "https://c.example")]
