@@ -29,8 +29,8 @@ import msgspec
 
 from drscore.engine.text.identifiers import IDENTIFIER, find_identifiers, identifier_url, mentions_identifier, target_url
 
-__all__ = ["SCHEMELESS", "URL_BODY", "URL_RE", "FENCE", "HEADING", "Layout", "clean_url", "trim_url", "first_target", "first_url", "layout",
-           "mentions_url"]
+__all__ = ["SCHEMELESS", "URL_BODY", "URL_RE", "FENCE", "HEADING", "Layout", "clean_url", "trim_url", "first_target", "first_url",
+           "has_year_or_bib_words", "layout", "mentions_url"]
 
 # Characters that end a bare URL: whitespace, brackets that delimit markdown, quotes and
 # CJK punctuation (Chinese text often runs straight into a URL without a space).
@@ -264,6 +264,12 @@ def _entry_text(rest: str) -> bool:
         return True
     bare = _IDENTIFIER_TEXT.sub(" ", URL_RE.sub(" ", _LINK_TARGET_TEXT.sub("]", rest)))
     return len(_WORDS.findall(_CJK_CHARS.sub("", bare))) + len(_CJK_CHARS.findall(bare)) / 2 <= 15
+
+
+def has_year_or_bib_words(text: str) -> bool:
+    """Does ``text`` (its words, not its addresses) hold a year placed as a bibliography
+    places it or a bibliographic word ("accessed", "et al.", "访问日期")?"""
+    return _has_year_or_bib_words(text)
 
 
 def _has_year_or_bib_words(text: str) -> bool:
