@@ -147,8 +147,21 @@ _CITE_RE = re.compile(_CITE_HEAD + r"|(?P<ident>(?!))" + _CITE_TAIL, re.IGNORECA
 _CITE_RE_IDENT = re.compile(_CITE_HEAD + _CITE_IDENT + _CITE_TAIL, re.IGNORECASE)
 _LINK_IN_GROUP = re.compile(_LINK_TEXT + r"\(\s*<?(?P<url>" + _LINK_URL + "|" + _IDENT_TARGET + ")" + _LINK_TAIL + r"\)",
                             re.IGNORECASE)
-# Worth scanning at all: brackets, a scheme or a scheme-less address, superscripts.
-_SCAN_HINT = re.compile(r"[\[【^" + _SUPERSCRIPTS + r"]|://|<sup|www\.|doi\.org/|arxiv\.org/", re.IGNORECASE)
+_SUPERSCRIPT_CHAR = re.compile("[" + _SUPERSCRIPTS + "]")
+
+
+def _mentions_address(text: str, low: str) -> bool:
+    """Could ``text`` (``low`` being it in lower case) hold a URL, with or without a scheme?"""
+    return "://" in text or "www." in low or "doi.org/" in low or "arxiv.org/" in low
+
+
+def _worth_scanning(text: str) -> bool:
+    """Could ``text`` cite at all: brackets, a caret, an address, ``<sup>``, superscripts?
+    (Substring tests: most paragraphs of a long report cite nothing.)"""
+    if "[" in text or "【" in text or "^" in text or "://" in text:
+        return True
+    low = text.lower()
+    return "<sup" in low or _mentions_address(text, low) or _SUPERSCRIPT_CHAR.search(text) is not None
 _ID_SCHEMES = ("arxiv", "doi", "pmid", "pmcid", "isbn", "pmc")
 _SUPER_DIGITS = str.maketrans(_SUPERSCRIPTS + "˒‚、⁻", "0123456789,,,-")
 # What a superscript number after it is not a citation but an exponent, a unit power or a
@@ -168,13 +181,19 @@ _EXPONENT_BASE = re.compile(r"(?:^|[^\d,.])\d{1,2}$|[⁻⁺₀₁₂₃₄₅₆
 _TRIGGER_CORE = (r"[`\[【^" + _SUPERSCRIPTS + r"]|!(?=\[)|<(?=sup>|https?://)|https?://|www\.|(?:dx\.)?doi\.org/"
                  r"|arxiv\.org/")
 _TRIGGER = re.compile(_TRIGGER_CORE + r"|[(（](?=\s*\[)", re.IGNORECASE)
+# The same for text that holds no address: the address alternatives cost most of the scan.
+_TRIGGER_PLAIN = re.compile(r"[`\[【^" + _SUPERSCRIPTS + r"]|!(?=\[)|<(?=[sS][uU][pP]>)|[(（](?=\s*\[)")
 _TRIGGER_IDENT = re.compile(_TRIGGER_CORE + r"|[(（]|arxiv|doi|pmid|pmc|isbn", re.IGNORECASE)
 
 
 def _cite_matches(text: str) -> Iterator[re.Match[str]]:
     """The citation matches in ``text``, in order (as ``finditer`` of the citation
     pattern, with identifiers only when the text mentions one)."""
-    pattern, trigger = (_CITE_RE_IDENT, _TRIGGER_IDENT) if mentions_identifier(text) else (_CITE_RE, _TRIGGER)
+    if mentions_identifier(text):
+        pattern, trigger = _CITE_RE_IDENT, _TRIGGER_IDENT
+    else:
+        pattern = _CITE_RE
+        trigger = _TRIGGER if _mentions_address(text, text.lower()) else _TRIGGER_PLAIN
     pos = 0
     for hit in trigger.finditer(text):
         at = hit.start()
@@ -362,7 +381,7 @@ def _scan_unit(unit: str, known: Callable[[str], bool] = lambda _: True) -> tupl
     """Remove citation syntax from one unit; return clean text and citation positions.
     ``known(label)`` says whether the report defines a reference label (bare superscript
     numbers only count as markers when it does)."""
-    if not _SCAN_HINT.search(unit) and not mentions_identifier(unit):
+    if not _worth_scanning(unit) and not mentions_identifier(unit):
         return unit, []  # fast path: most paragraphs of a long report cite nothing
     pieces: list[str] = []
     cites: list[_Cite] = []
@@ -696,6 +715,8 @@ def _close_gap(m: re.Match[str]) -> str:
 
 
 def _strip_line(line: str, known: Callable[[str], bool] = lambda _: True) -> str:
+    if not _worth_scanning(line) and not mentions_identifier(line):
+        return line
     out: list[str] = []
     last = 0
     for m in _cite_matches(line):

@@ -100,7 +100,8 @@ def mentions_identifier(text: str) -> bool:
     """Cheap test: could ``text`` hold an identifier? (Substring checks first: the
     parser asks this of every paragraph, and most name no scheme at all.)"""
     low = text.lower()
-    return any(s in low for s in _SCHEMES) and IDENTIFIER_HINT.search(text) is not None
+    return ("arxiv" in low or "doi" in low or "pmid" in low or "pmc" in low or "isbn" in low) and \
+        IDENTIFIER_HINT.search(text) is not None
 
 
 def find_identifiers(text: str) -> list[re.Match[str]]:

@@ -272,11 +272,21 @@ def has_year_or_bib_words(text: str) -> bool:
     return _has_year_or_bib_words(text)
 
 
+# Substrings without which _YEAR and _BIB_WORDS cannot match (a cheap test first).
+_BIB_HINTS = ("accessed", "retrieved", "available", "et al", "vol.", "pp.", "doi", "访问", "检索", "引用日期")
+
+
 def _has_year_or_bib_words(text: str) -> bool:
-    if mentions_url(text) or mentions_identifier(text):
-        # "arXiv:2001.08361" is no year 2001: look at the words around the address only.
-        text = _IDENTIFIER_TEXT.sub(" ", URL_RE.sub(" ", text))
-    return bool(_YEAR.search(text[:160]) or _BIB_WORDS.search(text))
+    # "arXiv:2001.08361" is no year 2001: look at the words around the address only.
+    if mentions_url(text):
+        text = URL_RE.sub(" ", text)
+    if mentions_identifier(text):
+        text = _IDENTIFIER_TEXT.sub(" ", text)
+    head = text[:160]
+    low = text.lower()
+    if ("19" in head or "20" in head or "n.d." in low[:160]) and _YEAR.search(head):
+        return True
+    return any(h in low for h in _BIB_HINTS) and _BIB_WORDS.search(text) is not None
 
 
 def _classify(line: str) -> tuple[int, str | None, re.Match[str] | None]:
@@ -297,7 +307,7 @@ def _classify(line: str) -> tuple[int, str | None, re.Match[str] | None]:
         if only is not None:
             return _URL_LINE, only, None
     size = len(stripped)
-    if size > _ENTRY_MAX_CHARS and len(URL_RE.sub("", stripped)) > _ENTRY_MAX_CHARS:
+    if size > _ENTRY_MAX_CHARS and (not mentions_url(stripped) or len(URL_RE.sub("", stripped)) > _ENTRY_MAX_CHARS):
         return _PROSE, None, None  # a paragraph, not an entry (addresses do not count)
     if "](" in line:
         # "[[3]](url)", "[3](url)": a citation carrying its URL, not what an entry lists.
@@ -378,12 +388,13 @@ _URL_REST = re.compile(r"^" + URL_BODY + r"$")
 _URL_BREAKS = "/-_=?&.#"
 
 
-def _join_wrapped_urls(lines: list[str]) -> None:
+def _join_wrapped_urls(lines: list[str]) -> list[int]:
     """Join an address broken over two lines: a line ending with a URL that stops at a
     break character (``/``, ``-``, ...) and a next line holding nothing but the rest of
     an address, followed by a blank line, an entry or the end. The next line is left
-    blank."""
+    blank; its number is returned."""
     n = len(lines)
+    joined: list[int] = []
     for k in range(n - 1):
         line = lines[k].rstrip()
         if not line or line[-1] not in _URL_BREAKS or "://" not in line:
@@ -400,6 +411,8 @@ def _join_wrapped_urls(lines: list[str]) -> None:
             continue
         lines[k] = line + rest
         lines[k + 1] = ""
+        joined.append(k + 1)
+    return joined
 
 
 def _sections(lines: list[str], shapes: list[int], targets: list[str | None]) -> list[bool]:
@@ -488,8 +501,7 @@ def _own_line(lines: list[str], k: int) -> bool:
 def layout(text: str) -> Layout:
     """Split ``text`` into body lines and reference definitions."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    if "://" in text:
-        _join_wrapped_urls(lines)
+    joined = _join_wrapped_urls(lines) if "://" in text else []
     shapes: list[int] = []
     targets: list[str | None] = []
     in_fence = False
@@ -567,6 +579,7 @@ def layout(text: str) -> Layout:
         if line.strip():
             defs.pending, defs.last_url = [], None
         body.append((i, line))
+    skipped.update(joined)  # the second half of a broken address is part of the line above
     return Layout(body=body, references=defs.refs, unlinked=defs.unlinked, order=defs.order,
                   unlabeled=defs.unlabeled, skipped=skipped, redefined=_other_lists(defs.redefined, skipped, lines))
 

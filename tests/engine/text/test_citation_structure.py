@@ -174,3 +174,12 @@ def test_a_numbered_finding_ending_with_its_citation_link_is_no_entry():
 def test_a_superscript_after_an_acronym_cites_one_after_a_unit_does_not():
     text = "Capgemini leads in AI<sup>3</sup>. The plot covers 5 km²; the fit has R² 0.9.\n\n[2] https://b.example\n[3] https://c.example\n"
     assert pairs(text) == [("Capgemini leads in AI.", "https://c.example")]
+
+
+def test_an_address_broken_over_two_lines_in_the_body_is_one_url():
+    text = "Costs fell, see https://www.forrester.com/blogs/\ntechnology-service-provider/\n\nNext paragraph here.\n"
+    assert pairs(text) == [("Costs fell, see", "https://www.forrester.com/blogs/technology-service-provider/")]
+    assert strip_citations(text) == "Costs fell, see\n\nNext paragraph here.\n"
+    # A word after an address is no part of it.
+    assert [u for _, u in pairs("Costs fell, see https://iea.example/data/\nagain and again.\n")] == [
+        "https://iea.example/data/"]
