@@ -4,11 +4,16 @@ including citations by identifier (arXiv, DOI, PMCID).
 
 Data: ``tests/data/drb_agents/`` (see its ``manifest.json`` for provenance): real
 DeepResearch Bench reports with the set of URLs the benchmark's extractor
-(``utils/extract.py``, an LLM) found in each. Two are measured as published:
+(``utils/extract.py``, an LLM) found in each. Nine are measured as published:
 
 * ``dls-63``: numbered markers ``[n]``, a reference list ``1. [title](url)`` of arXiv,
   DOI and PMC links;
-* ``gpt-researcher-61``: inline links ``([Author, year](url))`` and an unlabeled APA list.
+* ``gpt-researcher-61``: inline links ``([Author, year](url))`` and an unlabeled APA list;
+* ``openai-58`` ... ``openai-65`` (seven): OpenAI Deep Research exported from Word, markers
+  after the full stop, headings without ``#``, tables flattened one cell a line (a "Key
+  references" column header), a ``[n] url`` / blank / ``url`` list. Two gold URLs were
+  mangled by the benchmark's extractor (``unreachable_urls`` in the manifest): no parser
+  can reach more than 0.971 on openai-58 and 0.981 on openai-59.
 
 The identifier styles come from the same real reports, rewritten the way agents write
 identifiers (no published DRB report in reach cites by identifier together with the

@@ -26,19 +26,27 @@ class Protocol(msgspec.Struct, frozen=True, kw_only=True):
     method_options: dict[str, Any] = {}
 
 
+# DeepResearch Bench's judge client (utils/api.py, AIClient.generate) sends every call,
+# RACE's and FACT's alike, with thinking_config thinking_budget=16000 and no output cap
+# (no max_output_tokens); one published version pins gemini-2.5-pro-preview-06-05 (RACE)
+# and gemini-2.5-flash-preview-05-20 (FACT), a later one reads GEMINI_MODEL_NAME /
+# GEMINI_FACT_MODEL with gemini-2.5-pro / gemini-2.5-flash as defaults. No temperature is
+# set anywhere in it.
+_DRB_CLIENT = ("the authors' client (utils/api.py) sends thinking_budget=16000 on every call, no output cap and "
+               "no temperature, and pins gemini-2.5-pro-preview-06-05 / gemini-2.5-flash-preview-05-20 in one "
+               "published version (gemini-2.5-pro / gemini-2.5-flash by default in a later one)")
+
 PROTOCOLS: dict[str, Protocol] = {
     "drb": Protocol(
         name="drb", judge_model="gemini-2.5-pro", thinking_budget=16_000, provider_temperature=True,
         method_options={"race_weight_samples": 5, "prompt_language": "auto"},
-        source="DeepResearch Bench: RACE judged by Gemini-2.5-Pro (Sec. 4.1.1); a thinking budget of 16,000 "
-               "tokens is the paper's setting for thinking models (App. H.2, stated for the evaluated models; "
-               "the judge's own is not stated); no judge temperature stated; the benchmark's weight generator "
-               "draws 5 samples; Chinese tasks get Chinese instructions"),
+        source="DeepResearch Bench: RACE judged by Gemini-2.5-Pro (Sec. 4.1.1); " + _DRB_CLIENT + "; the "
+               "benchmark's weight generator draws 5 samples; Chinese tasks get Chinese instructions"),
     "drb-fact": Protocol(
-        name="drb-fact", judge_model="gemini-2.5-flash", provider_temperature=True,
+        name="drb-fact", judge_model="gemini-2.5-flash", thinking_budget=16_000, provider_temperature=True,
         method_options={"prompt_language": "auto"},
         source="DeepResearch Bench: FACT's extraction and support judgement by Gemini-2.5-Flash "
-               "(Sec. 4.1.1); no temperature stated"),
+               "(Sec. 4.1.1); " + _DRB_CLIENT),
     "reporteval": Protocol(
         name="reporteval", judge_model="gpt-4o", provider_temperature=True,
         source="DeepResearch-ReportEval: every LLM-as-a-judge step uses GPT-4o (Sec. 3); no temperature "
@@ -48,9 +56,10 @@ PROTOCOLS: dict[str, Protocol] = {
         source="DeepResearch Arena: Gemini-2.5-Flash is the one evaluator of KAE and ACE (experimental setup); no "
                "judge temperature stated"),
     "rigorous": Protocol(
-        name="rigorous", judge_model="gpt-4o-2024-11-20",
-        source="Rigorous Bench: gpt-4o-2024-11-20 scores each rubric (Sec. 5.1); temperature 0.0 "
-               "(drscore's templates already use 0.0)"),
+        name="rigorous", judge_model="gpt-4o-2024-11-20", provider_temperature=True,
+        source="Rigorous Bench: gpt-4o-2024-11-20 scores each rubric (Sec. 5.1); the judge's temperature is not "
+               "stated (the section's 'temperature=0.0' is that of the thirteen evaluated models, not the judge's), "
+               "so the provider's default, as for the other presets"),
 }
 
 

@@ -5,6 +5,12 @@ Content kinds: ``html`` (trafilatura main-content extraction, falling back to al
 text when trafilatura finds no main content), ``text`` (plain text and markdown, used
 as-is), ``json`` (used as-is) and ``pdf`` (pypdf text of the first pages, bounded in
 pages and time). Everything else is ``not_text``.
+
+A page's text opens with its title and description (an HTML page's ``<title>``/``og:title``
+and meta description, a PDF's document title), each on a paragraph of its own, before the
+content: DeepResearch Bench sends its judge ``title``, ``description`` and ``content`` of
+every page (``utils/scrape.py``: ``f"{title}\n\n{description}\n\n{content}"``), so a
+statement that only a headline supports is judged against the same words here.
 """
 from __future__ import annotations
 
@@ -41,26 +47,61 @@ def visible_text(html: str) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def html_to_text(html: str, url: str | None = None) -> tuple[str, str]:
-    """Main text of an HTML page and the extractor that produced it.
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+_META_DESCRIPTION = re.compile(
+    r"""<meta\s[^>]*?(?:name|property)\s*=\s*["'](?:og:)?description["'][^>]*?content\s*=\s*["']([^"']*)["']"""
+    r"""|<meta\s[^>]*?content\s*=\s*["']([^"']*)["'][^>]*?(?:name|property)\s*=\s*["'](?:og:)?description["']""",
+    re.IGNORECASE)
 
-    trafilatura first (main content, tables kept, comments dropped); when it returns
-    nothing (very short pages, unusual layouts) but the page has visible text, that
-    visible text is used instead, so a real page is never reported empty.
+
+def _one_line(text: str | None) -> str:
+    return _SPACES.sub(" ", " ".join((text or "").split())).strip()
+
+
+def html_page(html: str, url: str | None = None) -> tuple[str, str, str, str]:
+    """``(title, description, main text, extractor)`` of an HTML page.
+
+    trafilatura first (main content, tables kept, comments dropped, and the page's title
+    and description); when it finds no main text (very short pages, unusual layouts) but
+    the page has visible text, that visible text is used instead, so a real page is never
+    reported empty.
     """
     try:
-        text = trafilatura.extract(html, url=url, include_comments=False,
-                                   include_tables=True, favor_recall=True,
-                                   deduplicate=False) or ""
+        doc = trafilatura.bare_extraction(html, url=url, with_metadata=True, include_comments=False,
+                                          include_tables=True, favor_recall=True, deduplicate=False)
     except Exception:  # trafilatura bugs on odd markup must not lose the page
-        text = ""
-    if text.strip():
-        return text.strip(), "trafilatura"
-    return visible_text(html), "visible-text fallback"
+        doc = None
+    head = html[:65536]
+    # The document's own <title> as written (the benchmark's reader returns it so; trafilatura
+    # trims a site name off it), else trafilatura's (og:title, the first heading).
+    m = _TITLE.search(head)
+    title = _one_line(lxml.html.fromstring(f"<p>{m.group(1)}</p>").text_content()) if m and m.group(1).strip() else ""
+    title = title or _one_line(getattr(doc, "title", None))
+    description = _one_line(getattr(doc, "description", None))
+    if not description and (m := _META_DESCRIPTION.search(head)):
+        description = _one_line(lxml.html.fromstring(f"<p>{m.group(1) or m.group(2)}</p>").text_content())
+    text = (getattr(doc, "text", None) or "").strip()
+    if text:
+        return title, description, text, "trafilatura"
+    return title, description, visible_text(html), "visible-text fallback"
 
 
-def pdf_to_text(body: bytes, *, max_pages: int, time_budget_s: float) -> tuple[str, str]:
-    """Text of the first ``max_pages`` pages of a PDF (stops early past the time budget)."""
+def html_to_text(html: str, url: str | None = None) -> tuple[str, str]:
+    """Main text of an HTML page and the extractor that produced it (see :func:`html_page`)."""
+    _, _, text, extractor = html_page(html, url)
+    return text, extractor
+
+
+def page_text(title: str, description: str, content: str) -> str:
+    """The page as the judge reads it: title, description and content, each a paragraph
+    (empty parts and a description that repeats the title left out)."""
+    parts = [title, description if description != title else "", content]
+    return "\n\n".join(p for p in parts if p)
+
+
+def pdf_to_text(body: bytes, *, max_pages: int, time_budget_s: float) -> tuple[str, str, str]:
+    """``(document title, text of the first max_pages pages, detail)`` of a PDF (stops
+    early past the time budget)."""
     from drscore.engine.runtime.extras import require
 
     require("pdf", "reading PDF pages")  # the page fails with this message as its detail
@@ -78,7 +119,11 @@ def pdf_to_text(body: bytes, *, max_pages: int, time_budget_s: float) -> tuple[s
         if time.monotonic() - start > time_budget_s:
             break
     text = "\n\n".join(p.strip() for p in parts if p.strip())
-    return text, f"pypdf: {len(parts)} of {total} pages"
+    try:
+        title = _one_line(str(reader.metadata.title)) if reader.metadata and reader.metadata.title else ""
+    except Exception:  # a malformed info dictionary is no reason to lose the text
+        title = ""
+    return title, text, f"pypdf: {len(parts)} of {total} pages"
 
 
 def extract_page(body: bytes, kind: str, charset: str | None, url: str | None = None, *,
@@ -86,17 +131,22 @@ def extract_page(body: bytes, kind: str, charset: str | None, url: str | None = 
     """Turn a response body of a known kind into text (the worker-process entry point)."""
     try:
         if kind == "pdf":
-            text, detail = pdf_to_text(body, max_pages=pdf_max_pages,
-                                       time_budget_s=pdf_time_budget_s)
+            title, text, detail = pdf_to_text(body, max_pages=pdf_max_pages,
+                                              time_budget_s=pdf_time_budget_s)
+            description = ""
         else:
             decoded = decode_body(body, charset, kind)
             if kind == "html":
-                text, detail = html_to_text(decoded, url)
+                title, description, text, detail = html_page(decoded, url)
             else:
+                title, description = "", ""
                 text, detail = decoded.replace("\r\n", "\n").strip(), kind
     except Exception as exc:  # a corrupt document is this page's failure, not the run's
         return Extracted("error", "", None, f"{kind} extraction failed: "
                                             f"{type(exc).__name__}: {str(exc)[:200]}")
     if not text.strip():
         return Extracted("empty", "", None, f"no text after extraction ({detail})")
+    if title or description:
+        text = page_text(title, description, text)
+        detail += "; title and description first"
     return Extracted("ok", text, content_hash(text), detail)

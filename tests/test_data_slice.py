@@ -47,5 +47,6 @@ def test_other_agents_reports_match_their_manifest():
 
 
 def test_slice_is_small():
-    # The issue asks for "a few MB at most": the slice is well under one.
-    assert sum(p.stat().st_size for p in DATA.rglob("*") if p.is_file()) < 1_000_000
+    # The issue asks for "a few MB at most": the slice and the other agents' reports
+    # (seven OpenAI exports, 0.3 MB) stay well under two.
+    assert sum(p.stat().st_size for p in DATA.rglob("*") if p.is_file()) < 2_000_000

@@ -22,7 +22,8 @@ from drscore.engine.runtime.method import ItemContext, Option, expect_calls
 from drscore.engine.runtime.calls.tokens import estimate_tokens
 from drscore.engine.runtime.calls.windows import window_of
 from drscore.engine.text.citations import CitationPair, CitationParse, parse_citations
-from drscore.engine.text.identifiers import identifier_urls, mentions_identifier, target_url
+from drscore.engine.text.identifiers import find_identifiers, identifier_end, identifier_url, identifier_urls
+from drscore.engine.text.identifiers import mentions_identifier, target_url
 from drscore.engine.text.passages import Window, select_passages
 
 DEFAULT_PAGE_BUDGET = 6000
@@ -37,6 +38,10 @@ DEFAULT_JUDGE_CONTEXT = 32_000
 # token counts here are estimates, and a request that overflows is paid for and fails.
 CONTEXT_SHARE = 0.85
 DEFAULT_EXTRACT_CHUNK = 6000
+# Where a pair citing a scholarly identifier points: its canonical URL (drscore's default,
+# a page that can be fetched) or the identifier as written ("arXiv:2311.10252"), which is
+# what the benchmark's extractor sometimes kept and its scraper then fetched as is.
+IDENTIFIER_URL_MODES = ("canonical", "as-written")
 SOURCES_BUDGET = 2000  # tokens of URL-bearing lines sent with every extraction chunk
 
 
@@ -126,18 +131,23 @@ class PagePlan(msgspec.Struct, frozen=True):
         return f"{shown}; {rule}"
 
 
-def page_plan(mode: str, model: str, window_budget: int, template: str, prompt_tokens: int) -> PagePlan:
+def page_plan(mode: str, model: str, window_budget: int, template: str, prompt_tokens: int,
+              output_cap: int | None = None) -> PagePlan:
     """The page budget of one call of ``template``: ``window_budget`` in window mode; in
     whole mode what the judge's context (:func:`drscore.engine.runtime.calls.windows.window_of`,
-    :data:`DEFAULT_JUDGE_CONTEXT` when unknown) leaves after ``prompt_tokens`` of prompt
-    and the template's output cap, times :data:`CONTEXT_SHARE`. Never below ``window_budget``."""
+    :data:`DEFAULT_JUDGE_CONTEXT` when unknown) leaves after everything else the request
+    carries, times :data:`CONTEXT_SHARE`: ``prompt_tokens`` of prompt and the output cap
+    sent, ``output_cap`` (the template's answer cap plus the thinking allowance of a
+    thinking judge, see :meth:`drscore.engine.runtime.context.ItemContext.output_cap`;
+    the template's answer cap alone when not given). Never below ``window_budget``."""
     if mode not in PAGE_TEXT_MODES:
         raise ValueError(f"page text mode must be one of {', '.join(PAGE_TEXT_MODES)}, not {mode!r}")
     if mode == "window":
         return PagePlan(mode="window", budget=window_budget)
     known = window_of(model) if model else None
     context = known.context if known else DEFAULT_JUDGE_CONTEXT
-    room = context - prompts.load(template).max_tokens - prompt_tokens
+    cap = output_cap if output_cap is not None else prompts.load(template).max_tokens
+    room = context - cap - prompt_tokens
     budget = max(window_budget, int(room * CONTEXT_SHARE))
     return PagePlan(mode="whole", budget=budget, context=context,
                     context_source=model.strip() if known else "default")
@@ -208,8 +218,37 @@ def _url_in_report(url: str, text: str, identifiers: frozenset[str]) -> bool:
     """True when ``url`` is written in the report, or is the canonical URL of an
     identifier the report cites (``arXiv:2311.10252`` -> ``https://arxiv.org/abs/2311.10252``)."""
     url = url.strip()
+    # The report may write the address without its scheme ("www.who.int/x", "arxiv.org/abs/...").
+    bare = url.split("://", 1)[-1].rstrip("/")
     return bool(url) and (url in text or url.rstrip("/") in text or url in identifiers
-                          or url.rstrip("/") + "/" in identifiers)
+                          or url.rstrip("/") + "/" in identifiers or (len(bare) > 8 and bare in text))
+
+
+def written_identifiers(text: str) -> dict[str, str]:
+    """``{canonical URL: the identifier as first written}`` for the identifiers ``text``
+    cites (``https://arxiv.org/abs/2311.10252`` -> ``arXiv:2311.10252``), leaving out those
+    whose canonical URL the text itself writes (a reader would take that URL)."""
+    out: dict[str, str] = {}
+    for m in find_identifiers(text):
+        url = identifier_url(m)
+        if url is not None and url not in out and url.rstrip("/") not in text:
+            out[url] = text[m.start():identifier_end(m)].strip()
+    return out
+
+
+def _as_written(pairs: list[CitationPair], text: str) -> list[CitationPair]:
+    """``pairs`` with every identifier's canonical URL replaced by the identifier as written."""
+    written = written_identifiers(text)
+    if not written:
+        return pairs
+    out: list[CitationPair] = []
+    seen: set[tuple[str, str]] = set()
+    for p in pairs:
+        url = written.get(p.url, p.url)
+        if (p.statement, url) not in seen:
+            seen.add((p.statement, url))
+            out.append(CitationPair(statement=p.statement, url=url, marker=p.marker, kind=p.kind))
+    return out
 
 
 async def report_pairs(
@@ -219,15 +258,23 @@ async def report_pairs(
     extractor: str = "auto",
     chunk_tokens: int = DEFAULT_EXTRACT_CHUNK,
     template: str = "fact_extract",
+    identifier_urls_mode: str = "canonical",
 ) -> ReportPairs:
     """Statement-URL pairs of ``ctx.report``: parsed, or extracted by the judge (with
     ``template``, ``fact_extract`` or its Chinese version) when ``extractor`` is ``llm``,
     or ``auto`` and the report has citation points the parser could not turn into pairs.
-    A bibliography with no citation point in the text is parseable and yields no pairs."""
+    A bibliography with no citation point in the text is parseable and yields no pairs.
+    ``identifier_urls_mode``: ``canonical`` points a pair citing an identifier at its
+    canonical URL; ``as-written`` at the identifier as the report writes it, which the
+    benchmark's scraper fetched as is (see :data:`IDENTIFIER_URL_MODES`)."""
+    if identifier_urls_mode not in IDENTIFIER_URL_MODES:
+        raise ValueError(f"--identifier-urls must be one of {', '.join(IDENTIFIER_URL_MODES)}, "
+                         f"not {identifier_urls_mode!r}")
     text = ctx.report.report
     parse = await ctx.offload(_parse, text, scope)
     if extractor == "parser" or (extractor == "auto" and parse.parseable):
-        return ReportPairs(pairs=parse.pairs, extractor="parser", parse=parse)
+        parsed = parse.pairs if identifier_urls_mode == "canonical" else await ctx.offload(_as_written, parse.pairs, text)
+        return ReportPairs(pairs=parsed, extractor="parser", parse=parse)
     chunks = chunk_report(text, chunk_tokens)
     sources = url_lines(text)
     expect_calls(ctx, len(chunks), template, chunks[0] if chunks else "")
@@ -252,13 +299,16 @@ async def report_pairs(
             continue
         for p in ans.pairs:
             statement, url = " ".join(p.statement.split()), p.url.strip().strip("<>")
-            url = target_url(url) or url  # an identifier the judge copied as written
+            if identifier_urls_mode == "canonical":
+                url = target_url(url) or url  # an identifier the judge copied as written
             if not statement or not _url_in_report(url, text, identifiers):
                 dropped += 1  # an invented or mangled URL cannot be checked
                 continue
             if (statement, url) not in seen:
                 seen.add((statement, url))
                 pairs.append(CitationPair(statement=statement, url=url, marker="", kind="llm"))
+    if identifier_urls_mode == "as-written":
+        pairs = _as_written(pairs, text)  # a canonical URL the judge wrote for an identifier
     return ReportPairs(pairs=pairs, extractor="llm", parse=parse, dropped=dropped, errors=errors,
                        chunks=len(chunks), chunks_failed=sum(isinstance(a, JudgeFailed) for a in answers))
 
@@ -298,4 +348,8 @@ def pair_options() -> tuple[Option, ...]:
         Option("statement-scope", "text a citation covers: its sentence (widened when very short) or "
                "every sentence since the previous citation (span)", "sentence", choices=("sentence", "span")),
         Option("extract-chunk-tokens", "report tokens per judge extraction call", DEFAULT_EXTRACT_CHUNK, "int", low=1),
+        Option("identifier-urls", "where a pair citing a scholarly identifier (arXiv:, doi:, PMID, PMCID, ISBN) "
+               "points: its canonical URL (canonical; https://arxiv.org/abs/..., https://doi.org/...) or the "
+               "identifier as written (as-written: what the benchmark's extractor sometimes kept and its scraper "
+               "fetched as is, so the page fails as it did there)", "canonical", choices=IDENTIFIER_URL_MODES),
     )

@@ -116,7 +116,8 @@ class Factuality(Method):
 
     async def score(self, ctx: ItemContext) -> MethodResult:
         rp = await report_pairs(ctx, scope=self.opts["statement_scope"], extractor=self.opts["citation_extractor"],
-                                chunk_tokens=int(self.opts["extract_chunk_tokens"]))
+                                chunk_tokens=int(self.opts["extract_chunk_tokens"]),
+                                identifier_urls_mode=str(self.opts["identifier_urls"]))
         pairs = list(rp.pairs)
         cap = int(self.opts["factuality_max_pairs"] or 0)
         sampled_from = len(pairs)

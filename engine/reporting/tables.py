@@ -528,7 +528,7 @@ def leaderboard_markdown(run: RunDir, board: dict[str, list[LeaderboardRow]], *,
                 f"{cost_text(e.cost_usd)} |")
         note = comparison_note(entries)
         if note:
-            lines += ["", f"> {note}"]
+            lines += ["", f"> {_md(note)}"]  # it names the agents: data, escaped like every cell
         for e in entries:  # shown, not ranked (engine.stats.rankable)
             if e.unranked_reason:
                 lines += ["", f"> not ranked: {_md(e.agent)} ({_md(e.unranked_reason)})"]

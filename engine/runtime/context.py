@@ -7,6 +7,7 @@ import random
 from concurrent.futures import Executor
 from typing import Any, Callable, TypeVar
 
+from drscore import prompts
 from drscore.engine.runtime.evidence import PageSource
 from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.runtime.calls.ledger import CALLER, Usage
@@ -133,6 +134,12 @@ class ItemContext:
         (see :func:`drscore.engine.runtime.method.expect_calls`)."""
         if self._work is not None:
             self._work.expect(n, template, split_estimate(text) if text else None)
+
+    def output_cap(self, template: str) -> int:
+        """The output cap a call of ``template`` is sent: its answer cap plus the judge's
+        thinking allowance (:class:`drscore.engine.runtime.calls.thinking.ThinkingPolicy`),
+        or ``--max-output-tokens``. Room the context window must leave besides the prompt."""
+        return self.pool.thinking.cap(prompts.load(template).max_tokens)
 
     def _record(self, rec: VerdictRecord) -> None:
         if self._on_verdict is not None:

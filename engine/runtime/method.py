@@ -80,6 +80,10 @@ class ItemContext(Protocol):
         ``verdict`` Struct (its JSON Schema is the response format) and decode it.
         Raises :class:`drscore.engine.runtime.calls.judging.JudgeFailed` after bounded retries."""
 
+    def output_cap(self, template: str) -> int:
+        """The output cap a call of ``template`` is sent (answer cap plus a thinking
+        judge's allowance): room the judge's context must leave besides the prompt."""
+
     def rng(self, *salt: Any) -> random.Random:
         """A generator seeded by the run seed, task, agent, method and ``salt``."""
 

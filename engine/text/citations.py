@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from typing import Iterator
+from typing import Callable, Iterator
 
 import msgspec
 
@@ -41,9 +41,11 @@ from drscore.engine.text.identifiers import find_identifiers, identifier_end, id
 from drscore.engine.text.identifiers import target_url
 from drscore.engine.text.reference_list import FENCE as _FENCE
 from drscore.engine.text.reference_list import HEADING as _HEADING
+from drscore.engine.text.reference_list import SCHEMELESS as _SCHEMELESS
 from drscore.engine.text.reference_list import URL_BODY as _URL_BODY
 from drscore.engine.text.reference_list import clean_url as _clean_url
 from drscore.engine.text.reference_list import layout as _layout
+from drscore.engine.text.reference_list import trim_url as _strip_punct
 from drscore.engine.text.sentences import boundaries as _boundaries
 from drscore.engine.text.sentences import split_sentences
 
@@ -105,15 +107,26 @@ class CitationParse(msgspec.Struct):
 
 # --------------------------------------------------------------------------- patterns
 
-# Inline link; the target may contain one level of balanced parentheses (Wikipedia).
-_LINK_TARGET = r"<?(https?://(?:[^\s()<>]|\([^\s()<>]*\))+)>?(?:\s+(?:\"[^\"]*\"|'[^']*'))?\s*"
+# Inline link; the target may contain one level of balanced parentheses (Wikipedia), and
+# may be written without a scheme when it is unmistakably an address (``www.``, the
+# arXiv and DOI resolvers).
+_LINK_URL = r"(?:https?://|www\.|(?:dx\.)?doi\.org/|arxiv\.org/)(?:[^\s()<>]|\([^\s()<>]*\))+"
+_LINK_TAIL = r">?(?:\s+(?:\"[^\"]*\"|'[^']*'))?\s*"
+_LINK_TEXT = r"\[(?:[^\[\]]|\[[^\[\]]*\])*\]"
+# A parenthesis holding nothing but links ("([NASA](https://...))", "([a](u); [b](v))"):
+# a citation, not content, so its text does not stay in the statement.
+_ANY_LINK = _LINK_TEXT + r"\(\s*<?(?:" + _LINK_URL + "|" + _IDENT_TARGET + ")" + _LINK_TAIL + r"\)"
+_SUPERSCRIPTS = "⁰¹²³⁴⁵⁶⁷⁸⁹"
+_NUMS = r"\d{1,3}(?:\s*(?:[,，、;；]|[-–—~])\s*\d{1,3})*"
 _CITE_HEAD = (
     r"(?P<code>`+)[^`\n]*?(?P=code)"
-    r"|(?P<image>!\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(" + _LINK_TARGET + r"\))"
-    r"|\[(?P<ltext>(?:[^\[\]]|\[[^\[\]]*\])*)\]\(" + _LINK_TARGET.replace("(https", "(?P<lurl>https", 1) + r"\)"
+    # (not "Notion![[1]](url)": a marker link right after an exclamation mark is no image)
+    r"|(?P<image>!(?!\[\[\d{1,3}\]\]\()" + _LINK_TEXT + r"\(<?" + _LINK_URL + _LINK_TAIL + r"\))"
+    r"|(?P<pgroup>[(（]\s*" + _ANY_LINK + r"(?:\s*[,;，；]?\s*" + _ANY_LINK + r")*\s*[)）])"
+    r"|\[(?P<ltext>(?:[^\[\]]|\[[^\[\]]*\])*)\]\(<?(?P<lurl>" + _LINK_URL + ")" + _LINK_TAIL + r"\)"
     r"|\[(?P<itext>(?:[^\[\]]|\[[^\[\]]*\])*)\]\(\s*<?(?P<iurl>" + _IDENT_TARGET + r")>?\s*\)"
     r"|<(?P<auto>https?://[^\s<>]+)>"
-    r"|(?P<bare>https?://" + _URL_BODY + r")"
+    r"|(?P<bare>https?://" + _URL_BODY + "|" + _SCHEMELESS + _URL_BODY + r")"
 )
 # "(arXiv:2311.10252)", "[doi:10.1/x; PMID: 123]" or an identifier standing in the text.
 # Scanning for it at every position is costly, so it is only in the pattern used on text
@@ -123,16 +136,73 @@ _CITE_IDENT = (
 )
 _CITE_TAIL = (
     r"|\[\^(?P<foot>[^\]\s]{1,40})\]"
-    r"|(?:\[|【)(?P<num>\d{1,3}(?:\s*(?:[,，、;；]|[-–—~])\s*\d{1,3})*)(?:†[^】\]\n]{0,40})?(?:\]|】)"
+    r"|(?:\[|【)(?P<num>" + _NUMS + r")(?:†[^】\]\n]{0,40})?(?:\]|】)"
+    # Superscript markers: "<sup>3</sup>", "<sup>[3,4]</sup>", "^3^", "¹²", "¹,³", "¹⁻³".
+    r"|<sup>\s*\[?(?P<sup>" + _NUMS + r")\]?\s*</sup>"
+    r"|(?<![\[\w^])\^(?P<caret>\d{1,3}(?:,\d{1,3})*)\^?(?![\d^])"
+    r"|(?P<usup>[" + _SUPERSCRIPTS + r"]+(?:[,˒‚、⁻][" + _SUPERSCRIPTS + r"]+)*)"
 )
 # Without identifiers the "ident" group never matches, so both patterns have the same groups.
 _CITE_RE = re.compile(_CITE_HEAD + r"|(?P<ident>(?!))" + _CITE_TAIL, re.IGNORECASE)
 _CITE_RE_IDENT = re.compile(_CITE_HEAD + _CITE_IDENT + _CITE_TAIL, re.IGNORECASE)
+_LINK_IN_GROUP = re.compile(_LINK_TEXT + r"\(\s*<?(?P<url>" + _LINK_URL + "|" + _IDENT_TARGET + ")" + _LINK_TAIL + r"\)",
+                            re.IGNORECASE)
+_SUPERSCRIPT_CHAR = re.compile("[" + _SUPERSCRIPTS + "]")
 
 
-def _cite_re(text: str) -> re.Pattern[str]:
-    """The citation pattern for ``text``: with identifiers only when it mentions one."""
-    return _CITE_RE_IDENT if mentions_identifier(text) else _CITE_RE
+def _mentions_address(text: str, low: str) -> bool:
+    """Could ``text`` (``low`` being it in lower case) hold a URL, with or without a scheme?"""
+    return "://" in text or "www." in low or "doi.org/" in low or "arxiv.org/" in low
+
+
+def _worth_scanning(text: str) -> bool:
+    """Could ``text`` cite at all: brackets, a caret, an address, ``<sup>``, superscripts?
+    (Substring tests: most paragraphs of a long report cite nothing.)"""
+    if "[" in text or "【" in text or "^" in text or "://" in text:
+        return True
+    low = text.lower()
+    return "<sup" in low or _mentions_address(text, low) or _SUPERSCRIPT_CHAR.search(text) is not None
+_ID_SCHEMES = ("arxiv", "doi", "pmid", "pmcid", "isbn", "pmc")
+_SUPER_DIGITS = str.maketrans(_SUPERSCRIPTS + "˒‚、⁻", "0123456789,,,-")
+# What a superscript number after it is not a citation but an exponent, a unit power or a
+# charge: a digit or subscript ("10⁻³", "10^3", "PO₄³⁻"), a sign, or a one- or two-letter
+# token ("m²", "km²", "x^2", "R²"; an acronym is no base: "AI<sup>3</sup>" cites); a sign
+# right after it ("Fe³⁺", "PO₄³⁻") makes it a charge.
+_EXPONENT_BEFORE = re.compile(r"(?:[\d⁻⁺₀₁₂₃₄₅₆₇₈₉]|(?<![A-Za-z])(?:[A-Za-z]|[A-Za-z][a-z]))$")
+_CHARGE_AFTER = re.compile(r"[⁺⁻+\-]")
+# A number an exponent can sit on: one or two digits standing alone ("10³", "2^8", "e 10")
+# or any number after a subscript or sign; "$1,300", "2023" and "5.2" are no bases.
+_EXPONENT_BASE = re.compile(r"(?:^|[^\d,.])\d{1,2}$|[⁻⁺₀₁₂₃₄₅₆₇₈₉]\d*$")
+
+
+# Where a citation can start: every alternative of the patterns above begins with one of
+# these, so trying the big pattern only there gives finditer's matches at a fraction of
+# the cost (the regex engine would otherwise try every alternative at every character).
+_TRIGGER_CORE = (r"[`\[【^" + _SUPERSCRIPTS + r"]|!(?=\[)|<(?=sup>|https?://)|https?://|www\.|(?:dx\.)?doi\.org/"
+                 r"|arxiv\.org/")
+_TRIGGER = re.compile(_TRIGGER_CORE + r"|[(（](?=\s*\[)", re.IGNORECASE)
+# The same for text that holds no address: the address alternatives cost most of the scan.
+_TRIGGER_PLAIN = re.compile(r"[`\[【^" + _SUPERSCRIPTS + r"]|!(?=\[)|<(?=[sS][uU][pP]>)|[(（](?=\s*\[)")
+_TRIGGER_IDENT = re.compile(_TRIGGER_CORE + r"|[(（]|arxiv|doi|pmid|pmc|isbn", re.IGNORECASE)
+
+
+def _cite_matches(text: str) -> Iterator[re.Match[str]]:
+    """The citation matches in ``text``, in order (as ``finditer`` of the citation
+    pattern, with identifiers only when the text mentions one)."""
+    if mentions_identifier(text):
+        pattern, trigger = _CITE_RE_IDENT, _TRIGGER_IDENT
+    else:
+        pattern = _CITE_RE
+        trigger = _TRIGGER if _mentions_address(text, text.lower()) else _TRIGGER_PLAIN
+    pos = 0
+    for hit in trigger.finditer(text):
+        at = hit.start()
+        if at < pos:
+            continue
+        m = pattern.match(text, at)
+        if m is not None:
+            yield m
+            pos = m.end()
 
 
 _MARKER_TEXT = re.compile(r"^\s*\[?\^?(\d{1,3}(?:\s*[,，、;；\-–—~]\s*\d{1,3})*)\]?\s*$")
@@ -149,6 +219,9 @@ _BLANKISH = re.compile(r"^[\s\W_]*$")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _WORD = re.compile(r"[A-Za-z0-9]+")
 _SHORT_CLAIM = 8  # below this weight a citing sentence is not a claim on its own
+# A paragraph that is one bold phrase without a sentence end: a title ("**Key findings**").
+_LINK_TARGETS = re.compile(r"\]\([^)]*\)")
+_BOLD_TITLE = re.compile(r"^\s*(\*\*|__)(?:(?!\1)[^.!?。！？])+\1\s*[:：]?\s*$")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -171,54 +244,73 @@ def _labels(num_group: str) -> list[str]:
     return out
 
 
-def _units(body: list[tuple[int, str]]) -> Iterator[tuple[str, bool]]:
-    """Yield ``(unit_text, is_heading)``: paragraphs (wrapped lines joined), list items,
-    table rows and headings; fenced code is skipped."""
+_CJK_EDGE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef]")
+
+
+def _join_lines(lines: list[str]) -> str:
+    """A paragraph's wrapped lines as one: a space between them, none inside Chinese text
+    (a PDF conversion breaks Chinese lines anywhere)."""
+    if len(lines) == 1:
+        return lines[0]
+    out = lines[0]
+    for line in lines[1:]:
+        glue = "" if out and line and _CJK_EDGE.match(out[-1]) and _CJK_EDGE.match(line[0]) else " "
+        out = out + glue + line
+    return out
+
+
+def _units(body: list[tuple[int, str]]) -> Iterator[tuple[str, bool, int]]:
+    """Yield ``(unit_text, is_heading, line)``: paragraphs (wrapped lines joined), list
+    items, table rows and headings, with the line each ends on; fenced code is skipped."""
     para: list[str] = []
     in_fence = False
-    for _, line in body:
+    last = 0
+    for i, line in body:
         if (fence := _FENCE.match(line)):
             in_fence = not in_fence
             if para:
-                yield " ".join(para), False
+                yield _join_lines(para), False, last
                 para = []
             tail = line[fence.end():].strip()
             if not in_fence and tail:
-                yield tail, False  # "``` [21]": a citation written on the closing fence
+                yield tail, False, i  # "``` [21]": a citation written on the closing fence
             continue
         if in_fence:
             continue
         stripped = line.strip()
         if not stripped:
             if para:
-                yield " ".join(para), False
+                yield _join_lines(para), False, last
                 para = []
             continue
         if _HEADING.match(line):
             if para:
-                yield " ".join(para), False
+                yield _join_lines(para), False, last
                 para = []
-            yield stripped.lstrip("#").strip(), True
+            yield stripped.lstrip("#").strip(), True, i
             continue
         if stripped.startswith("|"):
             if para:
-                yield " ".join(para), False
+                yield _join_lines(para), False, last
                 para = []
             if not _TABLE_RULE.match(stripped):
-                yield stripped.strip("|").replace("|", " | "), False
+                yield stripped.strip("|").replace("|", " | "), False, i
             continue
         if _LIST_ITEM.match(stripped):
             if para:
-                yield " ".join(para), False
+                yield _join_lines(para), False, last
             para = [_LIST_ITEM.sub("", stripped, count=1)]
+            last = i
             continue
         para.append(stripped)
+        last = i
     if para:
-        yield " ".join(para), False
+        yield _join_lines(para), False, last
 
 
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,;:!?。，；：！？）)])")
 _SEPARATOR_BEFORE_CLOSE = re.compile(r"\s*[,;，；]+(?=[)）])")
+_SEPARATOR_AFTER_OPEN = re.compile(r"(?<=[(（])\s*[,;，；]+\s*")
 _EMPTY_PARENS = re.compile(r"[(（]\s*[)）]")
 
 
@@ -231,7 +323,8 @@ def _statement_text(raw: str) -> str:
     text = _SPACE_BEFORE_PUNCT.sub(r"\1", text)
     if ")" in text or "）" in text:
         # Separators left where an identifier was removed: "(Smith 2020; )" -> "(Smith 2020)".
-        text = _EMPTY_PARENS.sub("", _SEPARATOR_BEFORE_CLOSE.sub("", text)).strip()
+        text = _SEPARATOR_AFTER_OPEN.sub("", _SEPARATOR_BEFORE_CLOSE.sub("", text))
+        text = _SPACE_BEFORE_PUNCT.sub(r"\1", _EMPTY_PARENS.sub("", text)).strip()
     return text
 
 
@@ -248,16 +341,55 @@ def _ident_len(m: re.Match[str]) -> int:
     return identifier_end(m) - m.start()
 
 
-def _scan_unit(unit: str) -> tuple[str, list[_Cite]]:
-    """Remove citation syntax from one unit; return clean text and citation positions."""
-    if "[" not in unit and "【" not in unit and "://" not in unit and not mentions_identifier(unit):
+def _superscript_labels(m: re.Match[str], unit: str, known: Callable[[str], bool]) -> list[str] | None:
+    """Labels of a superscript marker (``¹²``, ``^3``, ``<sup>3</sup>``), or None when it
+    reads as an exponent, a unit power or a charge (``10³``, ``m²``, ``PO₄³⁻``) or, for
+    the bare forms (Unicode, caret), names an entry the report does not define. After a
+    number it is a marker only when it names defined entries and the number is no
+    exponent's base: ``$1,300<sup>2</sup>``, ``in 2023³`` cite; ``10³``, ``2^8`` do not."""
+    before = unit[max(0, m.start() - 12):m.start()]
+    if m.group("sup") is None and _CHARGE_AFTER.match(unit, m.end()):
+        return None
+    after_number = bool(before) and before[-1].isdigit()
+    if after_number:
+        if _EXPONENT_BASE.search(before):
+            return None
+    elif _EXPONENT_BEFORE.search(before[-3:]):
+        return None
+    if m.group("sup") is not None:
+        labels = _labels(m.group("sup"))
+        return labels if not after_number or all(known(x) for x in labels) else None
+    raw = m.group("caret") if m.group("caret") is not None else m.group("usup").translate(_SUPER_DIGITS)
+    labels = _labels(raw)
+    if labels and all(known(x) for x in labels):
+        return labels
+    if m.group("usup") is not None and raw.isdigit():
+        # "²³" is footnote 23 when the list has it, else markers 2 and 3 written together.
+        digits = [str(int(d)) for d in raw]
+        if all(known(x) for x in digits):
+            return list(dict.fromkeys(digits))
+    return None
+
+
+# After a sentence's end, before the next sentence (or the end of the unit): a link
+# standing there cites the sentence before it ("... away. [NASA](https://...) The ...").
+_SENTENCE_END_BEFORE = re.compile(r"[.!?。！？][”’\"')\]]*\s*$")
+_NEXT_SENTENCE_AFTER = re.compile(r"\s*(?:$|[A-Z\u3400-\u9fff(\[（【]|<sup|[" + _SUPERSCRIPTS + "])")
+
+
+def _scan_unit(unit: str, known: Callable[[str], bool] = lambda _: True) -> tuple[str, list[_Cite]]:
+    """Remove citation syntax from one unit; return clean text and citation positions.
+    ``known(label)`` says whether the report defines a reference label (bare superscript
+    numbers only count as markers when it does)."""
+    if not _worth_scanning(unit) and not mentions_identifier(unit):
         return unit, []  # fast path: most paragraphs of a long report cite nothing
     pieces: list[str] = []
     cites: list[_Cite] = []
     last = 0
     length = 0
-    for m in _cite_re(unit).finditer(unit):
-        pieces.append(unit[last:m.start()])
+    for m in _cite_matches(unit):
+        before = unit[last:m.start()]
+        pieces.append(before)
         length += m.start() - last
         last = m.end()
         kind = m.lastgroup
@@ -266,12 +398,20 @@ def _scan_unit(unit: str) -> tuple[str, list[_Cite]]:
             length += len(m.group(0))
         elif m.group("image") is not None:
             pass
+        elif m.group("pgroup") is not None:  # "([NASA](url); [ESA](url))": a citation, no text kept
+            for link in _LINK_IN_GROUP.finditer(m.group("pgroup")):
+                raw = link.group("url")
+                url = target_url(raw) if raw.lower().startswith(_ID_SCHEMES) else _clean_url(raw)
+                cites.append(_Cite(pos=length, kind="cite_link", labels=[], url=url or ""))
         elif m.group("lurl") is not None:
             text = m.group("ltext")
             url = _clean_url(m.group("lurl"))
             mk = _MARKER_TEXT.match(text)
             if mk:  # "[[3]](url)": a numbered marker that carries its own URL
                 cites.append(_Cite(pos=length, kind="inline_marker", labels=_labels(mk.group(1)), url=url))
+            elif _SENTENCE_END_BEFORE.search("".join(pieces[-2:])) and _NEXT_SENTENCE_AFTER.match(unit, m.end()):
+                # "... away. [NASA](url) The volume ...": the link cites the sentence it follows.
+                cites.append(_Cite(pos=length, kind="cite_link", labels=[], url=url))
             else:
                 cites.append(_Cite(pos=length, kind="inline", labels=[], url=url))
                 pieces.append(text)
@@ -297,13 +437,20 @@ def _scan_unit(unit: str) -> tuple[str, list[_Cite]]:
             raw = m.group("bare")
             url = _clean_url(raw)
             cites.append(_Cite(pos=length, kind="bare", labels=[], url=url))
-            tail = raw[len(url):]  # punctuation that belonged to the sentence
+            tail = raw[len(_strip_punct(raw)):]  # punctuation that belonged to the sentence
             pieces.append(tail)
             length += len(tail)
         elif m.group("foot") is not None:
             cites.append(_Cite(pos=length, kind="footnote", labels=[m.group("foot")]))
         elif m.group("num") is not None:
             cites.append(_Cite(pos=length, kind="numbered", labels=_labels(m.group("num"))))
+        elif kind in ("sup", "caret", "usup"):
+            labels = _superscript_labels(m, unit, known)
+            if labels is None:  # an exponent, not a citation: the text stays
+                pieces.append(m.group(0))
+                length += len(m.group(0))
+            else:
+                cites.append(_Cite(pos=length, kind="numbered", labels=labels))
         else:  # pragma: no cover - every alternative is handled above
             raise AssertionError(kind)
     pieces.append(unit[last:])
@@ -342,20 +489,19 @@ def _last_sentence(clean: str) -> str:
 # has no citation the parser reads and a bibliography exists, to tell an unusual citation
 # style (sent to the judge's extractor) from a bibliography nobody cites (no pairs).
 _LOOSE_MARKER = re.compile(
-    r"<sup>\s*\[?(\d{1,3})"  # <sup>3</sup>
-    r"|\^(\d{1,3})(?!\d)"  # ^3
-    r"|(?:来源|出处|参考|source|ref\.?|reference)\s*[:：#]?\s*(\d{1,3})(?!\d)"  # 来源21, Source 3
-    r"|(?<=[^\s\d])[ \u00a0](\d{1,3})(?=[ \t]*(?:$|[.。;；,，](?:\s|$)))"  # "... 等级 15" at a sentence end
-    r"|([¹²³⁴⁵⁶⁷⁸⁹⁰]+)",
+    r"(?:来源|出处|参考|source|ref\.?|reference)\s*[:：#]?\s*(\d{1,3})(?!\d)"  # 来源21, Source 3
+    r"|(?<=[^\s\d<>=≤≥.:：])[ \u00a0](\d{1,3})(?=[ \t]*(?:$|[.。;；](?:\s|$)))",  # "... 等级 15" at a sentence end
     re.IGNORECASE | re.MULTILINE,
 )
-_SUPERSCRIPT = str.maketrans("¹²³⁴⁵⁶⁷⁸⁹⁰", "1234567890")
+# "SAE Level 5.", "Episode 5.", "Windows 11.": a number after a capitalised word is a name.
+_NAME_BEFORE = re.compile(r"(?:^|\s)[A-Z][\w.-]*$")
 _LOOSE_MIN = 2  # one stray number is not a citation style
 
 
 def _loose_points(body: list[tuple[int, str]], entries: int) -> int:
     """How many marker-like numbers (at most ``entries``, the bibliography's size) the
-    body holds outside code."""
+    body holds outside code and headings. Superscripts are not among them: the parser
+    reads those itself."""
     count = 0
     in_fence = False
     for _, line in body:
@@ -365,8 +511,9 @@ def _loose_points(body: list[tuple[int, str]], entries: int) -> int:
         if in_fence or _HEADING.match(line):
             continue
         for m in _LOOSE_MARKER.finditer(line):
-            digits = next(g for g in m.groups() if g).translate(_SUPERSCRIPT)
-            if 1 <= int(digits) <= entries:
+            if m.group(1) is None and _NAME_BEFORE.search(line, 0, m.start()):
+                continue
+            if 1 <= int(m.group(1) or m.group(2)) <= entries:
                 count += 1
     return count
 
@@ -385,12 +532,20 @@ def parse_citations(text: str, *, scope: str = "sentence") -> CitationParse:
     refs = layout.references
     statements: list[str] = []
     cites_of: list[list[_Cite]] = []
+    lines_of: list[int] = []  # the line each statement's unit ends on
     prev_clean = ""  # clean text of the previous unit without citations
     prev_last: int | None = None  # index of the previous unit's last statement, if cited
 
     point_count = 0
-    for unit, _is_heading in _units(layout.body):
-        clean, cites = _scan_unit(unit)
+    defined = set(refs) | set(layout.unlinked)
+    known = defined.__contains__
+    for unit, is_heading, line in _units(layout.body):
+        if is_heading or _BOLD_TITLE.match(_LINK_TARGETS.sub("]", unit)):
+            # A heading names what follows; it is never a statement, and an identifier or
+            # a link in it (a literature summary titling each paper) cites nothing.
+            prev_clean, prev_last = "", None
+            continue
+        clean, cites = _scan_unit(unit, known)
         point_count += len(cites)
         if not cites:
             prev_clean, prev_last = clean, None
@@ -411,7 +566,7 @@ def parse_citations(text: str, *, scope: str = "sentence") -> CitationParse:
         orphans: list[_Cite] = []
         for c in cites:
             i = max(0, bisect.bisect_right(starts, c.pos) - 1)
-            if c.kind in ("numbered", "footnote", "inline_marker", "identifier"):
+            if c.kind in ("numbered", "footnote", "inline_marker", "identifier", "cite_link"):
                 # A marker with only blank text before it in its sentence closes the
                 # previous sentence ("... growth. [3] Next ...").
                 while i > 0 and _BLANKISH.match(clean[starts[i]:c.pos]):
@@ -429,6 +584,7 @@ def parse_citations(text: str, *, scope: str = "sentence") -> CitationParse:
                 # An empty statement still counts its markers below (no pair is made).
                 statements.append(_last_sentence(prev_clean))
                 cites_of.append(orphans)
+                lines_of.append(line)
         # Widen statements: previous uncited sentences join the citing one.
         last_idx = None
         for i, cs in enumerate(unit_cites):
@@ -441,6 +597,7 @@ def parse_citations(text: str, *, scope: str = "sentence") -> CitationParse:
                 j -= 1
             statements.append(_join([sentence(k) for k in range(j, i + 1)]))
             cites_of.append(cs)
+            lines_of.append(line)
             last_idx = len(statements) - 1
         prev_clean = clean
         # A later marker-only unit cites this unit's last sentence: reuse its statement
@@ -453,7 +610,8 @@ def parse_citations(text: str, *, scope: str = "sentence") -> CitationParse:
     unresolved: list[str] = []
     marker_count = 0
     unresolved_count = 0
-    for statement, cites in zip(statements, cites_of):
+    redefined = layout.redefined
+    for statement, cites, line in zip(statements, cites_of, lines_of):
         if not cites or not statement:
             if cites:  # nowhere to attach: keep the bookkeeping honest
                 for c in cites:
@@ -461,8 +619,8 @@ def parse_citations(text: str, *, scope: str = "sentence") -> CitationParse:
                     cited_labels.update(c.labels)
             continue
         for c in cites:
-            if c.kind in ("inline", "bare", "identifier"):
-                items = [(c.url, c.marker, c.kind)]
+            if c.kind in ("inline", "bare", "identifier", "cite_link"):
+                items = [(c.url, c.marker, "inline" if c.kind == "cite_link" else c.kind)]
             else:
                 items = []
                 for label in c.labels:
@@ -472,6 +630,8 @@ def parse_citations(text: str, *, scope: str = "sentence") -> CitationParse:
                     kind = "footnote" if c.kind == "footnote" else "numbered"
                     if c.kind == "inline_marker":
                         items.append((c.url, marker, "inline"))
+                    elif label in redefined:  # each section's own list: the one after the marker
+                        items.append((_list_after(redefined[label], line), marker, kind))
                     elif label in refs:
                         items.append((refs[label], marker, kind))
                     elif label in layout.unlinked:
@@ -507,6 +667,14 @@ def parse_citations(text: str, *, scope: str = "sentence") -> CitationParse:
     )
 
 
+def _list_after(definitions: list[tuple[int, str]], line: int) -> str:
+    """The URL a label has in the first list after ``line`` (else in the last list)."""
+    for at, url in definitions:
+        if at > line:
+            return url
+    return definitions[-1][1]
+
+
 def cited_urls(text: str | CitationParse) -> list[str]:
     """Unique URLs a report cites: in order of first citation in the text, then the
     reference-list URLs nobody cited (list order), then unlabeled reference URLs.
@@ -528,6 +696,8 @@ _PUNCT_AFTER = set(".,;:!?。，；：！？）)]」』")
 
 
 _GAP = "\x00"  # stands where citation syntax was removed, until spacing is fixed
+# "(arXiv:2001.08361, 2024)" without its identifier is "(2024)", not "(, 2024)".
+_GAP_AFTER_OPEN = re.compile(r"([(（])[ \t]*\x00[\x00 \t]*[,;，；][ \t]*")
 _GAP_BEFORE_PUNCT = re.compile(r"[ \t]*\x00[\x00 \t]*(?=[.,;:!?。，；：！？）)\]」』、]|$)")
 _GAP_RUN = re.compile(r"([ \t]*)\x00[\x00 \t]*")
 
@@ -544,16 +714,22 @@ def _close_gap(m: re.Match[str]) -> str:
     return " "
 
 
-def _strip_line(line: str) -> str:
+def _strip_line(line: str, known: Callable[[str], bool] = lambda _: True) -> str:
+    if not _worth_scanning(line) and not mentions_identifier(line):
+        return line
     out: list[str] = []
     last = 0
-    for m in _cite_re(line).finditer(line):
+    for m in _cite_matches(line):
         out.append(line[last:m.start()])
         last = m.end()
+        kind = m.lastgroup
         if m.group("code") is not None:
             out.append(m.group(0))
         elif m.group("lurl") is not None and not _MARKER_TEXT.match(m.group("ltext")):
-            out.append(m.group("ltext"))
+            # A link standing after a sentence's end is a citation; elsewhere its text is prose.
+            standing = (_SENTENCE_END_BEFORE.search(line[:m.start()])
+                        and _NEXT_SENTENCE_AFTER.match(line, m.end()))
+            out.append(_GAP if standing else m.group("ltext"))
         elif m.group("iurl") is not None:
             out.append(m.group("itext"))
         elif m.group("ident") is not None and m.group("ident")[0] not in "([（":
@@ -562,13 +738,16 @@ def _strip_line(line: str) -> str:
             out.extend((_GAP, raw[found[-1].start() + _ident_len(found[-1]):] if found else ""))
         elif m.group("bare") is not None:
             raw = m.group("bare")
-            out.extend((_GAP, raw[len(_clean_url(raw)):]))
+            out.extend((_GAP, raw[len(_strip_punct(raw)):]))
+        elif kind in ("sup", "caret", "usup") and _superscript_labels(m, line, known) is None:
+            out.append(m.group(0))
         else:
             out.append(_GAP)
     if not out:
         return line
     out.append(line[last:])
-    result = _GAP_BEFORE_PUNCT.sub("", "".join(out))
+    result = _GAP_AFTER_OPEN.sub(r"\1", "".join(out))
+    result = _GAP_BEFORE_PUNCT.sub("", result)
     return _GAP_RUN.sub(_close_gap, result)
 
 
@@ -576,6 +755,7 @@ def strip_citations(text: str) -> str:
     """The report without citation syntax: markers removed, links replaced by their
     text, bare URLs and reference sections/entries removed, code left untouched."""
     layout = _layout(text)
+    known = (set(layout.references) | set(layout.unlinked)).__contains__
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     out: list[str] = []
     in_fence = False
@@ -586,9 +766,9 @@ def strip_citations(text: str) -> str:
             in_fence = not in_fence
             tail = line[fence.end():]
             # A closing fence carries no info string, so text after it is prose.
-            out.append(line if in_fence or not tail.strip() else fence.group(0) + _strip_line(tail).rstrip())
+            out.append(line if in_fence or not tail.strip() else fence.group(0) + _strip_line(tail, known).rstrip())
             continue
-        out.append(line if in_fence else _strip_line(line))
+        out.append(line if in_fence else _strip_line(line, known))
     result = "\n".join(out)
     result = re.sub(r"\n[ \t]*(?:\n[ \t]*){2,}", "\n\n", result)
     return result.strip() + ("\n" if result.strip() else "")

@@ -8,7 +8,7 @@ benchmark's LLM extractor, which writes URLs) would follow:
 =========  ==========================================  ==============================================
 scheme     written as                                  URL
 =========  ==========================================  ==============================================
-arXiv      ``arXiv:2311.10252``, ``arXiv:hep-th/9901001v2``  ``https://arxiv.org/abs/<id>``
+arXiv      ``arXiv:2311.10252``, ``arXiv 2311.10252``  ``https://arxiv.org/abs/<id>``
 DOI        ``doi:10.1038/nature11152``, ``DOI 10.1/x``  ``https://doi.org/<doi>``
 PMID       ``PMID: 31452104``                          ``https://pubmed.ncbi.nlm.nih.gov/<id>/``
 PMCID      ``PMCID: PMC6800160``, ``PMC6800160``       ``https://pmc.ncbi.nlm.nih.gov/articles/<id>/``
@@ -28,7 +28,8 @@ __all__ = ["IDENTIFIER", "IDENTIFIER_HINT", "IDENTIFIER_PLAIN", "LINK_TARGET", "
 
 # One identifier with its prefix; exactly one named group is set per match.
 IDENTIFIER = (
-    r"(?:(?<![\w/.])arxiv\s*:\s*(?P<arxiv>\d{4}\.\d{4,5}(?:v\d+)?|[a-z][a-z\-]*(?:\.[a-z]{2})?/\d{7}(?:v\d+)?)"
+    r"(?:(?<![\w/.])arxiv(?:\s*:\s*|\s+(?=\d{4}\.\d{4,5}(?:v\d+)?\b))"
+    r"(?P<arxiv>\d{4}\.\d{4,5}(?:v\d+)?|[a-z][a-z\-]*(?:\.[a-z]{2})?/\d{7}(?:v\d+)?)"
     r"|(?<![\w/.])doi\s*(?::\s*|\s)(?P<doi>10\.\d{4,9}/(?:[^\s()<>\[\]\"'，。；、]|\([^\s()<>]*\))+)"
     r"|(?<![\w/.])pmid\s*:?\s*(?P<pmid>\d{1,9})(?!\d)"
     r"|(?<![\w/.])(?:pmcid\s*:?\s*)?(?P<pmc>pmc\d{4,9})(?!\d)"
@@ -40,7 +41,7 @@ IDENTIFIER_PLAIN = re.sub(r"\(\?P<\w+>", "(?:", IDENTIFIER)
 # A link target that is an identifier: ``(arXiv:1105.1834)``, ``(doi:10.1038/x)``, ``(PMC123)``.
 LINK_TARGET = r"(?:arxiv|doi|pmid|pmcid|isbn)\s*:\s*[^\s()<>]+(?:\([^\s()<>]*\)[^\s()<>]*)*|pmc\d{4,9}"
 # Cheap test before the full scan: does a piece of text mention a scheme at all?
-IDENTIFIER_HINT = re.compile(r"(?:arxiv|doi|pmid|pmcid|isbn(?:-1[03])?)\s*:|\b(?:doi|pmid|isbn)\s+\d|pmc\d",
+IDENTIFIER_HINT = re.compile(r"(?:arxiv|doi|pmid|pmcid|isbn(?:-1[03])?)\s*:|\b(?:doi|pmid|isbn|arxiv)\s+\d|pmc\d",
                              re.IGNORECASE)
 _DOI_TRAILING = ".,;:!?*_~'\""
 
@@ -99,7 +100,8 @@ def mentions_identifier(text: str) -> bool:
     """Cheap test: could ``text`` hold an identifier? (Substring checks first: the
     parser asks this of every paragraph, and most name no scheme at all.)"""
     low = text.lower()
-    return any(s in low for s in _SCHEMES) and IDENTIFIER_HINT.search(text) is not None
+    return ("arxiv" in low or "doi" in low or "pmid" in low or "pmc" in low or "isbn" in low) and \
+        IDENTIFIER_HINT.search(text) is not None
 
 
 def find_identifiers(text: str) -> list[re.Match[str]]:

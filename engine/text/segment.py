@@ -6,7 +6,9 @@ counted in characters, so Chinese and English reports use the same thresholds):
 ``paragraphs``
     Blank-line separated blocks of prose. Headings, horizontal rules, tables, fenced
     code, image-only lines and reference lists (a block whose every line cites a URL,
-    or the entries under a "References" / "Sources" / "参考文献" heading or label) are
+    or the entries under a "References" / "Sources" / "参考文献" heading or label, up to
+    the first block of prose: a line that merely names sources, a table's "Key
+    references" column header in a Word export, never swallows the text after it) are
     not paragraphs; they also end the paragraph they interrupt. Ordinary lists are
     content and stay.
 
@@ -25,6 +27,9 @@ import re
 from typing import Literal
 
 import msgspec
+
+from drscore.engine.text.identifiers import mentions_identifier
+from drscore.engine.text.reference_list import has_year_or_bib_words
 
 Mode = Literal["paragraphs", "sections"]
 MODES: tuple[str, ...] = ("paragraphs", "sections")
@@ -153,11 +158,14 @@ def _emit_block(
     piece: list[tuple[int, str]] = []
 
     def close_piece() -> None:
+        nonlocal in_references
         texts = [t for _, t in piece]
         if not texts:
             return
-        # Everything under a bibliography title, and any block made only of
-        # URL-citing entries, is a reference list, not a paragraph.
+        # Entries under a bibliography title, and any block made only of URL-citing
+        # entries, are a reference list, not a paragraph; prose ends the bibliography.
+        if in_references and any(_prose_line(t) for t in texts):
+            in_references = False
         if not (in_references or _is_reference_list(texts)):
             out.append(("\n".join(t.rstrip() for t in texts).strip(), piece[0][0] + 1))
         piece.clear()
@@ -188,6 +196,19 @@ def _emit_block(
 
 def _undecorate(line: str) -> str:
     return _DECORATION.sub("", line.strip())
+
+
+_PROSE_CHARS = 80  # a line this long (a CJK character counting two) is a paragraph's
+_CJK = re.compile(r"[\u3400-\u9fff]")
+
+
+def _prose_line(text: str) -> bool:
+    """A line of prose, not a bibliography entry: long, no list or entry marker, no
+    address or identifier, no year or words placed as a bibliography places them."""
+    t = text.strip()
+    if len(t) + len(_CJK.findall(t)) < _PROSE_CHARS or _LIST_OR_ENTRY.match(t) or _URL.search(t):
+        return False
+    return not mentions_identifier(t) and not has_year_or_bib_words(t)
 
 
 def _is_reference_list(texts: list[str]) -> bool:

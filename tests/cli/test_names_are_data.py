@@ -67,6 +67,27 @@ def test_leaderboard_markdown_carries_no_raw_html(run_dir):
     assert "| &lt;img src=x onerror=&quot;fetch(1)&quot;&gt; |" in md
 
 
+def test_every_sink_of_leaderboard_markdown_escapes_names(tmp_path: Path):
+    # The hostile names, scored on different tasks (one agent on one task only): the
+    # leaderboard then adds the "scored on different tasks" note, which names every agent,
+    # beside the table cells, the subscores table and the unranked lines.
+    tasks, reports = tmp_path / "tasks.jsonl", tmp_path / "reports.jsonl"
+    tasks.write_text("".join(json.dumps({"task_id": t, "prompt": "Explain quotas."}) + "\n" for t in TASKS))
+    reports.write_text("".join(json.dumps({"task_id": t, "agent": a, "report": TEXT}) + "\n"
+                               for a in AGENTS for t in TASKS if a != HTML or t == TASKS[0]))
+    out = tmp_path / "run"
+    assert main(["run", "--methods", "quality", "--tasks", str(tasks), "--reports", str(reports),
+                 "--out", str(out)]) == 0
+    assert main(["report", str(out)]) == 0
+    md = (out / "leaderboard.md").read_text(encoding="utf-8")
+    note = next(line for line in md.splitlines() if "scored on different tasks" in line)
+    assert "&lt;img src=x onerror=&quot;fetch(1)&quot;&gt; 1" in note
+    assert "<img" not in md and "\x1b" not in md
+    # every line naming the agent (table row, subscores row, note) carries it escaped
+    named = [line for line in md.splitlines() if "img src=x" in line]
+    assert len(named) >= 3 and all("&lt;img src=x" in line for line in named)
+
+
 def _cells(path: Path, column: str) -> list[str]:
     with open(path, newline="", encoding="utf-8") as f:
         return [r[column] for r in csv.DictReader(f)]

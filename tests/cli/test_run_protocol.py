@@ -24,6 +24,13 @@ def test_a_protocol_fills_in_only_what_was_not_set():
                                    method_options={"race_weight_samples": 1}))
     assert mine.judge.model == "o3" and mine.judge.thinking_budget is None  # the effort is the setting
     assert mine.method_options["race_weight_samples"] == 1
+    # FACT's calls go through the same client as RACE's, with the same thinking budget.
+    fact = with_protocol(RunConfig(methods=["fact"], reports=["r.jsonl"], protocol="drb-fact"))
+    assert fact.judge.model == "gemini-2.5-flash" and fact.judge.thinking_budget == 16_000
+    assert fact.judge.provider_temperature is True
+    # Rigorous Bench states no temperature for its judge: the provider's default, as for the others.
+    rigorous = with_protocol(RunConfig(methods=["rigorous"], reports=["r.jsonl"], protocol="rigorous"))
+    assert rigorous.judge.model == "gpt-4o-2024-11-20" and rigorous.judge.provider_temperature is True
     plain = RunConfig(methods=["race"], reports=["r.jsonl"])
     assert with_protocol(plain) is plain
     with pytest.raises(ValueError, match="unknown --protocol 'drx'"):

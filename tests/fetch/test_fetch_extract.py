@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from drscore.fetch.content import content_hash, decode_body, kind_of_content_type, sniff_kind
-from drscore.fetch.extract import extract_page, html_to_text, visible_text
+from drscore.fetch.extract import extract_page, html_page, html_to_text, page_text, visible_text
 
 
 @pytest.mark.parametrize("content_type, kind", [
@@ -87,3 +87,26 @@ def test_extract_page_statuses(make_pdf) -> None:
     broken = extract_page(b"%PDF-1.4 this is not really a pdf", "pdf", None)
     assert broken.status == "error" and broken.detail.startswith("pdf extraction failed")
     assert extract_page(b"   \n ", "text", None).status == "empty"
+
+
+def test_the_page_text_opens_with_its_title_and_description_as_the_benchmark_sends_it() -> None:
+    # A statement only the headline supports ("Moon is 384,400 km away") is judged
+    # against the same words the benchmark's judge saw: title, description, content.
+    html = ("<html><head><title>The Moon is 384,400 km away - Space Facts</title>"
+            '<meta name="description" content="How far is the Moon from Earth, on average?">'
+            "</head><body><article><p>Our natural satellite orbits Earth every 27.3 days, and its "
+            "phases follow the angle to the Sun, which is why they repeat monthly.</p>"
+            "<p>Tides are raised mostly by the Moon's gravity, a little by the Sun's.</p>"
+            "</article></body></html>")
+    title, description, text, extractor = html_page(html)
+    assert extractor == "trafilatura" and "384,400" not in text
+    page = extract_page(html.encode(), "html", "utf-8")
+    assert page.text == page_text(title, description, text)
+    assert page.text.startswith("The Moon is 384,400 km away - Space Facts\n\n"
+                                "How far is the Moon from Earth, on average?\n\nOur natural satellite")
+    assert page.detail == "trafilatura; title and description first"
+    # A page without either keeps its text as it was; a description repeating the title goes once.
+    assert page_text("", "", "Body.") == "Body." and page_text("T", "T", "Body.") == "T\n\nBody."
+    fallback = extract_page(b"<html><head><title>Notice</title></head><body><div class='comments'>"
+                            b"Reader note: the bridge reopened in May 2021.</div></body></html>", "html", None)
+    assert fallback.text == "Notice\n\nReader note: the bridge reopened in May 2021."

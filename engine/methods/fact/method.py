@@ -172,7 +172,8 @@ class Fact(Method):
     async def score(self, ctx: ItemContext) -> MethodResult:
         tpl = self.templates(ctx)
         rp = await report_pairs(ctx, scope=self.opts["statement_scope"], extractor=self.opts["citation_extractor"],
-                                chunk_tokens=int(self.opts["extract_chunk_tokens"]), template=tpl["extract"])
+                                chunk_tokens=int(self.opts["extract_chunk_tokens"]), template=tpl["extract"],
+                                identifier_urls_mode=str(self.opts["identifier_urls"]))
         if not rp.pairs and rp.extractor == "parser" or (rp.extractor == "llm" and not rp.pairs
                                                           and not rp.chunks_failed):
             # The benchmark skips reports without citations (its stat.py); the paper's
@@ -221,12 +222,16 @@ class Fact(Method):
             return result
         mode, window_budget = str(self.opts["fact_page_text"]), int(self.opts["page_budget_tokens"])
         model = str(getattr(ctx, "judge_model", "") or "")
+        # The output cap the support call is sent: its answer cap plus a thinking judge's
+        # allowance, which take room in the context window as much as the page does.
+        output_cap = getattr(ctx, "output_cap", None)
+        cap = output_cap(tpl["support"]) if callable(output_cap) else None
         support = batches(kept, int(self.opts["fact_statements_per_call"]))
         expect_calls(ctx, len(support), tpl["support"])  # known once the page is in, the statements de-duplicated
         for batch in support:
             fixed = {"url": url, "statements": numbered(batch)}
             plan = page_plan(mode, model, window_budget, tpl["support"],
-                             prompt_tokens_without_page(tpl["support"], fixed) if mode == "whole" else 0)
+                             prompt_tokens_without_page(tpl["support"], fixed) if mode == "whole" else 0, cap)
             window = await window_for(ctx, page.text, batch, plan.budget)
             result.windows.append(window.describe())
             shown = plan.describe(window)
@@ -264,6 +269,7 @@ class Fact(Method):
             "templates": {step: tpl[step] for step in ("extract", "dedup", "support")},
             "dedup_rule": str(self.opts["fact_dedup"]),
             "page_text": str(self.opts["fact_page_text"]),
+            "identifier_urls": str(self.opts["identifier_urls"]),
             "counts": counts,
             "pages": pages,
             "urls": [{"url": r.url, "page": r.page, "statements": r.statements, "kept": len(r.outcomes),

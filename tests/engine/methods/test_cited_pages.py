@@ -28,6 +28,16 @@ def test_whole_mode_never_shows_less_than_the_window_budget():
     assert page_plan("whole", "qwen3-32b", 6000, "fact_support", 40_000).budget == 6000
 
 
+def test_whole_mode_leaves_room_for_everything_the_request_carries():
+    # qwen3-32b: 40,960-token context. A thinking judge is sent the answer cap (1,500) plus
+    # its allowance (open family: 8,192), 9,692 in all; with a 400-token prompt the page may
+    # take (40,960 - 9,692 - 400) * 0.85 = 26,237.8 -> 26,237 tokens. Counting the answer cap
+    # alone gave (40,960 - 1,500 - 400) * 0.85 = 33,201, and 33,201 + 9,692 + 400 > 40,960.
+    assert page_plan("whole", "qwen3-32b", 6000, "fact_support", 400).budget == 33_201
+    plan = page_plan("whole", "qwen3-32b", 6000, "fact_support", 400, output_cap=9_692)
+    assert plan.budget == 26_237 and plan.budget + 9_692 + 400 <= 40_960
+
+
 def test_window_mode_is_the_page_budget():
     plan = page_plan("window", "gpt-4.1", 6000, "fact_support", 500)
     assert (plan.mode, plan.budget, plan.context) == ("window", 6000, 0)

@@ -591,6 +591,23 @@ def test_page_longer_than_an_unknown_judges_default_context_gets_its_relevant_pa
     assert "unknown model, default context 32,000" in support["page_text"]
 
 
+def test_a_thinking_judges_allowance_comes_out_of_the_pages_room():
+    from drscore import prompts
+    from drscore.engine.runtime.calls.thinking import ThinkingPolicy
+    page = _long_page(600)  # ~46,000 tokens, more than qwen3-32b's 40,960-token context
+    report = "Mackerel prices rose 12% in 2023 [1].\n\n[1] https://a.example/prices"
+    ctx = FakeContext(report, FakePages({"https://a.example/prices": page}), scripted())
+    ctx.judge_model = "qwen3-32b"
+    policy = ThinkingPolicy("qwen3-32b")  # the open family: 8,192 tokens to think
+    ctx.output_cap = lambda template: policy.cap(prompts.load(template).max_tokens)
+    assert ctx.output_cap("fact_support") == 1_500 + 8_192
+    run(ctx)
+    support = next(v for t, _, v in ctx.calls if t == "fact_support")
+    # page + everything else sent fits the context: (40,960 - 9,692 - prompt) * 0.85 at most
+    assert estimate_tokens(support["page"]) <= 0.85 * (40_960 - 9_692)
+    assert "Mackerel prices rose 12% in 2023, the ministry said." in support["page"]
+
+
 def test_window_mode_uses_the_page_budget_and_says_so():
     page = _long_page(300)
     report = "Mackerel prices rose 12% in 2023 [1].\n\n[1] https://a.example/prices"
@@ -644,3 +661,30 @@ def test_llm_extraction_keeps_identifier_urls_the_report_cites():
     res = run(ctx, citation_extractor="llm")
     assert res.details["extractor"] == "llm" and res.details["llm_pairs_dropped"] == 1
     assert [u["url"] for u in res.details["urls"]] == ["https://arxiv.org/abs/2311.10252"]
+
+
+def test_identifiers_point_at_their_canonical_url_or_as_written_like_the_benchmark():
+    # The benchmark's extractor sometimes kept "arXiv:..." as the URL, and its scraper
+    # fetched that string as is (it fails); --identifier-urls as-written does the same.
+    report = ("Loss falls as a power law of compute (arXiv:2001.08361). Attention suffices "
+              "(see https://arxiv.org/abs/1706.03762).\n")
+    fetched: list[str] = []
+
+    class Pages(FakePages):
+        async def get(self, url):
+            fetched.append(url)
+            return await super().get(url)
+
+    ctx = FakeContext(report, Pages({"https://arxiv.org/abs/2001.08361": "Loss falls as a power law.",
+                                     "https://arxiv.org/abs/1706.03762": "Attention suffices."}), scripted())
+    res = run(ctx)
+    assert sorted(fetched) == ["https://arxiv.org/abs/1706.03762", "https://arxiv.org/abs/2001.08361"]
+    assert res.details["identifier_urls"] == "canonical"
+    fetched.clear()
+    ctx = FakeContext(report, Pages({}), scripted())
+    res = run(ctx, identifier_urls="as-written")
+    # The URL the report writes stays a URL; the identifier is fetched as written.
+    assert sorted(fetched) == ["arXiv:2001.08361", "https://arxiv.org/abs/1706.03762"]
+    assert res.details["identifier_urls"] == "as-written"
+    with pytest.raises(ValueError, match="--identifier-urls"):
+        run(FakeContext(report, Pages({}), scripted()), identifier_urls="raw")

@@ -1,7 +1,9 @@
-"""The parser against the benchmark's own LLM extraction on real reports of two other
-agents (tests/data/drb_agents, provenance in its manifest.json): every URL the
-benchmark's extractor found is found, and the same report with its markers removed is
-a bibliography nobody cites, which yields no pair."""
+"""The parser against the benchmark's own LLM extraction on real reports of other agents
+(tests/data/drb_agents, provenance in its manifest.json: a DLS report, a gpt-researcher
+report and seven OpenAI Deep Research exports): every URL the benchmark's extractor found
+is found (but the two it wrote with characters changed, listed as ``unreachable_urls``),
+and the same report with its markers removed is a bibliography nobody cites, which yields
+no pair."""
 from __future__ import annotations
 
 import json
@@ -20,7 +22,8 @@ MANIFEST = json.loads((DATA / "manifest.json").read_text(encoding="utf-8"))
 def test_every_url_the_benchmark_extracted_is_found(report):
     parse = parse_citations((DATA / report["file"]).read_text(encoding="utf-8"))
     found = {p.url for p in parse.pairs}
-    assert set(report["gold_urls"]) <= found
+    reachable = set(report["gold_urls"]) - set(report.get("unreachable_urls", []))
+    assert sorted(reachable - found) == []
     assert parse.parseable and not parse.bibliography_only
 
 

@@ -163,3 +163,14 @@ def test_real_english_report():
     assert (units[-1].line, units[-1].text[:10]) == (161, "To succeed")
     # Sections: preamble (224 chars) + 6 sections; "## VI. Conclusion" carries the links.
     assert [u.line for u in segment(REPORTS[51], "sections")] == [1, 5, 19, 23, 49, 111, 131]
+
+
+def test_a_line_that_names_sources_does_not_swallow_the_prose_after_it():
+    # Word exports flatten tables one cell a line: "Key references" / "Sources" / "来源" are
+    # column headers, and the report goes on after them.
+    prose = ("Capgemini announced in July 2023 an investment plan of two billion euros over three years to "
+             "strengthen its leadership in AI.")
+    zh = "根据国家统计局数据，2023年全国居民人均可支配收入为三万九千元，比上年名义增长百分之六点三，实际增长百分之六点一。"
+    text = (f"Segment\n\nKey references\n\nBig 4\n\n{prose}\n\n来源\n\n国家统计局\n\n{zh}\n\nSources\n\n"
+            "Smith, J. (2020). A book on the subject of consulting firms and their many investments in AI.\n")
+    assert [u.text for u in segment(text, "paragraphs")] == [prose, zh]
