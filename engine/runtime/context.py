@@ -59,10 +59,17 @@ class ItemContext:
             judged = await self.pool.ask(template, verdict, variables, sample=sample, judge_sample=self.judge_sample)
         except JudgeFailed as e:
             self.meter.failed += 1
+            spent = e.spent
+            if spent is not None:  # the failed call's paid attempts count in every total
+                self.meter.add(spent)
             self._record(VerdictRecord(task_id=self.task.task_id, agent=self.report.agent, method=self.method,
                                        template=template, key="", cached=False, status="failed",
                                        error=f"{e.reason}: {e.detail}" if e.detail else e.reason, label=label,
                                        judge_sample=self.judge_sample,
+                                       input_tokens=spent.input_tokens if spent is not None else 0,
+                                       output_tokens=spent.output_tokens if spent is not None else 0,
+                                       cost_usd=(spent.cost_usd if spent is not None else 0.0)
+                                       if self.pool.priced else None,
                                        inputs=call_inputs(variables) if self._on_verdict else {}))
             raise
         self.meter.add(judged)

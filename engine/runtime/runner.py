@@ -246,6 +246,14 @@ class Runner:
         totals["refused_over_window"] = s.refused_over_window
         if s.structured_output_ignored:
             totals["structured_output_ignored"] = True  # the schema went into the prompt instead
+        adapted = getattr(getattr(self.pool.backend, "wire", None), "learned", None)
+        if adapted:  # request spellings the endpoint refused or ignored, and what was sent instead
+            totals["judge_adapted"] = list(adapted)
+        server = self.pool.server
+        if server is not None and server.server:  # what the endpoint said about itself
+            totals["judge_server"] = {k: v for k, v in msgspec.to_builtins(server).items() if v is not None}
+        if s.timeouts_not_resent:
+            totals["timeouts_not_resent"] = s.timeouts_not_resent
         stopped = self.pool.stopped
         if stopped is not None and not s.stopped_calls and not self.items_not_run:
             # Nothing was refused for the stop: every item has the row its own calls earned.

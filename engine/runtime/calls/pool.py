@@ -64,14 +64,15 @@ from drscore.engine.runtime.calls.budget import Budget, input_reservation
 from drscore.engine.runtime.calls.cache import AnswerCache, request_key
 from drscore.engine.runtime.calls.health import CircuitBreaker, EndpointGate
 from drscore.engine.runtime.calls.judging import (
-    ENDPOINT_FAULTS, OTHER_FAULTS, REQUEST_FAULTS, Backend, ChatRequest, JudgeError, JudgeFailed, Message,
-    RateLimited, StopReason, TransientError,
+    ENDPOINT_FAULTS, OTHER_FAULTS, REQUEST_FAULTS, VALIDATION_ERROR, Backend, ChatRequest, ChatResponse, JudgeError,
+    JudgeFailed, Message, RateLimited, StopReason, TransientError,
 )
 from drscore.engine.runtime.calls.limits import LimiterStopped, RateLimiter
 from drscore.engine.runtime.calls.prefix import CacheEstimator, WarmupGate, group_key
 from drscore.engine.runtime.calls.pricing import PriceTable
 from drscore.engine.runtime.calls.redact import redact
 from drscore.engine.runtime.calls.samples import key_component
+from drscore.engine.runtime.calls.slots import ServerFacts, ServerSlots
 from drscore.engine.runtime.calls.thinking import ThinkingPolicy, is_cut_off, split_thinking
 from drscore.engine.runtime.calls.tokens import TokenEstimator, estimate_messages, estimate_tokens, message_features
 from drscore.engine.runtime.calls.verdicts import VerdictDecodeError, decode_verdict, schema_of
@@ -123,6 +124,35 @@ class Judged(Generic[T]):
         return self.source in ("cache", "shared")
 
 
+class _Spent:
+    """What one call's attempts paid so far: the answer's figures, or a failed call's
+    (``JudgeFailed.spent``), so a failed item still counts what it cost."""
+
+    __slots__ = ("input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens", "cost",
+                 "cost_uncached", "batched", "judge_spans")
+
+    def __init__(self) -> None:
+        self.input_tokens = self.output_tokens = self.cached_input_tokens = self.reasoning_tokens = 0
+        self.cost = self.cost_uncached = 0.0
+        self.batched = False
+        self.judge_spans: list[Span] = []
+
+    def add(self, resp: ChatResponse, cost: float, cost_uncached: float) -> None:
+        self.input_tokens += resp.input_tokens
+        self.output_tokens += resp.output_tokens
+        self.cached_input_tokens += resp.cached_input_tokens
+        self.reasoning_tokens += resp.reasoning_tokens
+        self.cost += cost
+        self.cost_uncached += cost_uncached
+        self.batched = self.batched or resp.batched
+
+    def judged(self, value: Any, text: str, key: str, t0: float, wait_spans: list[Span]) -> Judged[Any]:
+        return Judged(value, text, key, "network", self.input_tokens, self.output_tokens, self.cost,
+                      time.monotonic() - t0, cached_input_tokens=self.cached_input_tokens,
+                      cost_uncached=self.cost_uncached, batched=self.batched, judge_spans=self.judge_spans,
+                      wait_spans=wait_spans, reasoning_tokens=self.reasoning_tokens)
+
+
 class PoolStats(msgspec.Struct):
     calls: int = 0  # successful network calls
     cache_hits: int = 0
@@ -146,6 +176,7 @@ class PoolStats(msgspec.Struct):
     request_faults: int = 0  # requests failed by their own content (judging.REQUEST_FAULTS), not the endpoint
     stopped_calls: int = 0  # calls failed only because the pool had stopped
     structured_output_ignored: bool = False  # response_format was ignored: the schema went into the prompt
+    timeouts_not_resent: int = 0  # timed out at a server that may still be working on them: not sent again
     # dry-run plan (calls that would be made)
     planned_calls: int = 0
     planned_input_tokens: int = 0
@@ -224,6 +255,11 @@ class JudgePool:
         known = window_of(backend.model) or (window_of(price_model) if price_model else None)
         self.window: int | None = known.context if known is not None else None
         self.window_source = "table" if known is not None else None
+        # What the server said about itself before the preflight (its window, its parallel
+        # slots): slots keep requests queued on our side (engine.runtime.calls.slots).
+        self.server: ServerFacts | None = None
+        self.slots: ServerSlots | None = None
+        self._server_asked = False
         self.stats = PoolStats()
         self.tokens = TokenEstimator()
         self._identity = {"backend": backend.name, **backend.identity()}
@@ -279,6 +315,25 @@ class JudgePool:
             source = "as the endpoint stated" if self.window_source == "endpoint" else "per the model table"
             raise JudgeFailed("context_length", f"prompt of about {tokens} tokens exceeds the {self.window}-token "
                                                 f"context window of {self.backend.model} ({source}); not sent")
+
+    async def _learn_server(self) -> None:
+        """Ask the endpoint about itself, once, before the preflight call (a backend
+        without ``server_facts`` says nothing): a window it states is applied to every
+        call from now on, and its parallel slots bound the calls sent at once."""
+        if self._server_asked:
+            return
+        self._server_asked = True
+        ask = getattr(self.backend, "server_facts", None)
+        if ask is None:
+            return
+        facts = await ask()
+        if not isinstance(facts, ServerFacts):
+            return
+        self.server = facts
+        if facts.window:
+            self.window, self.window_source = facts.window, "endpoint"
+        if facts.slots:
+            self.slots = ServerSlots(facts.slots, cancels=facts.cancels)
 
     def _learn_window(self, message: str) -> str:
         """Adopt the window a context-length error states; the detail for the item's error."""
@@ -346,7 +401,10 @@ class JudgePool:
         fut = self._inflight.get(key)
         if fut is not None:
             t0 = time.monotonic()
-            leader = await asyncio.shield(fut)
+            try:
+                leader = await asyncio.shield(fut)
+            except JudgeFailed as e:  # the leader's item counts what its failure cost, not ours
+                raise JudgeFailed(e.reason, e.detail) from None
             self.stats.shared += 1
             return Judged(decode_verdict(leader.text, verdict), leader.text, key, "shared",
                           cost_uncached=leader.cost_uncached, judge_spans=[(t0, time.monotonic())])
@@ -452,19 +510,24 @@ class JudgePool:
         group = group_key(req.messages) if warmup is not None else None
         leader = False
         wait_spans: list[Span] = []
+        spent = _Spent()
         try:
             if warmup is not None and group is not None:
                 leader = await warmup.enter(group)
                 if not leader and time.monotonic() > t0:
                     self.stats.warmup_held += 1
                     wait_spans.append((t0, time.monotonic()))
-            return await self._attempts(req, verdict, key, components, t0, wait_spans)
+            return await self._attempts(req, verdict, key, components, t0, wait_spans, spent)
+        except JudgeFailed as e:
+            if spent.input_tokens or spent.output_tokens:  # paid attempts before the failure
+                e.spent = spent.judged(None, "", key, t0, wait_spans)
+            raise
         finally:
             if leader and warmup is not None:
                 warmup.leave(group)
 
     async def _attempts(self, req: ChatRequest, verdict: type[T], key: str, components: dict[str, Any],
-                        t0: float, wait_spans: list[Span]) -> Judged[T]:
+                        t0: float, wait_spans: list[Span], spent: _Spent) -> Judged[T]:
         tpl = self._template(req.template)
         features = message_features(req.messages)
         def estimate() -> int:  # evaluated when the call reaches the head of the quota queue
@@ -472,11 +535,9 @@ class JudgePool:
 
         attempts = rate_limited = reasks = 0
         current = req
-        tin = tout = tcached = treasoning = 0
         raised = False  # a cut-off answer gets one retry with a larger cap
-        cost = cost_uncached = 0.0
-        batched = False
-        judge_spans: list[Span] = []
+        judge_spans = spent.judge_spans
+        refused: tuple[ChatRequest, str] | None = None  # the last 5xx validation error and its body
         limiter = None if self.batched else self.limiter  # batch work is not paced by the quota
         gate = self.gate
         while True:
@@ -486,7 +547,11 @@ class JudgePool:
             # the gate, when this call goes alone as the preflight (it opens the gate when answered)
             probe = gate if gate is not None and not gate.is_open and await gate.enter() else None
             permit = None
+            slot = False
             try:
+                if probe is not None:
+                    await self._learn_server()
+                    self._refuse_over_window(current)  # the window the server stated
                 if self.stopped is not None:
                     raise self._stopped_error()
                 if limiter is not None:
@@ -525,7 +590,22 @@ class JudgePool:
                     if self.budget.exhausted:
                         self.halt(self._budget_stop(worst))
                     raise self._stopped_error()
+                try:
+                    if self.slots is not None:  # the server's own slots: queue here, not at the server
+                        tw = time.monotonic()
+                        await self.slots.acquire()
+                        slot = True
+                        wait_spans.append((tw, time.monotonic()))
+                    # A window learned while this call waited (an error of another call) applies now.
+                    self._refuse_over_window(current)
+                except BaseException:
+                    self.budget.release(worst)
+                    if permit is not None:
+                        await self.limiter.release_failed(permit)
+                    raise
             except BaseException:
+                if slot and self.slots is not None:
+                    self.slots.release()
                 if probe is not None:
                     probe.open()
                 raise
@@ -535,6 +615,8 @@ class JudgePool:
             except JudgeError as e:
                 judge_spans.append((tj, time.monotonic()))
                 message = str(e)
+                resend = self._free_slot(slot, current, e.kind, time.monotonic() - tj)
+                slot = False
                 if e.kind in _MAYBE_BILLED:
                     self.budget.forfeit(worst)
                 else:
@@ -560,6 +642,14 @@ class JudgePool:
                     continue
                 if permit is not None:
                     await self.limiter.release_failed(permit)
+                if isinstance(e, TransientError) and (e.status or 0) >= 500 and VALIDATION_ERROR.search(message):
+                    # A server that answers a body it will never accept with a 5xx (llama-cpp-python's
+                    # pydantic errors are 500s): the same body refused the same way twice is this
+                    # request's fault, not the server's.
+                    if refused is not None and refused[0] is current and refused[1] == message:
+                        e.kind = "invalid_request"
+                        message = f"refused twice with the same validation error: {message}"
+                    refused = (current, message)
                 if e.kind in REQUEST_FAULTS:  # this request's own fault: no retry, no breaker
                     self.stats.failures += 1
                     self.stats.request_faults += 1
@@ -575,6 +665,11 @@ class JudgePool:
                     raise self._stopped_error() from None
                 if isinstance(e, TransientError):
                     attempts += 1
+                    if not resend:
+                        self.stats.failures += 1
+                        self.stats.timeouts_not_resent += 1
+                        raise JudgeFailed(e.kind, f"{message}; not sent again: {self._server_name()} may still be "
+                                                  "working on it and no answered call bounds how long") from None
                     if attempts > self.max_retries:
                         self.stats.failures += 1
                         raise JudgeFailed(e.kind, message) from None
@@ -588,12 +683,18 @@ class JudgePool:
                 raise JudgeFailed(e.kind, message) from None
             except BaseException:
                 self.budget.forfeit(worst)  # cancelled mid-call: it may have been billed
+                self._free_slot(slot, current, "timeout", time.monotonic() - tj)
+                slot = False
                 if permit is not None:
                     await self.limiter.release_failed(permit)
                 if probe is not None:
                     probe.open()
                 raise
             judge_spans.append((tj, time.monotonic()))
+            if slot and self.slots is not None:
+                self.slots.observe(resp.input_tokens + resp.output_tokens, time.monotonic() - tj)
+                self.slots.release()
+                slot = False
             if probe is not None:
                 if current.json_mode and resp.finish_reason != "length" and "{" not in resp.text:
                     # Asked for a JSON schema, got prose without any JSON: the endpoint ignores
@@ -622,13 +723,7 @@ class JudgePool:
             call_uncached = self.prices.cost(self.price_model, resp.input_tokens, resp.output_tokens,
                                              batch=resp.batched)
             self.budget.settle(worst, call_cost)
-            tin += resp.input_tokens
-            tout += resp.output_tokens
-            tcached += resp.cached_input_tokens
-            treasoning += resp.reasoning_tokens
-            cost += call_cost
-            cost_uncached += call_uncached
-            batched = batched or resp.batched
+            spent.add(resp, call_cost, call_uncached)
             s = self.stats
             s.calls += 1
             s.input_tokens += resp.input_tokens
@@ -650,8 +745,15 @@ class JudgePool:
                 bigger = None if raised else self.thinking.raised_cap(current.max_tokens)
                 if bigger is not None and self.thinking.learned:  # it thinks: at least the room a thinker gets
                     bigger = max(bigger, self.thinking.cap(self._template(req.template).max_tokens))
+                # Never more output than the window leaves after this prompt (the server counted it).
+                left = self.window - resp.input_tokens if self.window else None
+                if bigger is not None and left is not None:
+                    bigger = min(bigger, left) if left > current.max_tokens else None
                 if bigger is None:
                     s.failures += 1
+                    if self.window and resp.input_tokens + resp.output_tokens + _WINDOW_SLACK >= self.window:
+                        raise JudgeFailed("truncated", _window_full_detail(resp.input_tokens, resp.output_tokens,
+                                                                           self.window)) from None
                     raise JudgeFailed("truncated", _truncated_detail(current.max_tokens, resp.reasoning_tokens,
                                                                      raised, self.thinking.bound())) from None
                 raised = True
@@ -678,9 +780,24 @@ class JudgePool:
                 self._memo[key] = resp.text
                 if len(self._memo) > 20_000:
                     self._memo.popitem(last=False)
-            return Judged(value, resp.text, key, "network", tin, tout, cost, time.monotonic() - t0,
-                          cached_input_tokens=tcached, cost_uncached=cost_uncached, batched=batched,
-                          judge_spans=judge_spans, wait_spans=wait_spans, reasoning_tokens=treasoning)
+            return spent.judged(value, resp.text, key, t0, wait_spans)
+
+    def _free_slot(self, taken: bool, req: ChatRequest, kind: str, spent_s: float) -> bool:
+        """Give back a server slot after a failed attempt; whether the call may be sent
+        again. A timed-out call may still be running at a server that does not cancel it:
+        its slot stays taken until the work is surely over (engine.runtime.calls.slots)."""
+        if not taken or self.slots is None:
+            return True
+        if kind != "timeout":
+            self.slots.release()
+            return True
+        tokens = self._prompt_tokens(req) + req.max_tokens
+        self.slots.release_after_timeout(tokens, spent_s)
+        return self.slots.resend_allowed(tokens)
+
+    def _server_name(self) -> str:
+        name = self.server.server if self.server is not None else None
+        return f"the server ({name})" if name else "the server"
 
 
 def _duration(seconds: float) -> str:
@@ -699,6 +816,17 @@ def _truncated_detail(cap: int, reasoning: int, retried: bool, ceiling: int) -> 
                 "raise --max-output-tokens or lower --reasoning-effort")
     return (f"answer cut off at {cap} output tokens{spent}, and the model allows no more than {ceiling}; "
             "lower --reasoning-effort")
+
+
+# A server stops generating a few tokens short of a full window (llama-server at one token
+# left): an answer cut off this close to it ran out of context, not out of cap.
+_WINDOW_SLACK = 4
+
+
+def _window_full_detail(prompt: int, output: int, window: int) -> str:
+    """Why an answer cut off by a full context window failed: a larger output cap cannot help."""
+    return (f"answer cut off when the context window was full: prompt {prompt} + answer {output} tokens of "
+            f"{window}; a shorter prompt or a model with a larger window is needed")
 
 
 def _reask(req: ChatRequest, bad_answer: str, problem: str) -> ChatRequest:
