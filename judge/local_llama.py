@@ -9,8 +9,9 @@ than what our mock says they do:
   pydantic validation answered as HTTP 500, its own JSON mode.
 
 ``scripts/install-llama-servers`` builds both from the llama-cpp-python source
-distribution into a cache outside the repository; :func:`find_llama_server` and
-:func:`find_llama_cpp_python` find the result (or say how to get it).
+distribution into a cache outside the repository (one compile of llama.cpp: the Python
+server's bindings load the libllama built with llama-server); :func:`find_llama_server`
+and :func:`find_llama_cpp_python` find the result (or say how to get it).
 
 The model is made here, not downloaded: :func:`write_tiny_gguf` writes a tiny
 llama-architecture GGUF with random weights and a small tokenizer built from a sample of
@@ -59,6 +60,11 @@ def find_llama_server() -> Path:
         raise LlamaServerMissing(f"llama-server not found at {path}: build it with scripts/install-llama-servers "
                                  "(./scripts/test does) or point $DRSCORE_LLAMA_SERVER at a binary")
     return path
+
+
+def llama_lib_dir() -> Path:
+    """Where the libllama that both servers run lives (beside the llama-server binary)."""
+    return find_llama_server().parent.parent / "lib"
 
 
 def find_llama_cpp_python() -> Path:
@@ -214,6 +220,9 @@ class LocalLlama:
                 "-c", str(self.context), "-np", str(self.slots), "-t", "1", "--alias", self.alias,
                 "--no-webui", "--log-disable"]
 
+    def environment(self) -> dict[str, str]:
+        return dict(os.environ)
+
     def __enter__(self) -> LocalLlama:
         self.start()
         return self
@@ -226,7 +235,7 @@ class LocalLlama:
         for _ in range(3):  # a port found free may be taken before the server binds it
             self.port = free_port()
             self._proc = subprocess.Popen(self.command(self.port), stdout=self._log, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL)
+                                          stdin=subprocess.DEVNULL, env=self.environment())
             if self._wait_ready():
                 return
             self._kill()
@@ -273,6 +282,11 @@ class LocalLlamaCppPython(LocalLlama):
     """llama-cpp-python's server (one request at a time: it holds one lock per model)."""
 
     kind = "llama-cpp-python"
+
+    def environment(self) -> dict[str, str]:
+        # Its bindings load the libllama built with llama-server (scripts/install-llama-servers).
+        lib = os.environ.get("LLAMA_CPP_LIB_PATH") or str(llama_lib_dir())
+        return {**os.environ, "LLAMA_CPP_LIB_PATH": lib}
 
     def command(self, port: int) -> list[str]:
         return [str(find_llama_cpp_python()), "-m", "llama_cpp.server", "--model", str(self.model),
