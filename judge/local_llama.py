@@ -96,7 +96,7 @@ def tokenizer_pieces(texts: list[str], *, words: int = 1500) -> list[tuple[str, 
     tokenizer can reach each whole word one character at a time); longer pieces score
     higher. Bytes outside it fall back to the ``<0xNN>`` tokens."""
     counts: collections.Counter[str] = collections.Counter()
-    chars: set[str] = set()
+    chars: set[str] = set('{}[]:,"-.0123456789')  # JSON's own characters are always pieces of their own
     for text in texts:
         chars.update(text)
         counts.update(_WORD.findall(text))
@@ -217,7 +217,8 @@ class LocalLlama:
     def command(self, port: int) -> list[str]:
         # One thread per request keeps two parallel slots from fighting over 2 cores.
         return [str(find_llama_server()), "-m", str(self.model), "--host", "127.0.0.1", "--port", str(port),
-                "-c", str(self.context), "-np", str(self.slots), "-t", "1", "--alias", self.alias,
+                # each slot its own part of the context: the window stated per request is context / slots
+                "-c", str(self.context), "-np", str(self.slots), "--no-kv-unified", "-t", "1", "--alias", self.alias,
                 "--no-webui", "--log-disable"]
 
     def environment(self) -> dict[str, str]:

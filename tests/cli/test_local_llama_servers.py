@@ -31,7 +31,7 @@ REQUEST_REASONS = {"context_length", "truncated", "invalid_request"}
 
 
 def _run(capsys, out: Path, *args: str) -> tuple[int, dict, list[dict], str]:
-    code = main(["run", *args, "--out", str(out)])
+    code = main(["run", *args] if "--out" in args else ["run", *args, "--out", str(out)])
     err = capsys.readouterr().err
     summary = json.loads((out / "summary.json").read_text())
     rows = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
@@ -167,8 +167,6 @@ def test_the_documented_command_scores_every_row_against_llama_cpp_python(proxy,
                  tasks=str(EXAMPLES / "tasks.jsonl"), reports=str(EXAMPLES / "reports.claude-3-7-sonnet.jsonl"),
                  out=str(tmp_path / "run"))
     args = _with(args, cache=str(tmp_path / "cache"), limit="8")
-    args.remove("--out")
-    args.remove(str(tmp_path / "run"))
     code, summary, rows, err = _run(capsys, tmp_path / "run", *args)
     t = summary["totals"]
     assert code == 0, err[-3000:]
