@@ -83,11 +83,12 @@ def find_llama_cpp_python() -> Path:
 _WORD = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 SPACE = "\u2581"  # sentencepiece's word boundary mark
 # What greedy decoding under a JSON grammar should prefer, strongest first: end the answer,
-# close strings / arrays / objects, separators, a short word, small digits. Everything
+# close a string, close an object, open one (so a list gets one item: "{" over "]"), close
+# a list (so it gets no second item: "]" over ","), separators, small digits. Everything
 # else stays near zero, so the grammar's allowed set decides, and the random part of the
-# weights (which follows the prompt) breaks the ties among digits.
-_PREFERRED = {"</s>": 6.0, '"': 5.0, "]": 4.0, "}": 4.0, ",": 3.0, ":": 3.0, SPACE + "ok": 2.5,
-              "ok": 2.5, "0": 1.0, "1": 1.0, "2": 1.0, "3": 1.0, "4": 1.0}
+# weights (which follows the prompt) breaks the ties among the digits 0-4.
+_PREFERRED = {"</s>": 6.0, '"': 5.0, "}": 4.5, "{": 4.2, "]": 4.0, ",": 3.0, ":": 3.0,
+              "0": 1.0, "1": 1.0, "2": 1.0, "3": 1.0, "4": 1.0}
 
 
 def tokenizer_pieces(texts: list[str], *, words: int = 1500) -> list[tuple[str, float]]:
@@ -105,7 +106,7 @@ def tokenizer_pieces(texts: list[str], *, words: int = 1500) -> list[tuple[str, 
         if c.isprintable() and not c.isspace():
             pieces.setdefault(c, -1.0)
     pieces.setdefault(SPACE, -1.0)
-    for word in ["ok", *(w for w, _ in counts.most_common(words))]:
+    for word in (w for w, _ in counts.most_common(words)):
         piece = SPACE + word
         for k in range(2, len(piece) + 1):
             pieces[piece[:k]] = max(pieces.get(piece[:k], -100.0), float(k))

@@ -16,7 +16,7 @@ def test_the_vocabulary_reaches_every_frequent_word_one_character_at_a_time():
         assert all(p in pieces for p in prefixes)
         assert [pieces[p] for p in prefixes] == sorted(pieces[p] for p in prefixes)  # longer scores higher
     assert "报" in pieces and "告" in pieces  # every character seen is a piece of its own
-    assert SPACE + "finds" not in pieces  # beyond the 2 most frequent words (+ "ok")
+    assert SPACE + "finds" not in pieces  # beyond the 2 most frequent words
 
 
 def test_the_gguf_is_a_tiny_llama_whose_output_prefers_closing_tokens(tmp_path):
