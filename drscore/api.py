@@ -359,6 +359,8 @@ class JudgeSession:
         try:
             judged = await self.pool.ask(template, verdict, variables, sample=sample)
         except JudgeFailed as e:
+            if e.spent is not None:  # what the failed call paid still counts
+                self.meter.add(e.spent)
             self._record(VerdictRecord(task_id="", agent="", method=self.purpose, template=template, key="",
                                        cached=False, status="failed", error=str(e), label=label))
             raise
