@@ -113,8 +113,13 @@ def tokenizer_pieces(texts: list[str], *, words: int = 1500) -> list[tuple[str, 
     return sorted(pieces.items())
 
 
+# ChatML, the template llama.cpp's and llama-cpp-python's servers both recognise by name.
+CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
 def write_tiny_gguf(path: Path, texts: list[str], *, context: int = 4096, embd: int = 64, layers: int = 2,
-                    heads: int = 4, seed: int = 7) -> Path:
+                    heads: int = 4, seed: int = 7, chat_template: str | None = CHATML) -> Path:
     """A tiny llama-architecture GGUF at ``path`` (random weights, see the module doc)."""
     import gguf  # a test dependency (drscore[dev]); imported here so the package does not need it
     import numpy as np
@@ -151,10 +156,12 @@ def write_tiny_gguf(path: Path, texts: list[str], *, context: int = 4096, embd: 
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
     w.add_add_bos_token(True)
+    # No space before the text: the chat template's generation prompt must tokenize as
+    # written, since llama-server walks its grammar through it.
+    w.add_add_space_prefix(False)
     w.add_add_eos_token(False)
-    # A plain role-tagged template (no special tokens needed): both servers render it with Jinja.
-    w.add_chat_template("{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
-                        "{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
+    if chat_template:
+        w.add_chat_template(chat_template)
 
     def normal(*shape: int, scale: float = 0.02) -> np.ndarray:
         return (rng.standard_normal(shape) * scale).astype(np.float32)
