@@ -83,12 +83,17 @@ def find_llama_cpp_python() -> Path:
 _WORD = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 SPACE = "\u2581"  # sentencepiece's word boundary mark
 # What greedy decoding under a JSON grammar should prefer, strongest first: end the answer,
-# close a string, close an object, open one (so a list gets one item: "{" over "]"), close
-# a list (so it gets no second item: "]" over ","), separators, small digits. Everything
-# else stays near zero, so the grammar's allowed set decides, and the random part of the
-# weights (which follows the prompt) breaks the ties among the digits 0-4.
-_PREFERRED = {"</s>": 6.0, '"': 5.0, "}": 4.5, "{": 4.2, "]": 4.0, ",": 3.0, ":": 3.0,
+# the word "ok" (a string gets it, once: see WORD_DONE), close a string, close an object,
+# open one (so a list gets one item: "{" over "]"), close a list (so it gets no second
+# item: "]" over ","), separators, small digits. Everything else stays near zero, so the
+# grammar's allowed set decides, and the random part of the weights (which follows the
+# prompt) breaks the ties among the digits 0-4.
+WORD = "ok"
+_PREFERRED = {"</s>": 6.0, WORD: 5.5, '"': 5.0, "}": 4.5, "{": 4.2, "]": 4.0, ",": 3.0, ":": 3.0,
               "0": 1.0, "1": 1.0, "2": 1.0, "3": 1.0, "4": 1.0}
+# Dimension 1 of the residual stream says "the last token was the word": it holds the word
+# back right after itself, so a string is "ok", not "okokok..." up to the cap.
+WORD_DONE = -2.0
 
 
 def tokenizer_pieces(texts: list[str], *, words: int = 1500) -> list[tuple[str, float]]:
@@ -106,6 +111,7 @@ def tokenizer_pieces(texts: list[str], *, words: int = 1500) -> list[tuple[str, 
         if c.isprintable() and not c.isspace():
             pieces.setdefault(c, -1.0)
     pieces.setdefault(SPACE, -1.0)
+    pieces.setdefault(WORD, 0.5)
     for word in (w for w, _ in counts.most_common(words)):
         piece = SPACE + word
         for k in range(2, len(piece) + 1):
@@ -171,6 +177,9 @@ def write_tiny_gguf(path: Path, texts: list[str], *, context: int = 4096, embd: 
     # output matrix into every logit, whatever the prompt.
     emb = normal(vocab, embd, scale=0.05)
     emb[:, 0] = 1.0
+    emb[:, 1] = 0.0
+    index = {t: i for i, t in enumerate(tokens)}
+    emb[index[WORD], 1] = 1.0
     w.add_tensor("token_embd.weight", emb)
     for i in range(layers):
         w.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(embd, dtype=np.float32))
@@ -183,10 +192,11 @@ def write_tiny_gguf(path: Path, texts: list[str], *, context: int = 4096, embd: 
     w.add_tensor("output_norm.weight", np.ones(embd, dtype=np.float32))
     out = normal(vocab, embd, scale=0.3)
     out[:, 0] = 0.0
-    index = {t: i for i, t in enumerate(tokens)}
+    out[:, 1] = 0.0
     for piece, pref in _PREFERRED.items():
         if piece in index:
             out[index[piece], 0] = pref
+    out[index[WORD], 1] = WORD_DONE
     w.add_tensor("output.weight", out)
     w.write_header_to_file()
     w.write_kv_data_to_file()

@@ -90,3 +90,13 @@ def llama_cpp_python(tiny_gguf):
     server = start_server("llama-cpp-python", tiny_gguf)
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def llama_server_wide(tiny_gguf):
+    """llama-server with 2 slots of 32,768 tokens: RACE's long prompts fit."""
+    from support.llama import start_server
+
+    server = start_server("llama-server-wide", tiny_gguf)
+    yield server
+    server.stop()

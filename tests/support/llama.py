@@ -16,6 +16,9 @@ EXAMPLES = ROOT / "examples"
 # report fits.
 SERVER_CONTEXT, SERVER_SLOTS = 32_768, 4
 PYTHON_CONTEXT = 16_384
+# RACE's prompts carry the report and every criterion (9,000-13,000 tokens here): a second
+# llama-server with 2 slots of 32,768 tokens scores them.
+WIDE_CONTEXT, WIDE_SLOTS = 65_536, 2
 ALIAS = "tiny-llama"
 
 
@@ -28,12 +31,16 @@ def sample_texts() -> list[str]:
 
 
 def write_test_model(path: Path) -> Path:
-    return write_tiny_gguf(path, sample_texts(), context=SERVER_CONTEXT)
+    return write_tiny_gguf(path, sample_texts(), context=WIDE_CONTEXT)
 
 
 def start_server(kind: str, model: Path) -> LocalLlama:
-    server = LocalLlama(model, context=SERVER_CONTEXT, slots=SERVER_SLOTS, alias=ALIAS) if kind == "llama-server" \
-        else LocalLlamaCppPython(model, context=PYTHON_CONTEXT, slots=1, alias=ALIAS)
+    if kind == "llama-server":
+        server = LocalLlama(model, context=SERVER_CONTEXT, slots=SERVER_SLOTS, alias=ALIAS)
+    elif kind == "llama-server-wide":
+        server = LocalLlama(model, context=WIDE_CONTEXT, slots=WIDE_SLOTS, alias=ALIAS)
+    else:
+        server = LocalLlamaCppPython(model, context=PYTHON_CONTEXT, slots=1, alias=ALIAS)
     try:
         server.start()
     except LlamaServerMissing as e:
