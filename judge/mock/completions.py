@@ -83,6 +83,9 @@ def filler(payload: dict[str, Any], texts: list[str]) -> Filler:
         if not isinstance(schema, dict):
             raise BadRequest("response_format.json_schema.schema must be an object")
         return _filler_for(orjson.dumps(schema))
+    if isinstance(fmt, dict) and fmt.get("type") == "json_object" and isinstance(fmt.get("schema"), dict):
+        # llama.cpp's servers (and llama-cpp-python's): the JSON mode with a schema
+        return _filler_for(orjson.dumps(fmt["schema"]))
     for text in texts:
         if "<json-schema>" in text:
             m = _SCHEMA_IN_PROMPT.search(text)

@@ -47,6 +47,10 @@ _SCHEMA = {"type": "object", "properties": {"reason": {"type": "string", "maxLen
            "required": ["reason", "score"], "additionalProperties": False}
 
 
+# A traceback in an error body names files on the recording machine.
+_paths = re.compile(r'File (\\?)"[^"\\]*\\?"')
+
+
 def shape(value: Any) -> Any:
     """The structure of a JSON value: field names kept, values replaced by their type."""
     if isinstance(value, dict):
@@ -86,6 +90,9 @@ def _requests(model: str) -> dict[str, tuple[str, str, Any]]:
     """Kind -> (method, path, body) of each recorded request."""
     small = [{"role": "system", "content": "You are a judge."}, {"role": "user", "content": "Rate the report."}]
     base = {"model": model, "messages": small, "temperature": 0.0, "max_tokens": CAP}
+    # The tiny model ends at once without a grammar; with its end-of-text token banned
+    # (logit_bias, which both servers take) it writes until a cap or the window stops it.
+    endless = {**base, "logit_bias": {"2": -100}}
     schema_rf = {"type": "json_schema", "json_schema": {"name": "V", "schema": _SCHEMA, "strict": True}}
     return {
         "models": ("GET", "/v1/models", None),
@@ -93,13 +100,13 @@ def _requests(model: str) -> dict[str, tuple[str, str, Any]]:
         "json_schema": ("POST", "/v1/chat/completions", {**base, "max_tokens": 60, "response_format": schema_rf}),
         "json_object": ("POST", "/v1/chat/completions",
                         {**base, "max_tokens": 60, "response_format": {"type": "json_object", "schema": _SCHEMA}}),
-        "plain": ("POST", "/v1/chat/completions", base),
+        "plain": ("POST", "/v1/chat/completions", endless),
         "completion_cap": ("POST", "/v1/chat/completions",
-                           {**{k: v for k, v in base.items() if k != "max_tokens"}, "max_completion_tokens": CAP}),
+                           {**{k: v for k, v in endless.items() if k != "max_tokens"}, "max_completion_tokens": CAP}),
         "over_window": ("POST", "/v1/chat/completions",
                         {**base, "messages": [{"role": "user", "content": _words(WINDOW * 2)}]}),
         "clamped": ("POST", "/v1/chat/completions",
-                    {**base, "max_tokens": CLAMP_CAP,
+                    {**endless, "max_tokens": CLAMP_CAP,
                      "messages": [{"role": "user", "content": _words(WINDOW - 200)}]}),
         "bad_temperature": ("POST", "/v1/chat/completions", {**base, "temperature": "hot"}),
         "malformed_json": ("POST", "/v1/chat/completions", b'{"model": "x", "messages": ['),
@@ -125,13 +132,20 @@ async def _tokens(session: aiohttp.ClientSession, root: str, text: str) -> int |
 async def record(root: str, model: str, *, server: str) -> dict[str, Any]:
     """Send every request kind to the server at ``root`` (no ``/v1``) and return the recording."""
     out: dict[str, Any] = {"server": server, "window": WINDOW, "kinds": {}}
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=300)) as session:
+    # A connection of its own per request: one the server closed after an error must not
+    # be taken for the next request's answer.
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=300),
+                                     connector=aiohttp.TCPConnector(force_close=True)) as session:
         for kind, (method, path, body) in _requests(model).items():
             data = body if isinstance(body, bytes) else (orjson.dumps(body) if body is not None else None)
-            async with session.request(method, root + path, data=data,
-                                       headers={"Content-Type": "application/json"}) as r:
-                raw = await r.read()
-                status, headers = r.status, r.headers
+            try:
+                async with session.request(method, root + path, data=data,
+                                           headers={"Content-Type": "application/json"}) as r:
+                    raw = await r.read()
+                    status, headers = r.status, r.headers
+            except aiohttp.ClientError as e:  # the server dropped the connection: that is its answer
+                out["kinds"][kind] = {"status": 0, "dropped": type(e).__name__, "headers": {}, "shape": "none"}
+                continue
             entry: dict[str, Any] = {"status": status, "headers": {
                 **{h: headers[h] for h in _HEADERS_VALUE if h in headers},
                 **{h: "present" for h in _HEADERS_PRESENT if h in headers}}}
@@ -155,15 +169,19 @@ async def record(root: str, model: str, *, server: str) -> dict[str, Any]:
             if status >= 400:
                 numbers = {"window": WINDOW, "cap": CAP}
                 if kind == "over_window":
-                    prompt = await _tokens(session, root, body["messages"][0]["content"])
                     text = raw.decode("utf-8", "replace")
-                    # the server's own count of the whole prompt is the number beside the window
-                    found = [int(x) for x in re.findall(r"\d+", text)
-                             if prompt is not None and abs(int(x) - prompt) <= 64 and int(x) != WINDOW]
-                    if found:
-                        numbers["prompt"] = found[0]
-                        numbers["total"] = found[0] + CAP
-                entry["body"] = template(raw.decode("utf-8", "replace"), numbers)
+                    found = [int(x) for x in re.findall(r"\d+", text)]
+                    # OpenAI's wording states prompt + cap = total; llama-server the prompt alone,
+                    # the server's own count of the content (give or take the template's tokens)
+                    pair = next((n for n in found if n + CAP in found), None)
+                    if pair is not None:
+                        numbers["prompt"], numbers["total"] = pair, pair + CAP
+                    else:
+                        prompt = await _tokens(session, root, body["messages"][0]["content"])
+                        near = [n for n in found if prompt is not None and abs(n - prompt) <= 64 and n != WINDOW]
+                        if near:
+                            numbers["prompt"] = near[0]
+                entry["body"] = _paths.sub(r'File \1"{path}\1"', template(raw.decode("utf-8", "replace"), numbers))
             out["kinds"][kind] = entry
     return out
 

@@ -12,15 +12,13 @@ from aiohttp import web
 from drscore.engine.runtime.calls.judging import ChatRequest, Message, TransientError
 from drscore.engine.runtime.calls.slots import ServerFacts
 from drscore.judge.http import HttpBackend
+from drscore.judge.mock.llamacpp import recording
 from drscore.judge.wire import WireProfile
 from support.serve import serve
 
-# llama-cpp-python 0.3.36's answer to response_format {type: json_schema} (HTTP 500)
-REFUSED_JSON_SCHEMA = {"error": {
-    "message": "1 validation error for CreateChatCompletionRequest\nresponse_format.type\n  Input should be "
-               "'text' or 'json_object' [type=literal_error, input_value='json_schema', input_type=str]\n    "
-               "For further information visit https://errors.pydantic.dev/2.13/v/literal_error",
-    "type": "internal_server_error", "param": None, "code": None}}
+# llama-cpp-python 0.3.36's answer to response_format {type: json_schema} (HTTP 500), as
+# recorded from the real server (judge/mock/recordings/llamacpp-python.json)
+REFUSED_JSON_SCHEMA = orjson.loads(recording("llamacpp-python")["kinds"]["json_schema"]["body"])
 
 
 def _request(cap: int = 50) -> ChatRequest:
