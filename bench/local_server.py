@@ -38,6 +38,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 
+def failure_kind(error: str) -> str:
+    """The failure kind in a row's error (``kind: detail``, or ``step: kind: detail`` such
+    as redundancy's ``pair 1-11: server_error: ...``)."""
+    from drscore.engine.runtime.calls.judging import ENDPOINT_FAULTS, OTHER_FAULTS
+
+    parts = error.split(": ")
+    return next((p for p in parts[:3] if p in ENDPOINT_FAULTS or p in OTHER_FAULTS), parts[0])
+
+
 def run_one(kind: str, model: Path, limit: int, work: Path, code_root: Path | None = None) -> dict:
     from support.llama import ALIAS, EXAMPLES, PYTHON_CONTEXT, SERVER_CONTEXT, SERVER_SLOTS
     from support.recording_proxy import RecordingProxy
@@ -65,7 +74,7 @@ def run_one(kind: str, model: Path, limit: int, work: Path, code_root: Path | No
     summary = json.loads((out / "summary.json").read_text())
     rows = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
     t = summary["totals"]
-    reasons = collections.Counter(e.split(":", 1)[0] for r in rows if r["status"] != "ok" for e in r["errors"])
+    reasons = collections.Counter(failure_kind(e) for r in rows if r["status"] == "failed" for e in r["errors"])
     return {
         "server": kind, "code": "baseline" if code_root else "this branch", "exit_code": proc.returncode, "wall_s": round(wall, 2),
         "rows": len(rows), "rows_ok": sum(r["status"] == "ok" for r in rows), "failed_by_reason": dict(reasons),

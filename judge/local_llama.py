@@ -309,5 +309,6 @@ class LocalLlamaCppPython(LocalLlama):
 
     def command(self, port: int) -> list[str]:
         return [str(find_llama_cpp_python()), "-m", "llama_cpp.server", "--model", str(self.model),
-                "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(self.context), "--n_threads", "1",
+                # one request at a time: that one may have both cores
+                "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(self.context), "--n_threads", "2",
                 "--model_alias", self.alias, "--verbose", "false"]
