@@ -422,6 +422,8 @@ class JudgeSession:
         try:
             judged = await self.pool.ask(template, verdict, variables, sample=sample)
         except JudgeFailed as e:
+            if e.paid is not None:  # what the failed call's billed attempts cost still counts
+                self.meter.add_paid(e.paid)
             self._record(VerdictRecord(task_id="", agent="", method=self.purpose, template=template, key="",
                                        cached=False, status="failed", error=str(e), label=label))
             raise

@@ -23,6 +23,7 @@ from drscore.engine.runtime.calls.judging import (
     ChatRequest, ChatResponse, FatalError, JudgeError, RateLimited, RateLimitInfo, TransientError,
 )
 from drscore.engine.runtime.calls.redact import redact, redact_url, register_secret, register_url_secrets
+from drscore.engine.runtime.calls.slots import ServerFacts
 from drscore.engine.runtime.calls.tokens import estimate_messages, estimate_tokens
 from drscore.judge.ratelimit_headers import parse_rate_limit_headers, retry_hint_from_text
 from drscore.engine.runtime.calls.thinking import split_thinking
@@ -156,6 +157,13 @@ def no_key_error(err: JudgeError, unset_key_env: str | None) -> JudgeError:
     return err
 
 
+def _server_root(base_url: str) -> str:
+    """The server's root: the base URL without a trailing ``/v1`` (llama.cpp's own routes live there)."""
+    parts = urlsplit(base_url)
+    path = parts.path.rstrip("/")
+    return urlunsplit(parts._replace(path=path[:-3] if path.endswith("/v1") else path))
+
+
 def endpoint_url(base_url: str, path: str) -> str:
     """``path`` appended to the base URL's path, the query (a gateway's ``?key=``) kept."""
     parts = urlsplit(base_url)
@@ -180,6 +188,7 @@ class HttpBackend:
         # body spelling per model family (judge/wire.py); ``profile`` carries thinking settings
         self.wire = profile if profile is not None else family_profile(model, params)
         self._url = endpoint_url(base_url, "/chat/completions")
+        self._base_url = base_url
         self._headers = {"Content-Type": "application/json", **(extra_headers or {})}
         if api_key:
             register_secret(api_key)  # from here on, no message can carry it
@@ -203,6 +212,7 @@ class HttpBackend:
 
     async def complete(self, request: ChatRequest) -> tuple[ChatResponse, RateLimitInfo | None]:
         sent = self.wire.spelling()
+        structured = self.wire.structured
         body = orjson.dumps(request_body(request, self.model, self.wire))
         try:
             async with self._get_session().post(self._url, data=body, headers=self._headers) as resp:
@@ -221,9 +231,59 @@ class HttpBackend:
         info = parse_rate_limit_headers(headers)
         if status == 400 and self.wire.learn(status, raw, sent):
             return await self.complete(request)  # adapted once (e.g. max_completion_tokens); remembered
+        if status >= 400 and request.json_mode and self.wire.learn_structured(status, raw, structured):
+            return await self.complete(request)  # response_format refused: the next spelling, remembered
         if status >= 400:
             raise no_key_error(status_error(status, raw, self.base_url, info), self.unset_key_env)
-        return parse_completion(raw, request), info
+        response = parse_completion(raw, request)
+        if not response.usage_estimated:
+            self.wire.learn_cap_ignored(sent[0], request.max_tokens, response.output_tokens)
+        return response, info
+
+    async def server_facts(self) -> ServerFacts:
+        """What the server says about itself before the run, from its model list (and
+        llama.cpp's ``/props``): nothing when it says nothing or cannot be asked. The
+        preflight call, sent right after, finds any real fault."""
+        try:
+            models, headers = await self._get_json(endpoint_url(self._base_url, "/models"))
+        except (aiohttp.ClientError, asyncio.TimeoutError, orjson.JSONDecodeError, ValueError):
+            return ServerFacts()
+        return await self._facts_from(models, headers)
+
+    async def _facts_from(self, models: Any, headers: Any) -> ServerFacts:
+        entries = models.get("data") if isinstance(models, dict) else None
+        if not isinstance(entries, list) or not entries:
+            return ServerFacts()
+        entry = next((m for m in entries if isinstance(m, dict) and m.get("id") == self.model), entries[0])
+        if not isinstance(entry, dict):
+            return ServerFacts()
+        owner = entry.get("owned_by")
+        if owner == "llamacpp":
+            # llama.cpp's llama-server: meta.n_ctx is the window of one slot, /props (beside
+            # /v1) the number of slots; it stops a request whose client went away.
+            meta = entry.get("meta")
+            n_ctx = meta.get("n_ctx") if isinstance(meta, dict) else None
+            window = n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else None
+            slots = None
+            try:
+                props, _ = await self._get_json(endpoint_url(_server_root(self._base_url), "/props"))
+                total = props.get("total_slots") if isinstance(props, dict) else None
+                slots = total if isinstance(total, int) and total > 0 else None
+            except (aiohttp.ClientError, asyncio.TimeoutError, orjson.JSONDecodeError, ValueError):
+                pass
+            return ServerFacts(server="llama.cpp", window=window, slots=slots, cancels=True)
+        if owner == "me" and "openai-processing-ms" in headers:
+            # llama-cpp-python's server: one lock around the model (one request at a time), and a
+            # request whose client went away is finished anyway.
+            return ServerFacts(server="llama-cpp-python", slots=1, cancels=False)
+        return ServerFacts()
+
+    async def _get_json(self, url: str) -> tuple[Any, Any]:
+        timeout = aiohttp.ClientTimeout(total=min(self.timeout_s, CONNECT_TIMEOUT_S))
+        async with self._get_session().get(url, headers=self._headers, timeout=timeout) as resp:
+            if resp.status != 200:
+                raise ValueError(f"HTTP {resp.status}")
+            return orjson.loads(await resp.read()), resp.headers
 
     async def close(self) -> None:
         if self._session is not None:

@@ -15,7 +15,13 @@ Two things beyond the plain body live here:
   output cap itself comes with the request: the pool sizes it (answer + reasoning room).
 * **Learning once** (:class:`WireProfile`): an endpoint whose model is not in the table
   but answers 400 "unsupported parameter" for ``max_tokens`` or ``temperature`` is
-  adapted to once, and the profile remembers it for the rest of the run.
+  adapted to once, and the profile remembers it for the rest of the run. So is an
+  endpoint that refuses OpenAI's ``response_format: {type: json_schema}`` with any status
+  (llama-cpp-python's server answers HTTP 500, a pydantic validation error): the next
+  body asks for the server's own JSON mode, ``{type: json_object, schema: ...}`` (llama.cpp's
+  servers turn that schema into a grammar), and an endpoint refusing that too gets the
+  schema in the prompt. And one that ignores ``max_completion_tokens`` (answers longer
+  than the cap it was sent) is sent ``max_tokens`` from then on.
 
 Neither changes the cache key: the key is built from the template's temperature and
 output cap (:mod:`drscore.engine.runtime.calls.pool`), not from the body's spelling of them. User
@@ -42,6 +48,20 @@ SCHEMA_OPEN, SCHEMA_CLOSE = "<json-schema>", "</json-schema>"
 _REASONING = re.compile(r"^(?:o1|o3|o4)(?:$|[-_.])|^gpt-5(?:$|[-_.])", re.IGNORECASE)
 # Body keys a user may not override with --judge-param: they carry the request itself.
 RESERVED_PARAMS = frozenset({"model", "messages", "response_format"})
+# How a verdict's schema is asked for, in the order tried: OpenAI's structured outputs, the
+# JSON mode with a schema that llama.cpp's servers (and llama-cpp-python's) take, the
+# schema in the system prompt.
+STRUCTURED_MODES = ("json_schema", "json_object", "prompt")
+# An error body that refuses the *kind* of response_format we sent: llama-cpp-python's
+# pydantic 500 says "response_format.type  Input should be 'text' or 'json_object'", others
+# that json_schema / response_format is unsupported or unknown. Not a refusal of the schema
+# itself (OpenAI's "Invalid schema for response_format ..."): that is our bug, and fails.
+_STRUCTURED_REFUSED = re.compile(
+    r"response_format\.type|'text' or 'json_object'|"
+    r"(?:response_format|json_schema|json_object)\b[^\n]{0,80}?(?:not supported|unsupported|unrecognized|unknown|"
+    r"not permitted|not allowed|invalid (?:type|value))|"
+    r"(?:not supported|unsupported|unknown)[^\n]{0,40}?(?:response_format|json_schema)", re.IGNORECASE)
+_SCHEMA_INVALID = re.compile(r"invalid schema", re.IGNORECASE)
 
 
 class WireProfile(msgspec.Struct, kw_only=True):
@@ -59,6 +79,7 @@ class WireProfile(msgspec.Struct, kw_only=True):
     effort: str | None = None  # --reasoning-effort low|medium|high
     thinking_budget: int | None = None  # an explicit thinking budget (a --protocol preset's)
     provider_temperature: bool = False  # leave temperature to the provider's default
+    structured: str = "json_schema"  # how a schema is asked for (STRUCTURED_MODES); learned at run time
 
     def identity(self) -> dict[str, Any]:
         """The part of the backend identity that changes answers: the user's extra
@@ -119,6 +140,30 @@ class WireProfile(msgspec.Struct, kw_only=True):
             changed = True
         return changed or (sent is not None and sent != self.spelling())
 
+    def learn_structured(self, status: int, raw: bytes, sent: str) -> bool:
+        """Adapt to an error answer (any status but 429 and auth) that refuses the
+        ``response_format`` sent in mode ``sent``: the next mode of :data:`STRUCTURED_MODES`.
+        True when the call should be sent again (adapted now, or by a concurrent call)."""
+        if self.structured != sent:
+            return True  # another call adapted while this one was in flight
+        if status in (401, 403, 429) or sent == "prompt":
+            return False
+        param, message = _error_fields(raw)
+        text = f"{param} {message}"
+        if not _STRUCTURED_REFUSED.search(text) or _SCHEMA_INVALID.search(text):
+            return False
+        self.structured = STRUCTURED_MODES[STRUCTURED_MODES.index(sent) + 1]
+        self.learned.append(f"response_format {self.structured}" if self.structured != "prompt"
+                            else "schema in the prompt")
+        return True
+
+    def learn_cap_ignored(self, sent_completion_tokens: bool, cap: int, output_tokens: int) -> None:
+        """An answer longer than the ``max_completion_tokens`` it was sent shows the server
+        ignores that field (llama-cpp-python's does): send ``max_tokens`` from now on."""
+        if sent_completion_tokens and self.completion_tokens and output_tokens > cap:
+            self.completion_tokens = False
+            self.learned.append("max_tokens (max_completion_tokens was ignored)")
+
 
 def is_reasoning_model(model: str) -> bool:
     """True for OpenAI reasoning-model names (o1, o3, o4-mini, gpt-5 ...), with or
@@ -160,8 +205,9 @@ def parse_judge_params(items: list[str] | None) -> dict[str, Any]:
 
 def request_body(req: ChatRequest, model: str, profile: WireProfile | None = None) -> dict[str, Any]:
     """Body for ``POST /chat/completions``. With ``json_mode`` the verdict's schema goes out
-    as ``response_format``; without it (endpoints that lack structured outputs) the schema
-    is appended to the system prompt between ``<json-schema>`` markers. ``profile``
+    as ``response_format`` (spelled as ``profile.structured`` says); without it (endpoints
+    that lack structured outputs, or refused both spellings) the schema is appended to the
+    system prompt between ``<json-schema>`` markers. ``profile``
     (default: the model's family profile) decides how the output cap and temperature are
     spelled and adds the user's extra parameters."""
     profile = profile if profile is not None else family_profile(model)
@@ -174,9 +220,11 @@ def request_body(req: ChatRequest, model: str, profile: WireProfile | None = Non
     seed = request_seed(req.sample, req.judge_sample)
     if seed:
         body["seed"] = seed  # distinct samples of one step (or of the judge, --samples) must not look identical
-    if req.json_mode:
+    if req.json_mode and profile.structured == "json_schema":
         body["response_format"] = {"type": "json_schema", "json_schema": {
             "name": req.schema_name, "schema": req.schema, "strict": True}}
+    elif req.json_mode and profile.structured == "json_object":
+        body["response_format"] = {"type": "json_object", "schema": req.schema}
     else:
         hint = ("\n\nAnswer with a single JSON object that validates against this JSON Schema, "
                 f"and nothing else:\n{SCHEMA_OPEN}{orjson.dumps(req.schema).decode()}{SCHEMA_CLOSE}")

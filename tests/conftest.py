@@ -59,3 +59,44 @@ def redis_url(redis_server) -> str:
     client.flushall()
     client.close()
     return redis_server.url
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf(tmp_path_factory) -> Path:
+    """The tiny random-weight llama GGUF the local servers serve (made here, never
+    downloaded; its tokenizer is built from the bundled reports and prompts)."""
+    from support.llama import write_test_model
+
+    return write_test_model(tmp_path_factory.mktemp("gguf") / "tiny.gguf")
+
+
+@pytest.fixture(scope="session")
+def llama_server(tiny_gguf):
+    """llama.cpp's own llama-server (built by scripts/install-llama-servers), serving the
+    tiny model with several slots and a small window per slot. A machine where it is not
+    built fails here, loudly: these tests run, never skip."""
+    from support.llama import start_server
+
+    server = start_server("llama-server", tiny_gguf)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def llama_cpp_python(tiny_gguf):
+    """llama-cpp-python's server (one request at a time), serving the same model."""
+    from support.llama import start_server
+
+    server = start_server("llama-cpp-python", tiny_gguf)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def llama_server_wide(tiny_gguf):
+    """llama-server with 2 slots of 32,768 tokens: RACE's long prompts fit."""
+    from support.llama import start_server
+
+    server = start_server("llama-server-wide", tiny_gguf)
+    yield server
+    server.stop()

@@ -281,6 +281,14 @@ class Runner:
         if s.unusable_hints:  # 429 delay hints not believed: each waited --max-rate-limit-wait instead
             totals["unusable_rate_limit_hints"] = {"count": s.unusable_hints, "last": s.unusable_hint,
                                                    "waited_s": self.pool.max_rate_limit_wait_s}
+        adapted = getattr(getattr(self.pool.backend, "wire", None), "learned", None)
+        if adapted:  # request spellings the endpoint refused or ignored, and what was sent instead
+            totals["judge_adapted"] = list(adapted)
+        server = self.pool.server
+        if server is not None and server.server:  # what the endpoint said about itself
+            totals["judge_server"] = {k: v for k, v in msgspec.to_builtins(server).items() if v is not None}
+        if s.timeouts_not_resent:
+            totals["timeouts_not_resent"] = s.timeouts_not_resent
         stopped = self.pool.stopped
         if stopped is not None and not s.stopped_calls and not self.items_not_run:
             # Nothing was refused for the stop: every item has the row its own calls earned.

@@ -91,6 +91,10 @@ def response_schema(payload: dict[str, Any], texts: list[str]) -> tuple[Filler, 
             raise BadRequest("response_format.json_schema.schema must be an object")
         schema_json = orjson.dumps(schema)
         return _filler_for(schema_json), schema_json
+    if isinstance(fmt, dict) and fmt.get("type") == "json_object" and isinstance(fmt.get("schema"), dict):
+        # llama.cpp's servers (and llama-cpp-python's): the JSON mode with a schema
+        schema_json = orjson.dumps(fmt["schema"])
+        return _filler_for(schema_json), schema_json
     for text in texts:
         if "<json-schema>" in text:
             m = _SCHEMA_IN_PROMPT.search(text)

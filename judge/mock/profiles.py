@@ -33,6 +33,11 @@ built from the providers' documentation and their users' reports, not the live s
   ``prompt_tokens_details``.
 * **ollama**: no quota, no content filter; a prompt over the context (``num_ctx``) is
   truncated silently, never refused; the thought as ``<think>`` in the content.
+* **llamacpp** (llama.cpp's ``llama-server``) and **llamacpp-python** (llama-cpp-python's
+  server): *recorded from the real servers*, not written from documentation
+  (:mod:`drscore.judge.mock.llamacpp` and its ``recordings/``): their error bodies,
+  statuses, headers, model list, which response formats they take, whether they honour
+  ``max_completion_tokens``, and what a cap larger than the window leaves does.
 """
 from __future__ import annotations
 
@@ -42,7 +47,7 @@ from typing import Any
 import msgspec
 import orjson
 
-PROFILES = ("openai", "azure", "gemini", "anthropic", "vllm", "ollama")
+PROFILES = ("openai", "azure", "gemini", "anthropic", "vllm", "ollama", "llamacpp", "llamacpp-python")
 
 
 class Profile(msgspec.Struct, frozen=True, kw_only=True):
@@ -71,6 +76,13 @@ _ALL: dict[str, Profile] = {
                     cached_tokens=False),
     "ollama": Profile(name="ollama", quota_headers="none", reasoning_style="think", reasoning_details=False,
                       cached_tokens=False, overflow="truncate"),
+    # No quota and no filter; a window counting the prompt alone (a cap too large is clamped:
+    # judge/mock/server.py); the rest comes from the recordings (judge/mock/llamacpp.py).
+    "llamacpp": Profile(name="llamacpp", quota_headers="none", reasoning_style="field", reasoning_details=False,
+                        window_counts_output=False),
+    "llamacpp-python": Profile(name="llamacpp-python", quota_headers="none", reasoning_style="think",
+                               reasoning_details=False, cached_tokens=False, window_counts_output=False,
+                               overload_status=500),
 }
 
 
@@ -109,6 +121,11 @@ def error_body(p: Profile, status: int, message: str, *, type_: str = "invalid_r
 
 def context_error(p: Profile, prompt_tokens: int, cap: int, window: int) -> bytes:
     """The profile's 400 for a prompt over the window."""
+    from drscore.judge.mock.llamacpp import recorded
+
+    rec = recorded(p.name)
+    if rec is not None:
+        return rec.error("over_window", window=window, prompt=prompt_tokens, cap=cap, total=prompt_tokens + cap)[1]
     if p.name == "gemini":
         return error_body(p, 400, f"The input token count ({prompt_tokens}) exceeds the maximum number of tokens "
                                   f"allowed ({window}).")
@@ -123,6 +140,8 @@ def context_error(p: Profile, prompt_tokens: int, cap: int, window: int) -> byte
 def over_window(p: Profile, prompt_tokens: int, cap: int, window: int) -> bool:
     if window <= 0:
         return False
+    if p.name in ("llamacpp", "llamacpp-python"):  # the prompt must leave one token to generate
+        return prompt_tokens >= window
     return prompt_tokens + (cap if p.window_counts_output else 0) > window
 
 

@@ -49,7 +49,7 @@ from drscore.judge.mock.completions import (
     BadRequest, Prepared, completion_body, count_tokens, error_body, prepare, prompt_token_list, recoverable,
     truncated,
 )
-from drscore.judge.mock import profiles
+from drscore.judge.mock import llamacpp, profiles
 from drscore.judge.mock.prefix_cache import PrefixCache
 from drscore.judge.mock.quota import Quota, TokenBucket, ceil_ms, format_duration
 from drscore.judge.mock.thinking import STYLES, output_cap, planned_reasoning, shape_body, think
@@ -164,6 +164,9 @@ class _MockJudge:
         self.profile = profiles.profile(cfg.profile) if cfg.profile else None
         self.shapes = self.profile or profiles.profile("openai")
         self.style = cfg.reasoning_style or (self.profile.reasoning_style if self.profile else "hidden")
+        # llamacpp / llamacpp-python: behaviours recorded from the real servers (judge/mock/llamacpp.py)
+        self.recorded = llamacpp.recorded(cfg.profile) if cfg.profile else None
+        self._serial = asyncio.Lock() if self.recorded is not None and self.recorded.serial else None
         self.quota = Quota(cfg.rpm, cfg.tpm, cfg.burst, clock)
         self.prefix = PrefixCache(ttl_s=cfg.prefix_cache_ttl, clock=clock) if cfg.prefix_cache else None
         self.batches = MockBatches(self.answer_batch_line, delay_s=cfg.batch_delay,
@@ -192,6 +195,9 @@ class _MockJudge:
         st.in_flight += 1
         st.max_in_flight = max(st.max_in_flight, st.in_flight)
         try:
+            if self._serial is not None:  # a server that answers one request at a time
+                async with self._serial:
+                    return await self._chat(request, st)
             return await self._chat(request, st)
         finally:
             st.in_flight -= 1
@@ -200,11 +206,22 @@ class _MockJudge:
         cfg = self.cfg
         body = await request.read()
         prof = self.profile
+        rec = self.recorded
         try:
             try:
                 payload = orjson.loads(body)
             except orjson.JSONDecodeError as e:
+                if rec is not None:
+                    status, refusal = rec.error("malformed_json")
+                    return web.Response(status=status, body=refusal, content_type=_JSON)
                 raise BadRequest(f"request body is not valid JSON: {e}") from None
+            if rec is not None:
+                refused_as_recorded = rec.refusal(payload)
+                if refused_as_recorded is not None:
+                    st.bad_requests += 1
+                    return web.Response(status=refused_as_recorded[0], body=refused_as_recorded[1],
+                                        content_type=_JSON)
+                payload = rec.ignored_fields(payload)
             if prof is not None and not prof.structured_output and isinstance(payload, dict):
                 payload = {k: v for k, v in payload.items() if k != "response_format"}  # ignored
             prep = prepare(payload)
@@ -252,6 +269,8 @@ class _MockJudge:
             if delay > 0:
                 await asyncio.sleep(delay)
         status, response = self._finish(prep, payload, fate, cached, boundaries, st)
+        if rec is not None and rec.clamps and status == 200:
+            response = _clamp_to_window(response, cfg.context_window)
         return web.Response(status=status, body=orjson.dumps(response), headers=headers, content_type=_JSON)
 
     def _finish(self, prep: Prepared, payload: dict[str, Any], fate: float, cached: int,
@@ -367,9 +386,34 @@ class _MockJudge:
         return web.Response(body=b'{"reset": true}', content_type=_JSON)
 
     async def models(self, request: web.Request) -> web.Response:
+        if self.recorded is not None:
+            listed, headers = self.recorded.models(self.cfg.model, self.cfg.context_window)
+            return web.Response(body=orjson.dumps(listed), headers=headers, content_type=_JSON)
         body = {"object": "list", "data": [
             {"id": self.cfg.model, "object": "model", "created": 0, "owned_by": "drscore-mock"}]}
         return web.Response(body=orjson.dumps(body), content_type=_JSON)
+
+    async def props(self, request: web.Request) -> web.Response:
+        """llama-server's /props: its slots and the window of each."""
+        if self.recorded is None or not self.recorded.has_props:
+            raise web.HTTPNotFound()
+        body = {"total_slots": llamacpp.SLOTS, "default_generation_settings": {"n_ctx": self.cfg.context_window}}
+        return web.Response(body=orjson.dumps(body), content_type=_JSON)
+
+
+def _clamp_to_window(body: dict[str, Any], window: int) -> dict[str, Any]:
+    """llama.cpp's servers answer a prompt that fits with a cap that does not: the answer
+    stops when the window is full, ``finish_reason: length``, no error."""
+    usage = body["usage"]
+    room = window - usage["prompt_tokens"]
+    if window <= 0 or usage["completion_tokens"] <= room:
+        return body
+    choice = body["choices"][0]
+    choice["message"]["content"] = truncated(choice["message"]["content"] or "")
+    choice["finish_reason"] = "length"
+    usage["completion_tokens"] = max(0, room)
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    return body
 
 
 _MOCK_KEY = web.AppKey("mock_judge", _MockJudge)
@@ -389,6 +433,7 @@ def build_app(cfg: MockConfig, *, clock: Callable[[], float] = time.monotonic) -
     app.router.add_post("/reset", judge.reset)
     app.router.add_get("/v1/models", judge.models)
     app.router.add_get("/models", judge.models)
+    app.router.add_get("/props", judge.props)
     judge.batches.routes(app)
     return app
 
@@ -465,8 +510,9 @@ _FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
                              "(reasoning_content: vLLM, DeepSeek) or think (<think> in content: Ollama, llama.cpp); "
                              "empty: the profile's"),
     "profile": (str, "answer as this provider's OpenAI-compatible endpoint does: openai, azure, gemini, "
-                     "anthropic, vllm or ollama (error shapes, quota headers, usage fields, structured "
-                     "outputs; see docs/providers.md); empty: the plain mock"),
+                     "anthropic, vllm, ollama, or llamacpp / llamacpp-python (recorded from the real "
+                     "servers) (error shapes, quota headers, usage fields, structured outputs; see "
+                     "docs/providers.md); empty: the plain mock"),
     "context_window": (int, "prompts over this many tokens get the profile's context-length error "
                             "(ollama: cut silently); 0 = no limit"),
     "poison_rate": (float, "share of request bodies (chosen by a hash of the body) answered 503 every time"),

@@ -5,6 +5,7 @@ limits, cache, in-flight de-duplication, decoding and retries around them.
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Protocol
 
 import msgspec
@@ -103,13 +104,19 @@ OTHER_FAULTS: dict[str, str] = {
     "truncated": "answer cut off at the output cap (finish_reason length), also after one retry with a larger cap",
     "context_length": "the prompt does not fit the model's context window",
     "content_filter": "the provider's content filter refused the prompt or the answer",
-    "invalid_request": "the endpoint rejected this request's content (HTTP 400)",
+    "invalid_request": "the endpoint rejected this request's content (HTTP 400, or the same validation error twice)",
 }
 # Faults of one request, not of the endpoint: the item fails with the reason, the request
 # is never retried as transient (it would fail the same way), and the circuit breaker
 # (engine.runtime.health) neither counts them nor resets on them. ``truncated`` has its own
 # single retry with a larger cap (engine.runtime.pool).
 REQUEST_FAULTS = frozenset({"context_length", "content_filter", "invalid_request", "truncated"})
+# A server error body that is really a refusal of the request's shape: pydantic's
+# "1 validation error for ...", "Input should be ...", "Field required" (llama-cpp-python's
+# server answers these with HTTP 500). The pool treats the same body refused the same way
+# twice as an ``invalid_request``, not as a server fault to retry.
+VALIDATION_ERROR = re.compile(r"validation errors? for|Input should be|Field required|value is not a valid|"
+                              r"\[type=[a-z_]+", re.IGNORECASE)
 
 
 class JudgeError(Exception):

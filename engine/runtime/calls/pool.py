@@ -75,14 +75,15 @@ from drscore.engine.runtime.calls.cache import AnswerCache, request_key
 from drscore.engine.runtime.calls.health import CircuitBreaker, EndpointGate, Lane, SystematicFaults
 from drscore.engine.runtime.calls.ledger import RunLedger, Usage
 from drscore.engine.runtime.calls.judging import (
-    ENDPOINT_FAULTS, OTHER_FAULTS, REQUEST_FAULTS, Backend, ChatRequest, JudgeError, JudgeFailed, Message,
-    RateLimited, StopReason, TransientError,
+    ENDPOINT_FAULTS, OTHER_FAULTS, REQUEST_FAULTS, VALIDATION_ERROR, Backend, ChatRequest, JudgeError,
+    JudgeFailed, Message, RateLimited, StopReason, TransientError,
 )
 from drscore.engine.runtime.calls.limits import LimiterStopped, RateLimiter
 from drscore.engine.runtime.calls.prefix import CacheEstimator, WarmupGate, group_key
 from drscore.engine.runtime.calls.pricing import PriceTable
 from drscore.engine.runtime.calls.redact import redact
 from drscore.engine.runtime.calls.samples import key_component
+from drscore.engine.runtime.calls.slots import ServerFacts, ServerSlots
 from drscore.engine.runtime.calls.thinking import ThinkingPolicy, is_cut_off, split_thinking
 from drscore.engine.runtime.calls.tokens import TokenEstimator, estimate_messages, estimate_tokens, message_features
 from drscore.engine.runtime.calls.verdicts import VerdictDecodeError, decode_verdict, schema_of
@@ -173,6 +174,7 @@ class PoolStats(msgspec.Struct):
     reused_cost_usd: float = 0.0  # their estimated list price: not spend
     unusable_hints: int = 0  # 429s whose delay hint could not be believed (inf, nan, negative...)
     unusable_hint: str = ""  # the last such hint, as the server sent it (shortened)
+    timeouts_not_resent: int = 0  # timed out at a server that may still be working on them: not sent again
     # dry-run plan (calls that would be made)
     planned_calls: int = 0
     planned_input_tokens: int = 0
@@ -257,6 +259,11 @@ class JudgePool:
         known = window_of(backend.model) or (window_of(price_model) if price_model else None)
         self.window: int | None = known.context if known is not None else None
         self.window_source = "table" if known is not None else None
+        # What the server said about itself before the preflight (its window, its parallel
+        # slots): slots keep requests queued on our side (engine.runtime.calls.slots).
+        self.server: ServerFacts | None = None
+        self.slots: ServerSlots | None = None
+        self._server_asked = False
         self.stats = PoolStats()
         self.tokens = TokenEstimator()
         self._identity = {"backend": backend.name, **backend.identity()}
@@ -319,6 +326,25 @@ class JudgePool:
             source = "as the endpoint stated" if self.window_source == "endpoint" else "per the model table"
             raise JudgeFailed("context_length", f"prompt of about {tokens} tokens exceeds the {self.window}-token "
                                                 f"context window of {self.backend.model} ({source}); not sent")
+
+    async def _learn_server(self) -> None:
+        """Ask the endpoint about itself, once, before the preflight call (a backend
+        without ``server_facts`` says nothing): a window it states is applied to every
+        call from now on, and its parallel slots bound the calls sent at once."""
+        if self._server_asked:
+            return
+        self._server_asked = True
+        ask = getattr(self.backend, "server_facts", None)
+        if ask is None:
+            return
+        facts = await ask()
+        if not isinstance(facts, ServerFacts):
+            return
+        self.server = facts
+        if facts.window:
+            self.window, self.window_source = facts.window, "endpoint"
+        if facts.slots:
+            self.slots = ServerSlots(facts.slots, cancels=facts.cancels)
 
     def _learn_window(self, message: str) -> str:
         """Adopt the window a context-length error states; the detail for the item's error."""
@@ -386,7 +412,10 @@ class JudgePool:
         fut = self._inflight.get(key)
         if fut is not None:
             t0 = time.monotonic()
-            leader = await asyncio.shield(fut)
+            try:
+                leader = await asyncio.shield(fut)
+            except JudgeFailed as e:  # the leader's item counts what its failure cost, not ours
+                raise JudgeFailed(e.reason, e.detail) from None
             self.stats.shared += 1
             # The owner's row counts the time at the judge; here it is waiting.
             return Judged(decode_verdict(leader.text, verdict), leader.text, key, "shared",
@@ -585,10 +614,12 @@ class JudgePool:
         current = req
         tin = tout = tcached = treasoning = 0
         raised = False  # a cut-off answer gets one retry with a larger cap
+        ceiling: int | None = None  # the output the window leaves after this prompt, once an answer showed it
         cost = cost_uncached = 0.0
         batched = False
         judge_spans: list[Span] = []
         waits_seen = 0  # wait_spans already counted in an earlier attempt's ledger line
+        refused: tuple[ChatRequest, str] | None = None  # the last 5xx validation error and its body
         limiter = None if self.batched else self.limiter  # batch work is not paced by the quota
         gate = self.gate
         while True:
@@ -602,11 +633,15 @@ class JudgePool:
                 probe = gate if await gate.enter() else None
                 wait_spans.append((tw, time.monotonic()))  # waiting for the preflight's answer
             permit = None
+            slot = False
             try:
                 if lane is not None:  # every call of its kind so far failed alike: one at a time
                     tl = time.monotonic()
                     if await lane.wait():
                         wait_spans.append((tl, time.monotonic()))
+                if probe is not None:
+                    await self._learn_server()
+                    self._refuse_over_window(current)  # the window the server stated
                 if self.stopped is not None:
                     raise self._stopped_error()
                 if limiter is not None:
@@ -620,6 +655,8 @@ class JudgePool:
                 # The cap is sized now, not when the call was built: calls that waited while
                 # another one showed the model thinks get the room it needs.
                 room = self.thinking.cap(tpl.max_tokens)
+                if ceiling is not None:  # what the window leaves after this prompt (a cut-off showed it)
+                    room = min(room, ceiling)
                 if current.json_mode and not self.json_mode:  # the preflight showed response_format is ignored
                     current = msgspec.structs.replace(current, json_mode=False)
                 if room > current.max_tokens:
@@ -645,7 +682,22 @@ class JudgePool:
                     if self.budget.exhausted:
                         self.halt(self._budget_stop(worst))
                     raise self._stopped_error()
+                try:
+                    if self.slots is not None:  # the server's own slots: queue here, not at the server
+                        tw = time.monotonic()
+                        await self.slots.acquire()
+                        slot = True
+                        wait_spans.append((tw, time.monotonic()))
+                    # A window learned while this call waited (an error of another call) applies now.
+                    self._refuse_over_window(current)
+                except BaseException:
+                    self.budget.release(worst)
+                    if permit is not None:
+                        await self.limiter.release_failed(permit)
+                    raise
             except BaseException:
+                if slot and self.slots is not None:
+                    self.slots.release()
                 if probe is not None:
                     probe.open()
                 raise
@@ -661,6 +713,8 @@ class JudgePool:
                 judge_spans.append((tj, time.monotonic()))
                 message = str(e)
                 tries.append((e.kind, judge_spans[-1][1] - tj, message[:300]))
+                resend = self._free_slot(slot, current, e.kind, time.monotonic() - tj)
+                slot = False
                 if e.kind in _MAYBE_BILLED:
                     self.budget.forfeit(worst)
                     self.ledger.unknown(call, e.kind)
@@ -694,6 +748,14 @@ class JudgePool:
                     continue
                 if permit is not None:
                     await self.limiter.release_failed(permit)
+                if isinstance(e, TransientError) and (e.status or 0) >= 500 and VALIDATION_ERROR.search(message):
+                    # A server that answers a body it will never accept with a 5xx (llama-cpp-python's
+                    # pydantic errors are 500s): the same body refused the same way twice is this
+                    # request's fault, not the server's.
+                    if refused is not None and refused[0] is current and refused[1] == message:
+                        e.kind = "invalid_request"
+                        message = f"refused twice with the same validation error: {message}"
+                    refused = (current, message)
                 if e.kind in REQUEST_FAULTS:  # this request's own fault: no retry, no breaker
                     self.stats.failures += 1
                     self.stats.request_faults += 1
@@ -709,6 +771,11 @@ class JudgePool:
                     raise self._stopped_error() from None
                 if isinstance(e, TransientError):
                     attempts += 1
+                    if not resend:
+                        self.stats.failures += 1
+                        self.stats.timeouts_not_resent += 1
+                        raise JudgeFailed(e.kind, f"{message}; not sent again: {self._server_name()} may still be "
+                                                  "working on it and no answered call bounds how long") from None
                     if attempts > self.max_retries:
                         self.stats.failures += 1
                         raise JudgeFailed(e.kind, message) from None
@@ -723,6 +790,8 @@ class JudgePool:
             except BaseException:
                 self.budget.forfeit(worst)  # cancelled mid-call: it may have been billed
                 self.ledger.unknown(call, "interrupted")
+                self._free_slot(slot, current, "timeout", time.monotonic() - tj)
+                slot = False
                 if permit is not None:
                     await self.limiter.release_failed(permit)
                 if probe is not None:
@@ -732,6 +801,10 @@ class JudgePool:
             tries.append(("answered", judge_spans[-1][1] - tj, resp.finish_reason or ""))
             if is_cut_off(resp.finish_reason):  # learned before the preflight gate lets anyone else go
                 self.thinking.learn_cut_off(tpl.max_tokens, current.max_tokens)
+            if slot and self.slots is not None:
+                self.slots.observe(resp.input_tokens + resp.output_tokens, time.monotonic() - tj)
+                self.slots.release()
+                slot = False
             if probe is not None:
                 if current.json_mode and resp.finish_reason != "length" and "{" not in resp.text:
                     # Asked for a JSON schema, got prose without any JSON: the endpoint ignores
@@ -797,8 +870,16 @@ class JudgePool:
                 bigger = None if raised else self.thinking.raised_cap(current.max_tokens)
                 if bigger is not None and self.thinking.learned:  # it thinks: at least the room a thinker gets
                     bigger = max(bigger, self.thinking.cap(self._template(req.template).max_tokens))
+                # Never more output than the window leaves after this prompt (the server counted it).
+                left = self.window - resp.input_tokens if self.window else None
+                if bigger is not None and left is not None:
+                    bigger = min(bigger, left) if left > current.max_tokens else None
+                    ceiling = left
                 if bigger is None:
                     s.failures += 1
+                    if self.window and resp.input_tokens + resp.output_tokens + _WINDOW_SLACK >= self.window:
+                        raise JudgeFailed("truncated", _window_full_detail(resp.input_tokens, resp.output_tokens,
+                                                                           self.window)) from None
                     raise JudgeFailed("truncated", _truncated_detail(
                         current.max_tokens, resp.reasoning_tokens, raised, self.thinking.bound(),
                         explicit=self.thinking.max_output is not None and not self.thinking.retry_cut_off)) from None
@@ -832,6 +913,24 @@ class JudgePool:
                           attempts=tries, thought=thought)
 
 
+    def _free_slot(self, taken: bool, req: ChatRequest, kind: str, spent_s: float) -> bool:
+        """Give back a server slot after a failed attempt; whether the call may be sent
+        again. A timed-out call may still be running at a server that does not cancel it:
+        its slot stays taken until the work is surely over (engine.runtime.calls.slots)."""
+        if not taken or self.slots is None:
+            return True
+        if kind != "timeout":
+            self.slots.release()
+            return True
+        tokens = self._prompt_tokens(req) + req.max_tokens
+        self.slots.release_after_timeout(tokens, spent_s)
+        return self.slots.resend_allowed(tokens)
+
+    def _server_name(self) -> str:
+        name = self.server.server if self.server is not None else None
+        return f"the server ({name})" if name else "the server"
+
+
 def _prompt_kind(template: str) -> str:
     """The template without its language variant: ``quality_zh`` and ``quality`` are one kind of prompt."""
     return template.removesuffix("_zh")
@@ -856,6 +955,17 @@ def _truncated_detail(cap: int, reasoning: int, retried: bool, ceiling: int, *, 
                 "raise --max-output-tokens or lower --reasoning-effort")
     return (f"answer cut off at {cap} output tokens{spent}, and the model allows no more than {ceiling}; "
             "lower --reasoning-effort")
+
+
+# A server stops generating a few tokens short of a full window (llama-server at one token
+# left): an answer cut off this close to it ran out of context, not out of cap.
+_WINDOW_SLACK = 4
+
+
+def _window_full_detail(prompt: int, output: int, window: int) -> str:
+    """Why an answer cut off by a full context window failed: a larger output cap cannot help."""
+    return (f"answer cut off when the context window was full: prompt {prompt} + answer {output} tokens of "
+            f"{window}; a shorter prompt or a model with a larger window is needed")
 
 
 def _reask(req: ChatRequest, bad_answer: str, problem: str) -> ChatRequest:

@@ -114,12 +114,15 @@ class StatedWindow(msgspec.Struct, frozen=True):
 #   Anthropic:    "prompt is too long: 215000 tokens > 200000 maximum"
 #   Gemini:       "The input token count (1200000) exceeds the maximum number of tokens
 #                  allowed (1048576)."
+#   llama-server: "request (5000 tokens) exceeds the available context size (4096 tokens), try
+#                  increasing it" (type exceed_context_size_error, with "n_ctx": 4096 beside it)
 _N = r"(\d[\d,]*)"
 _WINDOW_PATTERNS = (
     re.compile(rf"maximum context length is {_N}", re.IGNORECASE),
     re.compile(rf"{_N} tokens > {_N} maximum", re.IGNORECASE),
     re.compile(rf"maximum number of tokens allowed(?: is)? \(?{_N}\)?", re.IGNORECASE),
-    re.compile(rf"context (?:window|size|length) (?:is |of )?{_N}", re.IGNORECASE),
+    re.compile(rf"context (?:window|size|length) (?:is |of )?\(?{_N}", re.IGNORECASE),
+    re.compile(rf"\"n_ctx\"\s*:\s*{_N}"),
 )
 _REQUESTED_PATTERNS = (
     re.compile(rf"you requested {_N} tokens", re.IGNORECASE),
@@ -127,6 +130,8 @@ _REQUESTED_PATTERNS = (
     re.compile(rf"your request has {_N} input tokens", re.IGNORECASE),
     re.compile(rf"prompt is too long: {_N} tokens", re.IGNORECASE),
     re.compile(rf"input token count \(?(?:of )?{_N}\)?", re.IGNORECASE),
+    re.compile(rf"(?:request|input) \({_N} tokens\)", re.IGNORECASE),
+    re.compile(rf"\"n_prompt_tokens\"\s*:\s*{_N}"),
 )
 
 

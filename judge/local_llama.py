@@ -1,0 +1,314 @@
+"""Real local OpenAI-compatible servers for tests, benches and the profile recorder.
+
+Two servers nobody on this project wrote, so drscore meets what real endpoints do rather
+than what our mock says they do:
+
+* **llama-server**, llama.cpp's own C++ server (what most local set-ups run, and what
+  Ollama is built on): several parallel slots, a context window per slot.
+* **llama-cpp-python's server** (``python -m llama_cpp.server``): one request at a time,
+  pydantic validation answered as HTTP 500, its own JSON mode.
+
+``scripts/install-llama-servers`` builds both from the llama-cpp-python source
+distribution into a cache outside the repository (one compile of llama.cpp: the Python
+server's bindings load the libllama built with llama-server); :func:`find_llama_server`
+and :func:`find_llama_cpp_python` find the result (or say how to get it).
+
+The model is made here, not downloaded: :func:`write_tiny_gguf` writes a tiny
+llama-architecture GGUF with random weights and a small tokenizer built from a sample of
+text (the ``gguf`` package, a test dependency). Its weights are shaped so that, under a
+server's JSON grammar, greedy decoding closes strings and arrays early and picks small
+digits: answers are short, valid JSON, and vary with the prompt. They mean nothing.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import re
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from drscore.engine.runtime.calls.team.local_server import free_port
+
+PINNED_VERSION = "0.3.36"  # the llama-cpp-python release both servers are built from
+_REPO_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "install-llama-servers"
+
+
+class LlamaServerMissing(RuntimeError):
+    """A server binary is not built on this machine."""
+
+
+def cache_dir() -> Path:
+    explicit = os.environ.get("DRSCORE_LLAMA_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "drscore"
+
+
+def _version() -> str:
+    return os.environ.get("DRSCORE_LLAMA_CPP_PYTHON_VERSION", PINNED_VERSION)
+
+
+def find_llama_server() -> Path:
+    """The cached ``llama-server`` binary ($DRSCORE_LLAMA_SERVER wins)."""
+    explicit = os.environ.get("DRSCORE_LLAMA_SERVER")
+    path = Path(explicit) if explicit else cache_dir() / f"llama-server-{_version()}" / "bin" / "llama-server"
+    if not path.is_file():
+        raise LlamaServerMissing(f"llama-server not found at {path}: build it with scripts/install-llama-servers "
+                                 "(./scripts/test does) or point $DRSCORE_LLAMA_SERVER at a binary")
+    return path
+
+
+def llama_lib_dir() -> Path:
+    """Where the libllama that both servers run lives (beside the llama-server binary)."""
+    return find_llama_server().parent.parent / "lib"
+
+
+def find_llama_cpp_python() -> Path:
+    """The Python of the venv that has llama-cpp-python's server ($DRSCORE_LLAMA_CPP_PYTHON wins)."""
+    explicit = os.environ.get("DRSCORE_LLAMA_CPP_PYTHON")
+    path = Path(explicit) if explicit else cache_dir() / f"llama-cpp-python-{_version()}" / "venv" / "bin" / "python"
+    if not path.is_file():
+        raise LlamaServerMissing(f"llama-cpp-python's venv not found at {path}: build it with "
+                                 "scripts/install-llama-servers (./scripts/test does) or point "
+                                 "$DRSCORE_LLAMA_CPP_PYTHON at a python that imports llama_cpp.server")
+    return path
+
+
+# --- the tiny model ---------------------------------------------------------------
+
+_WORD = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+SPACE = "\u2581"  # sentencepiece's word boundary mark
+# What greedy decoding under a JSON grammar should prefer, strongest first: end the answer,
+# the word "ok" (a string gets it, once: see WORD_DONE), close a string, close an object,
+# open one (so a list gets one item: "{" over "]"), close a list (so it gets no second
+# item: "]" over ","), separators, small digits. Everything else stays near zero, so the
+# grammar's allowed set decides, and the random part of the weights (which follows the
+# prompt) breaks the ties among the digits 0-4.
+WORD = "ok"
+_PREFERRED = {"</s>": 6.0, WORD: 5.5, '"': 5.0, "}": 4.5, "{": 4.2, "]": 4.0, ",": 3.0, ":": 3.0,
+              "0": 1.0, "1": 1.0, "2": 1.0, "3": 1.0, "4": 1.0}
+# Dimension 1 of the residual stream says "the last token was the word": it holds the word
+# back right after itself, so a string is "ok", not "okokok..." up to the cap.
+WORD_DONE = -2.0
+
+
+def tokenizer_pieces(texts: list[str], *, words: int = 1500) -> list[tuple[str, float]]:
+    """A sentencepiece-style vocabulary (piece, score) from sample text: every character
+    seen, and every prefix of the most frequent words (so llama.cpp's merge-by-score
+    tokenizer can reach each whole word one character at a time); longer pieces score
+    higher. Bytes outside it fall back to the ``<0xNN>`` tokens."""
+    counts: collections.Counter[str] = collections.Counter()
+    chars: set[str] = set('{}[]:,"-.0123456789')  # JSON's own characters are always pieces of their own
+    for text in texts:
+        chars.update(text)
+        counts.update(_WORD.findall(text))
+    pieces: dict[str, float] = {}
+    for c in sorted(chars):
+        if c.isprintable() and not c.isspace():
+            pieces.setdefault(c, -1.0)
+    pieces.setdefault(SPACE, -1.0)
+    pieces.setdefault(WORD, 0.5)
+    for word in (w for w, _ in counts.most_common(words)):
+        piece = SPACE + word
+        for k in range(2, len(piece) + 1):
+            pieces[piece[:k]] = max(pieces.get(piece[:k], -100.0), float(k))
+    return sorted(pieces.items())
+
+
+# ChatML, the template llama.cpp's and llama-cpp-python's servers both recognise by name.
+CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def write_tiny_gguf(path: Path, texts: list[str], *, context: int = 4096, embd: int = 64, layers: int = 2,
+                    heads: int = 4, seed: int = 7, chat_template: str | None = CHATML) -> Path:
+    """A tiny llama-architecture GGUF at ``path`` (random weights, see the module doc)."""
+    import gguf  # a test dependency (drscore[dev]); imported here so the package does not need it
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    special = [("<unk>", gguf.TokenType.UNKNOWN), ("<s>", gguf.TokenType.CONTROL), ("</s>", gguf.TokenType.CONTROL)]
+    tokens = [t for t, _ in special] + [f"<0x{b:02X}>" for b in range(256)]
+    types = [int(k) for _, k in special] + [int(gguf.TokenType.BYTE)] * 256
+    scores = [0.0] * len(tokens)
+    for piece, score in tokenizer_pieces(texts):
+        tokens.append(piece)
+        types.append(int(gguf.TokenType.NORMAL))
+        scores.append(score)
+    vocab = len(tokens)
+    ff = embd * 2
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name("drscore tiny random llama")
+    w.add_context_length(context)
+    w.add_embedding_length(embd)
+    w.add_block_count(layers)
+    w.add_feed_forward_length(ff)
+    w.add_head_count(heads)
+    w.add_head_count_kv(heads)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_dimension_count(embd // heads)
+    w.add_vocab_size(vocab)
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_unk_token_id(0)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(True)
+    # No space before the text: the chat template's generation prompt must tokenize as
+    # written, since llama-server walks its grammar through it.
+    w.add_add_space_prefix(False)
+    w.add_add_eos_token(False)
+    if chat_template:
+        w.add_chat_template(chat_template)
+
+    def normal(*shape: int, scale: float = 0.02) -> np.ndarray:
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+    # Dimension 0 of the residual stream is a constant 1 in every token's embedding, and the
+    # layers barely move it: after the final norm it carries the preference column of the
+    # output matrix into every logit, whatever the prompt.
+    emb = normal(vocab, embd, scale=0.05)
+    emb[:, 0] = 1.0
+    emb[:, 1] = 0.0
+    index = {t: i for i, t in enumerate(tokens)}
+    emb[index[WORD], 1] = 1.0
+    w.add_tensor("token_embd.weight", emb)
+    for i in range(layers):
+        w.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(embd, dtype=np.float32))
+        for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
+            w.add_tensor(f"blk.{i}.{name}.weight", normal(embd, embd))
+        w.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(embd, dtype=np.float32))
+        w.add_tensor(f"blk.{i}.ffn_gate.weight", normal(ff, embd))
+        w.add_tensor(f"blk.{i}.ffn_up.weight", normal(ff, embd))
+        w.add_tensor(f"blk.{i}.ffn_down.weight", normal(embd, ff))
+    w.add_tensor("output_norm.weight", np.ones(embd, dtype=np.float32))
+    out = normal(vocab, embd, scale=0.3)
+    out[:, 0] = 0.0
+    out[:, 1] = 0.0
+    for piece, pref in _PREFERRED.items():
+        if piece in index:
+            out[index[piece], 0] = pref
+    out[index[WORD], 1] = WORD_DONE
+    w.add_tensor("output.weight", out)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+# --- the servers ------------------------------------------------------------------
+
+
+class LocalLlama:
+    """One server process on a free loopback port; ``url`` is its ``/v1`` base."""
+
+    kind = "llama-server"
+
+    def __init__(self, model: Path, *, context: int = 4096, slots: int = 4, startup_timeout: float = 60.0,
+                 alias: str = "tiny-llama") -> None:
+        self.model, self.context, self.slots = model, context, slots
+        self.alias = alias
+        self.startup_timeout = startup_timeout
+        self.port: int | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: tempfile._TemporaryFileWrapper[bytes] | None = None
+
+    @property
+    def root(self) -> str:
+        if self.port is None:
+            raise RuntimeError(f"{self.kind} is not running")
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return self.root + "/v1"
+
+    def command(self, port: int) -> list[str]:
+        # One thread per request keeps two parallel slots from fighting over 2 cores.
+        return [str(find_llama_server()), "-m", str(self.model), "--host", "127.0.0.1", "--port", str(port),
+                # each slot its own part of the context: the window stated per request is context / slots
+                "-c", str(self.context), "-np", str(self.slots), "--no-kv-unified", "-t", "1", "--alias", self.alias,
+                "--no-webui", "--log-disable"]
+
+    def environment(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    def __enter__(self) -> LocalLlama:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self._log = tempfile.NamedTemporaryFile(prefix=f"drscore-{self.kind}-", suffix=".log")
+        for _ in range(3):  # a port found free may be taken before the server binds it
+            self.port = free_port()
+            self._proc = subprocess.Popen(self.command(self.port), stdout=self._log, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL, env=self.environment())
+            if self._wait_ready():
+                return
+            self._kill()
+        detail = Path(self._log.name).read_text(errors="replace")[-2000:]
+        self.stop()
+        raise RuntimeError(f"{self.kind} did not start: {detail}")
+
+    def _wait_ready(self) -> bool:
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self._proc is None or self._proc.poll() is not None:
+                return False
+            try:
+                with urllib.request.urlopen(self.url + "/models", timeout=2) as r:
+                    if r.status == 200:
+                        return True
+            except OSError:
+                pass
+            time.sleep(0.1)
+        return False
+
+    def log_tail(self, n: int = 4000) -> str:
+        return Path(self._log.name).read_text(errors="replace")[-n:] if self._log is not None else ""
+
+    def _kill(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def stop(self) -> None:
+        self._kill()
+        self.port = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+class LocalLlamaCppPython(LocalLlama):
+    """llama-cpp-python's server (one request at a time: it holds one lock per model)."""
+
+    kind = "llama-cpp-python"
+
+    def environment(self) -> dict[str, str]:
+        # Its bindings load the libllama built with llama-server (scripts/install-llama-servers).
+        lib = os.environ.get("LLAMA_CPP_LIB_PATH") or str(llama_lib_dir())
+        return {**os.environ, "LLAMA_CPP_LIB_PATH": lib}
+
+    def command(self, port: int) -> list[str]:
+        return [str(find_llama_cpp_python()), "-m", "llama_cpp.server", "--model", str(self.model),
+                # one request at a time: that one may have both cores
+                "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(self.context), "--n_threads", "2",
+                "--model_alias", self.alias, "--verbose", "false"]
