@@ -139,6 +139,7 @@ class _Stats(msgspec.Struct, kw_only=True):
     max_in_flight: int = 0
     first_request_at: float | None = None
     last_request_at: float | None = None
+    last_answer_at: float | None = None  # when the last 200 left (benchmarks' span: first request to last answer)
     distinct_requests: int = 0
     duplicate_ok: int = 0
     reasoning_tokens: int = 0  # part of completion_tokens spent thinking
@@ -187,7 +188,10 @@ class _MockJudge:
         st.in_flight += 1
         st.max_in_flight = max(st.max_in_flight, st.in_flight)
         try:
-            return await self._chat(request, st)
+            response = await self._chat(request, st)
+            if response.status == 200:
+                st.last_answer_at = time.time()
+            return response
         finally:
             st.in_flight -= 1
 
