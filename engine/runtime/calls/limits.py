@@ -52,11 +52,12 @@ class TokenBucket:
         self.level = min(self.capacity, self.level + (now - self._t) * self.rate)
         self._t = now
 
-    def wait_time(self, amount: float, now: float) -> float:
-        """Seconds until ``amount`` is covered (a request larger than the capacity waits
-        for a full bucket and then drives it into debt, so it is never refused forever)."""
+    def wait_time(self, amount: float, now: float, reserve: float = 0.0) -> float:
+        """Seconds until ``amount`` plus ``reserve`` is covered (never more than a full
+        bucket: a request larger than the capacity waits for a full bucket and then drives
+        it into debt, so it is never refused forever)."""
         self._refill(now)
-        need = min(amount, self.capacity)
+        need = min(amount + reserve, self.capacity)
         return 0.0 if self.level >= need else (need - self.level) / self.rate
 
     def take(self, amount: float, now: float) -> None:
@@ -73,6 +74,11 @@ class TokenBucket:
         self._refill(now)
         self.level = min(self.level, remaining)
 
+    def sync(self, level: float, now: float) -> None:
+        """Take the server's own level (brought forward to ``now``), up or down."""
+        self._refill(now)
+        self.level = min(self.capacity, level)
+
     def set_rate(self, per_minute: float, now: float, burst_s: float = 1.0) -> None:
         """Change the refill rate from now on (what accrued so far is kept)."""
         self._refill(now)
@@ -82,7 +88,8 @@ class TokenBucket:
 
 
 class RateLearner:
-    """The request rate a header-less endpoint sustains, learned from its 429s alone.
+    """The rate a header-less endpoint sustains, learned from its 429s alone: requests per
+    second, or (``success(units=tokens)``) tokens per second.
 
     Until the first 429 it paces nothing (:meth:`rate` is None). At a 429 it sets the pace
     to ``decrease`` x the rate the endpoint had been accepting over the last ``window_s``
@@ -104,29 +111,40 @@ class RateLearner:
         self.decrease, self.increase_per_s, self.window_s = decrease, increase_per_s, window_s
         self.first_increase_per_s = first_increase_per_s
         self.min_rps, self.max_rps, self.clock = min_rps, max_rps, clock
+        self.unit_guess = 1.0  # units of one request (a token learner sets the refused request's size)
         self.pace: float | None = None  # requests per second; None: not learned yet
         self.cuts = 0
         self._base = 0.0  # the pace set at the last cut: the unit of the additive step
         self._grown_at = 0.0
         self._cut_until = 0.0
-        self._successes: deque[float] = deque()
+        self._successes: deque[tuple[float, float]] = deque()
+        self._units = 0.0
 
     def rate(self) -> float | None:
         return self.pace
 
+    def _forget(self, now: float) -> None:
+        while self._successes and self._successes[0][0] < now - self.window_s:
+            _, units = self._successes.popleft()
+            self._units -= units
+
     def accepted_rate(self, now: float) -> float | None:
-        """Successes per second over the last ``window_s`` (None with fewer than 2)."""
-        while self._successes and self._successes[0] < now - self.window_s:
-            self._successes.popleft()
+        """Units answered per second over the last ``window_s`` (None with fewer than 2
+        answers); the first answer marks the start, so its own units are not counted."""
+        self._forget(now)
         if len(self._successes) < 2:
             return None
-        span = max(now - self._successes[0], 1e-3)
-        return (len(self._successes) - 1) / span
+        first, first_units = self._successes[0]
+        span = max(now - first, 1e-3)
+        return (self._units - first_units) / span
 
-    def success(self) -> bool:
-        """Record an answered call; True when the pace changed."""
+    def success(self, units: float = 1.0) -> bool:
+        """Record an answered call (``units`` of it: 1 request, or its tokens); True when
+        the pace changed."""
         now = self.clock()
-        self._successes.append(now)
+        self._successes.append((now, units))
+        self._units += units
+        self._forget(now)  # bounded: a long run without 429s keeps only the window
         if self.pace is None or now < self._cut_until:
             return False
         start = max(self._grown_at, self._cut_until)
@@ -152,8 +170,8 @@ class RateLearner:
             # The end of the exponential phase overshoots: what the endpoint accepted over the
             # last seconds (no pause among them) is the better measure of its limit.
             current = min(current, accepted)
-        if current is None:  # no answer yet to measure: one request per pause
-            current = 1.0 / max(1.0, pause_s)
+        if current is None:  # no answer yet to measure: one unit's worth per pause
+            current = self.unit_guess / max(1.0, pause_s)
         self.pace = self._base = max(self.min_rps, self.decrease * current)
         if self.max_rps:
             self.pace = self._base = min(self.pace, self.max_rps)
@@ -161,6 +179,54 @@ class RateLearner:
         self._grown_at = self._cut_until
         self.cuts += 1
         return True
+
+
+class BindingGuess:
+    """Which quota a header-less endpoint enforces, requests or tokens, from its 429s and
+    the sizes of what was sent.
+
+    A request quota refuses requests whatever their size; a token quota refuses the large
+    ones (a request needs its size in the bucket, a large one a full bucket). So at each
+    429 the refused request's size is ranked among the sizes of the requests sent just
+    before it: ranks near the top, over the last few refusals, mean tokens bind; ranks near
+    the bottom mean requests do (paced by tokens, small requests go in bursts and the
+    request quota refuses them). Requests of nearly one size cannot tell the two apart, and
+    need not: then pacing requests is pacing tokens, and requests it is. The guess is
+    revisited at every 429, so a wrong first guess (one refusal is a small sample) is
+    corrected by the refusals it causes.
+    """
+
+    def __init__(self, sizes: int = 64, votes: int = 5, alike_cv: float = 0.25) -> None:
+        self._sizes: deque[float] = deque(maxlen=sizes)
+        self._ranks: deque[float] = deque(maxlen=votes)
+        self.alike_cv = alike_cv
+        self.dimension = "requests"
+
+    def sent(self, tokens: float) -> None:
+        self._sizes.append(tokens)
+
+    def _alike(self) -> bool:
+        n = len(self._sizes)
+        if n < 2:
+            return True
+        mean = sum(self._sizes) / n
+        var = sum((x - mean) ** 2 for x in self._sizes) / n
+        return mean <= 0 or var ** 0.5 / mean < self.alike_cv
+
+    def refused(self, tokens: float) -> str:
+        """Record a 429 of a request of ``tokens``; the dimension that binds now."""
+        if self._alike():
+            self._ranks.clear()
+            self.dimension = "requests"
+            return self.dimension
+        below = sum(1.0 if x < tokens else 0.5 if x == tokens else 0.0 for x in self._sizes)
+        self._ranks.append(below / len(self._sizes))
+        mean = sum(self._ranks) / len(self._ranks)
+        if mean > 0.6:
+            self.dimension = "tokens"
+        elif mean < 0.4:
+            self.dimension = "requests"
+        return self.dimension
 
 
 class AdaptiveConcurrency:
@@ -259,14 +325,20 @@ class LimiterStopped(Exception):
 
 
 class Permit:
-    """A granted call slot. Call :meth:`done` exactly once with the real usage (if known)."""
+    """A granted call slot. Call :meth:`done` exactly once with the real usage (if known).
 
-    __slots__ = ("_limiter", "estimate", "_released")
+    ``granted_at`` and the limiter's running totals of what it had sent by then (this call
+    included) let the quota headers of this call's answer, which state the server's count
+    when it admitted the call, be brought forward past everything sent since."""
 
-    def __init__(self, limiter: RateLimiter, estimate: int) -> None:
+    __slots__ = ("_limiter", "estimate", "_released", "granted_at", "sent_requests", "sent_tokens")
+
+    def __init__(self, limiter: RateLimiter, estimate: int, granted_at: float = 0.0, sent_requests: float = 0.0,
+                 sent_tokens: float = 0.0) -> None:
         self._limiter = limiter
         self.estimate = estimate
         self._released = False
+        self.granted_at, self.sent_requests, self.sent_tokens = granted_at, sent_requests, sent_tokens
 
     async def done(self, actual_tokens: int | None = None) -> None:
         if self._released:
@@ -275,19 +347,45 @@ class Permit:
         await self._limiter._finish(self, actual_tokens)
 
 
+# The reserve a request must leave in the bucket, in seconds of quota: what arrival jitter
+# and a late correction can cost. A constant costs its size once per run; the safety
+# factor it replaced (pacing at 0.97 of the quota) cost 3% of every minute.
+MARGIN_S = 0.1
+# The longest window a provider's quota headers are believed to describe: a bucket holds at
+# most a minute of quota, whatever ``remaining + reset x rate`` adds up to.
+MAX_WINDOW_S = 60.0
+# The share of the quota a team (``--redis``) paces at: see RateLimiter._shape.
+SHARED_SAFETY = 0.97
+
+
 class RateLimiter:
     """RPM + TPM + concurrency. ``rpm``/``tpm`` of 0 mean unlimited.
 
     Callers queue in arrival order; only the head of the queue waits on the buckets, and
     it estimates its tokens when it reaches the head (with everything learned so far), so
     no caller is scheduled on a stale estimate. Refunds and quota changes wake the head
-    early. ``safety`` (< 1) runs slightly under the quota: requests leave here at an exact
-    pace but reach the server with jitter.
+    early.
+
+    The buckets run at the whole quota (``safety`` < 1 would run under it; the default is
+    1). What keeps requests off the server's 429s is a reserve, not a share of the rate: a
+    request leaves once its bucket covers its cost plus ``margin_s`` seconds of refill, and
+    for tokens also twice the token estimate's current relative error
+    (:attr:`estimate_error`, set by the pool from its estimator) times the request's
+    estimate, since the server charges the real count.
+
+    With quota headers the buckets follow the provider's own window: each answer's
+    ``remaining`` (the server's count when it admitted that call; with ``reset`` and the
+    bucket size, also a debt the floor at 0 hides), brought forward by the refill since and
+    less what was sent since, becomes the level, and ``remaining + reset x rate`` is the
+    size of the server's bucket, so the burst it allows is used (up to ``MAX_WINDOW_S`` of
+    quota). Without headers a bucket holds ``burst_s`` seconds of quota (``--burst``).
     """
 
     def __init__(self, rpm: float = 0, tpm: float = 0, concurrency: int = 16, *,
-                 burst_s: float = 1.0, safety: float = 0.97, cooldown_s: float = 5.0) -> None:
-        self.rpm, self.tpm, self.burst_s, self.safety = rpm, tpm, burst_s, safety
+                 burst_s: float = 1.0, safety: float = 1.0, margin_s: float = MARGIN_S,
+                 cooldown_s: float = 5.0) -> None:
+        self.rpm, self.tpm, self.burst_s, self.safety, self.margin_s = rpm, tpm, burst_s, safety, margin_s
+        self.told_rpm, self.told_tpm = rpm, tpm
         self.requests = TokenBucket(rpm * safety, burst_s) if rpm else None
         self.tokens = TokenBucket(tpm * safety, burst_s, minimum_capacity=0.0) if tpm else None
         self.concurrency = AdaptiveConcurrency(concurrency, cooldown_s)
@@ -299,9 +397,16 @@ class RateLimiter:
         self._probing = not rpm and not tpm
         if self._probing:
             self.concurrency.limit = 1.0
-        # Pacing learned from 429s when no quota headers announce the limits (never above --rpm).
+        # Pacing learned from 429s when no quota headers announce the limits (never above
+        # --rpm / --tpm): a request rate and a token rate, and which of the two binds.
         self.learner = RateLearner(max_rps=rpm * safety / 60 if rpm else None)
+        self.token_learner = RateLearner(max_rps=tpm * safety / 60 if tpm else None)
+        self.binding = BindingGuess()
+        # The token estimate's relative error (0.1 = 10%): the pool sets it from its estimator.
+        self.estimate_error: Callable[[], float] = lambda: 0.0
         self.announced = False  # a response carried x-ratelimit-limit-* headers
+        self._sent_requests = 0.0  # running totals of what was sent (tokens: corrected by usage)
+        self._sent_tokens = 0.0
         self._paused_until = 0.0
         self._queue: deque[asyncio.Future[None]] = deque()
         self._changed = asyncio.Event()
@@ -321,8 +426,11 @@ class RateLimiter:
         self._changed.set()
 
     def _shape(self) -> tuple[float, float, float, float]:
+        """The buckets as the shared store paces them: at SHARED_SAFETY of the rates, since
+        its script keeps no reserve and several processes' requests interleave at the server."""
         r, t = self.requests, self.tokens
-        return (r.rate if r else 0.0, r.capacity if r else 0.0, t.rate if t else 0.0, t.capacity if t else 0.0)
+        return (r.rate * SHARED_SAFETY if r else 0.0, r.capacity if r else 0.0,
+                t.rate * SHARED_SAFETY if t else 0.0, t.capacity if t else 0.0)
 
     async def _reserve_shared(self, tokens: int) -> float | None:
         """Seconds to wait per the shared store (0: taken); None once the store is gone."""
@@ -332,6 +440,27 @@ class RateLimiter:
         if wait is None and not self.shared.available():
             self.shared = None  # the store is gone: the local buckets take over
         return wait
+
+    def _wait(self, tokens: int, now: float) -> float:
+        """Seconds until both buckets cover one request of ``tokens`` and their reserves."""
+        wait = 0.0
+        if self.requests is not None:
+            wait = self.requests.wait_time(1, now, self.requests.rate * self.margin_s)
+        if self.tokens is not None:
+            reserve = self.tokens.rate * self.margin_s + 2.0 * self.estimate_error() * tokens
+            wait = max(wait, self.tokens.wait_time(tokens, now, reserve))
+        return wait
+
+    def _grant(self, tokens: int, now: float, *, take: bool = True) -> Permit:
+        if take:
+            if self.requests:
+                self.requests.take(1, now)
+            if self.tokens:
+                self.tokens.take(tokens, now)
+        self._sent_requests += 1
+        self._sent_tokens += tokens
+        self.binding.sent(tokens)
+        return Permit(self, tokens, now, self._sent_requests, self._sent_tokens)
 
     async def acquire(self, estimate: int | Callable[[], int]) -> Permit:
         """Wait for a concurrency slot and for quota covering ``estimate`` tokens (a number,
@@ -346,17 +475,11 @@ class RateLimiter:
         if not self._queue:  # nobody waiting: go now if the buckets allow, without queueing
             now = time.monotonic()
             if self._paused_until <= now:
-                if self.requests is None and self.tokens is None:
-                    return Permit(self, 0)
                 tokens = estimate() if callable(estimate) else estimate
-                if self.shared is None and \
-                        (self.requests is None or self.requests.wait_time(1, now) <= 0) and \
-                        (self.tokens is None or self.tokens.wait_time(tokens, now) <= 0):
-                    if self.requests:
-                        self.requests.take(1, now)
-                    if self.tokens:
-                        self.tokens.take(tokens, now)
-                    return Permit(self, tokens)
+                if self.requests is None and self.tokens is None:
+                    return self._grant(tokens, now, take=False)
+                if self.shared is None and self._wait(tokens, now) <= 0:
+                    return self._grant(tokens, now)
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue.append(turn)
         self.waiting += 1
@@ -373,18 +496,13 @@ class RateLimiter:
                     shared_wait = await self._reserve_shared(tokens)
                     if shared_wait is not None:
                         if shared_wait <= 0:
-                            return Permit(self, tokens)
+                            return self._grant(tokens, time.monotonic(), take=False)
                         wait = shared_wait
                         now = time.monotonic()
                 if wait <= 0:
-                    wait = max(self.requests.wait_time(1, now) if self.requests else 0.0,
-                               self.tokens.wait_time(tokens, now) if self.tokens else 0.0)
+                    wait = self._wait(tokens, now)
                     if wait <= 0:
-                        if self.requests:
-                            self.requests.take(1, now)
-                        if self.tokens:
-                            self.tokens.take(tokens, now)
-                        return Permit(self, tokens)
+                        return self._grant(tokens, now)
                 self._changed.clear()
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), timeout=wait)
@@ -402,12 +520,16 @@ class RateLimiter:
                     self._queue.remove(turn)
 
     async def _finish(self, permit: Permit, actual: int | None) -> None:
-        if actual is not None and self.tokens is not None:
-            if self.shared is None or await self.shared.adjust(actual - permit.estimate, self._shape()) is None:
-                self.tokens.adjust(actual - permit.estimate, time.monotonic())
-            self._changed.set()  # a refund may let the head go now
-        if self.learner.success() and not self.announced:
-            self._learned(self.learner.rate())
+        if actual is not None:
+            self._sent_tokens += actual - permit.estimate
+            if self.tokens is not None:
+                if self.shared is None or await self.shared.adjust(actual - permit.estimate, self._shape()) is None:
+                    self.tokens.adjust(actual - permit.estimate, time.monotonic())
+                self._changed.set()  # a refund may let the head go now
+        requests_changed = self.learner.success()
+        tokens_changed = self.token_learner.success(actual if actual is not None else permit.estimate)
+        if (requests_changed or tokens_changed) and not self.announced:
+            self._apply_learned()
         self.concurrency.on_success()
         await self.concurrency.release()
 
@@ -433,22 +555,63 @@ class RateLimiter:
             else:
                 self.concurrency.slow_start = True
 
-    def _learned(self, pace: float | None) -> None:
-        """Pace requests at ``pace`` per second (the learner's figure)."""
-        if pace is None:
-            return
-        now = time.monotonic()
-        if self.requests is None:
-            self.requests = TokenBucket(pace * 60, self.burst_s)
-            self.requests.level = 0.0  # learned at a 429: nothing is left in the server's bucket
+    def _paced(self, bucket: TokenBucket | None, per_minute: float, now: float, minimum_capacity: float) -> TokenBucket:
+        if bucket is None:
+            bucket = TokenBucket(per_minute, self.burst_s, minimum_capacity)
+            bucket.level = 0.0  # learned at a 429: nothing is left in the server's bucket
         else:
-            self.requests.set_rate(pace * 60, now, self.burst_s)
-        self.rpm = pace * 60
+            bucket.set_rate(per_minute, now, self.burst_s)
+        return bucket
 
-    def observe(self, info: RateLimitInfo | None) -> None:
+    def _apply_learned(self) -> None:
+        """Pace the dimension the 429s say binds at its learner's figure; the other one
+        goes back to what was told (``--rpm``/``--tpm``), or unpaced."""
+        now = time.monotonic()
+        if self.binding.dimension == "tokens":
+            pace = self.token_learner.rate()
+            if pace is None:
+                return
+            self.tokens = self._paced(self.tokens, pace * 60, now, 0.0)
+            self.tpm = pace * 60
+            if self.requests is not None and self.rpm != self.told_rpm:
+                self.requests = TokenBucket(self.told_rpm * self.safety, self.burst_s) if self.told_rpm else None
+                self.rpm = self.told_rpm
+        else:
+            pace = self.learner.rate()
+            if pace is None:
+                return
+            self.requests = self._paced(self.requests, pace * 60, now, 1.0)
+            self.rpm = pace * 60
+            if self.tokens is not None and self.tpm != self.told_tpm:
+                self.tokens = TokenBucket(self.told_tpm * self.safety, self.burst_s, minimum_capacity=0.0) \
+                    if self.told_tpm else None
+                self.tpm = self.told_tpm
+        self._changed.set()
+
+    def _follow(self, bucket: TokenBucket | None, remaining: float | None, reset_s: float | None,
+                permit: Permit | None, used_since: float, now: float) -> None:
+        """Set ``bucket`` to the server's level: ``remaining`` as of ``permit``'s admission,
+        brought forward to now (refill since, less ``used_since``, what was sent since)."""
+        if bucket is None or remaining is None:
+            return
+        if permit is None or self.shared is not None:
+            bucket.clamp(remaining, now)  # no send time to bring it forward from: never believe more
+            return
+        rate = bucket.rate
+        at_admission = remaining
+        if reset_s is not None:
+            if remaining > 0:  # a bucket in debt reports 0 left and a reset beyond its size
+                bucket.capacity = min(max(bucket.capacity, remaining + reset_s * rate), rate * MAX_WINDOW_S)
+            at_admission = min(remaining, bucket.capacity - reset_s * rate)
+        since = max(0.0, now - permit.granted_at)
+        bucket.sync(min(bucket.capacity, at_admission + rate * since) - used_since, now)
+
+    def observe(self, info: RateLimitInfo | None, permit: Permit | None = None) -> None:
         """Adopt the limits a server announces (``x-ratelimit-limit-*``) when they are
         tighter than ours (or we have none): a run without ``--rpm``/``--tpm`` then paces
-        itself after the first answer instead of learning the quota from 429s."""
+        itself after the first answer instead of learning the quota from 429s. With
+        ``permit`` (the call the answer belongs to) the buckets follow the server's
+        remaining counts and take its bucket size (see the class)."""
         if info is not None and (info.limit_requests or info.limit_tokens):
             self.announced = True
         self._end_probe(self.announced or bool(self.rpm or self.tpm))
@@ -471,6 +634,12 @@ class RateLimiter:
                 self.tokens.clamp(old.level, now)
             if info.remaining_tokens is not None:
                 self.tokens.clamp(info.remaining_tokens, now)
+        if permit is not None:
+            self._follow(self.requests, info.remaining_requests, info.reset_requests_s, permit,
+                         self._sent_requests - permit.sent_requests, now)
+            self._follow(self.tokens, info.remaining_tokens, info.reset_tokens_s, permit,
+                         self._sent_tokens - permit.sent_tokens, now)
+            self._changed.set()  # the level may have risen: the head re-reads it
 
     async def rate_limited_release(self, permit: Permit, info: RateLimitInfo | None) -> float:
         """Record a 429 for ``permit``: pause everyone, drain buckets, cut concurrency.
@@ -493,8 +662,14 @@ class RateLimiter:
         if delay is None:
             delay = 1.0
         learning = not self.announced
-        if learning and self.learner.rate_limited(delay):
-            self._learned(self.learner.rate())  # no headers: the 429s alone set the pace
+        if learning:
+            # no headers: the 429s alone set the pace, in the dimension their sizes point to
+            self.binding.refused(permit.estimate)
+            self.token_learner.unit_guess = max(1.0, float(permit.estimate))
+            requests_cut = self.learner.rate_limited(delay)
+            tokens_cut = self.token_learner.rate_limited(delay)
+            if requests_cut or tokens_cut:
+                self._apply_learned()
         if self.shared is not None:
             await self.shared.rate_limited(delay, info.remaining_requests if info else None,
                                            info.remaining_tokens if info else None, self._shape())
@@ -526,4 +701,6 @@ class RateLimiter:
             "waiting_for_quota": self.waiting,
             "concurrency_cuts": self.concurrency.cuts,
             "learned_rpm": round(self.learner.pace * 60, 1) if self.learner.pace is not None else None,
+            "learned_tpm": round(self.token_learner.pace * 60) if self.token_learner.pace is not None else None,
+            "binding": self.binding.dimension if not self.announced and self.learner.cuts else None,
         }

@@ -62,7 +62,7 @@ import msgspec
 from drscore import prompts
 from drscore.engine.runtime.calls.budget import Budget, input_reservation
 from drscore.engine.runtime.calls.cache import AnswerCache, request_key
-from drscore.engine.runtime.calls.health import CircuitBreaker, EndpointGate
+from drscore.engine.runtime.calls.health import PREFLIGHT_OVERLAP_S, CircuitBreaker, EndpointGate
 from drscore.engine.runtime.calls.judging import (
     ENDPOINT_FAULTS, OTHER_FAULTS, REQUEST_FAULTS, Backend, ChatRequest, JudgeError, JudgeFailed, Message,
     RateLimited, StopReason, TransientError,
@@ -207,7 +207,9 @@ class JudgePool:
         # per-call timeout, batch prices, and no preflight (a first batch of one request
         # would cost a whole batch round trip); the provider orders the work (no warm-up).
         self.batched = bool(getattr(backend, "batched", False))
-        self.gate = EndpointGate() if preflight and getattr(backend, "cacheable", True) and not self.batched \
+        # With a known quota the others go PREFLIGHT_OVERLAP_S after the preflight left (see health)
+        overlap = PREFLIGHT_OVERLAP_S if limiter.told_rpm or limiter.told_tpm else None
+        self.gate = EndpointGate(overlap) if preflight and getattr(backend, "cacheable", True) and not self.batched \
             else None
         self.warmup = WarmupGate() if prefix_warmup and not self.batched else None
         self._cache_estimate = CacheEstimator()
@@ -226,6 +228,7 @@ class JudgePool:
         self.window_source = "table" if known is not None else None
         self.stats = PoolStats()
         self.tokens = TokenEstimator()
+        limiter.estimate_error = self.tokens.relative_error  # the limiter's token reserve
         self._identity = {"backend": backend.name, **backend.identity()}
         self._inflight: dict[str, asyncio.Future[Judged[Any]]] = {}
         self._planned: set[str] = set()
@@ -539,8 +542,8 @@ class JudgePool:
                     self.budget.forfeit(worst)
                 else:
                     self.budget.release(worst)
-                if probe is not None and e.endpoint_fault:
-                    self.halt(self._fault_stop(e, message))
+                if e.endpoint_fault and (probe is not None or (gate is not None and not gate.is_open)):
+                    self.halt(self._fault_stop(e, message))  # the preflight, or a call sent in its overlap
                 if probe is not None:
                     probe.open()
                 if isinstance(e, RateLimited):
@@ -604,7 +607,7 @@ class JudgePool:
                 probe.open()
             self.breaker.success()
             if permit is not None:
-                self.limiter.observe(info)
+                self.limiter.observe(info, permit)
                 await permit.done(None if resp.usage_estimated else resp.input_tokens + resp.output_tokens)
             if not resp.usage_estimated and reasks == 0:
                 # re-asks carry extra messages: not the features we measured

@@ -59,8 +59,13 @@ class TokenEstimator:
     starting at the template's declared expectation.
     """
 
+    # The character rule's error against real tokenizers before any usage was seen (English
+    # prose is close, code, URLs and CJK are not): what the limiter reserves for at first.
+    PRIOR_RELATIVE_ERROR = 0.3
+
     def __init__(self, decay: float = 0.97, prior_strength: float = 1e-2) -> None:
         self.decay = decay
+        self._err2 = self.PRIOR_RELATIVE_ERROR ** 2
         self.prior_strength = prior_strength
         # Sufficient statistics of the weighted least squares: X'X (symmetric) and X'y.
         self._saa = self._sab = self._sbb = self._say = self._sby = 0.0
@@ -77,8 +82,16 @@ class TokenEstimator:
     def estimate(self, features: tuple[float, float], template: str, expected_output: int) -> int:
         return max(1, math.ceil(self.prompt(features) + self.completion(template, expected_output)))
 
+    def relative_error(self) -> float:
+        """The recent relative error of the prompt estimate (an exponentially weighted RMS
+        of (counted - estimated) / counted, each measured before the fit saw the count)."""
+        return math.sqrt(self._err2)
+
     def observe(self, features: tuple[float, float], template: str, prompt_tokens: int,
                 completion_tokens: int) -> None:
+        if prompt_tokens > 0:
+            miss = (prompt_tokens - self.prompt(features)) / prompt_tokens
+            self._err2 = 0.8 * self._err2 + 0.2 * min(1.0, miss * miss)
         a, b, d = features[0], features[1], self.decay
         self._saa = d * self._saa + a * a
         self._sab = d * self._sab + a * b
