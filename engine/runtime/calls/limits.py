@@ -91,32 +91,45 @@ class RateLearner:
     """The rate a header-less endpoint sustains, learned from its 429s alone: requests per
     second, or (``success(units=tokens)``) tokens per second.
 
-    Until the first 429 it paces nothing (:meth:`rate` is None). At a 429 it sets the pace
-    to ``decrease`` x the rate the endpoint had been accepting over the last ``window_s``
-    (the successes per second: during saturation that is the endpoint's limit), or x the
-    current pace when one is set. Then the pace grows by ``increase_per_s`` x the pace
-    set at the cut per second (additive increase) until the next 429 episode cuts it
-    again (multiplicative decrease). The first cut rests on a rough measure, so until the
-    second one the pace grows exponentially (``first_increase_per_s`` compounded per
-    second), as TCP's slow start finds its threshold before congestion avoidance; the
-    second cut starts from the lower of the pace and the accepted rate. One cut per episode: the 429s of calls already in
-    flight and the pause the server asked for (``Retry-After``) belong to the same one.
-    Growth waits for the pause to end. Pure and clock-driven (tests pass a fake clock).
+    Until the first 429 it paces nothing (:meth:`rate` is None). At the first 429 it sets
+    the pace to ``decrease`` x the rate the endpoint had been accepting over the last
+    ``window_s`` (the successes per second; often measured on one or two answers). That
+    measure is rough, so until the second 429 the pace grows exponentially
+    (``first_increase_per_s`` compounded per second), as TCP's slow start finds its
+    threshold before congestion avoidance.
+
+    With ``admitted`` (the limiter's running total of units the endpoint took: sent, less
+    refused, corrected by usage; :meth:`started` marks the first request) the first cut
+    measures from the first request instead: admitted units over the time since plus
+    ``burst_s``, the quota the server's full bucket gave on top of its rate. The second
+    cut starts from the lower of the pace and the accepted rate (unless the pause ended
+    under a second ago: the window then holds nothing new); later cuts from the pace
+    (multiplicative decrease). A ``noisy`` learner (tokens: the estimate of a request's
+    size is off by a few percent) never cuts below ``decrease`` x what the endpoint
+    admitted since the previous 429, so a 429 the estimate's noise caused below the limit
+    does not cost a deep cut. Between cuts the pace grows by ``increase_per_s`` x the
+    pace set at the cut per second (additive increase). One cut per episode: the 429s of
+    calls already in flight and the pause the server asked for (``Retry-After``) belong
+    to the same one. Growth waits for the pause to end. Pure and clock-driven (tests
+    pass a fake clock).
     """
 
     def __init__(self, *, decrease: float = 0.92, increase_per_s: float = 0.004, first_increase_per_s: float = 0.15,
-                 window_s: float = 4.0,
+                 window_s: float = 4.0, burst_s: float = 1.0, noisy: bool = False,
                  min_rps: float = 1 / 60, max_rps: float | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.decrease, self.increase_per_s, self.window_s = decrease, increase_per_s, window_s
         self.first_increase_per_s = first_increase_per_s
+        self.burst_s, self.noisy = burst_s, noisy
         self.min_rps, self.max_rps, self.clock = min_rps, max_rps, clock
         self.unit_guess = 1.0  # units of one request (a token learner sets the refused request's size)
-        self.pace: float | None = None  # requests per second; None: not learned yet
+        self.pace: float | None = None  # units per second; None: not learned yet
+        self.limit: float | None = None  # the limit measured between the last two 429 episodes
         self.cuts = 0
         self._base = 0.0  # the pace set at the last cut: the unit of the additive step
         self._grown_at = 0.0
         self._cut_until = 0.0
+        self._episode: tuple[float, float] | None = None  # (time, admitted total) at the last cut
         self._successes: deque[tuple[float, float]] = deque()
         self._units = 0.0
 
@@ -138,6 +151,11 @@ class RateLearner:
         span = max(now - first, 1e-3)
         return (self._units - first_units) / span
 
+    def started(self, at: float) -> None:
+        """The first request left at ``at`` (the measures of admitted units start there)."""
+        if self._episode is None:
+            self._episode = (at, 0.0)
+
     def success(self, units: float = 1.0) -> bool:
         """Record an answered call (``units`` of it: 1 request, or its tokens); True when
         the pace changed."""
@@ -151,32 +169,56 @@ class RateLearner:
         self._grown_at = now
         dt = max(0.0, now - start)
         if self.cuts == 1:
-            # The first cut rests on a rough measure (often taken after one or two answers):
-            # grow exponentially until the next 429 shows where the limit is.
+            # The first cut rests on a rough measure: grow exponentially until the next 429
+            # shows where the limit is.
             grown = self.pace * (1.0 + self.first_increase_per_s) ** dt
         else:
             grown = self.pace + self.increase_per_s * self._base * dt
         self.pace = min(grown, self.max_rps) if self.max_rps else grown
         return True
 
-    def rate_limited(self, pause_s: float) -> bool:
-        """Record a 429 (the server asked for ``pause_s``); True when the pace was cut."""
+    def rate_limited(self, pause_s: float, admitted: float | None = None) -> bool:
+        """Record a 429 (the server asked for ``pause_s``; ``admitted``: the running total
+        of units the endpoint took so far, see :meth:`started`); True when the pace was cut."""
         now = self.clock()
         if now < self._cut_until:
             return False
         accepted = self.accepted_rate(now)
-        current = self.pace if self.pace is not None else accepted
-        if self.cuts == 1 and accepted is not None and current is not None:
-            # The end of the exponential phase overshoots: what the endpoint accepted over the
-            # last seconds (no pause among them) is the better measure of its limit.
-            current = min(current, accepted)
+        measured = None
+        if admitted is not None and self._episode is not None and now - self._episode[0] > 0.2:
+            since, before = self._episode
+            # the first measure runs from the first request, when the server's bucket was
+            # full: its burst (``burst_s``) of quota came on top of the rate
+            extra = self.burst_s if self.cuts == 0 else 0.0
+            measured = max(0.0, admitted - before) / (now - since + extra)
+        if self.cuts == 0:
+            current = measured if measured is not None else accepted
+        else:
+            current = self.pace
+            # Right after the pause the window holds only answers from before it, spread over
+            # the pause: no measure of anything new.
+            recent = self._cut_until > now - 1.0
+            if self.cuts == 1 and accepted is not None and current is not None and not recent:
+                # The end of the exponential phase overshoots: what the endpoint accepted over the
+                # last seconds is the better measure of its limit.
+                current = min(current, accepted)
         if current is None:  # no answer yet to measure: one unit's worth per pause
             current = self.unit_guess / max(1.0, pause_s)
-        self.pace = self._base = max(self.min_rps, self.decrease * current)
+        pace = self.decrease * current
+        if measured is not None and self.cuts >= 1:
+            self.limit = measured
+            if self.noisy:
+                # What the endpoint took since the last 429 (both ends saturated: the pause
+                # between refills what it drains) is a floor: a 429 the token estimate's
+                # noise caused below the limit must not cost a deep cut.
+                pace = max(pace, self.decrease * measured)
+        self.pace = self._base = max(self.min_rps, pace)
         if self.max_rps:
             self.pace = self._base = min(self.pace, self.max_rps)
         self._cut_until = now + max(1.0, pause_s)
         self._grown_at = self._cut_until
+        if admitted is not None:
+            self._episode = (now, admitted)
         self.cuts += 1
         return True
 
@@ -400,13 +442,15 @@ class RateLimiter:
         # Pacing learned from 429s when no quota headers announce the limits (never above
         # --rpm / --tpm): a request rate and a token rate, and which of the two binds.
         self.learner = RateLearner(max_rps=rpm * safety / 60 if rpm else None)
-        self.token_learner = RateLearner(max_rps=tpm * safety / 60 if tpm else None)
+        self.token_learner = RateLearner(max_rps=tpm * safety / 60 if tpm else None, noisy=True)
         self.binding = BindingGuess()
         # The token estimate's relative error (0.1 = 10%): the pool sets it from its estimator.
         self.estimate_error: Callable[[], float] = lambda: 0.0
         self.announced = False  # a response carried x-ratelimit-limit-* headers
         self._sent_requests = 0.0  # running totals of what was sent (tokens: corrected by usage)
         self._sent_tokens = 0.0
+        self._admitted_requests = 0.0  # the same, less what was refused (the learners' measure)
+        self._admitted_tokens = 0.0
         self._paused_until = 0.0
         self._queue: deque[asyncio.Future[None]] = deque()
         self._changed = asyncio.Event()
@@ -457,8 +501,13 @@ class RateLimiter:
                 self.requests.take(1, now)
             if self.tokens:
                 self.tokens.take(tokens, now)
+        if not self._sent_requests:
+            self.learner.started(now)
+            self.token_learner.started(now)
         self._sent_requests += 1
         self._sent_tokens += tokens
+        self._admitted_requests += 1
+        self._admitted_tokens += tokens
         self.binding.sent(tokens)
         return Permit(self, tokens, now, self._sent_requests, self._sent_tokens)
 
@@ -522,6 +571,7 @@ class RateLimiter:
     async def _finish(self, permit: Permit, actual: int | None) -> None:
         if actual is not None:
             self._sent_tokens += actual - permit.estimate
+            self._admitted_tokens += actual - permit.estimate
             if self.tokens is not None:
                 if self.shared is None or await self.shared.adjust(actual - permit.estimate, self._shape()) is None:
                     self.tokens.adjust(actual - permit.estimate, time.monotonic())
@@ -646,6 +696,8 @@ class RateLimiter:
         Returns the pause (seconds) the caller should respect before retrying."""
         permit._released = True
         self.rate_limited += 1
+        self._admitted_requests -= 1  # refused: the server took nothing
+        self._admitted_tokens -= permit.estimate
         now = time.monotonic()
         delay = None
         self._end_probe()  # a 429 at the probe: full concurrency, then cut below (as with headers)
@@ -666,8 +718,8 @@ class RateLimiter:
             # no headers: the 429s alone set the pace, in the dimension their sizes point to
             self.binding.refused(permit.estimate)
             self.token_learner.unit_guess = max(1.0, float(permit.estimate))
-            requests_cut = self.learner.rate_limited(delay)
-            tokens_cut = self.token_learner.rate_limited(delay)
+            requests_cut = self.learner.rate_limited(delay, self._admitted_requests)
+            tokens_cut = self.token_learner.rate_limited(delay, self._admitted_tokens)
             if requests_cut or tokens_cut:
                 self._apply_learned()
         if self.shared is not None:

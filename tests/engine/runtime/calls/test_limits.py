@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from drscore.engine.runtime.calls.judging import RateLimitInfo
-from drscore.engine.runtime.calls.limits import AdaptiveConcurrency, RateLearner, RateLimiter, TokenBucket
+from drscore.engine.runtime.calls.limits import AdaptiveConcurrency, BindingGuess, RateLearner, RateLimiter, TokenBucket
 from drscore.engine.runtime.calls.pool import JudgePool
 from drscore.engine.runtime.calls.pricing import PriceTable
 from drscore.judge.http import HttpBackend
@@ -221,3 +221,84 @@ async def test_stop_wakes_callers_waiting_for_quota():
     limiter.stop()
     with pytest.raises(LimiterStopped):
         await waiter
+
+
+def test_the_learner_keeps_only_its_window_of_answers():
+    now = [0.0]
+    learner = RateLearner(window_s=4.0, clock=lambda: now[0])
+    for t in range(1000):  # a long run without a single 429
+        now[0] = t * 0.1
+        learner.success()
+    assert len(learner._successes) <= 41  # 4 s of answers at 10 a second, not all 1,000
+
+
+def test_the_first_cut_measures_from_the_first_request_less_the_servers_burst():
+    now = [0.0]
+    learner = RateLearner(decrease=0.9, burst_s=1.0, clock=lambda: now[0])
+    learner.started(0.0)
+    now[0] = 3.0
+    # 8 units taken in 3 s, one second of them the server's full bucket: 8 / (3 + 1) = 2 a second
+    assert learner.rate_limited(pause_s=1.0, admitted=8.0)
+    assert learner.pace == pytest.approx(0.9 * 2.0)
+
+
+def test_a_noisy_learner_is_never_cut_below_what_the_endpoint_took_since_the_last_429():
+    now = [0.0]
+    learner = RateLearner(decrease=0.9, burst_s=1.0, noisy=True, clock=lambda: now[0])
+    learner.started(0.0)
+    now[0] = 3.0
+    learner.rate_limited(pause_s=1.0, admitted=8.0)  # pace 1.8
+    learner.pace = 1.0  # say a run of tiny requests had kept it low
+    now[0] = 13.0  # 10 s later: 25 more units taken, 2.5 a second
+    assert learner.rate_limited(pause_s=1.0, admitted=33.0)
+    assert learner.limit == pytest.approx(2.5) and learner.pace == pytest.approx(0.9 * 2.5)
+
+
+def test_binding_guess_by_hand():
+    g = BindingGuess(sizes=8, votes=3)
+    for x in (1000, 1000, 1000, 1000):
+        g.sent(x)
+    assert g.refused(1000) == "requests"  # requests of one size: pacing either is the same
+    for x in (500, 4000, 800, 9000):
+        g.sent(x)
+    # among 1000 x4, 500, 4000, 800, 9000, a refused 8000 ranks above 7 of 8: tokens bind
+    assert g.refused(8000) == "tokens"
+    # then small ones are refused (paced by tokens, small requests go in bursts): rank 0 each
+    assert g.refused(400) == "tokens"  # mean rank (7/8 + 0) / 2 = 0.44: not yet below 0.4
+    assert g.refused(400) == "requests"  # (7/8 + 0 + 0) / 3 = 0.29
+
+
+def test_quota_headers_set_the_bucket_size_and_its_level_brought_forward():
+    lim = RateLimiter(rpm=600, concurrency=4, margin_s=0.0)  # 10 a second; --burst 1 s: capacity 10
+    permit = lim._grant(5, 100.0)
+    for _ in range(3):
+        lim._grant(5, 100.5)  # three more sent after it
+    # The server admitted the first with 40 left and 2 s to full: its bucket holds 40 + 2 x 10 = 60
+    info = RateLimitInfo(limit_requests=600, remaining_requests=40, reset_requests_s=2.0)
+    lim._follow(lim.requests, info.remaining_requests, info.reset_requests_s, permit,
+                lim._sent_requests - permit.sent_requests, 101.0)
+    assert lim.requests.capacity == pytest.approx(60)
+    # now = 1 s later: 40 + 10 refilled - 3 sent since = 47
+    assert lim.requests.level == pytest.approx(47)
+
+
+def test_a_bucket_in_debt_is_read_from_its_reset():
+    lim = RateLimiter(tpm=600_000, concurrency=4, margin_s=0.0)  # 10,000 a second, capacity 10,000
+    permit = lim._grant(25_000, 50.0)
+    # remaining 0 hides a debt: 2.6 s to full means 10,000 - 26,000 = -16,000 at admission
+    lim._follow(lim.tokens, 0, 2.6, permit, lim._sent_tokens - permit.sent_tokens, 50.5)
+    assert lim.tokens.capacity == pytest.approx(10_000)  # not learned from a bucket in debt
+    assert lim.tokens.level == pytest.approx(-16_000 + 5_000)
+
+
+async def test_without_headers_the_limiter_learns_a_token_rate_when_large_requests_are_refused():
+    lim = RateLimiter(concurrency=4)
+    sizes = [1000, 9000, 1500, 8000, 1200, 9500, 900, 8500]
+    for x in sizes:
+        p = await lim.acquire(x)
+        await p.done(x)
+    p = await lim.acquire(9800)  # the largest of all is refused
+    await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
+    assert lim.binding.dimension == "tokens"
+    assert lim.tokens is not None and lim.requests is None and lim.token_learner.pace is not None
+    assert lim.snapshot()["binding"] == "tokens" and lim.snapshot()["learned_tpm"] > 0
