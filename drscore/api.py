@@ -7,7 +7,7 @@ import importlib.metadata
 import itertools
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,15 +20,16 @@ from drscore.ranges import JUDGE_RANGES, RUN_RANGES, Range, check, check_all
 from drscore.engine.runtime.calls.cache import AnswerCache, JudgeCache
 from drscore.engine.runtime.evidence import PageSource, PlaceholderPages
 from drscore.engine.runtime.extras import require
+from drscore.engine.runtime.task_index import TaskIndex
 from drscore.engine.runtime.io import (
-    InputFile, fingerprint, in_shard, iter_reports, load_tasks, open_input, shard_of, tasks_from_reports,
+    InputFile, fingerprint, in_shard, iter_reports, open_input, shard_of, tasks_from_reports,
 )
 from drscore.engine.runtime.calls.judging import Backend
 from drscore.engine.runtime.calls.limits import RateLimiter
 from drscore.engine.runtime.calls.meter import Meter
 from drscore.engine.runtime.method import Method
 from drscore.engine.runtime.calls.judging import JudgeFailed
-from drscore.engine.runtime.models import InputError, Report, ScoreRow, VerdictRecord
+from drscore.engine.runtime.models import InputError, Report, ScoreRow, Task, VerdictRecord
 from drscore.engine.runtime.paths import default_cache_dir
 from drscore.engine.methods.language import task_language
 from drscore.engine.runtime.calls.pool import JudgePool
@@ -420,6 +421,7 @@ class Run:
         self._stack = contextlib.AsyncExitStack()
         self._runner: Runner | None = None
         self.pages: Any = None
+        self.tasks: Mapping[str, Task] = {}
         self._cache: AnswerCache | None = None
         self._writer: RunWriter | None = None
         self._started_at = time.time()
@@ -463,12 +465,15 @@ class Run:
         for path in cfg.reports:  # fail now, in one line, not halfway through the run
             open_input(path, "reports").close()
         if cfg.tasks:
-            self.tasks = load_tasks(cfg.tasks, self.input_errors)
+            index = TaskIndex(cfg.tasks, self.input_errors)  # none held in memory: read when needed
+            self._stack.callback(index.close)
+            self.tasks = index
         else:
-            self.tasks = {}
+            from_reports: dict[str, Task] = {}
             for path in cfg.reports:
                 for tid, task in tasks_from_reports(path, fmt=cfg.format).items():
-                    self.tasks.setdefault(tid, task)
+                    from_reports.setdefault(tid, task)
+            self.tasks = from_reports
             if not self.tasks:
                 raise ValueError("no --tasks file given and the reports carry no prompt/topic to build tasks from")
         shard_of(cfg.shard)  # a bad --shard fails before anything is opened
