@@ -324,6 +324,15 @@ async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePoo
                 await team.close()
         raise
     pool.team = team  # closed with close_team(pool)
+    try:
+        await pool.load_token_counting()
+    except BaseException:
+        await backend.close()
+        if cache is not None:
+            await cache.close()
+        if team is not None:
+            await team.close()
+        raise
     return pool, cache
 
 
@@ -404,6 +413,7 @@ async def judge_session(config: JudgeConfig | None = None, *, verdicts: str | Pa
         try:
             if session is not None:
                 session.close()
+            pool.keep_token_counting()
             await pool.backend.close()
         finally:
             if cache is not None:
@@ -491,6 +501,7 @@ class Run:
         self._stack.push_async_callback(pool.backend.close)
         if cache is not None:
             self._stack.push_async_callback(cache.close)
+            self._stack.callback(pool.keep_token_counting)  # runs before the cache closes
         self._cache = cache
         self.pages = await self._open_pages(instances)
         executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="drscore-cpu")

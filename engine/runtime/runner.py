@@ -267,6 +267,8 @@ class Runner:
                            "planned_cached_input_tokens_estimate": s.planned_cached_input_tokens,
                            "planned_reasoning_tokens_estimate": s.planned_reasoning_tokens,
                            "reasoning_estimate_source": self.pool.thinking.expected_reasoning()[1],
+                           "planned_input_tokens_error": round(self.pool.input_estimate_error()[0], 4),
+                           "planned_input_tokens_basis": self.pool.input_estimate_error()[1],
                            "priced_as": "batch" if self.pool.batched else "synchronous"})
         return {
             "judge": self.pool.judge_label,

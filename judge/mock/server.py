@@ -46,13 +46,14 @@ from aiohttp import web
 
 from drscore.judge.mock.batches import MockBatches
 from drscore.judge.mock.completions import (
-    BadRequest, Prepared, completion_body, count_tokens, error_body, prepare, prompt_token_list, recoverable,
-    truncated,
+    TOKENS_PER_MESSAGE, BadRequest, Prepared, completion_body, count_tokens, error_body, prepare, prompt_token_list,
+    recoverable, truncated,
 )
 from drscore.judge.mock import profiles
 from drscore.judge.mock.prefix_cache import PrefixCache
 from drscore.judge.mock.quota import Quota, TokenBucket, ceil_ms, format_duration
 from drscore.judge.mock.thinking import STYLES, output_cap, planned_reasoning, shape_body, think
+from drscore.judge.mock.tokenizer import TOKENIZERS, counter
 
 __all__ = [
     "MockConfig",
@@ -98,6 +99,7 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     context_window: int = 0  # prompts over this many tokens get the profile's context error (0: no limit)
     poison_rate: float = 0.0  # share of bodies (chosen by their hash) answered 503 every time
     filter_word: str = ""  # prompts containing this word meet the profile's content filter
+    tokenizer: str = "words"  # how usage counts tokens (judge.mock.tokenizer): words | cl100k
 
     def __post_init__(self) -> None:
         if self.profile:
@@ -106,6 +108,8 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise ValueError(f"mock judge: poison_rate must be within [0, 1], got {self.poison_rate}")
         if self.context_window < 0:
             raise ValueError(f"mock judge: context_window must be >= 0, got {self.context_window}")
+        if self.tokenizer not in TOKENIZERS:
+            raise ValueError(f"mock judge: tokenizer must be one of {', '.join(TOKENIZERS)}, got {self.tokenizer!r}")
         if self.reasoning_style and self.reasoning_style not in STYLES:
             raise ValueError(f"mock judge: reasoning_style must be one of {', '.join(STYLES)}, "
                              f"got {self.reasoning_style!r}")
@@ -179,6 +183,14 @@ class _MockJudge:
         if self.prefix is not None:
             self.prefix.clear()
 
+    def _counted(self, prep: Prepared) -> Prepared:
+        """The request's token counts by the configured tokenizer (judge.mock.tokenizer)."""
+        if self.cfg.tokenizer != "words":
+            count = counter(self.cfg.tokenizer)
+            prep.prompt_tokens = sum(map(count, prep.texts)) + TOKENS_PER_MESSAGE * len(prep.texts)
+            prep.completion_tokens = count(prep.answer)
+        return prep
+
     async def chat(self, request: web.Request) -> web.Response:
         st = self.stats
         st.requests += 1
@@ -206,7 +218,7 @@ class _MockJudge:
                 raise BadRequest(f"request body is not valid JSON: {e}") from None
             if prof is not None and not prof.structured_output and isinstance(payload, dict):
                 payload = {k: v for k, v in payload.items() if k != "response_format"}  # ignored
-            prep = prepare(payload)
+            prep = self._counted(prepare(payload))
         except BadRequest as e:
             st.bad_requests += 1
             return web.Response(status=400, body=error_body(str(e), "invalid_request_error"),
@@ -341,7 +353,7 @@ class _MockJudge:
     def answer_batch_line(self, payload: Any) -> tuple[int, dict[str, Any]]:
         """One line of a batch: the synchronous answer path without quota or latency."""
         try:
-            prep = prepare(payload)
+            prep = self._counted(prepare(payload))
         except BadRequest as e:
             return 400, {"error": {"message": str(e), "type": "invalid_request_error", "param": None,
                                    "code": None}}
@@ -469,6 +481,8 @@ _FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "filter_word": (str, "prompts containing this word meet the profile's content filter (azure: 400 "
                          "content_filter; openai: 400 invalid_prompt; gemini, anthropic: finish_reason "
                          "content_filter); empty: none"),
+    "tokenizer": (str, "how usage counts tokens: words (the mock's own rule) or cl100k (GPT-4's byte-pair "
+                       "encoding; needs drscore[bench])"),
 }
 
 

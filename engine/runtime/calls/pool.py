@@ -73,7 +73,7 @@ from drscore.engine.runtime.calls.pricing import PriceTable
 from drscore.engine.runtime.calls.redact import redact
 from drscore.engine.runtime.calls.samples import key_component
 from drscore.engine.runtime.calls.thinking import ThinkingPolicy, is_cut_off, split_thinking
-from drscore.engine.runtime.calls.tokens import TokenEstimator, estimate_messages, estimate_tokens, message_features
+from drscore.engine.runtime.calls.tokens import TokenEstimator, estimate_tokens, message_features
 from drscore.engine.runtime.calls.verdicts import VerdictDecodeError, decode_verdict, schema_of
 from drscore.engine.runtime.calls.windows import (
     OVER_MARGIN, UNLEARNED_OVER_MARGIN, clearly_over, stated_window, window_of,
@@ -237,6 +237,33 @@ class JudgePool:
         self._memo: OrderedDict[str, str] | None = None if self.cache is not None or not \
             hasattr(backend, "cacheable") or backend.cacheable else OrderedDict()
 
+    def _fit_store(self) -> Any:
+        local = getattr(self.cache, "local", self.cache)  # behind a --redis tier: the local file
+        return local if hasattr(local, "token_fit") else None
+
+    async def load_token_counting(self) -> None:
+        """Estimate with what earlier runs recorded of this model's token counting (kept in
+        the cache by :meth:`keep_token_counting`): the dry run's input estimate, and this
+        run's first calls, before any answer of its own."""
+        store = self._fit_store()
+        fit = await store.token_fit(self.backend.model) if store is not None else None
+        if fit is not None:
+            self.tokens.seed(fit)
+
+    def keep_token_counting(self) -> None:
+        """Queue what this run learned of the model's token counting for the next (call
+        before the cache closes)."""
+        store = self._fit_store()
+        if store is not None and self.dry is None and self.tokens.fit.calls:
+            store.save_token_fit(self.backend.model, self.tokens.recorded())
+
+    def input_estimate_error(self) -> tuple[float, str]:
+        """The relative error of a planned input count per call (RMS), and its basis."""
+        seeded = self.tokens.seeded
+        if seeded is None:
+            return self.tokens.PRIOR_RELATIVE_ERROR, "the character rule (no recorded usage of this model)"
+        return seeded.rms(), f"learned from {seeded.calls:,} answered calls of {self.backend.model}"
+
     @property
     def budget_exhausted(self) -> bool:
         return self.budget.exhausted
@@ -392,7 +419,8 @@ class JudgePool:
         self._planned.add(key)
         tpl = self._template(req.template)
         reasoning, _ = self.thinking.expected_reasoning()
-        tin, tout = estimate_messages(list(req.messages)), tpl.expected_output_tokens + reasoning
+        # the model's own counting where earlier runs recorded it (load_token_counting), else the character rule
+        tin, tout = self._prompt_tokens(req), tpl.expected_output_tokens + reasoning
         cached = self._cache_estimate.cached_tokens(req.messages, tin) if not self.batched else 0
         cost = self.prices.cost(self.price_model, tin, tout, cached, batch=self.batched)
         s = self.stats
