@@ -8,9 +8,9 @@ local page server) on the 50 DeepResearch Bench reports with even ids (25 Chines
 English tasks):
 
 * ``prior``: ``--dry-run`` with an empty cache: the character rule.
-* ``learned``: ``--dry-run`` with a cache that holds what one earlier run recorded of the
-  model's counting: quality on the other 50 reports (odd ids), a different method and
-  different reports, as a user's history would be.
+* ``learned``: ``--dry-run`` with a cache that holds what earlier runs left: the model's
+  token counting and the pages they fetched, from quality and FACT on the other 50
+  reports (odd ids): different reports, as a user's history would be.
 * ``counted``: the same method run for real on an empty cache; the mock's own count of
   every prompt it received.
 
@@ -41,10 +41,13 @@ MODEL = "mock-cl100k"
 
 async def _one(method: str, reports: list, tasks: dict, mock_url: str, cache: Path, *, dry: bool,
                options: dict, pages_base: str | None, seed_from: Path | None = None) -> dict[str, Any]:
+    """One run of ``method`` (a dry one with ``dry``); ``seed_from``: a cache whose recorded
+    token counting and stored pages the dry run may use (what an earlier run left)."""
     from drscore.api import JudgeConfig, method_instances, open_pool
     from drscore.engine.runtime.calls.cache import JudgeCache
     from drscore.engine.runtime.evidence import PlaceholderPages
     from drscore.engine.runtime.runner import Runner
+    from drscore.fetch.planning import planning_pages
     from drscore.fetch.pool import FetchPool
 
     if seed_from is not None:  # copy only the recorded token counting, not the answers
@@ -64,8 +67,13 @@ async def _one(method: str, reports: list, tasks: dict, mock_url: str, cache: Pa
             pages = None
             rows = [r async for r in Runner(tasks=tasks, methods=methods, pool=pool, executor=executor).run(reports)]
         elif dry:
-            rows = [r async for r in Runner(tasks=tasks, methods=methods, pool=pool, pages=PlaceholderPages(),
-                                            executor=executor).run(reports)]
+            planning, store = await planning_pages(seed_from) if seed_from is not None else (PlaceholderPages(), None)
+            try:
+                rows = [r async for r in Runner(tasks=tasks, methods=methods, pool=pool, pages=planning,
+                                                executor=executor).run(reports)]
+            finally:
+                if store is not None:
+                    await store.close()
         else:
             assert pages_base is not None
             async with FetchPool(cache, allow_networks=["127.0.0.1/32"], concurrency=32, per_host_concurrency=32,
@@ -104,9 +112,10 @@ async def run(methods: list[str], drb: Path) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as d, page_server() as base, \
             MockServerProcess(MockConfig(tokenizer="cl100k", seed=5)) as mock:
         root = Path(d)
-        hist = await _one("quality", history, tasks, mock.url, root / "history", dry=False, options=options,
-                          pages_base=base)
-        out["history"] = {"method": "quality", "reports": len(history), **hist}
+        out["history"] = {"reports": len(history)}
+        for m in ("quality", "fact"):  # what an earlier run leaves: the model's counting, stored pages
+            out["history"][m] = await _one(m, history, tasks, mock.url, root / "history", dry=False, options=options,
+                                           pages_base=base)
         for m in methods:
             t0 = time.perf_counter()
             prior = await _one(m, target, tasks, mock.url, root / f"{m}-prior", dry=True, options=options,

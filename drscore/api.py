@@ -531,8 +531,13 @@ class Run:
     async def _open_pages(self, instances: list[Method]) -> PageSource | None:
         if not any(m.needs_pages for m in instances):
             return None
-        if self.config.dry_run:
-            return PlaceholderPages()
+        if self.config.dry_run:  # stored pages as they are, a stand-in of their mean length for the rest
+            from drscore.fetch.planning import planning_pages
+
+            pages, store = await planning_pages(Path(self.config.judge.cache_dir or default_cache_dir()))
+            if store is not None:
+                self._stack.push_async_callback(store.close)
+            return pages
         from drscore.fetch.pool import FetchPool
 
         if not self.config.offline_pages:

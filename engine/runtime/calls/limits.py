@@ -47,37 +47,60 @@ class TokenBucket:
         self.capacity = max(minimum_capacity, self.rate * burst_s)
         self.level = self.capacity
         self._t = time.monotonic()
+        self._full_at: float | None = self._t  # when the level last reached the capacity (None: below it)
 
     def _refill(self, now: float) -> None:
-        self.level = min(self.capacity, self.level + (now - self._t) * self.rate)
-        self._t = now
+        if now <= self._t:
+            return
+        level = self.level + (now - self._t) * self.rate
+        if level >= self.capacity:
+            if self._full_at is None:
+                self._full_at = self._t + max(0.0, self.capacity - self.level) / self.rate
+            level = self.capacity
+        self.level, self._t = level, now
+
+    def _changed(self) -> None:
+        if self.level < self.capacity:
+            self._full_at = None
 
     def wait_time(self, amount: float, now: float, reserve: float = 0.0) -> float:
-        """Seconds until ``amount`` plus ``reserve`` is covered (never more than a full
-        bucket: a request larger than the capacity waits for a full bucket and then drives
-        it into debt, so it is never refused forever)."""
+        """Seconds until ``amount`` is covered and has been for ``reserve / rate`` seconds
+        (never more than a full bucket: a request larger than the capacity waits for a full
+        bucket and then drives it into debt, so it is never refused forever). The reserve is
+        time, not a share of the bucket: a bucket of one request still holds it back."""
         self._refill(now)
-        need = min(amount + reserve, self.capacity)
-        return 0.0 if self.level >= need else (need - self.level) / self.rate
+        need = min(amount, self.capacity)
+        lag = reserve / self.rate if self.rate > 0 else 0.0
+        if self.level < need:
+            return (need - self.level) / self.rate + lag
+        if self.level >= self.capacity and self._full_at is not None:
+            reached = self._full_at - (self.capacity - need) / self.rate
+        else:
+            reached = now - (self.level - need) / self.rate
+        return max(0.0, reached + lag - now)
 
     def take(self, amount: float, now: float) -> None:
         self._refill(now)
         self.level -= amount
+        self._changed()
 
     def adjust(self, delta: float, now: float) -> None:
         """Charge (delta > 0) or refund (delta < 0) after the fact."""
         self._refill(now)
         self.level = min(self.capacity, self.level - delta)
+        self._changed()
 
     def clamp(self, remaining: float, now: float) -> None:
         """Never believe we have more than the server says remains."""
         self._refill(now)
         self.level = min(self.level, remaining)
+        self._changed()
 
-    def sync(self, level: float, now: float) -> None:
-        """Take the server's own level (brought forward to ``now``), up or down."""
+    def shift(self, delta: float, now: float) -> None:
+        """Move the level by ``delta`` (the server's count against ours), never above the capacity."""
         self._refill(now)
-        self.level = min(self.capacity, level)
+        self.level = min(self.capacity, self.level + delta)
+        self._changed()
 
     def set_rate(self, per_minute: float, now: float, burst_s: float = 1.0) -> None:
         """Change the refill rate from now on (what accrued so far is kept)."""
@@ -85,6 +108,7 @@ class TokenBucket:
         self.rate = per_minute / 60.0
         self.capacity = max(1.0, self.rate * burst_s)
         self.level = min(self.level, self.capacity)
+        self._changed()
 
 
 class RateLearner:
@@ -369,18 +393,23 @@ class LimiterStopped(Exception):
 class Permit:
     """A granted call slot. Call :meth:`done` exactly once with the real usage (if known).
 
-    ``granted_at`` and the limiter's running totals of what it had sent by then (this call
-    included) let the quota headers of this call's answer, which state the server's count
-    when it admitted the call, be brought forward past everything sent since."""
+    The buckets' levels right after this call was charged let the quota headers of its
+    answer (the server's count when it admitted the call) correct the buckets: the
+    difference between the two counts then is the difference now."""
 
-    __slots__ = ("_limiter", "estimate", "_released", "granted_at", "sent_requests", "sent_tokens")
+    __slots__ = ("_limiter", "estimate", "_released", "granted_at", "requests_after", "tokens_after", "synced")
 
-    def __init__(self, limiter: RateLimiter, estimate: int, granted_at: float = 0.0, sent_requests: float = 0.0,
-                 sent_tokens: float = 0.0) -> None:
+    def __init__(self, limiter: RateLimiter, estimate: int, granted_at: float = 0.0,
+                 requests_after: tuple[TokenBucket, float] | None = None,
+                 tokens_after: tuple[TokenBucket, float] | None = None) -> None:
         self._limiter = limiter
         self.estimate = estimate
         self._released = False
-        self.granted_at, self.sent_requests, self.sent_tokens = granted_at, sent_requests, sent_tokens
+        self.granted_at = granted_at
+        # (bucket, its level right after this call was charged): what the server's remaining
+        # count for this call is compared with
+        self.requests_after, self.tokens_after = requests_after, tokens_after
+        self.synced = False  # the tokens bucket took the server's count for this call
 
     async def done(self, actual_tokens: int | None = None) -> None:
         if self._released:
@@ -416,11 +445,17 @@ class RateLimiter:
     estimate, since the server charges the real count.
 
     With quota headers the buckets follow the provider's own window: each answer's
-    ``remaining`` (the server's count when it admitted that call; with ``reset`` and the
-    bucket size, also a debt the floor at 0 hides), brought forward by the refill since and
-    less what was sent since, becomes the level, and ``remaining + reset x rate`` is the
-    size of the server's bucket, so the burst it allows is used (up to ``MAX_WINDOW_S`` of
-    quota). Without headers a bucket holds ``burst_s`` seconds of quota (``--burst``).
+    ``remaining`` is the server's count right after it admitted that call (with ``reset``
+    and the bucket size, also a debt the floor at 0 hides); the bucket's own level right
+    after charging the call is on the permit, and the difference between the two then is
+    the difference now (both buckets refilled and were charged alike since), so the bucket
+    moves by it. ``remaining + reset x rate`` is the size of the server's bucket, so the
+    burst it allows is used (up to ``MAX_WINDOW_S`` of quota). Without headers a bucket
+    holds ``burst_s`` seconds of quota (``--burst``).
+
+    A told quota (``--rpm``/``--tpm``) is trusted: without headers its 429s pause everyone
+    and halve the concurrency, as with headers; only with nothing told and no headers do
+    429s set a learned pace (:class:`RateLearner`, :class:`BindingGuess`).
     """
 
     def __init__(self, rpm: float = 0, tpm: float = 0, concurrency: int = 16, *,
@@ -447,8 +482,7 @@ class RateLimiter:
         # The token estimate's relative error (0.1 = 10%): the pool sets it from its estimator.
         self.estimate_error: Callable[[], float] = lambda: 0.0
         self.announced = False  # a response carried x-ratelimit-limit-* headers
-        self._sent_requests = 0.0  # running totals of what was sent (tokens: corrected by usage)
-        self._sent_tokens = 0.0
+        self._sent_requests = 0.0  # requests sent so far
         self._admitted_requests = 0.0  # the same, less what was refused (the learners' measure)
         self._admitted_tokens = 0.0
         self._paused_until = 0.0
@@ -505,11 +539,11 @@ class RateLimiter:
             self.learner.started(now)
             self.token_learner.started(now)
         self._sent_requests += 1
-        self._sent_tokens += tokens
         self._admitted_requests += 1
         self._admitted_tokens += tokens
         self.binding.sent(tokens)
-        return Permit(self, tokens, now, self._sent_requests, self._sent_tokens)
+        r, t = (self.requests, self.tokens) if take else (None, None)
+        return Permit(self, tokens, now, (r, r.level) if r is not None else None, (t, t.level) if t is not None else None)
 
     async def acquire(self, estimate: int | Callable[[], int]) -> Permit:
         """Wait for a concurrency slot and for quota covering ``estimate`` tokens (a number,
@@ -570,15 +604,14 @@ class RateLimiter:
 
     async def _finish(self, permit: Permit, actual: int | None) -> None:
         if actual is not None:
-            self._sent_tokens += actual - permit.estimate
             self._admitted_tokens += actual - permit.estimate
-            if self.tokens is not None:
+            if self.tokens is not None and not permit.synced:
                 if self.shared is None or await self.shared.adjust(actual - permit.estimate, self._shape()) is None:
                     self.tokens.adjust(actual - permit.estimate, time.monotonic())
                 self._changed.set()  # a refund may let the head go now
         requests_changed = self.learner.success()
         tokens_changed = self.token_learner.success(actual if actual is not None else permit.estimate)
-        if (requests_changed or tokens_changed) and not self.announced:
+        if (requests_changed or tokens_changed) and not self.announced and (self.learner.cuts or self.token_learner.cuts):
             self._apply_learned()
         self.concurrency.on_success()
         await self.concurrency.release()
@@ -638,23 +671,23 @@ class RateLimiter:
                 self.tpm = self.told_tpm
         self._changed.set()
 
-    def _follow(self, bucket: TokenBucket | None, remaining: float | None, reset_s: float | None,
-                permit: Permit | None, used_since: float, now: float) -> None:
-        """Set ``bucket`` to the server's level: ``remaining`` as of ``permit``'s admission,
-        brought forward to now (refill since, less ``used_since``, what was sent since)."""
-        if bucket is None or remaining is None:
-            return
-        if permit is None or self.shared is not None:
-            bucket.clamp(remaining, now)  # no send time to bring it forward from: never believe more
-            return
+    def _follow(self, bucket: TokenBucket | None, after: tuple[TokenBucket, float] | None, remaining: float | None,
+                reset_s: float | None, now: float) -> bool:
+        """Correct ``bucket`` by the server's count: ``remaining`` after it admitted the call
+        against ``after``, our level right after charging it. True when corrected."""
+        if bucket is None or remaining is None or after is None or after[0] is not bucket:
+            return False
+        if self.shared is not None:
+            bucket.clamp(remaining, now)  # the store paces: never believe more than remains
+            return False
         rate = bucket.rate
-        at_admission = remaining
+        server = remaining
         if reset_s is not None:
             if remaining > 0:  # a bucket in debt reports 0 left and a reset beyond its size
                 bucket.capacity = min(max(bucket.capacity, remaining + reset_s * rate), rate * MAX_WINDOW_S)
-            at_admission = min(remaining, bucket.capacity - reset_s * rate)
-        since = max(0.0, now - permit.granted_at)
-        bucket.sync(min(bucket.capacity, at_admission + rate * since) - used_since, now)
+            server = min(remaining, bucket.capacity - reset_s * rate)
+        bucket.shift(server - after[1], now)
+        return True
 
     def observe(self, info: RateLimitInfo | None, permit: Permit | None = None) -> None:
         """Adopt the limits a server announces (``x-ratelimit-limit-*``) when they are
@@ -685,10 +718,9 @@ class RateLimiter:
             if info.remaining_tokens is not None:
                 self.tokens.clamp(info.remaining_tokens, now)
         if permit is not None:
-            self._follow(self.requests, info.remaining_requests, info.reset_requests_s, permit,
-                         self._sent_requests - permit.sent_requests, now)
-            self._follow(self.tokens, info.remaining_tokens, info.reset_tokens_s, permit,
-                         self._sent_tokens - permit.sent_tokens, now)
+            self._follow(self.requests, permit.requests_after, info.remaining_requests, info.reset_requests_s, now)
+            permit.synced = self._follow(self.tokens, permit.tokens_after, info.remaining_tokens,
+                                         info.reset_tokens_s, now)
             self._changed.set()  # the level may have risen: the head re-reads it
 
     async def rate_limited_release(self, permit: Permit, info: RateLimitInfo | None) -> float:
@@ -713,9 +745,11 @@ class RateLimiter:
                 self.requests.clamp(info.remaining_requests, now)
         if delay is None:
             delay = 1.0
-        learning = not self.announced
+        # Without headers and without a told quota the 429s alone set the pace, in the
+        # dimension their sizes point to. A told quota is trusted: its 429s (arrival jitter)
+        # pause and cut the concurrency, as with headers, but do not pace the run below it.
+        learning = not self.announced and not (self.told_rpm or self.told_tpm)
         if learning:
-            # no headers: the 429s alone set the pace, in the dimension their sizes point to
             self.binding.refused(permit.estimate)
             self.token_learner.unit_guess = max(1.0, float(permit.estimate))
             requests_cut = self.learner.rate_limited(delay, self._admitted_requests)

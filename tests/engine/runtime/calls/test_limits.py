@@ -268,27 +268,41 @@ def test_binding_guess_by_hand():
     assert g.refused(400) == "requests"  # (7/8 + 0 + 0) / 3 = 0.29
 
 
-def test_quota_headers_set_the_bucket_size_and_its_level_brought_forward():
+def test_quota_headers_set_the_bucket_size_and_move_the_level_by_the_servers_count():
     lim = RateLimiter(rpm=600, concurrency=4, margin_s=0.0)  # 10 a second; --burst 1 s: capacity 10
-    permit = lim._grant(5, 100.0)
+    now = lim.requests._t
+    permit = lim._grant(5, now)  # our level right after charging it: 10 - 1 = 9
+    assert permit.requests_after == (lim.requests, pytest.approx(9))
     for _ in range(3):
-        lim._grant(5, 100.5)  # three more sent after it
-    # The server admitted the first with 40 left and 2 s to full: its bucket holds 40 + 2 x 10 = 60
-    info = RateLimitInfo(limit_requests=600, remaining_requests=40, reset_requests_s=2.0)
-    lim._follow(lim.requests, info.remaining_requests, info.reset_requests_s, permit,
-                lim._sent_requests - permit.sent_requests, 101.0)
-    assert lim.requests.capacity == pytest.approx(60)
-    # now = 1 s later: 40 + 10 refilled - 3 sent since = 47
-    assert lim.requests.level == pytest.approx(47)
+        lim._grant(5, now)  # three more sent after it: 6
+    # The server admitted the first with 4 left and 0.6 s to full: its bucket holds 4 + 0.6 x 10 = 10.
+    # Our count then was 9, the server's 4: we are 5 ahead, and still are after the three sent since.
+    assert lim._follow(lim.requests, permit.requests_after, 4, 0.6, now)
+    assert lim.requests.capacity == pytest.approx(10) and lim.requests.level == pytest.approx(6 - 5)
+    # A server bucket of a whole minute's quota (4 left, 59.6 s to full: 600) is used as such
+    assert lim._follow(lim.requests, permit.requests_after, 4, 59.6, now)
+    assert lim.requests.capacity == pytest.approx(600)
 
 
 def test_a_bucket_in_debt_is_read_from_its_reset():
     lim = RateLimiter(tpm=600_000, concurrency=4, margin_s=0.0)  # 10,000 a second, capacity 10,000
-    permit = lim._grant(25_000, 50.0)
-    # remaining 0 hides a debt: 2.6 s to full means 10,000 - 26,000 = -16,000 at admission
-    lim._follow(lim.tokens, 0, 2.6, permit, lim._sent_tokens - permit.sent_tokens, 50.5)
+    now = lim.tokens._t
+    permit = lim._grant(25_000, now)  # our level after it: 10,000 - 25,000 = -15,000
+    # remaining 0 hides a debt: 2.6 s to full means 10,000 - 26,000 = -16,000 (it counted 26,000)
+    lim.observe(RateLimitInfo(remaining_tokens=0, reset_tokens_s=2.6), permit)
     assert lim.tokens.capacity == pytest.approx(10_000)  # not learned from a bucket in debt
-    assert lim.tokens.level == pytest.approx(-16_000 + 5_000)
+    # and the permit is marked: done() will not charge the difference of its usage again
+    assert lim.tokens.level == pytest.approx(-16_000, abs=50) and permit.synced
+
+
+def test_a_reserve_holds_back_a_bucket_of_one_request():
+    b = TokenBucket(per_minute=60, burst_s=1.0)  # one a second, capacity 1
+    t = b._t
+    b.take(1, t)
+    # a reserve of 0.1 (a tenth of a second of refill) cannot fit in a bucket of one: it is time
+    assert b.wait_time(1, t, reserve=0.1) == pytest.approx(1.1)
+    assert b.wait_time(1, t + 5.0, reserve=0.1) == 0.0  # full for seconds: nothing to wait
+    assert b.wait_time(1, t + 1.05, reserve=0.1) == pytest.approx(0.05)  # full at t + 1, for 0.05 s
 
 
 async def test_without_headers_the_limiter_learns_a_token_rate_when_large_requests_are_refused():
