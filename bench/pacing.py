@@ -1,8 +1,9 @@
 """How much of a known quota a run uses (issue 30): the quota's limit over the span.
 
-The DeepResearch Bench quality calls (100 reports: one real request body each, 13-106 KB)
-against the mock judge with a latency of 2 s +/- 1 s, a one-second burst, in four
-settings: bound by requests (60/min) or by tokens, and the quota either told
+bench/quota.py's workload (quality + redundancy on the 100 DeepResearch Bench reports,
+about 1,090 real request bodies of 0.3-106 KB) against the mock judge with a latency of
+2 s +/- 1 s and a one-second burst, in four settings: bound by requests (600/min) or by
+tokens (a limit that makes the run last about 110 s), and the quota either told
 (``--rpm``/``--tpm``, the mock's ``vllm`` profile, which sends no quota headers) or
 announced (nothing told, the ``openai`` profile's ``x-ratelimit-*`` headers).
 
@@ -36,7 +37,8 @@ def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tas
     with MockServerProcess(cfg) as mock:
         judge = JudgeConfig(url=mock.url, model="mock", concurrency=concurrency, no_cache=True,
                             rpm=rpm if told else 0, tpm=tpm if told else 0)
-        run = RunConfig(methods=["quality"], reports=[str(reports)], tasks=str(tasks), out=str(tmp), judge=judge)
+        run = RunConfig(methods=["quality", "redundancy"], reports=[str(reports)], tasks=str(tasks), out=str(tmp),
+                        judge=judge, method_options={"segmentation": "sections"})
         wall, summary = asyncio.run(timed_run(run))
         s = mock.stats()
     charged = s["prompt_tokens"] + s["completion_tokens"]
@@ -57,18 +59,18 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=2.0)
     ap.add_argument("--jitter", type=float, default=1.0)
     ap.add_argument("--concurrency", type=int, default=64)
-    ap.add_argument("--rpm", type=float, default=60, help="the request-bound settings' limit")
+    ap.add_argument("--rpm", type=float, default=600, help="the request-bound settings' limit")
     ap.add_argument("--tpm", type=float, default=0,
-                    help="the token-bound settings' limit (0: the workload's tokens over 100 s)")
+                    help="the token-bound settings' limit (0: the workload's tokens over 110 s)")
     ap.add_argument("--settings", default="rpm-told,rpm-headers,tpm-told,tpm-headers")
     ap.add_argument("--drb", default=str(DRB), help="the folder of DeepResearch Bench's reports and tasks")
     args = ap.parse_args()
     drb = Path(args.drb)
     reports, tasks = drb / "reports.claude-3-7-sonnet.jsonl", drb / "tasks.jsonl"
     require_data("pacing", reports, tasks)
-    # The workload's tokens as the mock counts them (the same for every run: one request a
-    # report, same bodies), for a token limit that makes the token-bound run last ~100 s.
-    tpm = args.tpm or 371_411 * 60 / 100
+    # The workload's tokens as the mock counts them (bench.quota: 1,090 calls, 138.9 s at
+    # 600,000/min), for a token limit that makes the token-bound run last about 110 s.
+    tpm = args.tpm or 1_389_000 * 60 / 110
     runs = []
     with tempfile.TemporaryDirectory() as d:
         for i, setting in enumerate(s.strip() for s in args.settings.split(",") if s.strip()):
@@ -78,7 +80,7 @@ def main() -> None:
             runs.append(_run(profile="vllm" if told else "openai", rpm=rpm_limit, tpm=tpm_limit, told=told,
                              reports=reports, tasks=tasks, latency=args.latency, jitter=args.jitter,
                              concurrency=args.concurrency, tmp=Path(d) / str(i)))
-    out = {"benchmark": "pacing", "methods": ["quality"], "reports": "DeepResearch Bench, 100 reports",
+    out = {"benchmark": "pacing", "methods": ["quality", "redundancy"], "reports": "DeepResearch Bench, 100 reports",
            "mock_latency_s": args.latency, "mock_jitter_s": args.jitter, "mock_burst_s": 1.0,
            "client_concurrency": args.concurrency, "runs": runs, "machine": machine()}
     print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())

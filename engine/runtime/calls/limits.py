@@ -39,6 +39,12 @@ from typing import Any, Callable, Protocol
 from drscore.engine.runtime.calls.judging import RateLimitInfo
 
 
+# Where a bucket cannot hold a request and its reserve (one request a bucket), the reserve is
+# time waited on every request: at most this share of the request's refill time (the 3% the
+# old safety factor cost everywhere, now only there).
+LAG_SHARE = 0.03
+
+
 class TokenBucket:
     """Continuous-refill bucket with capacity ``burst_s`` seconds of quota; may go negative."""
 
@@ -64,13 +70,18 @@ class TokenBucket:
             self._full_at = None
 
     def wait_time(self, amount: float, now: float, reserve: float = 0.0) -> float:
-        """Seconds until ``amount`` is covered and has been for ``reserve / rate`` seconds
-        (never more than a full bucket: a request larger than the capacity waits for a full
-        bucket and then drives it into debt, so it is never refused forever). The reserve is
-        time, not a share of the bucket: a bucket of one request still holds it back."""
+        """Seconds until ``amount`` plus ``reserve`` is covered (never more than a full
+        bucket: a request larger than the capacity waits for a full bucket and then drives
+        it into debt, so it is never refused forever). Where the reserve does not fit in the
+        bucket it is waited as time instead (see the code)."""
         self._refill(now)
         need = min(amount, self.capacity)
-        lag = reserve / self.rate if self.rate > 0 else 0.0
+        if need + reserve <= self.capacity:  # the reserve fits: a level to reach, no time lost
+            return 0.0 if self.level >= need + reserve else (need + reserve - self.level) / self.rate
+        # It does not fit (a bucket of one request, a request near the bucket's size): wait for
+        # the reserve's time after the level reached the need, but at most LAG_SHARE of the
+        # time the need takes to refill, since this is paid on every such request.
+        lag = min(reserve, LAG_SHARE * need) / self.rate if self.rate > 0 else 0.0
         if self.level < need:
             return (need - self.level) / self.rate + lag
         if self.level >= self.capacity and self._full_at is not None:

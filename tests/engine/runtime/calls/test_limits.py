@@ -299,10 +299,14 @@ def test_a_reserve_holds_back_a_bucket_of_one_request():
     b = TokenBucket(per_minute=60, burst_s=1.0)  # one a second, capacity 1
     t = b._t
     b.take(1, t)
-    # a reserve of 0.1 (a tenth of a second of refill) cannot fit in a bucket of one: it is time
-    assert b.wait_time(1, t, reserve=0.1) == pytest.approx(1.1)
+    # a reserve of 0.1 does not fit in a bucket of one: it is waited as time, at most 3% of
+    # the request's own refill time (1 s), since every request pays it
+    assert b.wait_time(1, t, reserve=0.1) == pytest.approx(1.03)
     assert b.wait_time(1, t + 5.0, reserve=0.1) == 0.0  # full for seconds: nothing to wait
-    assert b.wait_time(1, t + 1.05, reserve=0.1) == pytest.approx(0.05)  # full at t + 1, for 0.05 s
+    assert b.wait_time(1, t + 1.01, reserve=0.1) == pytest.approx(0.02)  # full at t + 1, for 0.01 s
+    big = TokenBucket(per_minute=600, burst_s=1.0)  # capacity 10: the reserve is a level
+    big.take(10, big._t)
+    assert big.wait_time(1, big._t, reserve=1.0) == pytest.approx(0.2)  # 2 units at 10 a second
 
 
 async def test_without_headers_the_limiter_learns_a_token_rate_when_large_requests_are_refused():
