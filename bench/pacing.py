@@ -32,12 +32,12 @@ from drscore.judge.mock.server import MockConfig, MockServerProcess
 
 
 def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tasks: Path, latency: float,
-         jitter: float, concurrency: int, tmp: Path) -> dict:
+         jitter: float, concurrency: int, methods: list[str], tmp: Path) -> dict:
     cfg = MockConfig(profile=profile, rpm=rpm, tpm=tpm, latency=latency, jitter=jitter, seed=11)
     with MockServerProcess(cfg) as mock:
         judge = JudgeConfig(url=mock.url, model="mock", concurrency=concurrency, no_cache=True,
                             rpm=rpm if told else 0, tpm=tpm if told else 0)
-        run = RunConfig(methods=["quality", "redundancy"], reports=[str(reports)], tasks=str(tasks), out=str(tmp),
+        run = RunConfig(methods=methods, reports=[str(reports)], tasks=str(tasks), out=str(tmp),
                         judge=judge, method_options={"segmentation": "sections"})
         wall, summary = asyncio.run(timed_run(run))
         s = mock.stats()
@@ -59,28 +59,34 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=2.0)
     ap.add_argument("--jitter", type=float, default=1.0)
     ap.add_argument("--concurrency", type=int, default=64)
-    ap.add_argument("--rpm", type=float, default=600, help="the request-bound settings' limit")
+    ap.add_argument("--workload", default="quality,redundancy", choices=("quality,redundancy", "quality"),
+                    help="quality alone: issue 30's setting, 100 calls (at 60/min a bucket of one request)")
+    ap.add_argument("--rpm", type=float, default=0, help="the request-bound settings' limit (0: 600/min, "
+                                                             "60/min for quality alone: about 110 s / 100 s)")
     ap.add_argument("--tpm", type=float, default=0,
-                    help="the token-bound settings' limit (0: the workload's tokens over 110 s)")
+                    help="the token-bound settings' limit (0: the workload's tokens over 110 s / 100 s)")
     ap.add_argument("--settings", default="rpm-told,rpm-headers,tpm-told,tpm-headers")
     ap.add_argument("--drb", default=str(DRB), help="the folder of DeepResearch Bench's reports and tasks")
     args = ap.parse_args()
     drb = Path(args.drb)
     reports, tasks = drb / "reports.claude-3-7-sonnet.jsonl", drb / "tasks.jsonl"
     require_data("pacing", reports, tasks)
+    methods = args.workload.split(",")
     # The workload's tokens as the mock counts them (bench.quota: 1,090 calls, 138.9 s at
-    # 600,000/min), for a token limit that makes the token-bound run last about 110 s.
-    tpm = args.tpm or 1_389_000 * 60 / 110
+    # 600,000/min; quality alone: 371,411), for a token limit that makes the run last 110 s / 100 s.
+    alone = methods == ["quality"]
+    tpm = args.tpm or (371_411 * 60 / 100 if alone else 1_389_000 * 60 / 110)
+    rpm = args.rpm or (60.0 if alone else 600.0)
     runs = []
     with tempfile.TemporaryDirectory() as d:
         for i, setting in enumerate(s.strip() for s in args.settings.split(",") if s.strip()):
             bound, quota = setting.split("-")
             told = quota == "told"
-            rpm_limit, tpm_limit = (args.rpm, 0.0) if bound == "rpm" else (0.0, tpm)
+            rpm_limit, tpm_limit = (rpm, 0.0) if bound == "rpm" else (0.0, tpm)
             runs.append(_run(profile="vllm" if told else "openai", rpm=rpm_limit, tpm=tpm_limit, told=told,
                              reports=reports, tasks=tasks, latency=args.latency, jitter=args.jitter,
-                             concurrency=args.concurrency, tmp=Path(d) / str(i)))
-    out = {"benchmark": "pacing", "methods": ["quality", "redundancy"], "reports": "DeepResearch Bench, 100 reports",
+                             concurrency=args.concurrency, methods=methods, tmp=Path(d) / str(i)))
+    out = {"benchmark": "pacing", "methods": methods, "reports": "DeepResearch Bench, 100 reports",
            "mock_latency_s": args.latency, "mock_jitter_s": args.jitter, "mock_burst_s": 1.0,
            "client_concurrency": args.concurrency, "runs": runs, "machine": machine()}
     print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())

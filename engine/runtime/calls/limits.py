@@ -8,10 +8,10 @@ Token cost is estimated before the call (by :class:`drscore.engine.runtime.calls
 which learns the server's counting) and corrected from the usage the API returns: the
 difference is charged or refunded to the bucket.
 
-On 429 every caller pauses until the server's ``Retry-After`` (or reset header), the
-local buckets are drained to what the server says remains, and the concurrency limit is
-halved — at most once per cooldown, so one rate-limit episode causes one cut (AIMD, as
-in inspect_ai). Concurrency then grows back by one per successful call.
+On 429 every caller pauses until the server's ``Retry-After`` (or reset header) and the
+local buckets are drained to what the server says remains. With a known quota (told or
+announced) that is all: the pacing is the control, and a concurrency halved at each 429
+(AIMD, as in inspect_ai, and as drscore did before) would bind instead of the quota.
 
 Without quota headers (many compatible services and gateways send only ``Retry-After``
 on a 429) and without ``--rpm``, :class:`RateLearner` learns the rate the endpoint holds:
@@ -54,6 +54,7 @@ class TokenBucket:
         self.level = self.capacity
         self._t = time.monotonic()
         self._full_at: float | None = self._t  # when the level last reached the capacity (None: below it)
+        self.shifted = 0.0  # all shift() moves so far: a permit's answer discounts those made since its grant
 
     def _refill(self, now: float) -> None:
         if now <= self._t:
@@ -111,6 +112,7 @@ class TokenBucket:
         """Move the level by ``delta`` (the server's count against ours), never above the capacity."""
         self._refill(now)
         self.level = min(self.capacity, self.level + delta)
+        self.shifted += delta
         self._changed()
 
     def set_rate(self, per_minute: float, now: float, burst_s: float = 1.0) -> None:
@@ -408,19 +410,20 @@ class Permit:
     answer (the server's count when it admitted the call) correct the buckets: the
     difference between the two counts then is the difference now."""
 
-    __slots__ = ("_limiter", "estimate", "_released", "granted_at", "requests_after", "tokens_after", "synced")
+    __slots__ = ("_limiter", "estimate", "_released", "granted_at", "requests_after", "tokens_after", "synced", "seq")
 
     def __init__(self, limiter: RateLimiter, estimate: int, granted_at: float = 0.0,
-                 requests_after: tuple[TokenBucket, float] | None = None,
-                 tokens_after: tuple[TokenBucket, float] | None = None) -> None:
+                 requests_after: tuple[TokenBucket, float, float] | None = None,
+                 tokens_after: tuple[TokenBucket, float, float] | None = None, seq: int = 0) -> None:
         self._limiter = limiter
         self.estimate = estimate
         self._released = False
         self.granted_at = granted_at
-        # (bucket, its level right after this call was charged): what the server's remaining
-        # count for this call is compared with
+        # (bucket, its level right after this call was charged, its shifts so far): what the
+        # server's remaining count for this call is compared with
         self.requests_after, self.tokens_after = requests_after, tokens_after
         self.synced = False  # the tokens bucket took the server's count for this call
+        self.seq = seq  # grant order
 
     async def done(self, actual_tokens: int | None = None) -> None:
         if self._released:
@@ -465,8 +468,8 @@ class RateLimiter:
     holds ``burst_s`` seconds of quota (``--burst``).
 
     A told quota (``--rpm``/``--tpm``) is trusted: without headers its 429s pause everyone
-    and halve the concurrency, as with headers; only with nothing told and no headers do
-    429s set a learned pace (:class:`RateLearner`, :class:`BindingGuess`).
+    and drain the buckets, as with headers; only with nothing told and no headers do 429s
+    set a learned pace (:class:`RateLearner`, :class:`BindingGuess`).
     """
 
     def __init__(self, rpm: float = 0, tpm: float = 0, concurrency: int = 16, *,
@@ -494,6 +497,7 @@ class RateLimiter:
         self.estimate_error: Callable[[], float] = lambda: 0.0
         self.announced = False  # a response carried x-ratelimit-limit-* headers
         self._sent_requests = 0.0  # requests sent so far
+        self._followed = 0  # the latest grant whose answer's quota headers the buckets followed
         self._admitted_requests = 0.0  # the same, less what was refused (the learners' measure)
         self._admitted_tokens = 0.0
         self._paused_until = 0.0
@@ -554,7 +558,8 @@ class RateLimiter:
         self._admitted_tokens += tokens
         self.binding.sent(tokens)
         r, t = (self.requests, self.tokens) if take else (None, None)
-        return Permit(self, tokens, now, (r, r.level) if r is not None else None, (t, t.level) if t is not None else None)
+        return Permit(self, tokens, now, (r, r.level, r.shifted) if r is not None else None,
+                      (t, t.level, t.shifted) if t is not None else None, int(self._sent_requests))
 
     async def acquire(self, estimate: int | Callable[[], int]) -> Permit:
         """Wait for a concurrency slot and for quota covering ``estimate`` tokens (a number,
@@ -616,7 +621,9 @@ class RateLimiter:
     async def _finish(self, permit: Permit, actual: int | None) -> None:
         if actual is not None:
             self._admitted_tokens += actual - permit.estimate
-            if self.tokens is not None and not permit.synced:
+            # With headers the server's own count corrects the bucket (_follow); a usage
+            # correction on top would count the same difference twice.
+            if self.tokens is not None and not permit.synced and not self.announced:
                 if self.shared is None or await self.shared.adjust(actual - permit.estimate, self._shape()) is None:
                     self.tokens.adjust(actual - permit.estimate, time.monotonic())
                 self._changed.set()  # a refund may let the head go now
@@ -682,10 +689,12 @@ class RateLimiter:
                 self.tpm = self.told_tpm
         self._changed.set()
 
-    def _follow(self, bucket: TokenBucket | None, after: tuple[TokenBucket, float] | None, remaining: float | None,
-                reset_s: float | None, now: float) -> bool:
-        """Correct ``bucket`` by the server's count: ``remaining`` after it admitted the call
-        against ``after``, our level right after charging it. True when corrected."""
+    def _follow(self, bucket: TokenBucket | None, after: tuple[TokenBucket, float, float] | None,
+                remaining: float | None, reset_s: float | None, now: float) -> bool:
+        """Correct ``bucket`` by the server's count: what it had right after admitting the
+        call against ``after``, our level right after charging it, less the corrections made
+        since (an answer of an earlier call may have made part of the same one). True when
+        corrected."""
         if bucket is None or remaining is None or after is None or after[0] is not bucket:
             return False
         if self.shared is not None:
@@ -696,8 +705,9 @@ class RateLimiter:
         if reset_s is not None:
             if remaining > 0:  # a bucket in debt reports 0 left and a reset beyond its size
                 bucket.capacity = min(max(bucket.capacity, remaining + reset_s * rate), rate * MAX_WINDOW_S)
-            server = min(remaining, bucket.capacity - reset_s * rate)
-        bucket.shift(server - after[1], now)
+            # the reset is exact to the millisecond where the count is floored, and says how deep a debt is
+            server = bucket.capacity - reset_s * rate
+        bucket.shift(server - after[1] - (bucket.shifted - after[2]), now)
         return True
 
     def observe(self, info: RateLimitInfo | None, permit: Permit | None = None) -> None:
@@ -728,7 +738,10 @@ class RateLimiter:
                 self.tokens.clamp(old.level, now)
             if info.remaining_tokens is not None:
                 self.tokens.clamp(info.remaining_tokens, now)
-        if permit is not None:
+        if permit is not None and permit.seq > self._followed:
+            # Answers come back out of order: one of a call granted before the last one
+            # followed says nothing newer.
+            self._followed = permit.seq
             self._follow(self.requests, permit.requests_after, info.remaining_requests, info.reset_requests_s, now)
             permit.synced = self._follow(self.tokens, permit.tokens_after, info.remaining_tokens,
                                          info.reset_tokens_s, now)
@@ -778,8 +791,9 @@ class RateLimiter:
             self.concurrency.slow_start = False
             self.concurrency.raise_to_maximum()
             self.concurrency.cuts += 1
-        else:
-            self.concurrency.on_rate_limited()
+        # With a known quota the pacing is the control: the pause and the drained buckets
+        # correct it, and a halved concurrency would bind instead (2 s answers at 10 a
+        # second need 20 in flight). Nothing to cut.
         await self.concurrency.release()
         return delay
 
