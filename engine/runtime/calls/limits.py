@@ -435,7 +435,7 @@ class Permit:
 # The reserve a request must leave in the bucket, in seconds of quota: what arrival jitter
 # and a late correction can cost. A constant costs its size once per run; the safety
 # factor it replaced (pacing at 0.97 of the quota) cost 3% of every minute.
-MARGIN_S = 0.1
+MARGIN_S = 0.25
 # The longest window a provider's quota headers are believed to describe: a bucket holds at
 # most a minute of quota, whatever ``remaining + reset x rate`` adds up to.
 MAX_WINDOW_S = 60.0
@@ -463,7 +463,7 @@ class RateLimiter:
     and the bucket size, also a debt the floor at 0 hides); the bucket's own level right
     after charging the call is on the permit, and the difference between the two then is
     the difference now (both buckets refilled and were charged alike since), so the bucket
-    moves by it. ``remaining + reset x rate`` is the size of the server's bucket, so the
+    moves down by it (never up: the server admitted the call a moment after our grant). ``remaining + reset x rate`` is the size of the server's bucket, so the
     burst it allows is used (up to ``MAX_WINDOW_S`` of quota). Without headers a bucket
     holds ``burst_s`` seconds of quota (``--burst``).
 
@@ -707,7 +707,10 @@ class RateLimiter:
                 bucket.capacity = min(max(bucket.capacity, remaining + reset_s * rate), rate * MAX_WINDOW_S)
             # the reset is exact to the millisecond where the count is floored, and says how deep a debt is
             server = bucket.capacity - reset_s * rate
-        bucket.shift(server - after[1] - (bucket.shifted - after[2]), now)
+        # Down only: the server admitted the call a moment after our grant and refilled
+        # meanwhile, so its count is a little higher than ours at the same instant even when
+        # the two agree; raising ours by that would run ahead of it.
+        bucket.shift(min(0.0, server - after[1] - (bucket.shifted - after[2])), now)
         return True
 
     def observe(self, info: RateLimitInfo | None, permit: Permit | None = None) -> None:
