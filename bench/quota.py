@@ -52,6 +52,9 @@ def main() -> None:
         charged = s["prompt_tokens"] + s["completion_tokens"]
         physical = max(s["ok"] / args.rpm, charged / args.tpm) * 60 if args.tpm else s["ok"] / args.rpm * 60
         server_span = s["last_request_at"] - s["first_request_at"]
+        # first request to last answer, as the mock saw them (issue 30's measure)
+        answer_span = (s.get("last_answer_at") or s["last_request_at"]) - s["first_request_at"]
+        limit = max(s["ok"] / args.rpm, charged / args.tpm) * 60 if args.tpm else s["ok"] / args.rpm * 60
         t = cold["totals"]
         warm_wall, warm = asyncio.run(timed_run(RunConfig(**base, out=str(Path(tmp) / "warm"))))
         s2 = mock.stats()
@@ -66,6 +69,8 @@ def main() -> None:
             "binding": "tpm" if charged / args.tpm > s["ok"] / args.rpm else "rpm",
             "wall_s": round(cold_wall, 2), "server_span_s": round(server_span, 2),
             "wall_over_limit": round(cold_wall / physical, 3),
+            "span_to_last_answer_s": round(answer_span, 2),
+            "limit_over_span": round(limit / answer_span, 3),
             "share_429": round(s["rate_limited"] / max(1, s["requests"]), 4),
             "responses_429": s["rate_limited"],
             "items_failed": t["items_failed"],

@@ -3,10 +3,12 @@ and the clear stop when it is missing: a plain clone has only the tests' slice i
 ``tests/data``, which is too small to measure on."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+# DRSCORE_SHARED_DATA: the data elsewhere (a git worktree's ../shared is not the checkout's)
+SHARED_DATA = Path(os.environ.get("DRSCORE_SHARED_DATA") or Path(__file__).resolve().parents[1].parent / "shared" / "data")
 DRB = SHARED_DATA / "drb"
 RIGOROUS = SHARED_DATA / "rigorous"
 EXIT_NO_DATA = 2

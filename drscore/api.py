@@ -7,7 +7,7 @@ import importlib.metadata
 import itertools
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,15 +20,16 @@ from drscore.ranges import JUDGE_RANGES, RUN_RANGES, Range, check, check_all
 from drscore.engine.runtime.calls.cache import AnswerCache, JudgeCache
 from drscore.engine.runtime.evidence import PageSource, PlaceholderPages
 from drscore.engine.runtime.extras import require
+from drscore.engine.runtime.task_index import TaskIndex
 from drscore.engine.runtime.io import (
-    InputFile, fingerprint, in_shard, iter_reports, load_tasks, open_input, shard_of, tasks_from_reports,
+    InputFile, fingerprint, in_shard, iter_reports, open_input, shard_of, tasks_from_reports,
 )
 from drscore.engine.runtime.calls.judging import Backend
 from drscore.engine.runtime.calls.limits import RateLimiter
 from drscore.engine.runtime.calls.meter import Meter
 from drscore.engine.runtime.method import Method
 from drscore.engine.runtime.calls.judging import JudgeFailed
-from drscore.engine.runtime.models import InputError, Report, ScoreRow, VerdictRecord
+from drscore.engine.runtime.models import InputError, Report, ScoreRow, Task, VerdictRecord
 from drscore.engine.runtime.paths import default_cache_dir
 from drscore.engine.methods.language import task_language
 from drscore.engine.runtime.calls.ledger import LEDGER_FILE, RunLedger, check_budget
@@ -386,6 +387,15 @@ async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePoo
                 await team.close()
         raise
     pool.team = team  # closed with close_team(pool)
+    try:
+        await pool.load_token_counting()
+    except BaseException:
+        await backend.close()
+        if cache is not None:
+            await cache.close()
+        if team is not None:
+            await team.close()
+        raise
     return pool, cache
 
 
@@ -468,6 +478,7 @@ async def judge_session(config: JudgeConfig | None = None, *, verdicts: str | Pa
         try:
             if session is not None:
                 session.close()
+            pool.keep_token_counting()
             await pool.backend.close()
         finally:
             if cache is not None:
@@ -485,6 +496,7 @@ class Run:
         self._stack = contextlib.AsyncExitStack()
         self._runner: Runner | None = None
         self.pages: Any = None
+        self.tasks: Mapping[str, Task] = {}
         self._cache: AnswerCache | None = None
         self._writer: RunWriter | None = None
         self._ledger_state = "interrupted"  # how the run ledger records this invocation's end
@@ -530,12 +542,15 @@ class Run:
         for path in cfg.reports:  # fail now, in one line, not halfway through the run
             open_input(path, "reports").close()
         if cfg.tasks:
-            self.tasks = load_tasks(cfg.tasks, self.input_errors)
+            index = TaskIndex(cfg.tasks, self.input_errors)  # none held in memory: read when needed
+            self._stack.callback(index.close)
+            self.tasks = index
         else:
-            self.tasks = {}
+            from_reports: dict[str, Task] = {}
             for path in cfg.reports:
                 for tid, task in tasks_from_reports(path, fmt=cfg.format).items():
-                    self.tasks.setdefault(tid, task)
+                    from_reports.setdefault(tid, task)
+            self.tasks = from_reports
             if not self.tasks:
                 raise ValueError("no --tasks file given and the reports carry no prompt/topic to build tasks from")
         shard_of(cfg.shard)  # a bad --shard fails before anything is opened
@@ -553,6 +568,7 @@ class Run:
         self._stack.push_async_callback(pool.backend.close)
         if cache is not None:
             self._stack.push_async_callback(cache.close)
+            self._stack.callback(pool.keep_token_counting)  # runs before the cache closes
         self._cache = cache
         self.pages = await self._open_pages(instances)
         if cfg.offline_pages and not cfg.dry_run and any(m.needs_pages for m in instances):
@@ -592,8 +608,13 @@ class Run:
     async def _open_pages(self, instances: list[Method]) -> PageSource | None:
         if not any(m.needs_pages for m in instances):
             return None
-        if self.config.dry_run:
-            return PlaceholderPages()
+        if self.config.dry_run:  # stored pages as they are, a stand-in of their mean length for the rest
+            from drscore.fetch.planning import planning_pages
+
+            pages, store = await planning_pages(Path(self.config.judge.cache_dir or default_cache_dir()))
+            if store is not None:
+                self._stack.push_async_callback(store.close)
+            return pages
         from drscore.fetch.pool import FetchPool
 
         if not self.config.offline_pages:

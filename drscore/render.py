@@ -298,6 +298,9 @@ def dry_run_text(summary: dict[str, Any], price_model: str | None) -> str:
                      f"{m['output_tokens']:>12}{cost_text(m['cost_usd']):>11}  {statuses}")
     lines.append(f"  {'total':<14}{t['planned_calls']:>9}{t['cache_hits']:>9}{t['planned_input_tokens']:>13}"
                  f"{t['planned_output_tokens']:>12}{cost_text(t['planned_cost_usd']):>11}")
+    if "planned_input_tokens_error" in t:
+        lines.append(f"  input tokens: an estimate, about ±{t['planned_input_tokens_error']:.0%} a call "
+                     f"({t['planned_input_tokens_basis']})")
     reasoning = t.get("planned_reasoning_tokens_estimate", 0)
     if reasoning:
         source = ("the mean of this run's answered calls" if t.get("reasoning_estimate_source") == "learned"

@@ -16,5 +16,7 @@ Modules (user documentation: ``docs/fetching.md``):
   in worker processes only);
 - ``drscore.fetch.failures``: exception -> page status;
 - ``drscore.fetch.store``: the page cache (``<cache_dir>/pages.sqlite``);
-- ``drscore.fetch.snapshot``: portable export/import of the page cache.
+- ``drscore.fetch.snapshot``: portable export/import of the page cache;
+- ``drscore.fetch.planning``: a dry run's pages (stored ones as they are, a stand-in of their
+  mean length for the rest; nothing fetched).
 """

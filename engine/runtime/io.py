@@ -18,7 +18,7 @@ A file that cannot be read at all (missing, a directory, unreadable) raises
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -112,36 +112,44 @@ def as_id(value: Any) -> str | None:
     return None
 
 
+def task_from(obj: Any) -> Task | str:
+    """A task from one parsed line of a task file (drscore or DeepResearch Bench shape), or
+    what is wrong with it."""
+    if not isinstance(obj, dict):
+        return "expected a JSON object"
+    task_id = as_id(obj.get("task_id", obj.get("id")))
+    if task_id is None:
+        return "missing field 'task_id' (or 'id')"
+    prompt = obj.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        return "missing or empty field 'prompt'"
+    reference = obj.get("reference", obj.get("reference_report"))
+    return Task(
+        task_id=task_id,
+        prompt=prompt,
+        language=obj.get("language"),
+        topic=obj.get("topic"),
+        reference=reference if isinstance(reference, str) else None,
+        fields={k: v for k, v in obj.items() if k not in _TASK_KNOWN},
+    )
+
+
 def load_tasks(path: str | Path, errors: list[InputError]) -> dict[str, Task]:
-    """Read a task file (drscore or DeepResearch Bench shape) into ``{task_id: Task}``."""
+    """Read a task file (drscore or DeepResearch Bench shape) into ``{task_id: Task}``
+    (a run reads its tasks through :class:`drscore.engine.runtime.task_index.TaskIndex`,
+    which holds none of them in memory)."""
     path = Path(path)
     tasks: dict[str, Task] = {}
     if not path.exists():
         raise FileNotFoundError(f"tasks file not found: {path}")
     for origin, obj in read_jsonl(path, errors, "tasks"):
-        if not isinstance(obj, dict):
-            errors.append(InputError(origin, "expected a JSON object"))
-            continue
-        task_id = as_id(obj.get("task_id", obj.get("id")))
-        if task_id is None:
-            errors.append(InputError(origin, "missing field 'task_id' (or 'id')"))
-            continue
-        prompt = obj.get("prompt")
-        if not isinstance(prompt, str) or not prompt.strip():
-            errors.append(InputError(origin, "missing or empty field 'prompt'"))
-            continue
-        if task_id in tasks:
-            errors.append(InputError(origin, f"duplicate task id {task_id!r}"))
-            continue
-        reference = obj.get("reference", obj.get("reference_report"))
-        tasks[task_id] = Task(
-            task_id=task_id,
-            prompt=prompt,
-            language=obj.get("language"),
-            topic=obj.get("topic"),
-            reference=reference if isinstance(reference, str) else None,
-            fields={k: v for k, v in obj.items() if k not in _TASK_KNOWN},
-        )
+        task = task_from(obj)
+        if isinstance(task, str):
+            errors.append(InputError(origin, task))
+        elif task.task_id in tasks:
+            errors.append(InputError(origin, f"duplicate task id {task.task_id!r}"))
+        else:
+            tasks[task.task_id] = task
     return tasks
 
 
@@ -189,7 +197,7 @@ def iter_reports(
     *,
     fmt: str = "auto",
     agent: str | None = None,
-    tasks: dict[str, Task] | None = None,
+    tasks: Mapping[str, Task] | None = None,
     errors: list[InputError],
     seen: SeenKeys | None = None,
 ) -> Iterator[Report]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from concurrent.futures import Executor
 from typing import Any, Callable, Sequence
 
@@ -52,7 +52,7 @@ def failure_reason(errors: list[str]) -> str:
 
 
 class Runner:
-    def __init__(self, *, tasks: dict[str, Task], methods: list[Method], pool: JudgePool,
+    def __init__(self, *, tasks: Mapping[str, Task], methods: list[Method], pool: JudgePool,
                  pages: PageSource | None = None, seed: int = 0, writer: RunWriter | None = None,
                  executor: Executor | None = None, max_in_flight: int = 64, samples: int = 1) -> None:
         self.tasks, self.methods, self.pool, self.pages = tasks, methods, pool, pages
@@ -310,6 +310,8 @@ class Runner:
                            "planned_cached_input_tokens_estimate": s.planned_cached_input_tokens,
                            "planned_reasoning_tokens_estimate": s.planned_reasoning_tokens,
                            "reasoning_estimate_source": self.pool.thinking.expected_reasoning()[1],
+                           "planned_input_tokens_error": round(self.pool.input_estimate_error()[0], 4),
+                           "planned_input_tokens_basis": self.pool.input_estimate_error()[1],
                            "priced_as": "batch" if self.pool.batched else "synchronous"})
         return {
             "judge": self.pool.judge_label,

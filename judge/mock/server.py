@@ -46,13 +46,14 @@ from aiohttp import web
 
 from drscore.judge.mock.batches import MockBatches
 from drscore.judge.mock.completions import (
-    BadRequest, Prepared, completion_body, count_tokens, error_body, prepare, prompt_token_list, recoverable,
-    truncated,
+    TOKENS_PER_MESSAGE, BadRequest, Prepared, completion_body, count_tokens, error_body, prepare, prompt_token_list,
+    recoverable, truncated,
 )
 from drscore.judge.mock import llamacpp, profiles
 from drscore.judge.mock.prefix_cache import PrefixCache
 from drscore.judge.mock.quota import Quota, TokenBucket, ceil_ms, format_duration
 from drscore.judge.mock.thinking import STYLES, output_cap, planned_reasoning, shape_body, think
+from drscore.judge.mock.tokenizer import TOKENIZERS, counter
 
 __all__ = [
     "MockConfig",
@@ -103,6 +104,7 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # x-ratelimit-reset-*, Gemini's retryDelay, "try again in"): "inf", "nan", "-5", a
     # date, 5,000 digits... to rehearse a server whose hints cannot be believed.
     rate_limit_hint: str = ""
+    tokenizer: str = "words"  # how usage counts tokens (judge.mock.tokenizer): words | cl100k
 
     def __post_init__(self) -> None:
         if self.profile:
@@ -111,6 +113,8 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise ValueError(f"mock judge: poison_rate must be within [0, 1], got {self.poison_rate}")
         if self.context_window < 0:
             raise ValueError(f"mock judge: context_window must be >= 0, got {self.context_window}")
+        if self.tokenizer not in TOKENIZERS:
+            raise ValueError(f"mock judge: tokenizer must be one of {', '.join(TOKENIZERS)}, got {self.tokenizer!r}")
         if self.reasoning_style and self.reasoning_style not in STYLES:
             raise ValueError(f"mock judge: reasoning_style must be one of {', '.join(STYLES)}, "
                              f"got {self.reasoning_style!r}")
@@ -144,6 +148,7 @@ class _Stats(msgspec.Struct, kw_only=True):
     max_in_flight: int = 0
     first_request_at: float | None = None
     last_request_at: float | None = None
+    last_answer_at: float | None = None  # when the last 200 left (benchmarks' span: first request to last answer)
     distinct_requests: int = 0
     duplicate_ok: int = 0
     reasoning_tokens: int = 0  # part of completion_tokens spent thinking
@@ -186,6 +191,14 @@ class _MockJudge:
         if self.prefix is not None:
             self.prefix.clear()
 
+    def _counted(self, prep: Prepared) -> Prepared:
+        """The request's token counts by the configured tokenizer (judge.mock.tokenizer)."""
+        if self.cfg.tokenizer != "words":
+            count = counter(self.cfg.tokenizer)
+            prep.prompt_tokens = sum(map(count, prep.texts)) + TOKENS_PER_MESSAGE * len(prep.texts)
+            prep.completion_tokens = count(prep.answer)
+        return prep
+
     async def chat(self, request: web.Request) -> web.Response:
         st = self.stats
         st.requests += 1
@@ -197,8 +210,12 @@ class _MockJudge:
         try:
             if self._serial is not None:  # a server that answers one request at a time
                 async with self._serial:
-                    return await self._chat(request, st)
-            return await self._chat(request, st)
+                    response = await self._chat(request, st)
+            else:
+                response = await self._chat(request, st)
+            if response.status == 200:
+                st.last_answer_at = time.time()
+            return response
         finally:
             st.in_flight -= 1
 
@@ -224,7 +241,7 @@ class _MockJudge:
                 payload = rec.ignored_fields(payload)
             if prof is not None and not prof.structured_output and isinstance(payload, dict):
                 payload = {k: v for k, v in payload.items() if k != "response_format"}  # ignored
-            prep = prepare(payload)
+            prep = self._counted(prepare(payload))
         except BadRequest as e:
             st.bad_requests += 1
             return web.Response(status=400, body=error_body(str(e), "invalid_request_error"),
@@ -364,7 +381,7 @@ class _MockJudge:
     def answer_batch_line(self, payload: Any) -> tuple[int, dict[str, Any]]:
         """One line of a batch: the synchronous answer path without quota or latency."""
         try:
-            prep = prepare(payload)
+            prep = self._counted(prepare(payload))
         except BadRequest as e:
             return 400, {"error": {"message": str(e), "type": "invalid_request_error", "param": None,
                                    "code": None}}
@@ -522,6 +539,8 @@ _FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
                          "content_filter); empty: none"),
     "rate_limit_hint": (str, "every delay hint of a 429 (Retry-After, x-ratelimit-reset-*, retryDelay, "
                              "'try again in') says this verbatim: inf, nan, -5, a date... (empty: the true delay)"),
+    "tokenizer": (str, "how usage counts tokens: words (the mock's own rule) or cl100k (GPT-4's byte-pair "
+                       "encoding; needs drscore[bench])"),
 }
 
 

@@ -43,8 +43,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import aiosqlite
+import msgspec
 import orjson
 
+from drscore.engine.runtime.calls.tokens import TokenFit
 from drscore.engine.runtime.sqlitefile import CacheFileError, describe, is_damaged, open_db
 
 log = logging.getLogger("drscore.cache")
@@ -63,6 +65,11 @@ CREATE TABLE IF NOT EXISTS claims (
     key     TEXT PRIMARY KEY,
     owner   TEXT NOT NULL,
     expires REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS token_counts (
+    model   TEXT PRIMARY KEY,
+    fit     BLOB NOT NULL,
+    updated REAL NOT NULL
 );
 """
 _PRAGMAS = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA busy_timeout=30000")
@@ -449,6 +456,30 @@ class JudgeCache:
             await asyncio.gather(self._writer, self._reader, return_exceptions=True)
         finally:
             await self._db.close()
+
+    # -- how the model counts tokens (tokens.TokenFit), kept for the next run's estimates --
+    async def token_fit(self, model: str) -> TokenFit | None:
+        """What earlier runs recorded of ``model``'s token counting (None: nothing, or a
+        row this version cannot read)."""
+        self._check_open()
+        try:
+            async with self._db.execute("SELECT fit FROM token_counts WHERE model = ?", (model,)) as cur:
+                row = await cur.fetchone()
+        except sqlite3.Error as e:
+            raise self._fail(e) from None
+        if row is None:
+            return None
+        try:
+            return msgspec.json.decode(row[0], type=TokenFit)
+        except (msgspec.DecodeError, TypeError):
+            return None
+
+    def save_token_fit(self, model: str, fit: TokenFit) -> None:
+        """Queue ``fit`` for ``model`` (written with the answers, at the latest on close)."""
+        if fit.calls and not self._closed and self.failure is None:
+            self._ops.append(("INSERT OR REPLACE INTO token_counts (model, fit, updated) VALUES (?, ?, ?)",
+                              (model, msgspec.json.encode(fit), time.time())))
+            self._wakeup.set()
 
     @property
     def damaged(self) -> int:

@@ -7,6 +7,16 @@ parameter: ``judging.ENDPOINT_FAULTS``) the pool stops the run before anything e
 sent; any other outcome opens the gate. The preflight is the run's own first request,
 so it costs nothing extra and checks the exact request shape the run uses.
 
+**Overlap.** Holding everyone for a whole answer (seconds, for a long prompt) wastes that
+much quota when the quota is known (``--rpm``/``--tpm``): the buckets fill to their burst
+and then overflow. With ``overlap_s`` the others wait only that long after the preflight
+left, or until its outcome if that comes first. Endpoint faults come back in about one
+round trip (no model runs), so they still stop the run before anything else is sent; a
+fault slower than ``overlap_s`` lets the calls admitted meanwhile through, and each fails
+with the same fault, unbilled (the pool stops the run on any endpoint fault met before
+the gate opened). An endpoint that ignores ``response_format`` answers those calls in
+prose; they are asked again with the schema in the prompt.
+
 **Circuit breaker.** During the run, :class:`CircuitBreaker` counts *distinct requests*
 failing the same way (same ``kind``) in a row, across all calls; a success resets it. The
 retries of one request count once, for the whole run: a body the server always rejects
@@ -24,6 +34,8 @@ over the window, every prompt filtered), with one line naming it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from collections import OrderedDict
 from collections.abc import Hashable
 
@@ -34,22 +46,38 @@ from drscore.engine.runtime.calls.judging import REQUEST_FAULTS
 # Nor the faults of one request (they say nothing about the endpoint).
 NOT_COUNTED = frozenset({"rate_limit", "batch_unfinished", *REQUEST_FAULTS})
 
+# How long the others wait for the preflight when the quota is known: past a round trip or
+# two (endpoint faults come back that fast), short against an answer. See "Overlap" above.
+PREFLIGHT_OVERLAP_S = 0.5
+
 
 class EndpointGate:
-    """Lets one probe call through, holds the rest until :meth:`open` is called."""
+    """Lets one probe call through, holds the rest until :meth:`open` is called, or (with
+    ``overlap_s``) until that many seconds after the probe left."""
 
-    def __init__(self) -> None:
+    def __init__(self, overlap_s: float | None = None) -> None:
         self.is_open = False
+        self.overlap_s = overlap_s
         self._probe: asyncio.Future[None] | None = None
+        self._probe_at = 0.0
 
     async def enter(self) -> bool:
-        """Wait until the gate is open; returns True when the caller is the probe (the
-        caller must then call :meth:`open` once its attempt has an outcome)."""
+        """Wait until the gate is open (or the overlap has passed); returns True when the
+        caller is the probe (the caller must then call :meth:`open` once its attempt has
+        an outcome)."""
         while not self.is_open:
             if self._probe is None:
                 self._probe = asyncio.get_running_loop().create_future()
+                self._probe_at = time.monotonic()
                 return True
-            await asyncio.shield(self._probe)
+            if self.overlap_s is None:
+                await asyncio.shield(self._probe)
+                continue
+            left = self._probe_at + self.overlap_s - time.monotonic()
+            if left <= 0:
+                return False
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._probe), left)
         return False
 
     def open(self) -> None:

@@ -8,10 +8,10 @@ Token cost is estimated before the call (by :class:`drscore.engine.runtime.calls
 which learns the server's counting) and corrected from the usage the API returns: the
 difference is charged or refunded to the bucket.
 
-On 429 every caller pauses until the server's ``Retry-After`` (or reset header), the
-local buckets are drained to what the server says remains, and the concurrency limit is
-halved — at most once per cooldown, so one rate-limit episode causes one cut (AIMD, as
-in inspect_ai). Concurrency then grows back by one per successful call.
+On 429 every caller pauses until the server's ``Retry-After`` (or reset header) and the
+local buckets are drained to what the server says remains. With a known quota (told or
+announced) that is all: the pacing is the control, and a concurrency halved at each 429
+(AIMD, as in inspect_ai, and as drscore did before) would bind instead of the quota.
 
 Without quota headers (many compatible services and gateways send only ``Retry-After``
 on a 429) and without ``--rpm``, :class:`RateLearner` learns the rate the endpoint holds:
@@ -40,6 +40,12 @@ from typing import Any, Callable, Protocol
 from drscore.engine.runtime.calls.judging import HINT_CEILING_S, RateLimitInfo
 
 
+# Where a bucket cannot hold a request and its reserve (one request a bucket), the reserve is
+# time waited on every request: at most this share of the request's refill time (the 3% the
+# old safety factor cost everywhere, now only there).
+LAG_SHARE = 0.03
+
+
 class TokenBucket:
     """Continuous-refill bucket with capacity ``burst_s`` seconds of quota; may go negative."""
 
@@ -48,31 +54,67 @@ class TokenBucket:
         self.capacity = max(minimum_capacity, self.rate * burst_s)
         self.level = self.capacity
         self._t = time.monotonic()
+        self._full_at: float | None = self._t  # when the level last reached the capacity (None: below it)
+        self.shifted = 0.0  # all shift() moves so far: a permit's answer discounts those made since its grant
 
     def _refill(self, now: float) -> None:
-        self.level = min(self.capacity, self.level + (now - self._t) * self.rate)
-        self._t = now
+        if now <= self._t:
+            return
+        level = self.level + (now - self._t) * self.rate
+        if level >= self.capacity:
+            if self._full_at is None:
+                self._full_at = self._t + max(0.0, self.capacity - self.level) / self.rate
+            level = self.capacity
+        self.level, self._t = level, now
 
-    def wait_time(self, amount: float, now: float) -> float:
-        """Seconds until ``amount`` is covered (a request larger than the capacity waits
-        for a full bucket and then drives it into debt, so it is never refused forever)."""
+    def _changed(self) -> None:
+        if self.level < self.capacity:
+            self._full_at = None
+
+    def wait_time(self, amount: float, now: float, reserve: float = 0.0) -> float:
+        """Seconds until ``amount`` plus ``reserve`` is covered (never more than a full
+        bucket: a request larger than the capacity waits for a full bucket and then drives
+        it into debt, so it is never refused forever). Where the reserve does not fit in the
+        bucket it is waited as time instead (see the code)."""
         self._refill(now)
         need = min(amount, self.capacity)
-        return 0.0 if self.level >= need else (need - self.level) / self.rate
+        if need + reserve <= self.capacity:  # the reserve fits: a level to reach, no time lost
+            return 0.0 if self.level >= need + reserve else (need + reserve - self.level) / self.rate
+        # It does not fit (a bucket of one request, a request near the bucket's size): wait for
+        # the reserve's time after the level reached the need, but at most LAG_SHARE of the
+        # time the need takes to refill, since this is paid on every such request.
+        lag = min(reserve, LAG_SHARE * need) / self.rate if self.rate > 0 else 0.0
+        if self.level < need:
+            return (need - self.level) / self.rate + lag
+        if self.level >= self.capacity and self._full_at is not None:
+            reached = self._full_at - (self.capacity - need) / self.rate
+        else:
+            reached = now - (self.level - need) / self.rate
+        return max(0.0, reached + lag - now)
 
     def take(self, amount: float, now: float) -> None:
         self._refill(now)
         self.level -= amount
+        self._changed()
 
     def adjust(self, delta: float, now: float) -> None:
         """Charge (delta > 0) or refund (delta < 0) after the fact."""
         self._refill(now)
         self.level = min(self.capacity, self.level - delta)
+        self._changed()
 
     def clamp(self, remaining: float, now: float) -> None:
         """Never believe we have more than the server says remains."""
         self._refill(now)
         self.level = min(self.level, remaining)
+        self._changed()
+
+    def shift(self, delta: float, now: float) -> None:
+        """Move the level by ``delta`` (the server's count against ours), never above the capacity."""
+        self._refill(now)
+        self.level = min(self.capacity, self.level + delta)
+        self.shifted += delta
+        self._changed()
 
     def set_rate(self, per_minute: float, now: float, burst_s: float = 1.0) -> None:
         """Change the refill rate from now on (what accrued so far is kept)."""
@@ -80,88 +122,191 @@ class TokenBucket:
         self.rate = per_minute / 60.0
         self.capacity = max(1.0, self.rate * burst_s)
         self.level = min(self.level, self.capacity)
+        self._changed()
 
 
 class RateLearner:
-    """The request rate a header-less endpoint sustains, learned from its 429s alone.
+    """The rate a header-less endpoint sustains, learned from its 429s alone: requests per
+    second, or (``success(units=tokens)``) tokens per second.
 
-    Until the first 429 it paces nothing (:meth:`rate` is None). At a 429 it sets the pace
-    to ``decrease`` x the rate the endpoint had been accepting over the last ``window_s``
-    (the successes per second: during saturation that is the endpoint's limit), or x the
-    current pace when one is set. Then the pace grows by ``increase_per_s`` x the pace
-    set at the cut per second (additive increase) until the next 429 episode cuts it
-    again (multiplicative decrease). The first cut rests on a rough measure, so until the
-    second one the pace grows exponentially (``first_increase_per_s`` compounded per
-    second), as TCP's slow start finds its threshold before congestion avoidance; the
-    second cut starts from the lower of the pace and the accepted rate. One cut per episode: the 429s of calls already in
-    flight and the pause the server asked for (``Retry-After``) belong to the same one.
-    Growth waits for the pause to end. Pure and clock-driven (tests pass a fake clock).
+    Until the first 429 it paces nothing (:meth:`rate` is None). At the first 429 it sets
+    the pace to ``decrease`` x the rate the endpoint had been accepting over the last
+    ``window_s`` (the successes per second; often measured on one or two answers). That
+    measure is rough, so until the second 429 the pace grows exponentially
+    (``first_increase_per_s`` compounded per second), as TCP's slow start finds its
+    threshold before congestion avoidance.
+
+    With ``admitted`` (the limiter's running total of units the endpoint took: sent, less
+    refused, corrected by usage; :meth:`started` marks the first request) the first cut
+    measures from the first request instead: admitted units over the time since plus
+    ``burst_s``, the quota the server's full bucket gave on top of its rate. The second
+    cut starts from the lower of the pace and the accepted rate (unless the pause ended
+    under a second ago: the window then holds nothing new); later cuts from the pace
+    (multiplicative decrease). A ``noisy`` learner (tokens: the estimate of a request's
+    size is off by a few percent) never cuts below ``decrease`` x what the endpoint
+    admitted since the previous 429, so a 429 the estimate's noise caused below the limit
+    does not cost a deep cut. Between cuts the pace grows by ``increase_per_s`` x the
+    pace set at the cut per second (additive increase). One cut per episode: the 429s of
+    calls already in flight and the pause the server asked for (``Retry-After``) belong
+    to the same one. Growth waits for the pause to end. Pure and clock-driven (tests
+    pass a fake clock).
     """
 
     def __init__(self, *, decrease: float = 0.92, increase_per_s: float = 0.004, first_increase_per_s: float = 0.15,
-                 window_s: float = 4.0,
+                 window_s: float = 4.0, burst_s: float = 1.0, noisy: bool = False,
                  min_rps: float = 1 / 60, max_rps: float | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.decrease, self.increase_per_s, self.window_s = decrease, increase_per_s, window_s
         self.first_increase_per_s = first_increase_per_s
+        self.burst_s, self.noisy = burst_s, noisy
         self.min_rps, self.max_rps, self.clock = min_rps, max_rps, clock
-        self.pace: float | None = None  # requests per second; None: not learned yet
+        self.unit_guess = 1.0  # units of one request (a token learner sets the refused request's size)
+        self.pace: float | None = None  # units per second; None: not learned yet
+        self.limit: float | None = None  # the limit measured between the last two 429 episodes
         self.cuts = 0
         self._base = 0.0  # the pace set at the last cut: the unit of the additive step
         self._grown_at = 0.0
         self._cut_until = 0.0
-        self._successes: deque[float] = deque()
+        self._episode: tuple[float, float] | None = None  # (time, admitted total) at the last cut
+        self._successes: deque[tuple[float, float]] = deque()
+        self._units = 0.0
 
     def rate(self) -> float | None:
         return self.pace
 
+    def _forget(self, now: float) -> None:
+        while self._successes and self._successes[0][0] < now - self.window_s:
+            _, units = self._successes.popleft()
+            self._units -= units
+
     def accepted_rate(self, now: float) -> float | None:
-        """Successes per second over the last ``window_s`` (None with fewer than 2)."""
-        while self._successes and self._successes[0] < now - self.window_s:
-            self._successes.popleft()
+        """Units answered per second over the last ``window_s`` (None with fewer than 2
+        answers); the first answer marks the start, so its own units are not counted."""
+        self._forget(now)
         if len(self._successes) < 2:
             return None
-        span = max(now - self._successes[0], 1e-3)
-        return (len(self._successes) - 1) / span
+        first, first_units = self._successes[0]
+        span = max(now - first, 1e-3)
+        return (self._units - first_units) / span
 
-    def success(self) -> bool:
-        """Record an answered call; True when the pace changed."""
+    def started(self, at: float) -> None:
+        """The first request left at ``at`` (the measures of admitted units start there)."""
+        if self._episode is None:
+            self._episode = (at, 0.0)
+
+    def success(self, units: float = 1.0) -> bool:
+        """Record an answered call (``units`` of it: 1 request, or its tokens); True when
+        the pace changed."""
         now = self.clock()
-        self._successes.append(now)
+        self._successes.append((now, units))
+        self._units += units
+        self._forget(now)  # bounded: a long run without 429s keeps only the window
         if self.pace is None or now < self._cut_until:
             return False
         start = max(self._grown_at, self._cut_until)
         self._grown_at = now
         dt = max(0.0, now - start)
         if self.cuts == 1:
-            # The first cut rests on a rough measure (often taken after one or two answers):
-            # grow exponentially until the next 429 shows where the limit is.
+            # The first cut rests on a rough measure: grow exponentially until the next 429
+            # shows where the limit is.
             grown = self.pace * (1.0 + self.first_increase_per_s) ** dt
         else:
             grown = self.pace + self.increase_per_s * self._base * dt
         self.pace = min(grown, self.max_rps) if self.max_rps else grown
         return True
 
-    def rate_limited(self, pause_s: float) -> bool:
-        """Record a 429 (the server asked for ``pause_s``); True when the pace was cut."""
+    def rate_limited(self, pause_s: float, admitted: float | None = None) -> bool:
+        """Record a 429 (the server asked for ``pause_s``; ``admitted``: the running total
+        of units the endpoint took so far, see :meth:`started`); True when the pace was cut."""
         now = self.clock()
         if now < self._cut_until:
             return False
         accepted = self.accepted_rate(now)
-        current = self.pace if self.pace is not None else accepted
-        if self.cuts == 1 and accepted is not None and current is not None:
-            # The end of the exponential phase overshoots: what the endpoint accepted over the
-            # last seconds (no pause among them) is the better measure of its limit.
-            current = min(current, accepted)
-        if current is None:  # no answer yet to measure: one request per pause
-            current = 1.0 / max(1.0, pause_s)
-        self.pace = self._base = max(self.min_rps, self.decrease * current)
+        measured = None
+        if admitted is not None and self._episode is not None and now - self._episode[0] > 0.2:
+            since, before = self._episode
+            # the first measure runs from the first request, when the server's bucket was
+            # full: its burst (``burst_s``) of quota came on top of the rate
+            extra = self.burst_s if self.cuts == 0 else 0.0
+            measured = max(0.0, admitted - before) / (now - since + extra)
+        if self.cuts == 0:
+            current = measured if measured is not None else accepted
+        else:
+            current = self.pace
+            # Right after the pause the window holds only answers from before it, spread over
+            # the pause: no measure of anything new.
+            recent = self._cut_until > now - 1.0
+            if self.cuts == 1 and accepted is not None and current is not None and not recent:
+                # The end of the exponential phase overshoots: what the endpoint accepted over the
+                # last seconds is the better measure of its limit.
+                current = min(current, accepted)
+        if current is None:  # no answer yet to measure: one unit's worth per pause
+            current = self.unit_guess / max(1.0, pause_s)
+        pace = self.decrease * current
+        if measured is not None and self.cuts >= 1:
+            self.limit = measured
+            if self.noisy:
+                # What the endpoint took since the last 429 (both ends saturated: the pause
+                # between refills what it drains) is a floor: a 429 the token estimate's
+                # noise caused below the limit must not cost a deep cut.
+                pace = max(pace, self.decrease * measured)
+        self.pace = self._base = max(self.min_rps, pace)
         if self.max_rps:
             self.pace = self._base = min(self.pace, self.max_rps)
         self._cut_until = now + max(1.0, pause_s)
         self._grown_at = self._cut_until
+        if admitted is not None:
+            self._episode = (now, admitted)
         self.cuts += 1
         return True
+
+
+class BindingGuess:
+    """Which quota a header-less endpoint enforces, requests or tokens, from its 429s and
+    the sizes of what was sent.
+
+    A request quota refuses requests whatever their size; a token quota refuses the large
+    ones (a request needs its size in the bucket, a large one a full bucket). So at each
+    429 the refused request's size is ranked among the sizes of the requests sent just
+    before it: ranks near the top, over the last few refusals, mean tokens bind; ranks near
+    the bottom mean requests do (paced by tokens, small requests go in bursts and the
+    request quota refuses them). Requests of nearly one size cannot tell the two apart, and
+    need not: then pacing requests is pacing tokens, and requests it is. The guess is
+    revisited at every 429, so a wrong first guess (one refusal is a small sample) is
+    corrected by the refusals it causes.
+    """
+
+    def __init__(self, sizes: int = 64, votes: int = 5, alike_cv: float = 0.25) -> None:
+        self._sizes: deque[float] = deque(maxlen=sizes)
+        self._ranks: deque[float] = deque(maxlen=votes)
+        self.alike_cv = alike_cv
+        self.dimension = "requests"
+
+    def sent(self, tokens: float) -> None:
+        self._sizes.append(tokens)
+
+    def _alike(self) -> bool:
+        n = len(self._sizes)
+        if n < 2:
+            return True
+        mean = sum(self._sizes) / n
+        var = sum((x - mean) ** 2 for x in self._sizes) / n
+        return mean <= 0 or var ** 0.5 / mean < self.alike_cv
+
+    def refused(self, tokens: float) -> str:
+        """Record a 429 of a request of ``tokens``; the dimension that binds now."""
+        if self._alike():
+            self._ranks.clear()
+            self.dimension = "requests"
+            return self.dimension
+        below = sum(1.0 if x < tokens else 0.5 if x == tokens else 0.0 for x in self._sizes)
+        self._ranks.append(below / len(self._sizes))
+        mean = sum(self._ranks) / len(self._ranks)
+        if mean > 0.6:
+            self.dimension = "tokens"
+        elif mean < 0.4:
+            self.dimension = "requests"
+        return self.dimension
 
 
 class AdaptiveConcurrency:
@@ -260,14 +405,26 @@ class LimiterStopped(Exception):
 
 
 class Permit:
-    """A granted call slot. Call :meth:`done` exactly once with the real usage (if known)."""
+    """A granted call slot. Call :meth:`done` exactly once with the real usage (if known).
 
-    __slots__ = ("_limiter", "estimate", "_released")
+    The buckets' levels right after this call was charged let the quota headers of its
+    answer (the server's count when it admitted the call) correct the buckets: the
+    difference between the two counts then is the difference now."""
 
-    def __init__(self, limiter: RateLimiter, estimate: int) -> None:
+    __slots__ = ("_limiter", "estimate", "_released", "granted_at", "requests_after", "tokens_after", "synced", "seq")
+
+    def __init__(self, limiter: RateLimiter, estimate: int, granted_at: float = 0.0,
+                 requests_after: tuple[TokenBucket, float, float] | None = None,
+                 tokens_after: tuple[TokenBucket, float, float] | None = None, seq: int = 0) -> None:
         self._limiter = limiter
         self.estimate = estimate
         self._released = False
+        self.granted_at = granted_at
+        # (bucket, its level right after this call was charged, its shifts so far): what the
+        # server's remaining count for this call is compared with
+        self.requests_after, self.tokens_after = requests_after, tokens_after
+        self.synced = False  # the tokens bucket took the server's count for this call
+        self.seq = seq  # grant order
 
     async def done(self, actual_tokens: int | None = None) -> None:
         if self._released:
@@ -276,19 +433,51 @@ class Permit:
         await self._limiter._finish(self, actual_tokens)
 
 
+# The reserve a request must leave in the bucket, in seconds of quota: what arrival jitter
+# and a late correction can cost. A constant costs its size once per run; the safety
+# factor it replaced (pacing at 0.97 of the quota) cost 3% of every minute.
+MARGIN_S = 0.25
+# The longest window a provider's quota headers are believed to describe: a bucket holds at
+# most a minute of quota, whatever ``remaining + reset x rate`` adds up to.
+MAX_WINDOW_S = 60.0
+# The share of the quota a team (``--redis``) paces at: see RateLimiter._shape.
+SHARED_SAFETY = 0.97
+
+
 class RateLimiter:
     """RPM + TPM + concurrency. ``rpm``/``tpm`` of 0 mean unlimited.
 
     Callers queue in arrival order; only the head of the queue waits on the buckets, and
     it estimates its tokens when it reaches the head (with everything learned so far), so
     no caller is scheduled on a stale estimate. Refunds and quota changes wake the head
-    early. ``safety`` (< 1) runs slightly under the quota: requests leave here at an exact
-    pace but reach the server with jitter.
+    early.
+
+    The buckets run at the whole quota (``safety`` < 1 would run under it; the default is
+    1). What keeps requests off the server's 429s is a reserve, not a share of the rate: a
+    request leaves once its bucket covers its cost plus ``margin_s`` seconds of refill, and
+    for tokens also twice the token estimate's current relative error
+    (:attr:`estimate_error`, set by the pool from its estimator) times the request's
+    estimate, since the server charges the real count.
+
+    With quota headers the buckets follow the provider's own window: each answer's
+    ``remaining`` is the server's count right after it admitted that call (with ``reset``
+    and the bucket size, also a debt the floor at 0 hides); the bucket's own level right
+    after charging the call is on the permit, and the difference between the two then is
+    the difference now (both buckets refilled and were charged alike since), so the bucket
+    moves down by it (never up: the server admitted the call a moment after our grant). ``remaining + reset x rate`` is the size of the server's bucket, so the
+    burst it allows is used (up to ``MAX_WINDOW_S`` of quota). Without headers a bucket
+    holds ``burst_s`` seconds of quota (``--burst``).
+
+    A told quota (``--rpm``/``--tpm``) is trusted: without headers its 429s pause everyone
+    and drain the buckets, as with headers; only with nothing told and no headers do 429s
+    set a learned pace (:class:`RateLearner`, :class:`BindingGuess`).
     """
 
     def __init__(self, rpm: float = 0, tpm: float = 0, concurrency: int = 16, *,
-                 burst_s: float = 1.0, safety: float = 0.97, cooldown_s: float = 5.0) -> None:
-        self.rpm, self.tpm, self.burst_s, self.safety = rpm, tpm, burst_s, safety
+                 burst_s: float = 1.0, safety: float = 1.0, margin_s: float = MARGIN_S,
+                 cooldown_s: float = 5.0) -> None:
+        self.rpm, self.tpm, self.burst_s, self.safety, self.margin_s = rpm, tpm, burst_s, safety, margin_s
+        self.told_rpm, self.told_tpm = rpm, tpm
         self.requests = TokenBucket(rpm * safety, burst_s) if rpm else None
         self.tokens = TokenBucket(tpm * safety, burst_s, minimum_capacity=0.0) if tpm else None
         self.concurrency = AdaptiveConcurrency(concurrency, cooldown_s)
@@ -300,9 +489,18 @@ class RateLimiter:
         self._probing = not rpm and not tpm
         if self._probing:
             self.concurrency.limit = 1.0
-        # Pacing learned from 429s when no quota headers announce the limits (never above --rpm).
+        # Pacing learned from 429s when no quota headers announce the limits (never above
+        # --rpm / --tpm): a request rate and a token rate, and which of the two binds.
         self.learner = RateLearner(max_rps=rpm * safety / 60 if rpm else None)
+        self.token_learner = RateLearner(max_rps=tpm * safety / 60 if tpm else None, noisy=True)
+        self.binding = BindingGuess()
+        # The token estimate's relative error (0.1 = 10%): the pool sets it from its estimator.
+        self.estimate_error: Callable[[], float] = lambda: 0.0
         self.announced = False  # a response carried x-ratelimit-limit-* headers
+        self._sent_requests = 0.0  # requests sent so far
+        self._followed = 0  # the latest grant whose answer's quota headers the buckets followed
+        self._admitted_requests = 0.0  # the same, less what was refused (the learners' measure)
+        self._admitted_tokens = 0.0
         self._paused_until = 0.0
         self._queue: deque[asyncio.Future[None]] = deque()
         self._changed = asyncio.Event()
@@ -322,8 +520,11 @@ class RateLimiter:
         self._changed.set()
 
     def _shape(self) -> tuple[float, float, float, float]:
+        """The buckets as the shared store paces them: at SHARED_SAFETY of the rates, since
+        its script keeps no reserve and several processes' requests interleave at the server."""
         r, t = self.requests, self.tokens
-        return (r.rate if r else 0.0, r.capacity if r else 0.0, t.rate if t else 0.0, t.capacity if t else 0.0)
+        return (r.rate * SHARED_SAFETY if r else 0.0, r.capacity if r else 0.0,
+                t.rate * SHARED_SAFETY if t else 0.0, t.capacity if t else 0.0)
 
     async def _reserve_shared(self, tokens: int) -> float | None:
         """Seconds to wait per the shared store (0: taken); None once the store is gone."""
@@ -333,6 +534,33 @@ class RateLimiter:
         if wait is None and not self.shared.available():
             self.shared = None  # the store is gone: the local buckets take over
         return wait
+
+    def _wait(self, tokens: int, now: float) -> float:
+        """Seconds until both buckets cover one request of ``tokens`` and their reserves."""
+        wait = 0.0
+        if self.requests is not None:
+            wait = self.requests.wait_time(1, now, self.requests.rate * self.margin_s)
+        if self.tokens is not None:
+            reserve = self.tokens.rate * self.margin_s + 2.0 * self.estimate_error() * tokens
+            wait = max(wait, self.tokens.wait_time(tokens, now, reserve))
+        return wait
+
+    def _grant(self, tokens: int, now: float, *, take: bool = True) -> Permit:
+        if take:
+            if self.requests:
+                self.requests.take(1, now)
+            if self.tokens:
+                self.tokens.take(tokens, now)
+        if not self._sent_requests:
+            self.learner.started(now)
+            self.token_learner.started(now)
+        self._sent_requests += 1
+        self._admitted_requests += 1
+        self._admitted_tokens += tokens
+        self.binding.sent(tokens)
+        r, t = (self.requests, self.tokens) if take else (None, None)
+        return Permit(self, tokens, now, (r, r.level, r.shifted) if r is not None else None,
+                      (t, t.level, t.shifted) if t is not None else None, int(self._sent_requests))
 
     async def acquire(self, estimate: int | Callable[[], int]) -> Permit:
         """Wait for a concurrency slot and for quota covering ``estimate`` tokens (a number,
@@ -347,17 +575,11 @@ class RateLimiter:
         if not self._queue:  # nobody waiting: go now if the buckets allow, without queueing
             now = time.monotonic()
             if self._paused_until <= now:
-                if self.requests is None and self.tokens is None:
-                    return Permit(self, 0)
                 tokens = estimate() if callable(estimate) else estimate
-                if self.shared is None and \
-                        (self.requests is None or self.requests.wait_time(1, now) <= 0) and \
-                        (self.tokens is None or self.tokens.wait_time(tokens, now) <= 0):
-                    if self.requests:
-                        self.requests.take(1, now)
-                    if self.tokens:
-                        self.tokens.take(tokens, now)
-                    return Permit(self, tokens)
+                if self.requests is None and self.tokens is None:
+                    return self._grant(tokens, now, take=False)
+                if self.shared is None and self._wait(tokens, now) <= 0:
+                    return self._grant(tokens, now)
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue.append(turn)
         self.waiting += 1
@@ -374,18 +596,13 @@ class RateLimiter:
                     shared_wait = await self._reserve_shared(tokens)
                     if shared_wait is not None:
                         if shared_wait <= 0:
-                            return Permit(self, tokens)
+                            return self._grant(tokens, time.monotonic(), take=False)
                         wait = shared_wait
                         now = time.monotonic()
                 if wait <= 0:
-                    wait = max(self.requests.wait_time(1, now) if self.requests else 0.0,
-                               self.tokens.wait_time(tokens, now) if self.tokens else 0.0)
+                    wait = self._wait(tokens, now)
                     if wait <= 0:
-                        if self.requests:
-                            self.requests.take(1, now)
-                        if self.tokens:
-                            self.tokens.take(tokens, now)
-                        return Permit(self, tokens)
+                        return self._grant(tokens, now)
                 self._changed.clear()
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), timeout=wait)
@@ -403,12 +620,18 @@ class RateLimiter:
                     self._queue.remove(turn)
 
     async def _finish(self, permit: Permit, actual: int | None) -> None:
-        if actual is not None and self.tokens is not None:
-            if self.shared is None or await self.shared.adjust(actual - permit.estimate, self._shape()) is None:
-                self.tokens.adjust(actual - permit.estimate, time.monotonic())
-            self._changed.set()  # a refund may let the head go now
-        if self.learner.success() and not self.announced:
-            self._learned(self.learner.rate())
+        if actual is not None:
+            self._admitted_tokens += actual - permit.estimate
+            # With headers the server's own count corrects the bucket (_follow); a usage
+            # correction on top would count the same difference twice.
+            if self.tokens is not None and not permit.synced and not self.announced:
+                if self.shared is None or await self.shared.adjust(actual - permit.estimate, self._shape()) is None:
+                    self.tokens.adjust(actual - permit.estimate, time.monotonic())
+                self._changed.set()  # a refund may let the head go now
+        requests_changed = self.learner.success()
+        tokens_changed = self.token_learner.success(actual if actual is not None else permit.estimate)
+        if (requests_changed or tokens_changed) and not self.announced and (self.learner.cuts or self.token_learner.cuts):
+            self._apply_learned()
         self.concurrency.on_success()
         await self.concurrency.release()
 
@@ -434,22 +657,69 @@ class RateLimiter:
             else:
                 self.concurrency.slow_start = True
 
-    def _learned(self, pace: float | None) -> None:
-        """Pace requests at ``pace`` per second (the learner's figure)."""
-        if pace is None:
-            return
-        now = time.monotonic()
-        if self.requests is None:
-            self.requests = TokenBucket(pace * 60, self.burst_s)
-            self.requests.level = 0.0  # learned at a 429: nothing is left in the server's bucket
+    def _paced(self, bucket: TokenBucket | None, per_minute: float, now: float, minimum_capacity: float) -> TokenBucket:
+        if bucket is None:
+            bucket = TokenBucket(per_minute, self.burst_s, minimum_capacity)
+            bucket.level = 0.0  # learned at a 429: nothing is left in the server's bucket
         else:
-            self.requests.set_rate(pace * 60, now, self.burst_s)
-        self.rpm = pace * 60
+            bucket.set_rate(per_minute, now, self.burst_s)
+        return bucket
 
-    def observe(self, info: RateLimitInfo | None) -> None:
+    def _apply_learned(self) -> None:
+        """Pace the dimension the 429s say binds at its learner's figure; the other one
+        goes back to what was told (``--rpm``/``--tpm``), or unpaced."""
+        now = time.monotonic()
+        if self.binding.dimension == "tokens":
+            pace = self.token_learner.rate()
+            if pace is None:
+                return
+            self.tokens = self._paced(self.tokens, pace * 60, now, 0.0)
+            self.tpm = pace * 60
+            if self.requests is not None and self.rpm != self.told_rpm:
+                self.requests = TokenBucket(self.told_rpm * self.safety, self.burst_s) if self.told_rpm else None
+                self.rpm = self.told_rpm
+        else:
+            pace = self.learner.rate()
+            if pace is None:
+                return
+            self.requests = self._paced(self.requests, pace * 60, now, 1.0)
+            self.rpm = pace * 60
+            if self.tokens is not None and self.tpm != self.told_tpm:
+                self.tokens = TokenBucket(self.told_tpm * self.safety, self.burst_s, minimum_capacity=0.0) \
+                    if self.told_tpm else None
+                self.tpm = self.told_tpm
+        self._changed.set()
+
+    def _follow(self, bucket: TokenBucket | None, after: tuple[TokenBucket, float, float] | None,
+                remaining: float | None, reset_s: float | None, now: float) -> bool:
+        """Correct ``bucket`` by the server's count: what it had right after admitting the
+        call against ``after``, our level right after charging it, less the corrections made
+        since (an answer of an earlier call may have made part of the same one). True when
+        corrected."""
+        if bucket is None or remaining is None or after is None or after[0] is not bucket:
+            return False
+        if self.shared is not None:
+            bucket.clamp(remaining, now)  # the store paces: never believe more than remains
+            return False
+        rate = bucket.rate
+        server = remaining
+        if reset_s is not None:
+            if remaining > 0:  # a bucket in debt reports 0 left and a reset beyond its size
+                bucket.capacity = min(max(bucket.capacity, remaining + reset_s * rate), rate * MAX_WINDOW_S)
+            # the reset is exact to the millisecond where the count is floored, and says how deep a debt is
+            server = bucket.capacity - reset_s * rate
+        # Down only: the server admitted the call a moment after our grant and refilled
+        # meanwhile, so its count is a little higher than ours at the same instant even when
+        # the two agree; raising ours by that would run ahead of it.
+        bucket.shift(min(0.0, server - after[1] - (bucket.shifted - after[2])), now)
+        return True
+
+    def observe(self, info: RateLimitInfo | None, permit: Permit | None = None) -> None:
         """Adopt the limits a server announces (``x-ratelimit-limit-*``) when they are
         tighter than ours (or we have none): a run without ``--rpm``/``--tpm`` then paces
-        itself after the first answer instead of learning the quota from 429s."""
+        itself after the first answer instead of learning the quota from 429s. With
+        ``permit`` (the call the answer belongs to) the buckets follow the server's
+        remaining counts and take its bucket size (see the class)."""
         if info is not None and (info.limit_requests or info.limit_tokens):
             self.announced = True
         self._end_probe(self.announced or bool(self.rpm or self.tpm))
@@ -472,6 +742,14 @@ class RateLimiter:
                 self.tokens.clamp(old.level, now)
             if info.remaining_tokens is not None:
                 self.tokens.clamp(info.remaining_tokens, now)
+        if permit is not None and permit.seq > self._followed:
+            # Answers come back out of order: one of a call granted before the last one
+            # followed says nothing newer.
+            self._followed = permit.seq
+            self._follow(self.requests, permit.requests_after, info.remaining_requests, info.reset_requests_s, now)
+            permit.synced = self._follow(self.tokens, permit.tokens_after, info.remaining_tokens,
+                                         info.reset_tokens_s, now)
+            self._changed.set()  # the level may have risen: the head re-reads it
 
     async def rate_limited_release(self, permit: Permit, info: RateLimitInfo | None, *,
                                    unusable_wait_s: float = 1.0) -> float:
@@ -481,6 +759,8 @@ class RateLimiter:
         believed (``info.unusable_hint``; the pool passes its --max-rate-limit-wait)."""
         permit._released = True
         self.rate_limited += 1
+        self._admitted_requests -= 1  # refused: the server took nothing
+        self._admitted_tokens -= permit.estimate
         now = time.monotonic()
         delay = None
         self._end_probe()  # a 429 at the probe: full concurrency, then cut below (as with headers)
@@ -499,9 +779,17 @@ class RateLimiter:
                 self.requests.clamp(info.remaining_requests, now)
         if delay is None:
             delay = 1.0
-        learning = not self.announced
-        if learning and self.learner.rate_limited(delay):
-            self._learned(self.learner.rate())  # no headers: the 429s alone set the pace
+        # Without headers and without a told quota the 429s alone set the pace, in the
+        # dimension their sizes point to. A told quota is trusted: its 429s (arrival jitter)
+        # pause and cut the concurrency, as with headers, but do not pace the run below it.
+        learning = not self.announced and not (self.told_rpm or self.told_tpm)
+        if learning:
+            self.binding.refused(permit.estimate)
+            self.token_learner.unit_guess = max(1.0, float(permit.estimate))
+            requests_cut = self.learner.rate_limited(delay, self._admitted_requests)
+            tokens_cut = self.token_learner.rate_limited(delay, self._admitted_tokens)
+            if requests_cut or tokens_cut:
+                self._apply_learned()
         if self.shared is not None:
             await self.shared.rate_limited(delay, info.remaining_requests if info else None,
                                            info.remaining_tokens if info else None, self._shape())
@@ -513,8 +801,9 @@ class RateLimiter:
             self.concurrency.slow_start = False
             self.concurrency.raise_to_maximum()
             self.concurrency.cuts += 1
-        else:
-            self.concurrency.on_rate_limited()
+        # With a known quota the pacing is the control: the pause and the drained buckets
+        # correct it, and a halved concurrency would bind instead (2 s answers at 10 a
+        # second need 20 in flight). Nothing to cut.
         await self.concurrency.release()
         return delay
 
@@ -534,6 +823,8 @@ class RateLimiter:
             "concurrency_cuts": self.concurrency.cuts,
             "learned_rpm": round(self.learner.pace * 60, 1) if self.learner.pace is not None else None,
             "paused_s": max(0.0, self._paused_until - time.monotonic()),  # a 429's pause still to run
+            "learned_tpm": round(self.token_learner.pace * 60) if self.token_learner.pace is not None else None,
+            "binding": self.binding.dimension if not self.announced and self.learner.cuts else None,
         }
 
 

@@ -72,7 +72,7 @@ import msgspec
 from drscore import prompts
 from drscore.engine.runtime.calls.budget import Budget, input_reservation
 from drscore.engine.runtime.calls.cache import AnswerCache, request_key
-from drscore.engine.runtime.calls.health import CircuitBreaker, EndpointGate, Lane, SystematicFaults
+from drscore.engine.runtime.calls.health import PREFLIGHT_OVERLAP_S, CircuitBreaker, EndpointGate, Lane, SystematicFaults
 from drscore.engine.runtime.calls.ledger import RunLedger, Usage
 from drscore.engine.runtime.calls.judging import (
     ENDPOINT_FAULTS, OTHER_FAULTS, REQUEST_FAULTS, VALIDATION_ERROR, Backend, ChatRequest, JudgeError,
@@ -85,7 +85,7 @@ from drscore.engine.runtime.calls.redact import redact
 from drscore.engine.runtime.calls.samples import key_component
 from drscore.engine.runtime.calls.slots import ServerFacts, ServerSlots
 from drscore.engine.runtime.calls.thinking import ThinkingPolicy, is_cut_off, split_thinking
-from drscore.engine.runtime.calls.tokens import TokenEstimator, estimate_messages, estimate_tokens, message_features
+from drscore.engine.runtime.calls.tokens import TokenEstimator, estimate_tokens, message_features
 from drscore.engine.runtime.calls.verdicts import VerdictDecodeError, decode_verdict, schema_of
 from drscore.engine.runtime.calls.windows import (
     OVER_MARGIN, UNLEARNED_OVER_MARGIN, clearly_over, stated_window, window_of,
@@ -240,7 +240,9 @@ class JudgePool:
         # per-call timeout, batch prices, and no preflight (a first batch of one request
         # would cost a whole batch round trip); the provider orders the work (no warm-up).
         self.batched = bool(getattr(backend, "batched", False))
-        self.gate = EndpointGate() if preflight and getattr(backend, "cacheable", True) and not self.batched \
+        # With a known quota the others go PREFLIGHT_OVERLAP_S after the preflight left (see health)
+        overlap = PREFLIGHT_OVERLAP_S if limiter.told_rpm or limiter.told_tpm else None
+        self.gate = EndpointGate(overlap) if preflight and getattr(backend, "cacheable", True) and not self.batched \
             else None
         self.warmup = WarmupGate() if prefix_warmup and not self.batched else None
         self._cache_estimate = CacheEstimator()
@@ -266,6 +268,7 @@ class JudgePool:
         self._server_asked = False
         self.stats = PoolStats()
         self.tokens = TokenEstimator()
+        limiter.estimate_error = self.tokens.relative_error  # the limiter's token reserve
         self._identity = {"backend": backend.name, **backend.identity()}
         self._inflight: dict[str, asyncio.Future[Judged[Any]]] = {}
         self._planned: set[str] = set()
@@ -273,6 +276,33 @@ class JudgePool:
         # once per run, so task-level steps are counted once, as with a real judge.
         self._memo: OrderedDict[str, str] | None = None if self.cache is not None or not \
             hasattr(backend, "cacheable") or backend.cacheable else OrderedDict()
+
+    def _fit_store(self) -> Any:
+        local = getattr(self.cache, "local", self.cache)  # behind a --redis tier: the local file
+        return local if hasattr(local, "token_fit") else None
+
+    async def load_token_counting(self) -> None:
+        """Estimate with what earlier runs recorded of this model's token counting (kept in
+        the cache by :meth:`keep_token_counting`): the dry run's input estimate, and this
+        run's first calls, before any answer of its own."""
+        store = self._fit_store()
+        fit = await store.token_fit(self.backend.model) if store is not None else None
+        if fit is not None:
+            self.tokens.seed(fit)
+
+    def keep_token_counting(self) -> None:
+        """Queue what this run learned of the model's token counting for the next (call
+        before the cache closes)."""
+        store = self._fit_store()
+        if store is not None and self.dry is None and self.tokens.fit.calls:
+            store.save_token_fit(self.backend.model, self.tokens.recorded())
+
+    def input_estimate_error(self) -> tuple[float, str]:
+        """The relative error of a planned input count per call (RMS), and its basis."""
+        seeded = self.tokens.seeded
+        if seeded is None:
+            return self.tokens.PRIOR_RELATIVE_ERROR, "the character rule (no recorded usage of this model)"
+        return seeded.rms(), f"learned from {seeded.calls:,} answered calls of {self.backend.model}"
 
     @property
     def budget_exhausted(self) -> bool:
@@ -485,7 +515,8 @@ class JudgePool:
         self._planned.add(key)
         tpl = self._template(req.template)
         reasoning, _ = self.thinking.expected_reasoning()
-        tin, tout = estimate_messages(list(req.messages)), tpl.expected_output_tokens + reasoning
+        # the model's own counting where earlier runs recorded it (load_token_counting), else the character rule
+        tin, tout = self._prompt_tokens(req), tpl.expected_output_tokens + reasoning
         cached = self._cache_estimate.cached_tokens(req.messages, tin) if not self.batched else 0
         cost = self.prices.cost(self.price_model, tin, tout, cached, batch=self.batched)
         s = self.stats
@@ -723,8 +754,8 @@ class JudgePool:
                     self.ledger.unpaid(call, e.kind)
                 if lane is not None:  # known before the gate opens and anyone else is sent
                     lane.failed(e.kind, key)
-                if probe is not None and e.endpoint_fault:
-                    self.halt(self._fault_stop(e, message))
+                if e.endpoint_fault and (probe is not None or (gate is not None and not gate.is_open)):
+                    self.halt(self._fault_stop(e, message))  # the preflight, or a call sent in its overlap
                 if probe is not None:
                     probe.open()
                 if isinstance(e, RateLimited):
@@ -815,7 +846,7 @@ class JudgePool:
                 probe.open()
             self.breaker.success()
             if permit is not None:
-                self.limiter.observe(info)
+                self.limiter.observe(info, permit)
                 await permit.done(None if resp.usage_estimated else resp.input_tokens + resp.output_tokens)
             if not resp.usage_estimated and reasks == 0:
                 # re-asks carry extra messages: not the features we measured

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+import msgspec
+
 
 def split_estimate(text: str) -> tuple[float, float]:
     """(ASCII-part tokens, wide-part tokens) by the fixed character rule."""
@@ -51,6 +53,64 @@ def estimate_messages(messages: Iterable, per_message: int = 4) -> int:
     return max(1, math.ceil(a + w))
 
 
+def _solve(saa: float, sab: float, sbb: float, say: float, sby: float, prior_strength: float) -> tuple[float, float]:
+    """Ridge regression towards the prior (1, 1): directions the data has not seen (e.g. no
+    wide text yet) stay at weight 1 instead of being guessed. 2x2 solve in closed form (a
+    numpy call per response costs more than the whole solve)."""
+    lam = prior_strength * max(1.0, (saa + sbb) / 2)
+    m11, m12, m22 = saa + lam, sab, sbb + lam
+    r1, r2 = say + lam, sby + lam
+    det = m11 * m22 - m12 * m12
+    w1, w2 = (r1 * m22 - m12 * r2) / det, (m11 * r2 - m12 * r1) / det
+    return min(8.0, max(0.02, w1)), min(8.0, max(0.02, w2))
+
+
+class TokenFit(msgspec.Struct, kw_only=True):
+    """Every answered call's prompt count against its two character classes, summed (not
+    decayed): how one model counts, kept in the cache across runs (per model) so a dry run,
+    and a run's first calls, estimate with the model's own ratios instead of the character
+    rule. ``rms`` is the per-call error of that estimate, relative to the count."""
+
+    saa: float = 0.0
+    sab: float = 0.0
+    sbb: float = 0.0
+    say: float = 0.0
+    sby: float = 0.0
+    syy: float = 0.0
+    calls: int = 0
+
+    def add(self, a: float, b: float, y: float) -> None:
+        if self.calls >= 1_000_000:  # halve the weight of the past: the sums stay bounded, the fit adapts
+            for name in ("saa", "sab", "sbb", "say", "sby", "syy"):
+                setattr(self, name, getattr(self, name) / 2)
+            self.calls //= 2
+        self.saa += a * a
+        self.sab += a * b
+        self.sbb += b * b
+        self.say += a * y
+        self.sby += b * y
+        self.syy += y * y
+        self.calls += 1
+
+    def merge(self, other: TokenFit) -> TokenFit:
+        return TokenFit(saa=self.saa + other.saa, sab=self.sab + other.sab, sbb=self.sbb + other.sbb,
+                        say=self.say + other.say, sby=self.sby + other.sby, syy=self.syy + other.syy,
+                        calls=self.calls + other.calls)
+
+    def weights(self, prior_strength: float = 1e-2) -> tuple[float, float]:
+        return _solve(self.saa, self.sab, self.sbb, self.say, self.sby, prior_strength)
+
+    def rms(self) -> float:
+        """sqrt(sum of squared misses / sum of squared counts): the per-call error relative
+        to the count, weighted by size as a total is."""
+        if self.syy <= 0:
+            return TokenEstimator.PRIOR_RELATIVE_ERROR
+        w1, w2 = self.weights()
+        sse = (self.syy - 2 * (w1 * self.say + w2 * self.sby)
+               + w1 * w1 * self.saa + 2 * w1 * w2 * self.sab + w2 * w2 * self.sbb)
+        return math.sqrt(max(0.0, sse) / self.syy)
+
+
 class TokenEstimator:
     """Learns the server's token counting from usage.
 
@@ -59,14 +119,37 @@ class TokenEstimator:
     starting at the template's declared expectation.
     """
 
+    # The character rule's error against real tokenizers before any usage was seen (English
+    # prose is close, code, URLs and CJK are not): what the limiter reserves for at first.
+    PRIOR_RELATIVE_ERROR = 0.3
+
     def __init__(self, decay: float = 0.97, prior_strength: float = 1e-2) -> None:
         self.decay = decay
+        self._err2 = self.PRIOR_RELATIVE_ERROR ** 2
         self.prior_strength = prior_strength
         # Sufficient statistics of the weighted least squares: X'X (symmetric) and X'y.
         self._saa = self._sab = self._sbb = self._say = self._sby = 0.0
         self.weights = (1.0, 1.0)
         self._out: dict[str, float] = {}
         self.observations = 0
+        self.fit = TokenFit()  # this run's calls, summed (see TokenFit)
+        self.seeded: TokenFit | None = None  # what earlier runs had recorded for this model
+
+    def seed(self, fit: TokenFit) -> None:
+        """Start from a fit earlier runs recorded: its weights now, with the weight of as many
+        calls as the decayed fit remembers, so this run's answers still move it."""
+        if fit.calls <= 0:
+            return
+        self.seeded = fit
+        scale = min(1.0, (1.0 / (1.0 - self.decay)) / fit.calls)
+        self._saa, self._sab, self._sbb = fit.saa * scale, fit.sab * scale, fit.sbb * scale
+        self._say, self._sby = fit.say * scale, fit.sby * scale
+        self.weights = fit.weights(self.prior_strength)
+        self._err2 = fit.rms() ** 2
+
+    def recorded(self) -> TokenFit:
+        """What to keep for the next run: the seed and this run's calls together."""
+        return self.fit if self.seeded is None else self.seeded.merge(self.fit)
 
     def prompt(self, features: tuple[float, float]) -> float:
         return self.weights[0] * features[0] + self.weights[1] * features[1]
@@ -77,23 +160,24 @@ class TokenEstimator:
     def estimate(self, features: tuple[float, float], template: str, expected_output: int) -> int:
         return max(1, math.ceil(self.prompt(features) + self.completion(template, expected_output)))
 
+    def relative_error(self) -> float:
+        """The recent relative error of the prompt estimate (an exponentially weighted RMS
+        of (counted - estimated) / counted, each measured before the fit saw the count)."""
+        return math.sqrt(self._err2)
+
     def observe(self, features: tuple[float, float], template: str, prompt_tokens: int,
                 completion_tokens: int) -> None:
+        if prompt_tokens > 0:
+            miss = (prompt_tokens - self.prompt(features)) / prompt_tokens
+            self._err2 = 0.8 * self._err2 + 0.2 * min(1.0, miss * miss)
         a, b, d = features[0], features[1], self.decay
         self._saa = d * self._saa + a * a
         self._sab = d * self._sab + a * b
         self._sbb = d * self._sbb + b * b
         self._say = d * self._say + a * prompt_tokens
         self._sby = d * self._sby + b * prompt_tokens
-        # Ridge towards the prior (1, 1): directions the data has not seen (e.g. no wide
-        # text yet) stay at weight 1 instead of being guessed. 2x2 solve in closed form
-        # (a numpy call per response costs more than the whole solve).
-        lam = self.prior_strength * max(1.0, (self._saa + self._sbb) / 2)
-        m11, m12, m22 = self._saa + lam, self._sab, self._sbb + lam
-        r1, r2 = self._say + lam, self._sby + lam
-        det = m11 * m22 - m12 * m12
-        w1, w2 = (r1 * m22 - m12 * r2) / det, (m11 * r2 - m12 * r1) / det
-        self.weights = (min(8.0, max(0.02, w1)), min(8.0, max(0.02, w2)))
+        self.weights = _solve(self._saa, self._sab, self._sbb, self._say, self._sby, self.prior_strength)
+        self.fit.add(a, b, prompt_tokens)
         prev = self._out.get(template)
         self._out[template] = completion_tokens if prev is None else 0.8 * prev + 0.2 * completion_tokens
         self.observations += 1

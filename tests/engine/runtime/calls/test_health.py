@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from drscore import prompts
-from drscore.engine.runtime.calls.health import CircuitBreaker, EndpointGate, SystematicFaults
+from drscore.engine.runtime.calls.health import PREFLIGHT_OVERLAP_S, CircuitBreaker, EndpointGate, SystematicFaults
 from drscore.engine.runtime.calls.judging import (
     ChatResponse, FatalError, JudgeFailed, RateLimited, RateLimitInfo, TransientError,
 )
@@ -116,6 +116,51 @@ async def test_gate_lets_one_probe_through_and_holds_the_rest_until_open():
     assert not waiter.done()
     gate.open()
     assert await waiter is False and await gate.enter() is False
+
+
+async def test_with_an_overlap_the_others_go_that_long_after_the_probe_left():
+    gate = EndpointGate(overlap_s=0.05)
+    assert await gate.enter() is True
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    assert await gate.enter() is False  # the probe has not answered, but the overlap has passed
+    assert 0.04 <= loop.time() - t0 < 0.5 and not gate.is_open
+
+
+@pytest.mark.parametrize("error, kind", [
+    (FatalError("HTTP 401", kind="auth"), "auth"),
+    (TransientError("refused", kind="connection_refused"), "connection_refused"),
+])
+async def test_a_told_quota_overlaps_the_preflight_yet_a_fast_fault_still_sends_one_request(error, kind):
+    # --rpm told: the others would go PREFLIGHT_OVERLAP_S after the probe left, but a fault
+    # that comes back within a round trip stops the run before any of them is sent.
+    backend = Scripted(lambda n: error, delay=0.01)
+    pool = JudgePool(backend, cache=None, limiter=RateLimiter(rpm=6000, concurrency=8), prices=PriceTable(),
+                     backoff_base_s=0.001)
+    assert pool.gate is not None and pool.gate.overlap_s == PREFLIGHT_OVERLAP_S
+    assert await _ask_many(pool, 20) == [kind] * 20
+    assert backend.sent == 1 and pool.stopped.reason == kind
+
+
+async def test_a_slow_answer_no_longer_holds_everyone_when_the_quota_is_told():
+    # The preflight takes 0.8 s to answer; with a told quota the other calls go after the
+    # overlap instead of one whole answer later.
+    backend = Scripted(lambda n: None, delay=0.8)
+    pool = JudgePool(backend, cache=None, limiter=RateLimiter(rpm=6000, concurrency=8), prices=PriceTable())
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    assert await _ask_many(pool, 8) == ["ok"] * 8
+    assert loop.time() - t0 < 0.8 + PREFLIGHT_OVERLAP_S + 0.4  # held, they would take 0.8 + 0.8
+
+
+async def test_a_slow_fault_met_by_calls_sent_in_the_overlap_still_stops_the_run():
+    # A 401 slower than the overlap: the calls admitted meanwhile meet it too; any endpoint
+    # fault before the gate opened stops the run, whichever call met it first.
+    backend = Scripted(lambda n: FatalError("HTTP 401", kind="auth"), delay=PREFLIGHT_OVERLAP_S + 0.2)
+    pool = JudgePool(backend, cache=None, limiter=RateLimiter(rpm=6000, concurrency=4), prices=PriceTable(),
+                     backoff_base_s=0.001)
+    assert await _ask_many(pool, 12) == ["auth"] * 12
+    assert 1 < backend.sent <= 4 and pool.stopped.reason == "auth" and pool.stats.stopped_calls >= 8
 
 
 @pytest.mark.parametrize("retry_after, stops", [(3600.0, True), (0.01, False)])

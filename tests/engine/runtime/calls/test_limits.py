@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from drscore.engine.runtime.calls.judging import RateLimitInfo
-from drscore.engine.runtime.calls.limits import AdaptiveConcurrency, RateLearner, RateLimiter, TokenBucket
+from drscore.engine.runtime.calls.limits import AdaptiveConcurrency, BindingGuess, RateLearner, RateLimiter, TokenBucket
 from drscore.engine.runtime.calls.pool import JudgePool
 from drscore.engine.runtime.calls.pricing import PriceTable
 from drscore.judge.http import HttpBackend
@@ -92,12 +92,14 @@ async def test_429_pauses_everyone_for_retry_after():
     await p2.done()
 
 
-async def test_with_quota_headers_a_429_halves_the_concurrency_as_before():
+async def test_with_quota_headers_a_429_pauses_and_drains_but_keeps_the_concurrency():
     lim = RateLimiter(concurrency=4)
     p = await lim.acquire(10)
     info = RateLimitInfo(retry_after_s=0.01, limit_requests=600, remaining_requests=0)
     await lim.rate_limited_release(p, info)
-    assert lim.concurrency.limit == 2 and lim.learner.pace is None and lim.rpm == 600
+    # the pacing is the control: the pause and the drained bucket correct it, nothing is learned
+    assert lim.concurrency.limit == 4 and lim.learner.pace is None and lim.rpm == 600
+    assert lim.requests.level <= 0 and lim._paused_until > 0
 
 
 def test_the_rate_learner_cuts_once_per_episode_then_grows():
@@ -147,7 +149,8 @@ async def _ask_all(url: str, limiter: RateLimiter, n: int, tag: str = "") -> Jud
 async def test_quota_shared_with_another_job_429s_are_honoured_and_nothing_is_lost(tiny_prompt):
     # Two independent clients (two jobs on one API key) each learn the server's 120 rpm,
     # so together they overrun it: the server answers 429 with Retry-After, and both must
-    # back off, cut concurrency and still get every item answered exactly once.
+    # back off (a pause each, their buckets drained to what the server has left) and still
+    # get every item answered exactly once.
     runner, port = await start(MockConfig(rpm=120, burst=1.0))
     url = f"http://127.0.0.1:{port}/v1"
     try:
@@ -160,7 +163,7 @@ async def test_quota_shared_with_another_job_429s_are_honoured_and_nothing_is_lo
     assert stats["ok"] == 12 and stats["duplicate_ok"] == 0  # every item answered exactly once
     assert stats["rate_limited"] >= 1
     assert sum(p.stats.rate_limited for p in pools) == stats["rate_limited"]
-    assert sum(lim.concurrency.cuts for lim in limiters) >= 1
+    assert all(lim.announced and lim.concurrency.cuts == 0 for lim in limiters)  # paced, not throttled
     assert all(p.stats.failures == 0 for p in pools)
 
 
@@ -221,3 +224,105 @@ async def test_stop_wakes_callers_waiting_for_quota():
     limiter.stop()
     with pytest.raises(LimiterStopped):
         await waiter
+
+
+def test_the_learner_keeps_only_its_window_of_answers():
+    now = [0.0]
+    learner = RateLearner(window_s=4.0, clock=lambda: now[0])
+    for t in range(1000):  # a long run without a single 429
+        now[0] = t * 0.1
+        learner.success()
+    assert len(learner._successes) <= 41  # 4 s of answers at 10 a second, not all 1,000
+
+
+def test_the_first_cut_measures_from_the_first_request_less_the_servers_burst():
+    now = [0.0]
+    learner = RateLearner(decrease=0.9, burst_s=1.0, clock=lambda: now[0])
+    learner.started(0.0)
+    now[0] = 3.0
+    # 8 units taken in 3 s, one second of them the server's full bucket: 8 / (3 + 1) = 2 a second
+    assert learner.rate_limited(pause_s=1.0, admitted=8.0)
+    assert learner.pace == pytest.approx(0.9 * 2.0)
+
+
+def test_a_noisy_learner_is_never_cut_below_what_the_endpoint_took_since_the_last_429():
+    now = [0.0]
+    learner = RateLearner(decrease=0.9, burst_s=1.0, noisy=True, clock=lambda: now[0])
+    learner.started(0.0)
+    now[0] = 3.0
+    learner.rate_limited(pause_s=1.0, admitted=8.0)  # pace 1.8
+    learner.pace = 1.0  # say a run of tiny requests had kept it low
+    now[0] = 13.0  # 10 s later: 25 more units taken, 2.5 a second
+    assert learner.rate_limited(pause_s=1.0, admitted=33.0)
+    assert learner.limit == pytest.approx(2.5) and learner.pace == pytest.approx(0.9 * 2.5)
+
+
+def test_binding_guess_by_hand():
+    g = BindingGuess(sizes=8, votes=3)
+    for x in (1000, 1000, 1000, 1000):
+        g.sent(x)
+    assert g.refused(1000) == "requests"  # requests of one size: pacing either is the same
+    for x in (500, 4000, 800, 9000):
+        g.sent(x)
+    # among 1000 x4, 500, 4000, 800, 9000, a refused 8000 ranks above 7 of 8: tokens bind
+    assert g.refused(8000) == "tokens"
+    # then small ones are refused (paced by tokens, small requests go in bursts): rank 0 each
+    assert g.refused(400) == "tokens"  # mean rank (7/8 + 0) / 2 = 0.44: not yet below 0.4
+    assert g.refused(400) == "requests"  # (7/8 + 0 + 0) / 3 = 0.29
+
+
+def test_quota_headers_set_the_bucket_size_and_move_the_level_by_the_servers_count():
+    lim = RateLimiter(rpm=600, concurrency=4, margin_s=0.0)  # 10 a second; --burst 1 s: capacity 10
+    now = lim.requests._t
+    permit = lim._grant(5, now)  # our level right after charging it: 10 - 1 = 9
+    assert permit.requests_after == (lim.requests, pytest.approx(9), 0.0)
+    for _ in range(3):
+        lim._grant(5, now)  # three more sent after it: 6
+    # The server admitted the first with 4 left and 0.6 s to full: its bucket holds 4 + 0.6 x 10 = 10.
+    # Our count then was 9, the server's 4: we are 5 ahead, and still are after the three sent since.
+    assert lim._follow(lim.requests, permit.requests_after, 4, 0.6, now)
+    assert lim.requests.capacity == pytest.approx(10) and lim.requests.level == pytest.approx(6 - 5)
+    # The same answer again moves nothing: the correction made since its grant is discounted
+    assert lim._follow(lim.requests, permit.requests_after, 4, 0.6, now)
+    assert lim.requests.level == pytest.approx(1)
+    # A server bucket of a whole minute's quota (4 left, 59.6 s to full: 600) is used as such
+    assert lim._follow(lim.requests, permit.requests_after, 4, 59.6, now)
+    assert lim.requests.capacity == pytest.approx(600)
+
+
+def test_a_bucket_in_debt_is_read_from_its_reset():
+    lim = RateLimiter(tpm=600_000, concurrency=4, margin_s=0.0)  # 10,000 a second, capacity 10,000
+    now = lim.tokens._t
+    permit = lim._grant(25_000, now)  # our level after it: 10,000 - 25,000 = -15,000
+    # remaining 0 hides a debt: 2.6 s to full means 10,000 - 26,000 = -16,000 (it counted 26,000)
+    lim.observe(RateLimitInfo(remaining_tokens=0, reset_tokens_s=2.6), permit)
+    assert lim.tokens.capacity == pytest.approx(10_000)  # not learned from a bucket in debt
+    # and the permit is marked: done() will not charge the difference of its usage again
+    assert lim.tokens.level == pytest.approx(-16_000, abs=50) and permit.synced
+
+
+def test_a_reserve_holds_back_a_bucket_of_one_request():
+    b = TokenBucket(per_minute=60, burst_s=1.0)  # one a second, capacity 1
+    t = b._t
+    b.take(1, t)
+    # a reserve of 0.1 does not fit in a bucket of one: it is waited as time, at most 3% of
+    # the request's own refill time (1 s), since every request pays it
+    assert b.wait_time(1, t, reserve=0.1) == pytest.approx(1.03)
+    assert b.wait_time(1, t + 5.0, reserve=0.1) == 0.0  # full for seconds: nothing to wait
+    assert b.wait_time(1, t + 1.01, reserve=0.1) == pytest.approx(0.02)  # full at t + 1, for 0.01 s
+    big = TokenBucket(per_minute=600, burst_s=1.0)  # capacity 10: the reserve is a level
+    big.take(10, big._t)
+    assert big.wait_time(1, big._t, reserve=1.0) == pytest.approx(0.2)  # 2 units at 10 a second
+
+
+async def test_without_headers_the_limiter_learns_a_token_rate_when_large_requests_are_refused():
+    lim = RateLimiter(concurrency=4)
+    sizes = [1000, 9000, 1500, 8000, 1200, 9500, 900, 8500]
+    for x in sizes:
+        p = await lim.acquire(x)
+        await p.done(x)
+    p = await lim.acquire(9800)  # the largest of all is refused
+    await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
+    assert lim.binding.dimension == "tokens"
+    assert lim.tokens is not None and lim.requests is None and lim.token_learner.pace is not None
+    assert lim.snapshot()["binding"] == "tokens" and lim.snapshot()["learned_tpm"] > 0

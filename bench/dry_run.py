@@ -1,0 +1,151 @@
+"""The dry run's input-token estimate against what an endpoint counts (issue 30).
+
+The endpoint is the mock judge counting with GPT-4's tokenizer (``--tokenizer cl100k``):
+a real byte-pair count, not the mock's word rule and not the client's character rule, so
+the comparison is the one a user meets with a real provider. For each method (quality,
+redundancy, ACE, RACE with the benchmark's criteria, FACT with cited pages served by a
+local page server) on the 50 DeepResearch Bench reports with even ids (25 Chinese, 25
+English tasks):
+
+* ``prior``: ``--dry-run`` with an empty cache: the character rule.
+* ``learned``: ``--dry-run`` with a cache that holds what earlier runs left: the model's
+  token counting and the pages they fetched, from quality and FACT on the other 50
+  reports (odd ids): different reports, as a user's history would be.
+* ``counted``: the same method run for real on an empty cache; the mock's own count of
+  every prompt it received.
+
+Ratios are estimate / counted. Planned and sent calls are printed too: where the offline
+judge's answers (which a dry run plans with) lead to other follow-up calls than the
+mock's, the call counts differ and that part of the gap is not the token estimate's.
+
+    .venv/bin/python -m bench.dry_run [--methods quality,redundancy,ace,race,fact] [--drb DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench.fact_e2e import MappedPages, page_server
+from bench.machine import machine
+from bench.shared_data import DRB, require_data
+
+MODEL = "mock-cl100k"
+
+
+async def _one(method: str, reports: list, tasks: dict, mock_url: str, cache: Path, *, dry: bool,
+               options: dict, pages_base: str | None, seed_from: Path | None = None) -> dict[str, Any]:
+    """One run of ``method`` (a dry one with ``dry``); ``seed_from``: a cache whose recorded
+    token counting and stored pages the dry run may use (what an earlier run left)."""
+    from drscore.api import JudgeConfig, method_instances, open_pool
+    from drscore.engine.runtime.calls.cache import JudgeCache
+    from drscore.engine.runtime.evidence import PlaceholderPages
+    from drscore.engine.runtime.runner import Runner
+    from drscore.fetch.planning import planning_pages
+    from drscore.fetch.pool import FetchPool
+
+    if seed_from is not None:  # copy only the recorded token counting, not the answers
+        src = await JudgeCache.open(seed_from / "judge.sqlite")
+        fit = await src.token_fit(MODEL)
+        await src.close()
+        dst = await JudgeCache.open(cache / "judge.sqlite")
+        assert fit is not None
+        dst.save_token_fit(MODEL, fit)
+        await dst.close()
+    pool, judge_cache = await open_pool(JudgeConfig(url=mock_url, model=MODEL, cache_dir=str(cache),
+                                                    concurrency=32), dry_run=dry)
+    executor = ThreadPoolExecutor(max_workers=2)
+    try:
+        methods = method_instances([method], options)
+        if not methods[0].needs_pages:
+            pages = None
+            rows = [r async for r in Runner(tasks=tasks, methods=methods, pool=pool, executor=executor).run(reports)]
+        elif dry:
+            planning, store = await planning_pages(seed_from) if seed_from is not None else (PlaceholderPages(), None)
+            try:
+                rows = [r async for r in Runner(tasks=tasks, methods=methods, pool=pool, pages=planning,
+                                                executor=executor).run(reports)]
+            finally:
+                if store is not None:
+                    await store.close()
+        else:
+            assert pages_base is not None
+            async with FetchPool(cache, allow_networks=["127.0.0.1/32"], concurrency=32, per_host_concurrency=32,
+                                 per_host_rate=1e6) as fetch_pool:
+                pages = MappedPages(fetch_pool, pages_base)
+                rows = [r async for r in Runner(tasks=tasks, methods=methods, pool=pool, pages=pages,
+                                                executor=executor).run(reports)]
+        error, basis = pool.input_estimate_error()
+    finally:
+        pool.keep_token_counting()
+        executor.shutdown(wait=False)
+        await pool.backend.close()
+        if judge_cache is not None:
+            await judge_cache.close()
+    s = pool.stats
+    out: dict[str, Any] = {"rows": len(rows), "failed": sum(r.status == "failed" for r in rows)}
+    if dry:
+        out.update(calls=s.planned_calls, input_tokens=s.planned_input_tokens, stated_error=round(error, 4),
+                   basis=basis)
+    else:
+        out.update(calls=s.calls, input_tokens_reported=s.input_tokens)
+    return out
+
+
+async def run(methods: list[str], drb: Path) -> dict[str, Any]:
+    from drscore.engine.runtime.io import iter_reports, load_tasks
+    from drscore.judge.mock.server import MockConfig, MockServerProcess
+
+    errors: list = []
+    tasks = load_tasks(drb / "tasks.jsonl", errors)
+    everything = list(iter_reports(drb / "reports.claude-3-7-sonnet.jsonl", fmt="drb", errors=errors, tasks=tasks))
+    history = [r for r in everything if int(r.task_id) % 2 == 1]
+    target = [r for r in everything if int(r.task_id) % 2 == 0]
+    options = {"criteria": str(drb / "criteria.jsonl"), "references": str(drb / "reports.claude-3-7-sonnet.jsonl")}
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as d, page_server() as base, \
+            MockServerProcess(MockConfig(tokenizer="cl100k", seed=5)) as mock:
+        root = Path(d)
+        out["history"] = {"reports": len(history)}
+        for m in ("quality", "fact"):  # what an earlier run leaves: the model's counting, stored pages
+            out["history"][m] = await _one(m, history, tasks, mock.url, root / "history", dry=False, options=options,
+                                           pages_base=base)
+        for m in methods:
+            t0 = time.perf_counter()
+            prior = await _one(m, target, tasks, mock.url, root / f"{m}-prior", dry=True, options=options,
+                               pages_base=base)
+            learned = await _one(m, target, tasks, mock.url, root / f"{m}-learned", dry=True, options=options,
+                                 pages_base=base, seed_from=root / "history")
+            before = mock.stats()["prompt_tokens"]
+            counted = await _one(m, target, tasks, mock.url, root / f"{m}-real", dry=False, options=options,
+                                 pages_base=base)
+            counted["input_tokens_counted"] = mock.stats()["prompt_tokens"] - before
+            n = counted["input_tokens_counted"] or 1
+            out[m] = {"prior": prior, "learned": learned, "counted": counted,
+                      "prior_over_counted": round(prior["input_tokens"] / n, 3),
+                      "learned_over_counted": round(learned["input_tokens"] / n, 3),
+                      "seconds": round(time.perf_counter() - t0, 1)}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--methods", default="quality,redundancy,ace,race,fact")
+    ap.add_argument("--drb", default=str(DRB), help="the folder of DeepResearch Bench's reports, tasks and criteria")
+    args = ap.parse_args()
+    drb = Path(args.drb)
+    require_data("dry_run", drb / "reports.claude-3-7-sonnet.jsonl", drb / "tasks.jsonl", drb / "criteria.jsonl")
+    result = asyncio.run(run([m.strip() for m in args.methods.split(",") if m.strip()], drb))
+    print(orjson.dumps({"benchmark": "dry_run", "endpoint": "mock judge, tokenizer cl100k", "model": MODEL,
+                        "reports": "DeepResearch Bench, the 50 with even ids", **result, "machine": machine()},
+                       option=orjson.OPT_INDENT_2).decode())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""How much of a known quota a run uses (issue 30): the quota's limit over the span.
+
+bench/quota.py's workload (quality + redundancy on the 100 DeepResearch Bench reports,
+about 1,090 real request bodies of 0.3-106 KB) against the mock judge with a latency of
+2 s +/- 1 s and a one-second burst, in four settings: bound by requests (600/min) or by
+tokens (a limit that makes the run last about 110 s), and the quota either told
+(``--rpm``/``--tpm``, the mock's ``vllm`` profile, which sends no quota headers) or
+announced (nothing told, the ``openai`` profile's ``x-ratelimit-*`` headers).
+
+limit = max(answered / RPM, tokens charged / TPM) (the mock's own count); span = the
+mock's first request to its last answer. A client that used the whole quota from the
+first second to the last, and whose last answer took no time, would score 1.0 (the
+server's starting burst can lift it a little above). What is lost: the preflight's wait,
+pacing under the quota, and the last answer's latency.
+
+    .venv/bin/python -m bench.pacing [--latency 2 --jitter 1] [--drb DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+from pathlib import Path
+
+import orjson
+
+from bench.machine import machine
+from bench.shared_data import DRB, require_data
+from bench.timing import timed_run
+from drscore.api import JudgeConfig, RunConfig
+from drscore.judge.mock.server import MockConfig, MockServerProcess
+
+
+def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tasks: Path, latency: float,
+         jitter: float, concurrency: int, methods: list[str], tmp: Path) -> dict:
+    cfg = MockConfig(profile=profile, rpm=rpm, tpm=tpm, latency=latency, jitter=jitter, seed=11)
+    with MockServerProcess(cfg) as mock:
+        judge = JudgeConfig(url=mock.url, model="mock", concurrency=concurrency, no_cache=True,
+                            rpm=rpm if told else 0, tpm=tpm if told else 0)
+        run = RunConfig(methods=methods, reports=[str(reports)], tasks=str(tasks), out=str(tmp),
+                        judge=judge, method_options={"segmentation": "sections"})
+        wall, summary = asyncio.run(timed_run(run))
+        s = mock.stats()
+    charged = s["prompt_tokens"] + s["completion_tokens"]
+    by_requests = s["ok"] / rpm * 60 if rpm else 0.0
+    by_tokens = charged / tpm * 60 if tpm else 0.0
+    limit = max(by_requests, by_tokens)
+    span = (s["last_answer_at"] or 0.0) - (s["first_request_at"] or 0.0)
+    return {"quota": "told" if told else "headers", "profile": profile, "rpm": rpm, "tpm": tpm,
+            "binding": "tpm" if by_tokens > by_requests else "rpm",
+            "requests_sent": s["requests"], "requests_ok": s["ok"], "responses_429": s["rate_limited"],
+            "tokens_charged": charged, "limit_s": round(limit, 2), "span_s": round(span, 2),
+            "limit_over_span": round(limit / span, 3) if span > 0 else None, "wall_s": round(wall, 2),
+            "items_failed": summary["totals"]["items_failed"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--latency", type=float, default=2.0)
+    ap.add_argument("--jitter", type=float, default=1.0)
+    ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--workload", default="quality,redundancy", choices=("quality,redundancy", "quality"),
+                    help="quality alone: issue 30's setting, 100 calls (at 60/min a bucket of one request)")
+    ap.add_argument("--rpm", type=float, default=0, help="the request-bound settings' limit (0: 600/min, "
+                                                             "60/min for quality alone: about 110 s / 100 s)")
+    ap.add_argument("--tpm", type=float, default=0,
+                    help="the token-bound settings' limit (0: the workload's tokens over 110 s / 100 s)")
+    ap.add_argument("--settings", default="rpm-told,rpm-headers,tpm-told,tpm-headers")
+    ap.add_argument("--drb", default=str(DRB), help="the folder of DeepResearch Bench's reports and tasks")
+    args = ap.parse_args()
+    drb = Path(args.drb)
+    reports, tasks = drb / "reports.claude-3-7-sonnet.jsonl", drb / "tasks.jsonl"
+    require_data("pacing", reports, tasks)
+    methods = args.workload.split(",")
+    # The workload's tokens as the mock counts them (bench.quota: 1,090 calls, 138.9 s at
+    # 600,000/min; quality alone: 371,411), for a token limit that makes the run last 110 s / 100 s.
+    alone = methods == ["quality"]
+    tpm = args.tpm or (371_411 * 60 / 100 if alone else 1_389_000 * 60 / 110)
+    rpm = args.rpm or (60.0 if alone else 600.0)
+    runs = []
+    with tempfile.TemporaryDirectory() as d:
+        for i, setting in enumerate(s.strip() for s in args.settings.split(",") if s.strip()):
+            bound, quota = setting.split("-")
+            told = quota == "told"
+            rpm_limit, tpm_limit = (rpm, 0.0) if bound == "rpm" else (0.0, tpm)
+            runs.append(_run(profile="vllm" if told else "openai", rpm=rpm_limit, tpm=tpm_limit, told=told,
+                             reports=reports, tasks=tasks, latency=args.latency, jitter=args.jitter,
+                             concurrency=args.concurrency, methods=methods, tmp=Path(d) / str(i)))
+    out = {"benchmark": "pacing", "methods": methods, "reports": "DeepResearch Bench, 100 reports",
+           "mock_latency_s": args.latency, "mock_jitter_s": args.jitter, "mock_burst_s": 1.0,
+           "client_concurrency": args.concurrency, "runs": runs, "machine": machine()}
+    print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
+
+
+if __name__ == "__main__":
+    main()

