@@ -474,6 +474,19 @@ class JudgeCache:
         except (msgspec.DecodeError, TypeError):
             return None
 
+    async def answers(self, template: str, model: str, limit: int) -> list[bytes]:
+        """The latest ``limit`` answers ``model`` gave to prompts of ``template`` (what a dry
+        run plans follow-up calls with: :mod:`drscore.engine.runtime.calls.follow_ups`)."""
+        self._check_open()
+        try:
+            async with self._db.execute(
+                    "SELECT CAST(response AS BLOB) FROM responses WHERE template = ? AND model = ? "
+                    "ORDER BY created DESC LIMIT ?", (template, model, limit)) as cur:
+                rows = await cur.fetchall()
+        except sqlite3.Error as e:
+            raise self._fail(e) from None
+        return [bytes(r[0]) for r in rows]
+
     def save_token_fit(self, model: str, fit: TokenFit) -> None:
         """Queue ``fit`` for ``model`` (written with the answers, at the latest on close)."""
         if fit.calls and not self._closed and self.failure is None:

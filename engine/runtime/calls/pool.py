@@ -85,6 +85,7 @@ from drscore.engine.runtime.calls.redact import redact
 from drscore.engine.runtime.calls.samples import key_component
 from drscore.engine.runtime.calls.slots import ServerFacts, ServerSlots
 from drscore.engine.runtime.calls.thinking import ThinkingPolicy, is_cut_off, split_thinking
+from drscore.engine.runtime.calls.follow_ups import MAX_RECORDED, AnswerList, ListLength, list_lengths, resized
 from drscore.engine.runtime.calls.tokens import TokenEstimator, estimate_tokens, message_features
 from drscore.engine.runtime.calls.verdicts import VerdictDecodeError, decode_verdict, schema_of
 from drscore.engine.runtime.calls.windows import (
@@ -272,6 +273,10 @@ class JudgePool:
         self._identity = {"backend": backend.name, **backend.identity()}
         self._inflight: dict[str, asyncio.Future[Judged[Any]]] = {}
         self._planned: set[str] = set()
+        # A dry run's planned list lengths by template, and the answers resized to them by
+        # key (a shared answer is the same answer): see load_answer_lists
+        self.list_lengths: dict[str, ListLength] = {}
+        self._resized: dict[str, str] = {}
         # Backends that are not cached (the offline judge) still answer a repeated request
         # once per run, so task-level steps are counted once, as with a real judge.
         self._memo: OrderedDict[str, str] | None = None if self.cache is not None or not \
@@ -296,6 +301,18 @@ class JudgePool:
         store = self._fit_store()
         if store is not None and self.dry is None and self.tokens.fit.calls:
             store.save_token_fit(self.backend.model, self.tokens.recorded())
+
+    async def load_answer_lists(self, specs: dict[str, AnswerList]) -> None:
+        """A dry run: plan the answers of these templates (their lists decide how many calls
+        follow) with the lengths this judge model's answers had in earlier runs, as the
+        cache holds them, or the published figure (:mod:`.follow_ups`)."""
+        if self.dry is None:
+            return
+        store = self._fit_store()
+        model = str(self._identity.get("model") or self.backend.model)
+        for template, spec in specs.items():
+            recorded = await store.answers(template, model, MAX_RECORDED) if hasattr(store, "answers") else []
+            self.list_lengths[template] = ListLength(spec, list_lengths(recorded, spec.field), model)
 
     def input_estimate_error(self) -> tuple[float, str]:
         """The relative error of a planned input count per call (RMS), and its basis."""
@@ -509,6 +526,11 @@ class JudgePool:
 
     async def _plan(self, dry: Backend, req: ChatRequest, verdict: type[T], key: str) -> Judged[T]:
         resp, _ = await dry.complete(req)
+        lengths = self.list_lengths.get(req.template)
+        if lengths is not None:  # as long a list as this judge writes, not the offline judge
+            if key not in self._resized:
+                self._resized[key] = resized(resp.text, lengths.spec.field, lengths.next())
+            resp.text = self._resized[key]
         if key in self._planned:  # the real run would share or cache this call: plan it once
             self.stats.shared += 1
             return Judged(decode_verdict(resp.text, verdict), resp.text, key, "shared")
