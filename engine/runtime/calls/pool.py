@@ -294,6 +294,15 @@ class JudgePool:
         fit = await store.token_fit(self.backend.model) if store is not None else None
         if fit is not None:
             self.tokens.seed(fit)
+        # The quota this endpoint announced last time: paced from the first request, the
+        # preflight overlapped as with a told quota (its headers then replace it)
+        quota = await store.quota(self._endpoint_key()) if hasattr(store, "quota") and self.dry is None else None
+        if quota is not None and not self.batched and self.limiter.remember(quota) and self.gate is not None:
+            self.gate.overlap_s = PREFLIGHT_OVERLAP_S
+
+    def _endpoint_key(self) -> str:
+        """The endpoint a quota belongs to: its URL (credentials removed) and model."""
+        return f"{self._identity.get('base_url') or self.backend.name} {self._identity.get('model') or self.backend.model}"
 
     def keep_token_counting(self) -> None:
         """Queue what this run learned of the model's token counting for the next (call
@@ -301,6 +310,9 @@ class JudgePool:
         store = self._fit_store()
         if store is not None and self.dry is None and self.tokens.fit.calls:
             store.save_token_fit(self.backend.model, self.tokens.recorded())
+        quota = self.limiter.known_quota()
+        if hasattr(store, "save_quota") and self.dry is None and quota is not None:
+            store.save_quota(self._endpoint_key(), quota)
 
     async def load_answer_lists(self, specs: dict[str, AnswerList]) -> None:
         """A dry run: plan the answers of these templates (their lists decide how many calls
