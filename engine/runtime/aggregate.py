@@ -171,16 +171,8 @@ class Aggregator:
 
 
     def _task_ranks(self) -> np.ndarray:
-        """Each task index's position in natural task order."""
-        rank = np.empty(len(self._tasks), dtype=np.int64)
-        for pos, ix in enumerate(sorted(range(len(self._tasks)), key=lambda i: _task_order(self._tasks[i]))):
-            rank[ix] = pos
-        return rank
-
-
-def _task_order(task_id: str) -> tuple[int, int | str]:
-    """Numeric task ids in numeric order, then the others (as rundir_read.natural_key)."""
-    return (0, int(task_id)) if task_id.isdigit() else (1, task_id)
+        """Each task index's position in natural task order (numeric ids numerically)."""
+        return self._tasks.natural_ranks()
 
 
 def _round(cost: float | None) -> float | None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterator
 
+import numpy as np
+
 _EMPTY = -1
 
 
@@ -79,6 +81,45 @@ class TaskIds:
             self._grow()
         return ix
 
+    def natural_ranks(self) -> np.ndarray:
+        """Each index's position in natural task order: numeric ids in numeric order, then
+        the others by their text (as :func:`drscore.engine.runtime.rundir_read.natural_key`;
+        ties keep the order first seen). Sorted in numpy over the ids' bytes, not over a key
+        tuple a task: those tuples and the id strings they hold cost more than the map."""
+        n = len(self._ends)
+        numeric = np.zeros(n, dtype=bool)
+        value = np.zeros(n, dtype=np.int64)
+        ends = np.frombuffer(self._ends, dtype=np.uint64).astype(np.int64) if n else np.zeros(0, np.int64)
+        starts = np.concatenate(([0], ends[:-1])) if n else ends
+        lengths = ends - starts
+        width = int(lengths.max()) if n else 0
+        fallback = width * n > 2**26 or b"\x00" in self._blob  # an id past this size, or with a NUL: keys in Python
+        for i in range(n):
+            number = _number(self[i])
+            if number is not None:
+                if number >= 2**63:
+                    fallback = True
+                    break
+                numeric[i], value[i] = True, number
+        if fallback:
+            rank = np.empty(n, dtype=np.int64)
+            by_key = sorted(range(n), key=lambda i: natural_key(self[i]))
+            rank[by_key] = np.arange(n)
+            return rank
+        # every id's bytes in a row of ``width`` (NUL-padded: UTF-8 byte order is code point
+        # order, and a shorter id sorts first); numeric ids' rows left empty, so they tie there
+        text = np.zeros((n, max(1, width)), dtype=np.uint8)
+        blob = np.frombuffer(bytes(self._blob), dtype=np.uint8)
+        rows = np.repeat(np.arange(n), lengths)
+        cols = np.arange(len(blob)) - np.repeat(starts, lengths)
+        keep = ~numeric[rows]
+        text[rows[keep], cols[keep]] = blob[keep]
+        keys = text.view(f"S{max(1, width)}").ravel()
+        order = np.lexsort((keys, value, ~numeric))  # stable: ties keep the order first seen
+        rank = np.empty(n, dtype=np.int64)
+        rank[order] = np.arange(n)
+        return rank
+
     def _grow(self) -> None:
         size = 2 * len(self._slots)
         slots, mask = array("i", [_EMPTY]) * size, size - 1
@@ -88,3 +129,19 @@ class TaskIds:
                 i = (i + 1) & mask
             slots[i] = ix
         self._slots, self._mask = slots, mask
+
+
+def _number(task_id: str) -> int | None:
+    """The id's number when it is all digits (a superscript digit is a digit int() refuses)."""
+    if not task_id.isdigit():
+        return None
+    try:
+        return int(task_id)
+    except ValueError:
+        return None
+
+
+def natural_key(task_id: str) -> tuple[int, int | str]:
+    """Numeric ids in numeric order, then the others by their text."""
+    number = _number(task_id)
+    return (0, number) if number is not None else (1, task_id)

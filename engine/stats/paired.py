@@ -509,6 +509,7 @@ def decide(rows: Iterable[ScoreRow], *, resamples: int = DEFAULT_RESAMPLES, seed
         if row_reason(r) is None:
             col.add(task_ids.index(r.task_id), row_samples(r))
     out: dict[str, MethodDecisions] = {}
+    ranks = task_ids.natural_ranks()  # natural task order, sorted over the ids' bytes
     for method in sorted(collected):
         unranked: dict[str, str] = {}
         kept: dict[str, np.ndarray] = {}
@@ -526,7 +527,7 @@ def decide(rows: Iterable[ScoreRow], *, resamples: int = DEFAULT_RESAMPLES, seed
         # the method's tasks: every task a comparable agent scored, in natural order
         present = np.unique(np.concatenate([np.frombuffer(collected[method][a].task, dtype=np.int32)[k]
                                             for a, k in kept.items()]))
-        order = sorted(present.tolist(), key=lambda i: _natural(task_ids[i]))
+        order = present[np.argsort(ranks[present], kind="stable")]
         where = np.full(len(task_ids), -1, dtype=np.int64)
         where[order] = np.arange(len(order))
         scores: dict[str, TaskScores] = {}

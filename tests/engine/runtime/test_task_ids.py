@@ -81,3 +81,19 @@ def test_an_id_costs_its_bytes_and_a_few_dozen_more():
     # (131,072 at 50,000 ids: 10.5 bytes an id), and the arrays' spare room
     assert per_id < 40
     assert _held(as_dict) / n > 3 * per_id
+
+
+@pytest.mark.parametrize("extra", [[], ["nul\x00id"], ["9" * 25]], ids=["bytes", "a-nul", "past-int64"])
+def test_natural_order_numbers_first_then_text_ties_as_first_seen(extra):
+    seen = ["10", "b", "2", "01", "a", "1", "ä", "", "aa", "统计", "²", "A", "9", *extra]
+    ids = TaskIds()
+    for t in seen:
+        ids.index(t)
+    ranks = ids.natural_ranks()
+    ordered = [ids[i] for i in sorted(range(len(ids)), key=lambda i: ranks[i])]
+    # "01" and "1" are both 1: the one seen first first; text by code point ("²" is no number int() reads)
+    numbers = ["01", "1", "2", "9", "10"]
+    if extra == ["9" * 25]:  # a number past 64 bits: sorted in Python, still numerically
+        numbers.append("9" * 25)
+    texts = sorted(t for t in seen if t not in numbers)
+    assert ordered == numbers + texts
