@@ -73,7 +73,7 @@ from drscore import prompts
 from drscore.engine.runtime.calls.budget import Budget, input_reservation
 from drscore.engine.runtime.calls.cache import AnswerCache, request_key
 from drscore.engine.runtime.calls.health import PREFLIGHT_OVERLAP_S, CircuitBreaker, EndpointGate, Lane, SystematicFaults
-from drscore.engine.runtime.calls.ledger import RunLedger, Usage
+from drscore.engine.runtime.calls.ledger import RunLedger, Usage, key_id
 from drscore.engine.runtime.calls.judging import (
     ENDPOINT_FAULTS, OTHER_FAULTS, REQUEST_FAULTS, VALIDATION_ERROR, Backend, ChatRequest, JudgeError,
     JudgeFailed, Message, RateLimited, StopReason, TransientError,
@@ -279,7 +279,7 @@ class JudgePool:
         self._resized: dict[str, str] = {}
         # Backends that are not cached (the offline judge) still answer a repeated request
         # once per run, so task-level steps are counted once, as with a real judge.
-        self._memo: OrderedDict[str, str] | None = None if self.cache is not None or not \
+        self._memo: OrderedDict[int, str] | None = None if self.cache is not None or not \
             hasattr(backend, "cacheable") or backend.cacheable else OrderedDict()
 
     def _fit_store(self) -> Any:
@@ -459,10 +459,10 @@ class JudgePool:
                     return self._from_cache(Judged(value, text, key, "cache"), req)
                 except VerdictDecodeError:
                     pass  # schema changed under the same key cannot happen; be safe and re-ask
-        if self._memo is not None and key in self._memo:
-            self._memo.move_to_end(key)
+        if self._memo is not None and key_id(key) in self._memo:
+            self._memo.move_to_end(key_id(key))
             self.stats.shared += 1
-            text = self._memo[key]
+            text = self._memo[key_id(key)]
             return Judged(decode_verdict(text, verdict), text, key, "shared", cost_uncached=self._list_cost(req, text))
         if self.dry is not None:
             return await self._plan(self.dry, req, verdict, key)
@@ -969,7 +969,7 @@ class JudgePool:
             if self.cache is not None:
                 await self.cache.put(key, resp.text.encode("utf-8"), components)
             elif self._memo is not None:
-                self._memo[key] = resp.text
+                self._memo[key_id(key)] = resp.text
                 if len(self._memo) > 20_000:
                     self._memo.popitem(last=False)
             return Judged(value, resp.text, key, "network", tin, tout, cost, time.monotonic() - t0,
