@@ -9,14 +9,16 @@ English tasks):
 
 * ``prior``: ``--dry-run`` with an empty cache: the character rule.
 * ``learned``: ``--dry-run`` with a cache that holds what earlier runs left: the model's
-  token counting and the pages they fetched, from quality and FACT on the other 50
-  reports (odd ids): different reports, as a user's history would be.
+  token counting, the pages they fetched and the checklists ACE had the judge write, from
+  quality, FACT and ACE on the other 50 reports (odd ids, other tasks): different reports,
+  as a user's history would be.
 * ``counted``: the same method run for real on an empty cache; the mock's own count of
   every prompt it received.
 
-Ratios are estimate / counted. Planned and sent calls are printed too: where the offline
-judge's answers (which a dry run plans with) lead to other follow-up calls than the
-mock's, the call counts differ and that part of the gap is not the token estimate's.
+Ratios are estimate / counted. Planned and sent calls are printed too: where an answer
+decides how many calls follow (ACE's checklist), the dry run plans with the lengths this
+judge model's answers had in the cache (``planned_follow_ups``, with its error bar), or the
+published protocol's figure on an empty cache.
 
     .venv/bin/python -m bench.dry_run [--methods quality,redundancy,ace,race,fact] [--drb DIR]
 """
@@ -43,14 +45,15 @@ async def _one(method: str, reports: list, tasks: dict, mock_url: str, cache: Pa
                options: dict, pages_base: str | None, seed_from: Path | None = None) -> dict[str, Any]:
     """One run of ``method`` (a dry one with ``dry``); ``seed_from``: a cache whose recorded
     token counting and stored pages the dry run may use (what an earlier run left)."""
-    from drscore.api import JudgeConfig, method_instances, open_pool
+    from drscore.api import JudgeConfig, answer_lists, method_instances, open_pool
     from drscore.engine.runtime.calls.cache import JudgeCache
     from drscore.engine.runtime.evidence import PlaceholderPages
     from drscore.engine.runtime.runner import Runner
     from drscore.fetch.planning import planning_pages
     from drscore.fetch.pool import FetchPool
 
-    if seed_from is not None:  # copy only the recorded token counting, not the answers
+    methods = method_instances([method], options)
+    if seed_from is not None:  # copy the recorded token counting, and of the answers only the follow-up deciding ones
         src = await JudgeCache.open(seed_from / "judge.sqlite")
         fit = await src.token_fit(MODEL)
         await src.close()
@@ -58,11 +61,13 @@ async def _one(method: str, reports: list, tasks: dict, mock_url: str, cache: Pa
         assert fit is not None
         dst.save_token_fit(MODEL, fit)
         await dst.close()
+        _copy_answers(seed_from / "judge.sqlite", cache / "judge.sqlite", list(answer_lists(methods)))
     pool, judge_cache = await open_pool(JudgeConfig(url=mock_url, model=MODEL, cache_dir=str(cache),
                                                     concurrency=32), dry_run=dry)
     executor = ThreadPoolExecutor(max_workers=2)
     try:
-        methods = method_instances([method], options)
+        if dry:
+            await pool.load_answer_lists(answer_lists(methods))
         if not methods[0].needs_pages:
             pages = None
             rows = [r async for r in Runner(tasks=tasks, methods=methods, pool=pool, executor=executor).run(reports)]
@@ -93,9 +98,28 @@ async def _one(method: str, reports: list, tasks: dict, mock_url: str, cache: Pa
     if dry:
         out.update(calls=s.planned_calls, input_tokens=s.planned_input_tokens, stated_error=round(error, 4),
                    basis=basis)
+        if pool.list_lengths:
+            out["follow_ups"] = {t: n.summary() for t, n in pool.list_lengths.items()}
     else:
         out.update(calls=s.calls, input_tokens_reported=s.input_tokens)
     return out
+
+
+def _copy_answers(src: Path, dst: Path, templates: list[str]) -> None:
+    """The recorded answers of ``templates`` from one cache file into another."""
+    if not templates:
+        return
+    import sqlite3
+
+    db = sqlite3.connect(dst)
+    try:
+        db.execute("ATTACH DATABASE ? AS src", (str(src),))
+        marks = ",".join("?" * len(templates))
+        db.execute(f"INSERT OR IGNORE INTO responses SELECT * FROM src.responses WHERE template IN ({marks})",
+                   templates)
+        db.commit()
+    finally:
+        db.close()
 
 
 async def run(methods: list[str], drb: Path) -> dict[str, Any]:
@@ -113,7 +137,7 @@ async def run(methods: list[str], drb: Path) -> dict[str, Any]:
             MockServerProcess(MockConfig(tokenizer="cl100k", seed=5)) as mock:
         root = Path(d)
         out["history"] = {"reports": len(history)}
-        for m in ("quality", "fact"):  # what an earlier run leaves: the model's counting, stored pages
+        for m in ("quality", "fact", "ace"):  # what an earlier run leaves: counting, stored pages, checklists
             out["history"][m] = await _one(m, history, tasks, mock.url, root / "history", dry=False, options=options,
                                            pages_base=base)
         for m in methods:
@@ -130,6 +154,7 @@ async def run(methods: list[str], drb: Path) -> dict[str, Any]:
             out[m] = {"prior": prior, "learned": learned, "counted": counted,
                       "prior_over_counted": round(prior["input_tokens"] / n, 3),
                       "learned_over_counted": round(learned["input_tokens"] / n, 3),
+                      "calls_prior_learned_counted": [prior["calls"], learned["calls"], counted["calls"]],
                       "seconds": round(time.perf_counter() - t0, 1)}
     return out
 

@@ -2,18 +2,22 @@
 
 bench/quota.py's workload (quality + redundancy on the 100 DeepResearch Bench reports,
 about 1,090 real request bodies of 0.3-106 KB) against the mock judge with a latency of
-2 s +/- 1 s and a one-second burst, in four settings: bound by requests (600/min) or by
-tokens (a limit that makes the run last about 110 s), and the quota either told
-(``--rpm``/``--tpm``, the mock's ``vllm`` profile, which sends no quota headers) or
-announced (nothing told, the ``openai`` profile's ``x-ratelimit-*`` headers).
+2 s +/- 1 s and a one-second burst, bound by requests (600/min) or by tokens (a limit that
+makes the run last about 110 s), and the quota either told (``--rpm``/``--tpm``, the mock's
+``vllm`` profile, which sends no quota headers), announced (nothing told, the ``openai``
+profile's ``x-ratelimit-*`` headers), or remembered (announced, and kept in the cache by an
+earlier run against the same endpoint: ``rpm-remembered``, ``tpm-remembered``).
 
 limit = max(answered / RPM, tokens charged / TPM) (the mock's own count); span = the
 mock's first request to its last answer. A client that used the whole quota from the
 first second to the last, and whose last answer took no time, would score 1.0 (the
 server's starting burst can lift it a little above). What is lost: the preflight's wait,
-pacing under the quota, and the last answer's latency.
+pacing under the quota, and the last answer's latency. ``used_of_available`` also counts
+the starting burst as quota on offer: limit / (span + burst), the figure that means
+something when the bucket holds much more than a second (``--burst 60``: OpenAI's buckets,
+by their headers, hold a minute; the told runs are then told ``--burst 60`` too).
 
-    .venv/bin/python -m bench.pacing [--latency 2 --jitter 1] [--drb DIR]
+    .venv/bin/python -m bench.pacing [--latency 2 --jitter 1] [--burst 1] [--drb DIR]
 """
 from __future__ import annotations
 
@@ -31,12 +35,27 @@ from drscore.api import JudgeConfig, RunConfig
 from drscore.judge.mock.server import MockConfig, MockServerProcess
 
 
+async def _remembered(cache: Path, url: str, rpm: float, tpm: float) -> None:
+    """What an earlier run against this endpoint left in the cache: the quota it announced."""
+    from drscore.engine.runtime.calls.cache import JudgeCache
+    from drscore.engine.runtime.calls.limits import KnownQuota
+
+    cache.mkdir(parents=True, exist_ok=True)
+    store = await JudgeCache.open(cache / "judge.sqlite")
+    store.save_quota(f"{url} mock", KnownQuota(rpm=rpm, tpm=tpm))
+    await store.close()
+
+
 def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tasks: Path, latency: float,
-         jitter: float, concurrency: int, methods: list[str], tmp: Path) -> dict:
-    cfg = MockConfig(profile=profile, rpm=rpm, tpm=tpm, latency=latency, jitter=jitter, seed=11)
+         jitter: float, concurrency: int, methods: list[str], tmp: Path, burst: float = 1.0,
+         remembered: bool = False) -> dict:
+    cfg = MockConfig(profile=profile, rpm=rpm, tpm=tpm, latency=latency, jitter=jitter, seed=11, burst=burst)
     with MockServerProcess(cfg) as mock:
-        judge = JudgeConfig(url=mock.url, model="mock", concurrency=concurrency, no_cache=True,
-                            rpm=rpm if told else 0, tpm=tpm if told else 0)
+        if remembered:
+            asyncio.run(_remembered(tmp.with_name(f"{tmp.name}-cache"), mock.url, rpm, tpm))
+        judge = JudgeConfig(url=mock.url, model="mock", concurrency=concurrency, no_cache=not remembered,
+                            cache_dir=str(tmp.with_name(f"{tmp.name}-cache")),
+                            rpm=rpm if told else 0, tpm=tpm if told else 0, burst_s=burst if told else 1.0)
         run = RunConfig(methods=methods, reports=[str(reports)], tasks=str(tasks), out=str(tmp),
                         judge=judge, method_options={"segmentation": "sections"})
         wall, summary = asyncio.run(timed_run(run))
@@ -46,11 +65,12 @@ def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tas
     by_tokens = charged / tpm * 60 if tpm else 0.0
     limit = max(by_requests, by_tokens)
     span = (s["last_answer_at"] or 0.0) - (s["first_request_at"] or 0.0)
-    return {"quota": "told" if told else "headers", "profile": profile, "rpm": rpm, "tpm": tpm,
+    return {"quota": "told" if told else "remembered" if remembered else "headers", "profile": profile, "rpm": rpm, "tpm": tpm,
             "binding": "tpm" if by_tokens > by_requests else "rpm",
             "requests_sent": s["requests"], "requests_ok": s["ok"], "responses_429": s["rate_limited"],
             "tokens_charged": charged, "limit_s": round(limit, 2), "span_s": round(span, 2),
-            "limit_over_span": round(limit / span, 3) if span > 0 else None, "wall_s": round(wall, 2),
+            "limit_over_span": round(limit / span, 3) if span > 0 else None,
+            "used_of_available": round(limit / (span + burst), 3) if span > 0 else None, "wall_s": round(wall, 2),
             "items_failed": summary["totals"]["items_failed"]}
 
 
@@ -66,6 +86,8 @@ def main() -> None:
     ap.add_argument("--tpm", type=float, default=0,
                     help="the token-bound settings' limit (0: the workload's tokens over 110 s / 100 s)")
     ap.add_argument("--settings", default="rpm-told,rpm-headers,tpm-told,tpm-headers")
+    ap.add_argument("--burst", type=float, default=1.0,
+                    help="the mock's bucket in seconds of quota (60: a minute, as OpenAI's headers describe theirs)")
     ap.add_argument("--drb", default=str(DRB), help="the folder of DeepResearch Bench's reports and tasks")
     args = ap.parse_args()
     drb = Path(args.drb)
@@ -85,9 +107,10 @@ def main() -> None:
             rpm_limit, tpm_limit = (rpm, 0.0) if bound == "rpm" else (0.0, tpm)
             runs.append(_run(profile="vllm" if told else "openai", rpm=rpm_limit, tpm=tpm_limit, told=told,
                              reports=reports, tasks=tasks, latency=args.latency, jitter=args.jitter,
-                             concurrency=args.concurrency, methods=methods, tmp=Path(d) / str(i)))
+                             concurrency=args.concurrency, methods=methods, tmp=Path(d) / str(i), burst=args.burst,
+                             remembered=quota == "remembered"))
     out = {"benchmark": "pacing", "methods": methods, "reports": "DeepResearch Bench, 100 reports",
-           "mock_latency_s": args.latency, "mock_jitter_s": args.jitter, "mock_burst_s": 1.0,
+           "mock_latency_s": args.latency, "mock_jitter_s": args.jitter, "mock_burst_s": args.burst,
            "client_concurrency": args.concurrency, "runs": runs, "machine": machine()}
     print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
 

@@ -18,6 +18,7 @@ import drscore.engine.methods as method_registry
 from drscore import prompts
 from drscore.ranges import JUDGE_RANGES, RUN_RANGES, Range, check, check_all
 from drscore.engine.runtime.calls.cache import AnswerCache, JudgeCache
+from drscore.engine.runtime.calls.follow_ups import AnswerList
 from drscore.engine.runtime.evidence import PageSource, PlaceholderPages
 from drscore.engine.runtime.extras import require
 from drscore.engine.runtime.task_index import TaskIndex
@@ -406,6 +407,11 @@ async def close_team(pool: JudgePool) -> None:
         await team.close()
 
 
+def answer_lists(methods: list[Method]) -> dict[str, AnswerList]:
+    """The answers whose lists decide how many calls follow, of every method in a run."""
+    return {template: spec for m in methods for template, spec in m.answer_lists.items()}
+
+
 def method_instances(names: list[str], options: dict[str, Any]) -> list[Method]:
     """The named methods configured with a run's method options (``Run`` and ``drscore merge``)."""
     instances = []
@@ -570,6 +576,8 @@ class Run:
             self._stack.push_async_callback(cache.close)
             self._stack.callback(pool.keep_token_counting)  # runs before the cache closes
         self._cache = cache
+        if cfg.dry_run:  # follow-up calls planned as this judge answered before (ACE's checklist items)
+            await pool.load_answer_lists(answer_lists(instances))
         self.pages = await self._open_pages(instances)
         if cfg.offline_pages and not cfg.dry_run and any(m.needs_pages for m in instances):
             await self._offline_pages_note()

@@ -301,6 +301,9 @@ def dry_run_text(summary: dict[str, Any], price_model: str | None) -> str:
     if "planned_input_tokens_error" in t:
         lines.append(f"  input tokens: an estimate, about ±{t['planned_input_tokens_error']:.0%} a call "
                      f"({t['planned_input_tokens_basis']})")
+    for template, f in t.get("planned_follow_ups", {}).items():
+        lines.append(f"  {template}: {f['answers_planned']:,} planned with {f['per_answer']:g} {f['field']} each, "
+                     f"the calls that follow {f['error_low']:+.0%}/{f['error_high']:+.0%} ({f['basis']})")
     reasoning = t.get("planned_reasoning_tokens_estimate", 0)
     if reasoning:
         source = ("the mean of this run's answered calls" if t.get("reasoning_estimate_source") == "learned"

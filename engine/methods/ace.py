@@ -18,11 +18,19 @@ from typing import Annotated, ClassVar
 import msgspec
 
 from drscore.engine.methods.race.criteria import normalise
+from drscore.engine.runtime.calls.follow_ups import AnswerList
 from drscore.engine.runtime.calls.judging import JudgeFailed
 from drscore.engine.runtime.method import ItemContext, Method, MethodResult, expect_calls
 
 MIN_ITEMS, MAX_ITEMS = 3, 6
 EXPECTED_ITEMS = (MIN_ITEMS + MAX_ITEMS) // 2  # what the progress display counts on before a checklist is in
+# The published protocol's figure: its prompt asks for 3-6 items and its one sample checklist
+# (DeepResearch Arena, appendix C) has 4. A dry run plans with it until the cache holds
+# checklists this judge model wrote (engine.runtime.calls.follow_ups).
+PUBLISHED_ITEMS = 4
+CHECKLIST = AnswerList(field="items", published=PUBLISHED_ITEMS, published_low=MIN_ITEMS, published_high=MAX_ITEMS,
+                       source="the published protocol: 3-6 items asked, 4 in its sample checklist",
+                       most=MAX_ITEMS, fewest=MIN_ITEMS)
 
 
 class AceChecklistItem(msgspec.Struct, forbid_unknown_fields=True):
@@ -79,6 +87,7 @@ def weighted_mean(scores: list[float], weights: list[float]) -> float:
 
 class Ace(Method):
     name: ClassVar[str] = "ace"
+    answer_lists: ClassVar[dict[str, AnswerList]] = {"ace_checklist": CHECKLIST}
     description: ClassVar[str] = (
         "ACE (DeepResearch Arena): task checklist of 3-6 weighted items, one 0-10 call per item, "
         "weighted mean (0-10)"

@@ -19,6 +19,7 @@ import numpy as np
 
 from drscore.engine.runtime.models import ScoreRow
 from drscore.engine.runtime.calls.pricing import sum_costs
+from drscore.engine.runtime.task_ids import TaskIds
 
 
 class _Acc(msgspec.Struct):
@@ -44,7 +45,7 @@ class _Acc(msgspec.Struct):
     sub_sum: dict[str, float] = {}
     sub_n: dict[str, int] = {}
     # (task, score) of every scored row, for an interval over tasks: the task as an index
-    # into Aggregator._tasks (a run has far fewer tasks than rows, and ids repeat).
+    # into Aggregator._tasks (ids repeat across rows, and an index is 4 bytes).
     task_ix: array = msgspec.field(default_factory=lambda: array("i"))
     scores: array = msgspec.field(default_factory=lambda: array("d"))
     # What the paired comparisons and the rank rules need of each row (no details), kept
@@ -63,17 +64,9 @@ class _Acc(msgspec.Struct):
 class Aggregator:
     def __init__(self) -> None:
         self._acc: dict[tuple[str, str], _Acc] = {}
-        self._task_ix: dict[str, int] = {}
-        self._tasks: list[str] = []
+        self._tasks = TaskIds()  # task id <-> the index the rows keep (compact: engine.runtime.task_ids)
         self._status_ix: dict[str, int] = {}
         self._statuses: list[str] = []
-
-    def _task(self, task_id: str) -> int:
-        ix = self._task_ix.get(task_id)
-        if ix is None:
-            ix = self._task_ix[task_id] = len(self._tasks)
-            self._tasks.append(task_id)
-        return ix
 
     def add(self, row: ScoreRow) -> None:
         acc = self._acc.setdefault((row.agent, row.method), _Acc())
@@ -94,7 +87,7 @@ class Aggregator:
             self._statuses.append(row.status)
         if row.sample_scores:
             acc.light_samples[len(acc.light_task)] = list(row.sample_scores)
-        acc.light_task.append(self._task(row.task_id))
+        acc.light_task.append(self._tasks.index(row.task_id))
         acc.light_score.append(math.nan if row.score is None else row.score)
         acc.light_cov.append(math.nan if row.coverage is None else row.coverage)
         acc.light_status.append(status)
@@ -113,7 +106,7 @@ class Aggregator:
         acc.n += 1
         acc.total += row.score
         acc.total_sq += row.score * row.score
-        acc.task_ix.append(self._task(row.task_id))
+        acc.task_ix.append(self._tasks.index(row.task_id))
         acc.scores.append(row.score)
         if row.coverage is not None:
             acc.coverage_sum += row.coverage
@@ -178,16 +171,8 @@ class Aggregator:
 
 
     def _task_ranks(self) -> np.ndarray:
-        """Each task index's position in natural task order."""
-        rank = np.empty(len(self._tasks), dtype=np.int64)
-        for pos, ix in enumerate(sorted(range(len(self._tasks)), key=lambda i: _task_order(self._tasks[i]))):
-            rank[ix] = pos
-        return rank
-
-
-def _task_order(task_id: str) -> tuple[int, int | str]:
-    """Numeric task ids in numeric order, then the others (as rundir_read.natural_key)."""
-    return (0, int(task_id)) if task_id.isdigit() else (1, task_id)
+        """Each task index's position in natural task order (numeric ids numerically)."""
+        return self._tasks.natural_ranks()
 
 
 def _round(cost: float | None) -> float | None:

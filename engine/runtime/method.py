@@ -20,6 +20,7 @@ from typing import Any, Callable, ClassVar, Protocol, TypeVar
 
 import msgspec
 
+from drscore.engine.runtime.calls.follow_ups import AnswerList
 from drscore.engine.runtime.evidence import PageSource
 from drscore.engine.runtime.models import Report, Task
 
@@ -119,6 +120,10 @@ class Method:
     # registered with the method, so ``ctx.ask(name, ...)`` finds them; built-in methods
     # keep theirs in prompts/.
     prompt_templates: ClassVar[dict[str, str]] = {}
+    # Answers whose list decides how many calls follow, by template (ACE's checklist: one
+    # call per item). A dry run plans them as long as this judge model wrote them before
+    # (:mod:`drscore.engine.runtime.calls.follow_ups`), else with the published figure.
+    answer_lists: ClassVar[dict[str, AnswerList]] = {}
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         self.opts: dict[str, Any] = {o.flag.replace("-", "_"): o.default for o in self.options}

@@ -312,6 +312,8 @@ class Runner:
                            "reasoning_estimate_source": self.pool.thinking.expected_reasoning()[1],
                            "planned_input_tokens_error": round(self.pool.input_estimate_error()[0], 4),
                            "planned_input_tokens_basis": self.pool.input_estimate_error()[1],
+                           # the follow-up calls planned with a list length (ACE's checklist items)
+                           "planned_follow_ups": {t: n.summary() for t, n in sorted(self.pool.list_lengths.items())},
                            "priced_as": "batch" if self.pool.batched else "synchronous"})
         return {
             "judge": self.pool.judge_label,

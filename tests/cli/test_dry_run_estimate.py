@@ -4,6 +4,8 @@ real tokenizer (the mock judge with GPT-4's cl100k) counts for the same calls.""
 from __future__ import annotations
 
 import json
+import math
+import sqlite3
 
 import pytest
 
@@ -55,3 +57,43 @@ async def test_a_dry_run_estimates_with_the_counting_an_earlier_run_recorded(tmp
     # The character rule is off by more on one language (English over, Chinese under, by
     # about a fifth or a quarter with cl100k): what the recorded counting corrects.
     assert abs(prior["planned_input_tokens"] / real - 1) > 0.15
+
+
+async def _ace(url: str, reports, cache, *, dry: bool, out=None) -> dict:
+    cfg = RunConfig(methods=["ace"], reports=[str(reports)], tasks=str(EXAMPLES / "tasks.jsonl"),
+                    out=str(out) if out else None, dry_run=dry,
+                    judge=JudgeConfig(url=url, model="gpt-4.1", cache_dir=str(cache)))
+    async with Run(cfg) as run:
+        async for _ in run.rows():
+            pass
+    return run.summary["totals"]
+
+
+async def test_a_dry_run_plans_ace_items_as_long_as_the_judges_recorded_checklists(tmp_path):
+    history, target = _split(tmp_path, (3, 4, 5, 54, 55))  # other tasks than the history's
+    runner, port = await start(MockConfig(), "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        published = await _ace(url, target, tmp_path / "cache", dry=True)
+        await _ace(url, history, tmp_path / "cache", dry=False, out=tmp_path / "history-run")
+        learned = await _ace(url, target, tmp_path / "cache", dry=True)
+        counted = await _ace(url, target, tmp_path / "fresh", dry=False, out=tmp_path / "target-run")
+    finally:
+        await runner.cleanup()
+    # Nothing recorded: the published protocol's 4 items a checklist, 5 checklists and 20 item calls
+    follow = published["planned_follow_ups"]["ace_checklist"]
+    assert follow["per_answer"] == 4 and published["planned_calls"] == 5 + 20
+    assert (follow["error_low"], follow["error_high"]) == (-0.25, 0.5)
+    # Recorded: the history's 5 checklists, counted here from the cache file itself
+    with sqlite3.connect(tmp_path / "cache" / "judge.sqlite") as db:
+        lengths = [len(json.loads(r[0])["items"]) for r in
+                   db.execute("SELECT CAST(response AS BLOB) FROM responses WHERE template = 'ace_checklist'")]
+    assert len(lengths) == 5
+    mean = sum(min(n, 6) for n in lengths) / 5
+    follow = learned["planned_follow_ups"]["ace_checklist"]
+    assert follow["per_answer"] == pytest.approx(mean, abs=1e-3) and follow["basis"] == "learned from 5 answers of gpt-4.1"
+    # one report a task: the item calls are the whole lengths handed out, round(5 x mean) in total
+    assert learned["planned_calls"] == 5 + math.floor(5 * mean + 0.5) == 5 + follow["entries_planned"]
+    # and the mock's own checklists for the target tasks came out within the stated error bar of that
+    sent_items = counted["calls"] - 5
+    assert follow["error_low"] <= sent_items / follow["entries_planned"] - 1 <= follow["error_high"]

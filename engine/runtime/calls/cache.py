@@ -46,6 +46,7 @@ import aiosqlite
 import msgspec
 import orjson
 
+from drscore.engine.runtime.calls.limits import KnownQuota
 from drscore.engine.runtime.calls.tokens import TokenFit
 from drscore.engine.runtime.sqlitefile import CacheFileError, describe, is_damaged, open_db
 
@@ -70,6 +71,11 @@ CREATE TABLE IF NOT EXISTS token_counts (
     model   TEXT PRIMARY KEY,
     fit     BLOB NOT NULL,
     updated REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS quotas (
+    endpoint TEXT PRIMARY KEY,
+    quota    BLOB NOT NULL,
+    updated  REAL NOT NULL
 );
 """
 _PRAGMAS = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA busy_timeout=30000")
@@ -473,6 +479,42 @@ class JudgeCache:
             return msgspec.json.decode(row[0], type=TokenFit)
         except (msgspec.DecodeError, TypeError):
             return None
+
+    async def answers(self, template: str, model: str, limit: int) -> list[bytes]:
+        """The latest ``limit`` answers ``model`` gave to prompts of ``template`` (what a dry
+        run plans follow-up calls with: :mod:`drscore.engine.runtime.calls.follow_ups`)."""
+        self._check_open()
+        try:
+            async with self._db.execute(
+                    "SELECT CAST(response AS BLOB) FROM responses WHERE template = ? AND model = ? "
+                    "ORDER BY created DESC LIMIT ?", (template, model, limit)) as cur:
+                rows = await cur.fetchall()
+        except sqlite3.Error as e:
+            raise self._fail(e) from None
+        return [bytes(r[0]) for r in rows]
+
+    async def quota(self, endpoint: str) -> KnownQuota | None:
+        """The limits ``endpoint`` (its URL and model, without credentials) announced in the
+        latest run that met it (None: none on record, or a row this version cannot read)."""
+        self._check_open()
+        try:
+            async with self._db.execute("SELECT quota FROM quotas WHERE endpoint = ?", (endpoint,)) as cur:
+                row = await cur.fetchone()
+        except sqlite3.Error as e:
+            raise self._fail(e) from None
+        if row is None:
+            return None
+        try:
+            return msgspec.json.decode(row[0], type=KnownQuota)
+        except (msgspec.DecodeError, TypeError):
+            return None
+
+    def save_quota(self, endpoint: str, quota: KnownQuota) -> None:
+        """Queue what ``endpoint`` announced in this run (written with the answers)."""
+        if not self._closed and self.failure is None:
+            self._ops.append(("INSERT OR REPLACE INTO quotas (endpoint, quota, updated) VALUES (?, ?, ?)",
+                              (endpoint, msgspec.json.encode(quota), time.time())))
+            self._wakeup.set()
 
     def save_token_fit(self, model: str, fit: TokenFit) -> None:
         """Queue ``fit`` for ``model`` (written with the answers, at the latest on close)."""

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import hashlib
 import os
 import time
 from collections.abc import Iterator
@@ -165,8 +166,8 @@ class Folded(msgspec.Struct, kw_only=True):
     last_stop: Stop | None = None
     priced: bool = True
     damaged_lines: int = 0
-    # key -> paid usage (filled only when asked for: the run's own resume needs it)
-    by_key: dict[str, Usage] = {}
+    # key (as :func:`key_id`) -> paid usage (filled only when asked for: the run's own resume needs it)
+    by_key: dict[int, Usage] = {}
 
     def committed_usd(self) -> float:
         """What may have been billed: paid, plus the worst cases of calls whose outcome is unknown."""
@@ -188,6 +189,16 @@ def _records(path: Path, damaged: list[int]) -> Iterator[Record]:
                 damaged[0] += 1
 
 
+def key_id(key: str) -> int:
+    """A cache key as 64 bits: its first 16 hex digits (keys are sha256 digests), or a
+    hash of any other string. About 30 bytes held a key where the 64-character string
+    took 113; two keys meet by chance once in 2^64."""
+    try:
+        return int(key[:16], 16)
+    except ValueError:
+        return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big")
+
+
 def fold(path: str | Path, *, keys: bool = False, live_invocation: int | None = None) -> Folded:
     """Read a ledger: totals over every invocation. ``keys`` also sums what was paid per
     cache key. Calls sent by ``live_invocation`` (a run still going) and not answered are
@@ -204,7 +215,7 @@ def fold(path: str | Path, *, keys: bool = False, live_invocation: int | None = 
             out.paid.add(usage)
             out.by_invocation.setdefault(rec.inv, Usage()).add(usage)
             if keys:
-                out.by_key.setdefault(rec.key, Usage()).add(usage)
+                out.by_key.setdefault(key_id(rec.key), Usage()).add(usage)
         elif isinstance(rec, Unpaid):
             pending.pop((rec.inv, rec.id), None)
         elif isinstance(rec, Unknown):
@@ -308,10 +319,11 @@ class RunLedger:
         self.interrupted_now = Bound()  # calls of this invocation whose outcome became unknown
         # What earlier invocations paid per key; None once a row carries it (the key stays:
         # the run paid for it, so its answer is never "reused").
-        self._earlier: dict[str, Usage | None] = dict(self.before.by_key)
+        # Keys are held as key_id()s: a run of a million calls keeps one per paid call.
+        self._earlier: dict[int, Usage | None] = dict(self.before.by_key)
         self.before.by_key = {}
-        self._paid_now: set[str] = set()  # keys this invocation paid for
-        self._pending: dict[str, Usage] = {}  # this invocation's paid attempts of calls still open
+        self._paid_now: set[int] = set()  # keys this invocation paid for
+        self._pending: dict[int, Usage] = {}  # this invocation's paid attempts of calls still open
         self._sent: dict[int, tuple[str, float]] = {}
         self._seq = 0
         self._fd = -1
@@ -390,8 +402,9 @@ class RunLedger:
         self._write(rec)
         usage = rec.usage()
         self.now.add(usage)
-        self._pending.setdefault(key, Usage()).add(usage)
-        self._paid_now.add(key)
+        kid = key_id(key)
+        self._pending.setdefault(kid, Usage()).add(usage)
+        self._paid_now.add(kid)
 
     def unpaid(self, call: int, why: str) -> None:
         """The call was answered with an error that is not billed."""
@@ -422,14 +435,16 @@ class RunLedger:
         """A call of this invocation returned its answer: what earlier invocations paid for
         the same key (failed attempts, an answer lost before it reached the cache), once;
         its own attempts are already on the answer."""
-        self._pending.pop(key, None)
-        return self._take_earlier(key)
+        kid = key_id(key)
+        self._pending.pop(kid, None)
+        return self._take_earlier(kid)
 
     def failed(self, key: str) -> Usage | None:
         """A call failed: everything paid for its key and not yet carried by a row (its own
         billed attempts, and earlier invocations'), once."""
-        now = self._pending.pop(key, None)
-        earlier = self._take_earlier(key)
+        kid = key_id(key)
+        now = self._pending.pop(kid, None)
+        earlier = self._take_earlier(kid)
         if now is None:
             return earlier
         if earlier is not None:
@@ -439,14 +454,15 @@ class RunLedger:
     def reused(self, key: str) -> tuple[bool, Usage | None]:
         """An answer from the cache: (paid by this run?, what an earlier invocation paid for it
         and no row carries yet)."""
-        if key in self._earlier:
-            return True, self._take_earlier(key)
-        return key in self._paid_now, None
+        kid = key_id(key)
+        if kid in self._earlier:
+            return True, self._take_earlier(kid)
+        return kid in self._paid_now, None
 
-    def _take_earlier(self, key: str) -> Usage | None:
-        earlier = self._earlier.get(key)
+    def _take_earlier(self, kid: int) -> Usage | None:
+        earlier = self._earlier.get(kid)
         if earlier is not None:
-            self._earlier[key] = None
+            self._earlier[kid] = None
         return earlier
 
     # -- totals -------------------------------------------------------------------------

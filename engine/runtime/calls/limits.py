@@ -37,6 +37,8 @@ import time
 from collections import deque
 from typing import Any, Callable, Protocol
 
+import msgspec
+
 from drscore.engine.runtime.calls.judging import HINT_CEILING_S, RateLimitInfo
 
 
@@ -71,26 +73,34 @@ class TokenBucket:
         if self.level < self.capacity:
             self._full_at = None
 
-    def wait_time(self, amount: float, now: float, reserve: float = 0.0) -> float:
-        """Seconds until ``amount`` plus ``reserve`` is covered (never more than a full
-        bucket: a request larger than the capacity waits for a full bucket and then drives
-        it into debt, so it is never refused forever). Where the reserve does not fit in the
-        bucket it is waited as time instead (see the code)."""
+    def wait_time(self, amount: float, now: float, reserve: float = 0.0, spread: float = 0.0) -> float:
+        """Seconds until ``amount`` plus ``reserve`` plus ``spread`` is covered. ``amount``
+        counts up to a full bucket: a request larger than the capacity waits for a full
+        bucket and then drives it into debt, so it is never refused forever.
+
+        ``reserve`` is a margin (arrival jitter, a late correction): where it does not fit in
+        the bucket beside the request it is waited as time instead, at most LAG_SHARE of the
+        time the request takes to refill, since every such request pays it. ``spread`` is
+        what the server's count may really be ahead of ours (the token estimates of calls
+        not yet corrected by their answers): not a margin to trim, so it is waited in full,
+        as level where it fits and as time where it does not."""
         self._refill(now)
         need = min(amount, self.capacity)
-        if need + reserve <= self.capacity:  # the reserve fits: a level to reach, no time lost
-            return 0.0 if self.level >= need + reserve else (need + reserve - self.level) / self.rate
-        # It does not fit (a bucket of one request, a request near the bucket's size): wait for
-        # the reserve's time after the level reached the need, but at most LAG_SHARE of the
-        # time the need takes to refill, since this is paid on every such request.
-        lag = min(reserve, LAG_SHARE * need) / self.rate if self.rate > 0 else 0.0
+        lag = reserve if need + reserve <= self.capacity else min(reserve, LAG_SHARE * need)
+        total = lag + spread
+        if need + total <= self.capacity:  # a level to reach, no time lost
+            return 0.0 if self.level >= need + total else (need + total - self.level) / self.rate
+        # It does not fit (a bucket of one request, a request near the bucket's size): wait
+        # that long after the level reached the need. A full bucket overflows: the time it
+        # has been full counts.
+        after = total / self.rate if self.rate > 0 else 0.0
         if self.level < need:
-            return (need - self.level) / self.rate + lag
+            return (need - self.level) / self.rate + after
         if self.level >= self.capacity and self._full_at is not None:
             reached = self._full_at - (self.capacity - need) / self.rate
         else:
             reached = now - (self.level - need) / self.rate
-        return max(0.0, reached + lag - now)
+        return max(0.0, reached + after - now)
 
     def take(self, amount: float, now: float) -> None:
         self._refill(now)
@@ -400,6 +410,16 @@ class SharedQuota(Protocol):
         """Pause every process for ``delay_s`` and drain the buckets to what the server says remains."""
 
 
+class KnownQuota(msgspec.Struct, frozen=True):
+    """The limits an endpoint announced (requests and tokens a minute, 0 for none): kept in
+    the cache for the next run against the same endpoint and model, which then paces from
+    its first request (:meth:`RateLimiter.remember`). Not the buckets' sizes: a bucket
+    larger than the server's would burst into 429s; this run's first answer says the size."""
+
+    rpm: float = 0.0
+    tpm: float = 0.0
+
+
 class LimiterStopped(Exception):
     """Raised by :meth:`RateLimiter.acquire` once :meth:`RateLimiter.stop` was called."""
 
@@ -411,11 +431,13 @@ class Permit:
     answer (the server's count when it admitted the call) correct the buckets: the
     difference between the two counts then is the difference now."""
 
-    __slots__ = ("_limiter", "estimate", "_released", "granted_at", "requests_after", "tokens_after", "synced", "seq")
+    __slots__ = ("_limiter", "estimate", "_released", "granted_at", "requests_after", "tokens_after", "synced", "seq",
+                 "var")
 
     def __init__(self, limiter: RateLimiter, estimate: int, granted_at: float = 0.0,
                  requests_after: tuple[TokenBucket, float, float] | None = None,
-                 tokens_after: tuple[TokenBucket, float, float] | None = None, seq: int = 0) -> None:
+                 tokens_after: tuple[TokenBucket, float, float] | None = None, seq: int = 0,
+                 var: float = 0.0) -> None:
         self._limiter = limiter
         self.estimate = estimate
         self._released = False
@@ -425,6 +447,9 @@ class Permit:
         self.requests_after, self.tokens_after = requests_after, tokens_after
         self.synced = False  # the tokens bucket took the server's count for this call
         self.seq = seq  # grant order
+        # The variance of the server's count of this call about our estimate (tokens^2),
+        # part of the limiter's in-flight spread until the call's answer corrects it.
+        self.var = var
 
     async def done(self, actual_tokens: int | None = None) -> None:
         if self._released:
@@ -442,6 +467,9 @@ MARGIN_S = 0.25
 MAX_WINDOW_S = 60.0
 # The share of the quota a team (``--redis``) paces at: see RateLimiter._shape.
 SHARED_SAFETY = 0.97
+# How many standard deviations of the token estimates not yet corrected a request leaves
+# in the bucket: the server's count is ahead of ours by more than this on about 2% of requests.
+SPREAD_Z = 2.0
 
 
 class RateLimiter:
@@ -455,18 +483,23 @@ class RateLimiter:
     The buckets run at the whole quota (``safety`` < 1 would run under it; the default is
     1). What keeps requests off the server's 429s is a reserve, not a share of the rate: a
     request leaves once its bucket covers its cost plus ``margin_s`` seconds of refill, and
-    for tokens also twice the token estimate's current relative error
-    (:attr:`estimate_error`, set by the pool from its estimator) times the request's
-    estimate, since the server charges the real count.
+    for tokens also the *spread* (:meth:`spread`): the server charges real counts, and until
+    their answers come back the counts of the calls in flight are known only as estimates.
+    Each granted call adds the variance of its estimate ((relative error x estimate)^2, the
+    error being :attr:`estimate_error`, set by the pool from its estimator) and its answer
+    takes it out; a request waits for ``SPREAD_Z`` standard deviations of that sum and of
+    its own estimate on top of its cost.
 
     With quota headers the buckets follow the provider's own window: each answer's
     ``remaining`` is the server's count right after it admitted that call (with ``reset``
     and the bucket size, also a debt the floor at 0 hides); the bucket's own level right
     after charging the call is on the permit, and the difference between the two then is
     the difference now (both buckets refilled and were charged alike since), so the bucket
-    moves down by it (never up: the server admitted the call a moment after our grant). ``remaining + reset x rate`` is the size of the server's bucket, so the
-    burst it allows is used (up to ``MAX_WINDOW_S`` of quota). Without headers a bucket
-    holds ``burst_s`` seconds of quota (``--burst``).
+    moves by it, up or down. That difference holds the misses of every estimate still
+    uncorrected when the call was granted, so the usage of those calls no longer corrects
+    the bucket when they come back. ``remaining + reset x rate`` is the size of the
+    server's bucket, so the burst it allows is used (up to ``MAX_WINDOW_S`` of quota).
+    Without headers a bucket holds ``burst_s`` seconds of quota (``--burst``).
 
     A told quota (``--rpm``/``--tpm``) is trusted: without headers its 429s pause everyone
     and drain the buckets, as with headers; only with nothing told and no headers do 429s
@@ -497,10 +530,17 @@ class RateLimiter:
         # The token estimate's relative error (0.1 = 10%): the pool sets it from its estimator.
         self.estimate_error: Callable[[], float] = lambda: 0.0
         self.announced = False  # a response carried x-ratelimit-limit-* headers
+        # Pacing at the limits the endpoint announced in an earlier run (remember()) until
+        # its own headers say them again
+        self.remembered = False
         self._sent_requests = 0.0  # requests sent so far
         self._followed = 0  # the latest grant whose answer's quota headers the buckets followed
         self._admitted_requests = 0.0  # the same, less what was refused (the learners' measure)
         self._admitted_tokens = 0.0
+        # The variance of the server's token count about ours over calls granted and not yet
+        # corrected by their answers (sum of their Permit.var), and how many they are.
+        self._inflight_var = 0.0
+        self._uncorrected = 0
         self._paused_until = 0.0
         self._queue: deque[asyncio.Future[None]] = deque()
         self._changed = asyncio.Event()
@@ -508,6 +548,29 @@ class RateLimiter:
         self.rate_limited = 0
         self.stopped = False
         self.shared: SharedQuota | None = None
+
+    def remember(self, quota: KnownQuota) -> bool:
+        """Pace from the first request at the limits the endpoint announced in an earlier
+        run, as with a told quota, until this run's first quota headers replace them (a
+        limit raised or lowered since, a bucket of another size: the first answer or 429
+        says so). Nothing told and nothing announced yet only; True when taken."""
+        if self.told_rpm or self.told_tpm or self.announced or not (quota.rpm or quota.tpm):
+            return False
+        self.rpm, self.tpm = quota.rpm, quota.tpm
+        self.requests = TokenBucket(quota.rpm * self.safety, self.burst_s) if quota.rpm else None
+        self.tokens = TokenBucket(quota.tpm * self.safety, self.burst_s, minimum_capacity=0.0) if quota.tpm else None
+        self.remembered = True
+        if self._probing:  # the quota is known: no call-at-a-time probe
+            self._probing = False
+            self.concurrency.raise_to_maximum()
+        return True
+
+    def known_quota(self) -> KnownQuota | None:
+        """The limits the endpoint announced in this run, and its buckets' sizes (None when
+        it announced none)."""
+        if not self.announced:
+            return None
+        return KnownQuota(rpm=self.rpm if self.requests else 0.0, tpm=self.tpm if self.tokens else 0.0)
 
     def use_shared(self, store: SharedQuota) -> None:
         """Take quota from ``store`` (shared by several processes) instead of the local buckets."""
@@ -535,14 +598,23 @@ class RateLimiter:
             self.shared = None  # the store is gone: the local buckets take over
         return wait
 
+    def spread(self, tokens: int) -> float:
+        """How far (tokens) the server's count may be ahead of our bucket when a request of
+        ``tokens`` arrives: ``SPREAD_Z`` standard deviations of the estimates not yet
+        corrected, the calls in flight and this one (only while it is below a full bucket:
+        a larger one needs a full bucket whatever its real size)."""
+        own = self.estimate_error() * tokens
+        if self.tokens is not None and tokens >= self.tokens.capacity:
+            own = 0.0
+        return SPREAD_Z * math.sqrt(own * own + max(0.0, self._inflight_var))
+
     def _wait(self, tokens: int, now: float) -> float:
         """Seconds until both buckets cover one request of ``tokens`` and their reserves."""
         wait = 0.0
         if self.requests is not None:
             wait = self.requests.wait_time(1, now, self.requests.rate * self.margin_s)
         if self.tokens is not None:
-            reserve = self.tokens.rate * self.margin_s + 2.0 * self.estimate_error() * tokens
-            wait = max(wait, self.tokens.wait_time(tokens, now, reserve))
+            wait = max(wait, self.tokens.wait_time(tokens, now, self.tokens.rate * self.margin_s, self.spread(tokens)))
         return wait
 
     def _grant(self, tokens: int, now: float, *, take: bool = True) -> Permit:
@@ -559,8 +631,20 @@ class RateLimiter:
         self._admitted_tokens += tokens
         self.binding.sent(tokens)
         r, t = (self.requests, self.tokens) if take else (None, None)
+        var = (self.estimate_error() * tokens) ** 2
+        self._inflight_var += var
+        self._uncorrected += 1
         return Permit(self, tokens, now, (r, r.level, r.shifted) if r is not None else None,
-                      (t, t.level, t.shifted) if t is not None else None, int(self._sent_requests))
+                      (t, t.level, t.shifted) if t is not None else None, int(self._sent_requests), var)
+
+    def _settle(self, permit: Permit) -> None:
+        """The call's count is known (its answer) or moot (refused, failed): its estimate's
+        uncertainty leaves the in-flight spread."""
+        if permit.var < 0:
+            return
+        self._uncorrected -= 1
+        self._inflight_var = self._inflight_var - permit.var if self._uncorrected > 0 else 0.0
+        permit.var = -1.0
 
     async def acquire(self, estimate: int | Callable[[], int]) -> Permit:
         """Wait for a concurrency slot and for quota covering ``estimate`` tokens (a number,
@@ -620,13 +704,17 @@ class RateLimiter:
                     self._queue.remove(turn)
 
     async def _finish(self, permit: Permit, actual: int | None) -> None:
+        self._settle(permit)
         if actual is not None:
             self._admitted_tokens += actual - permit.estimate
-            # With headers the server's own count corrects the bucket (_follow); a usage
-            # correction on top would count the same difference twice.
-            if self.tokens is not None and not permit.synced and not self.announced:
+            # The usage corrects the bucket by this call's miss, unless the server's own count
+            # already did (_follow): the count that came with this answer, or with the answer
+            # of a call granted after this one, which held this call's real count and our
+            # estimate of it alike.
+            if self.tokens is not None and not permit.synced and permit.seq > self._followed:
                 if self.shared is None or await self.shared.adjust(actual - permit.estimate, self._shape()) is None:
-                    self.tokens.adjust(actual - permit.estimate, time.monotonic())
+                    # as a shift: a later answer's count discounts it (see _follow)
+                    self.tokens.shift(permit.estimate - actual, time.monotonic())
                 self._changed.set()  # a refund may let the head go now
         requests_changed = self.learner.success()
         tokens_changed = self.token_learner.success(actual if actual is not None else permit.estimate)
@@ -691,16 +779,16 @@ class RateLimiter:
         self._changed.set()
 
     def _follow(self, bucket: TokenBucket | None, after: tuple[TokenBucket, float, float] | None,
-                remaining: float | None, reset_s: float | None, now: float) -> bool:
+                remaining: float | None, reset_s: float | None, now: float) -> float | None:
         """Correct ``bucket`` by the server's count: what it had right after admitting the
         call against ``after``, our level right after charging it, less the corrections made
-        since (an answer of an earlier call may have made part of the same one). True when
-        corrected."""
+        since (an answer of an earlier call may have made part of the same one). Returns the
+        difference (the server's count less ours; None when not corrected)."""
         if bucket is None or remaining is None or after is None or after[0] is not bucket:
-            return False
+            return None
         if self.shared is not None:
             bucket.clamp(remaining, now)  # the store paces: never believe more than remains
-            return False
+            return None
         rate = bucket.rate
         server = remaining
         if reset_s is not None:
@@ -708,25 +796,35 @@ class RateLimiter:
                 bucket.capacity = min(max(bucket.capacity, remaining + reset_s * rate), rate * MAX_WINDOW_S)
             # the reset is exact to the millisecond where the count is floored, and says how deep a debt is
             server = bucket.capacity - reset_s * rate
-        # Down only: the server admitted the call a moment after our grant and refilled
-        # meanwhile, so its count is a little higher than ours at the same instant even when
-        # the two agree; raising ours by that would run ahead of it.
-        bucket.shift(min(0.0, server - after[1] - (bucket.shifted - after[2])), now)
-        return True
+        # The server admitted the call a moment after our grant and refilled meanwhile, so its
+        # count reads that moment's refill high (milliseconds of quota): the reserve
+        # (margin_s) covers it.
+        diff = server - after[1] - (bucket.shifted - after[2])
+        bucket.shift(diff, now)
+        return diff
 
     def observe(self, info: RateLimitInfo | None, permit: Permit | None = None) -> None:
         """Adopt the limits a server announces (``x-ratelimit-limit-*``) when they are
-        tighter than ours (or we have none): a run without ``--rpm``/``--tpm`` then paces
-        itself after the first answer instead of learning the quota from 429s. With
+        tighter than ours (or we have none, or only remembered ones): a run without
+        ``--rpm``/``--tpm`` then paces itself after the first answer instead of learning the
+        quota from 429s. With
         ``permit`` (the call the answer belongs to) the buckets follow the server's
         remaining counts and take its bucket size (see the class)."""
+        replace = False
         if info is not None and (info.limit_requests or info.limit_tokens):
             self.announced = True
+            if self.remembered:  # this run's own headers replace what an earlier run saw
+                self.remembered, replace = False, True
+                if not info.limit_requests:
+                    self.rpm, self.requests = 0, None
+                if not info.limit_tokens:
+                    self.tpm, self.tokens = 0, None
         self._end_probe(self.announced or bool(self.rpm or self.tpm))
         if info is None:
             return
         now = time.monotonic()
-        if info.limit_requests and (not self.rpm or info.limit_requests < self.rpm):
+        if info.limit_requests and (not self.rpm or info.limit_requests < self.rpm
+                                    or (replace and info.limit_requests != self.rpm)):
             self.rpm = info.limit_requests
             old = self.requests
             self.requests = TokenBucket(self.rpm * self.safety, self.burst_s)
@@ -734,7 +832,8 @@ class RateLimiter:
                 self.requests.clamp(old.level, now)
             if info.remaining_requests is not None:
                 self.requests.clamp(info.remaining_requests, now)
-        if info.limit_tokens and (not self.tpm or info.limit_tokens < self.tpm):
+        if info.limit_tokens and (not self.tpm or info.limit_tokens < self.tpm
+                                  or (replace and info.limit_tokens != self.tpm)):
             self.tpm = info.limit_tokens
             old = self.tokens
             self.tokens = TokenBucket(self.tpm * self.safety, self.burst_s, minimum_capacity=0.0)
@@ -747,8 +846,8 @@ class RateLimiter:
             # followed says nothing newer.
             self._followed = permit.seq
             self._follow(self.requests, permit.requests_after, info.remaining_requests, info.reset_requests_s, now)
-            permit.synced = self._follow(self.tokens, permit.tokens_after, info.remaining_tokens,
-                                         info.reset_tokens_s, now)
+            permit.synced = self._follow(self.tokens, permit.tokens_after, info.remaining_tokens, info.reset_tokens_s,
+                                         now) is not None
             self._changed.set()  # the level may have risen: the head re-reads it
 
     async def rate_limited_release(self, permit: Permit, info: RateLimitInfo | None, *,
@@ -758,6 +857,7 @@ class RateLimiter:
         ``unusable_wait_s``: the pause when the server's only delay hint could not be
         believed (``info.unusable_hint``; the pool passes its --max-rate-limit-wait)."""
         permit._released = True
+        self._settle(permit)
         self.rate_limited += 1
         self._admitted_requests -= 1  # refused: the server took nothing
         self._admitted_tokens -= permit.estimate
@@ -782,7 +882,7 @@ class RateLimiter:
         # Without headers and without a told quota the 429s alone set the pace, in the
         # dimension their sizes point to. A told quota is trusted: its 429s (arrival jitter)
         # pause and cut the concurrency, as with headers, but do not pace the run below it.
-        learning = not self.announced and not (self.told_rpm or self.told_tpm)
+        learning = not self.announced and not (self.told_rpm or self.told_tpm or self.remembered)
         if learning:
             self.binding.refused(permit.estimate)
             self.token_learner.unit_guess = max(1.0, float(permit.estimate))
@@ -812,6 +912,7 @@ class RateLimiter:
         if permit._released:
             return
         permit._released = True
+        self._settle(permit)
         self._end_probe()
         await self.concurrency.release()
 

@@ -73,7 +73,7 @@ from drscore import prompts
 from drscore.engine.runtime.calls.budget import Budget, input_reservation
 from drscore.engine.runtime.calls.cache import AnswerCache, request_key
 from drscore.engine.runtime.calls.health import PREFLIGHT_OVERLAP_S, CircuitBreaker, EndpointGate, Lane, SystematicFaults
-from drscore.engine.runtime.calls.ledger import RunLedger, Usage
+from drscore.engine.runtime.calls.ledger import RunLedger, Usage, key_id
 from drscore.engine.runtime.calls.judging import (
     ENDPOINT_FAULTS, OTHER_FAULTS, REQUEST_FAULTS, VALIDATION_ERROR, Backend, ChatRequest, JudgeError,
     JudgeFailed, Message, RateLimited, StopReason, TransientError,
@@ -85,6 +85,7 @@ from drscore.engine.runtime.calls.redact import redact
 from drscore.engine.runtime.calls.samples import key_component
 from drscore.engine.runtime.calls.slots import ServerFacts, ServerSlots
 from drscore.engine.runtime.calls.thinking import ThinkingPolicy, is_cut_off, split_thinking
+from drscore.engine.runtime.calls.follow_ups import MAX_RECORDED, AnswerList, ListLength, list_lengths, resized
 from drscore.engine.runtime.calls.tokens import TokenEstimator, estimate_tokens, message_features
 from drscore.engine.runtime.calls.verdicts import VerdictDecodeError, decode_verdict, schema_of
 from drscore.engine.runtime.calls.windows import (
@@ -272,9 +273,13 @@ class JudgePool:
         self._identity = {"backend": backend.name, **backend.identity()}
         self._inflight: dict[str, asyncio.Future[Judged[Any]]] = {}
         self._planned: set[str] = set()
+        # A dry run's planned list lengths by template, and the answers resized to them by
+        # key (a shared answer is the same answer): see load_answer_lists
+        self.list_lengths: dict[str, ListLength] = {}
+        self._resized: dict[str, str] = {}
         # Backends that are not cached (the offline judge) still answer a repeated request
         # once per run, so task-level steps are counted once, as with a real judge.
-        self._memo: OrderedDict[str, str] | None = None if self.cache is not None or not \
+        self._memo: OrderedDict[int, str] | None = None if self.cache is not None or not \
             hasattr(backend, "cacheable") or backend.cacheable else OrderedDict()
 
     def _fit_store(self) -> Any:
@@ -289,6 +294,15 @@ class JudgePool:
         fit = await store.token_fit(self.backend.model) if store is not None else None
         if fit is not None:
             self.tokens.seed(fit)
+        # The quota this endpoint announced last time: paced from the first request, the
+        # preflight overlapped as with a told quota (its headers then replace it)
+        quota = await store.quota(self._endpoint_key()) if hasattr(store, "quota") and self.dry is None else None
+        if quota is not None and not self.batched and self.limiter.remember(quota) and self.gate is not None:
+            self.gate.overlap_s = PREFLIGHT_OVERLAP_S
+
+    def _endpoint_key(self) -> str:
+        """The endpoint a quota belongs to: its URL (credentials removed) and model."""
+        return f"{self._identity.get('base_url') or self.backend.name} {self._identity.get('model') or self.backend.model}"
 
     def keep_token_counting(self) -> None:
         """Queue what this run learned of the model's token counting for the next (call
@@ -296,6 +310,21 @@ class JudgePool:
         store = self._fit_store()
         if store is not None and self.dry is None and self.tokens.fit.calls:
             store.save_token_fit(self.backend.model, self.tokens.recorded())
+        quota = self.limiter.known_quota()
+        if hasattr(store, "save_quota") and self.dry is None and quota is not None:
+            store.save_quota(self._endpoint_key(), quota)
+
+    async def load_answer_lists(self, specs: dict[str, AnswerList]) -> None:
+        """A dry run: plan the answers of these templates (their lists decide how many calls
+        follow) with the lengths this judge model's answers had in earlier runs, as the
+        cache holds them, or the published figure (:mod:`.follow_ups`)."""
+        if self.dry is None:
+            return
+        store = self._fit_store()
+        model = str(self._identity.get("model") or self.backend.model)
+        for template, spec in specs.items():
+            recorded = await store.answers(template, model, MAX_RECORDED) if hasattr(store, "answers") else []
+            self.list_lengths[template] = ListLength(spec, list_lengths(recorded, spec.field), model)
 
     def input_estimate_error(self) -> tuple[float, str]:
         """The relative error of a planned input count per call (RMS), and its basis."""
@@ -430,10 +459,10 @@ class JudgePool:
                     return self._from_cache(Judged(value, text, key, "cache"), req)
                 except VerdictDecodeError:
                     pass  # schema changed under the same key cannot happen; be safe and re-ask
-        if self._memo is not None and key in self._memo:
-            self._memo.move_to_end(key)
+        if self._memo is not None and key_id(key) in self._memo:
+            self._memo.move_to_end(key_id(key))
             self.stats.shared += 1
-            text = self._memo[key]
+            text = self._memo[key_id(key)]
             return Judged(decode_verdict(text, verdict), text, key, "shared", cost_uncached=self._list_cost(req, text))
         if self.dry is not None:
             return await self._plan(self.dry, req, verdict, key)
@@ -509,6 +538,11 @@ class JudgePool:
 
     async def _plan(self, dry: Backend, req: ChatRequest, verdict: type[T], key: str) -> Judged[T]:
         resp, _ = await dry.complete(req)
+        lengths = self.list_lengths.get(req.template)
+        if lengths is not None:  # as long a list as this judge writes, not the offline judge
+            if key not in self._resized:
+                self._resized[key] = resized(resp.text, lengths.spec.field, lengths.next())
+            resp.text = self._resized[key]
         if key in self._planned:  # the real run would share or cache this call: plan it once
             self.stats.shared += 1
             return Judged(decode_verdict(resp.text, verdict), resp.text, key, "shared")
@@ -935,7 +969,7 @@ class JudgePool:
             if self.cache is not None:
                 await self.cache.put(key, resp.text.encode("utf-8"), components)
             elif self._memo is not None:
-                self._memo[key] = resp.text
+                self._memo[key_id(key)] = resp.text
                 if len(self._memo) > 20_000:
                     self._memo.popitem(last=False)
             return Judged(value, resp.text, key, "network", tin, tout, cost, time.monotonic() - t0,

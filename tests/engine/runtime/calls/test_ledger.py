@@ -8,7 +8,7 @@ import json
 import pytest
 
 from drscore.engine.runtime.calls.ledger import (
-    CALLER, LEDGER_FILE, RunBudgetSpent, RunLedger, check_budget, fold, interrupted_money, may_have_billed,
+    CALLER, LEDGER_FILE, RunBudgetSpent, RunLedger, check_budget, fold, interrupted_money, key_id, may_have_billed,
     money_line, read_totals,
 )
 
@@ -112,6 +112,21 @@ def test_what_earlier_invocations_paid_is_handed_to_one_row_once(tmp_path):
     failed = second.failed("fails")  # its billed attempts go to the failed item
     assert failed is not None and failed.calls == 2 and failed.cost_usd == pytest.approx(0.125)
     assert second.failed("fails") is None
+
+
+def test_real_cache_keys_are_held_as_their_first_64_bits(tmp_path):
+    import hashlib
+    paid, other = (hashlib.sha256(t).hexdigest() for t in (b"paid", b"other"))
+    assert key_id(paid) == int(paid[:16], 16) and key_id(paid) != key_id(other)
+    assert key_id("k1") == key_id("k1") != key_id("k2")  # not hex: a hash of the string, as stable
+    path = tmp_path / LEDGER_FILE
+    first = RunLedger(path)
+    _pay(first, paid, 0.25)
+    first.close("finished")
+    second = RunLedger(path)
+    assert second.reused(other) == (False, None)
+    was_paid, earlier = second.reused(paid)
+    assert was_paid and earlier is not None and earlier.cost_usd == pytest.approx(0.25)
 
 
 def test_the_cap_of_the_run_is_checked_before_an_invocation_starts(tmp_path):

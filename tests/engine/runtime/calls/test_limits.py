@@ -11,7 +11,9 @@ import msgspec
 import pytest
 
 from drscore.engine.runtime.calls.judging import RateLimitInfo
-from drscore.engine.runtime.calls.limits import AdaptiveConcurrency, BindingGuess, RateLearner, RateLimiter, TokenBucket
+from drscore.engine.runtime.calls.limits import (
+    AdaptiveConcurrency, BindingGuess, KnownQuota, RateLearner, RateLimiter, TokenBucket,
+)
 from drscore.engine.runtime.calls.pool import JudgePool
 from drscore.engine.runtime.calls.pricing import PriceTable
 from drscore.judge.http import HttpBackend
@@ -280,13 +282,13 @@ def test_quota_headers_set_the_bucket_size_and_move_the_level_by_the_servers_cou
         lim._grant(5, now)  # three more sent after it: 6
     # The server admitted the first with 4 left and 0.6 s to full: its bucket holds 4 + 0.6 x 10 = 10.
     # Our count then was 9, the server's 4: we are 5 ahead, and still are after the three sent since.
-    assert lim._follow(lim.requests, permit.requests_after, 4, 0.6, now)
+    assert lim._follow(lim.requests, permit.requests_after, 4, 0.6, now) is not None
     assert lim.requests.capacity == pytest.approx(10) and lim.requests.level == pytest.approx(6 - 5)
     # The same answer again moves nothing: the correction made since its grant is discounted
-    assert lim._follow(lim.requests, permit.requests_after, 4, 0.6, now)
+    assert lim._follow(lim.requests, permit.requests_after, 4, 0.6, now) is not None
     assert lim.requests.level == pytest.approx(1)
     # A server bucket of a whole minute's quota (4 left, 59.6 s to full: 600) is used as such
-    assert lim._follow(lim.requests, permit.requests_after, 4, 59.6, now)
+    assert lim._follow(lim.requests, permit.requests_after, 4, 59.6, now) is not None
     assert lim.requests.capacity == pytest.approx(600)
 
 
@@ -326,3 +328,85 @@ async def test_without_headers_the_limiter_learns_a_token_rate_when_large_reques
     assert lim.binding.dimension == "tokens"
     assert lim.tokens is not None and lim.requests is None and lim.token_learner.pace is not None
     assert lim.snapshot()["binding"] == "tokens" and lim.snapshot()["learned_tpm"] > 0
+
+
+async def test_the_token_reserve_covers_the_estimates_still_in_flight():
+    lim = RateLimiter(tpm=600_000, concurrency=8, margin_s=0.0)  # 10,000 a second, capacity 10,000
+    lim.estimate_error = lambda: 0.1  # each count within about 10% of its estimate
+    now = lim.tokens._t
+    first, second = lim._grant(3000, now), lim._grant(4000, now)  # level 3,000
+    assert (first.var, second.var) == (pytest.approx(300.0 ** 2), pytest.approx(400.0 ** 2))
+    # the next one of 2,000: two standard deviations of its own miss (200) and those in flight (300, 400)
+    assert lim.spread(2000) == pytest.approx(2 * (200 ** 2 + 300 ** 2 + 400 ** 2) ** 0.5)  # 1,077
+    # a request of a whole bucket or more needs a full bucket whatever its real size: no own term
+    assert lim.spread(12_000) == pytest.approx(2 * (300 ** 2 + 400 ** 2) ** 0.5)  # 1,000
+    # 2,000 + 1,077 is 77 more than the 3,000 left: 7.7 ms at 10,000 a second
+    assert lim._wait(2000, now) == pytest.approx((2000 + 2 * 290_000 ** 0.5 - 3000) / 10_000)
+    await first.done(3000)  # its answer: only the second is uncertain now
+    assert lim.spread(2000) == pytest.approx(2 * (200 ** 2 + 400 ** 2) ** 0.5)
+    await lim.rate_limited_release(second, None)  # refused: nothing of it to be uncertain about
+    assert lim.spread(2000) == pytest.approx(400.0) and lim._inflight_var == 0.0
+
+
+def test_a_spread_that_does_not_fit_is_waited_in_full_and_the_margin_at_most_3_percent():
+    b = TokenBucket(per_minute=60_000, burst_s=1.0, minimum_capacity=0.0)  # 1,000 a second, capacity 1,000
+    t = b._t
+    b.take(1000, t)
+    # a request of 1,500 needs the full 1,000; margin 100 trimmed to 3% of that (30), spread 200 in full
+    assert b.wait_time(1500, t, reserve=100, spread=200) == pytest.approx(1.0 + 0.23)
+    # full since t + 1 (for 0.1 s by t + 1.1): 0.13 s more
+    assert b.wait_time(1500, t + 1.1, reserve=100, spread=200) == pytest.approx(0.13)
+    # where it fits it is a level: 400 + 100 + 200 = 700 of the 1,000, 0.7 s from empty
+    b.take(1000, t + 1.1)
+    assert b.wait_time(400, t + 1.1, reserve=100, spread=200) == pytest.approx(0.7)
+
+
+async def test_the_servers_count_moves_the_bucket_both_ways_and_the_usage_it_holds_is_not_counted_again():
+    lim = RateLimiter(tpm=60_000, concurrency=4, margin_s=0.0)  # 1,000 a second, capacity 1,000
+    now = lim.tokens._t
+    a, b = lim._grant(500, now), lim._grant(300, now)  # our level: 500 after a, 200 after b
+    # a really counted 440: the server had 560 left after it, 60 more than we had then
+    lim.observe(RateLimitInfo(remaining_tokens=560, limit_tokens=60_000), a)
+    assert lim.tokens.level == pytest.approx(260, abs=5)  # 200 + 60: up too
+    await a.done(440)  # its own count came with its answer: nothing more
+    assert lim.tokens.level == pytest.approx(260, abs=5)
+    # b counted 330: 560 - 330 = 230 left on the server, against our 200 then and the 60 since
+    lim.observe(RateLimitInfo(remaining_tokens=230, limit_tokens=60_000), b)
+    await b.done(330)
+    assert lim.tokens.level == pytest.approx(230, abs=5)
+
+
+async def test_answers_out_of_order_the_later_calls_count_holds_the_earlier_ones_miss():
+    lim = RateLimiter(tpm=60_000, concurrency=4, margin_s=0.0)
+    now = lim.tokens._t
+    c, d = lim._grant(400, now), lim._grant(100, now)  # our level: 600 after c, 500 after d
+    # d answers first; c really counted 370: the server had 1,000 - 370 - 100 = 530 after d
+    lim.observe(RateLimitInfo(remaining_tokens=530, limit_tokens=60_000), d)
+    await d.done(100)
+    assert lim.tokens.level == pytest.approx(530, abs=5)
+    lim.observe(RateLimitInfo(remaining_tokens=630, limit_tokens=60_000), c)  # older than d's: not followed
+    await c.done(370)  # its miss (30) was in d's count already
+    assert lim.tokens.level == pytest.approx(530, abs=5)
+    # without headers the usage corrects each call by its own miss
+    told = RateLimiter(tpm=60_000, concurrency=4, margin_s=0.0)
+    p = told._grant(400, told.tokens._t)
+    await p.done(370)
+    assert told.tokens.level == pytest.approx(630, abs=5)
+
+
+def test_a_remembered_quota_paces_until_the_endpoints_own_headers_replace_it():
+    lim = RateLimiter(concurrency=8)  # nothing told: one call at a time until the first answer
+    assert lim.concurrency.limit == 1
+    assert lim.remember(KnownQuota(rpm=600, tpm=0))
+    assert lim.remembered and lim.rpm == 600 and lim.requests is not None and lim.tokens is None
+    assert lim.concurrency.limit == 8  # paced from the first request instead
+    # the endpoint now announces more requests and a token limit: both taken, though not tighter
+    lim.observe(RateLimitInfo(limit_requests=900, remaining_requests=899, limit_tokens=60_000,
+                              remaining_tokens=59_000))
+    assert not lim.remembered and lim.announced and (lim.rpm, lim.tpm) == (900, 60_000)
+    assert lim.known_quota() == KnownQuota(rpm=900, tpm=60_000)
+    # announced once, a looser figure later is not taken (as before)
+    lim.observe(RateLimitInfo(limit_requests=1200))
+    assert lim.rpm == 900
+    assert not RateLimiter(rpm=60).remember(KnownQuota(rpm=600))  # a told quota wins
+    assert RateLimiter().known_quota() is None  # nothing announced: nothing to keep

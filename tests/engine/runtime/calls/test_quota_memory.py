@@ -1,0 +1,47 @@
+"""The quota an endpoint announced is kept in the cache; the next run against it paces from
+its first request, the preflight overlapped as with a told quota, instead of sending one
+call and waiting for that answer's headers."""
+from __future__ import annotations
+
+import shutil
+import sqlite3
+
+import orjson
+
+from drscore.api import JudgeConfig, Run, RunConfig
+from drscore.judge.mock.server import MockConfig, MockServerProcess
+from support.data import ROOT
+
+EXAMPLES = ROOT / "examples"
+LATENCY = 3.0  # every answer takes this long: what the first run's other calls wait for
+
+
+async def _run(url: str, cache, out) -> None:
+    cfg = RunConfig(methods=["quality"], reports=[str(EXAMPLES / "reports.claude-3-7-sonnet.jsonl")],
+                    tasks=str(EXAMPLES / "tasks.jsonl"), out=str(out), limit=6,
+                    judge=JudgeConfig(url=url, model="gpt-4.1", cache_dir=str(cache), concurrency=8))
+    async with Run(cfg) as run:
+        async for _ in run.rows():
+            pass
+
+
+async def test_the_next_run_paces_from_its_first_request_at_the_quota_announced_before(tmp_path):
+    with MockServerProcess(MockConfig(profile="openai", rpm=600, latency=LATENCY)) as mock:
+        await _run(mock.url, tmp_path / "cache", tmp_path / "first")
+        first = mock.stats()
+        with sqlite3.connect(tmp_path / "cache" / "judge.sqlite") as db:
+            rows = db.execute("SELECT endpoint, quota FROM quotas").fetchall()
+        assert [(e, orjson.loads(q)) for e, q in rows] == [(f"{mock.url} gpt-4.1", {"rpm": 600.0, "tpm": 0.0})]
+        # the same cache file without its answers (the second run pays for every call again)
+        (tmp_path / "again").mkdir()
+        shutil.copy(tmp_path / "cache" / "judge.sqlite", tmp_path / "again" / "judge.sqlite")
+        with sqlite3.connect(tmp_path / "again" / "judge.sqlite") as db:
+            db.execute("DELETE FROM responses")
+        mock.reset()
+        await _run(mock.url, tmp_path / "again", tmp_path / "second")
+        second = mock.stats()
+    assert first["ok"] == second["ok"] == 6 and first["rate_limited"] == second["rate_limited"] == 0
+    # first contact: the other five calls left only once the first answer (LATENCY) was in
+    assert first["last_request_at"] - first["first_request_at"] >= LATENCY
+    # the quota remembered: all six left before any answer came back
+    assert second["last_request_at"] - second["first_request_at"] < LATENCY
