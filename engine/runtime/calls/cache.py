@@ -40,7 +40,7 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import aiosqlite
 import msgspec
@@ -51,6 +51,7 @@ from drscore.engine.runtime.calls.tokens import TokenFit
 from drscore.engine.runtime.sqlitefile import CacheFileError, describe, is_damaged, open_db
 
 log = logging.getLogger("drscore.cache")
+_R = TypeVar("_R", bound=msgspec.Struct)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -467,18 +468,7 @@ class JudgeCache:
     async def token_fit(self, model: str) -> TokenFit | None:
         """What earlier runs recorded of ``model``'s token counting (None: nothing, or a
         row this version cannot read)."""
-        self._check_open()
-        try:
-            async with self._db.execute("SELECT fit FROM token_counts WHERE model = ?", (model,)) as cur:
-                row = await cur.fetchone()
-        except sqlite3.Error as e:
-            raise self._fail(e) from None
-        if row is None:
-            return None
-        try:
-            return msgspec.json.decode(row[0], type=TokenFit)
-        except (msgspec.DecodeError, TypeError):
-            return None
+        return await self._read_record("SELECT fit FROM token_counts WHERE model = ?", model, TokenFit)
 
     async def answers(self, template: str, model: str, limit: int) -> list[bytes]:
         """The latest ``limit`` answers ``model`` gave to prompts of ``template`` (what a dry
@@ -496,31 +486,37 @@ class JudgeCache:
     async def quota(self, endpoint: str) -> KnownQuota | None:
         """The limits ``endpoint`` (its URL and model, without credentials) announced in the
         latest run that met it (None: none on record, or a row this version cannot read)."""
+        return await self._read_record("SELECT quota FROM quotas WHERE endpoint = ?", endpoint, KnownQuota)
+
+    async def _read_record(self, sql: str, key: str, kind: type[_R]) -> _R | None:
+        """One JSON-encoded record kept for the next run (None: none, or a row this version
+        cannot read)."""
         self._check_open()
         try:
-            async with self._db.execute("SELECT quota FROM quotas WHERE endpoint = ?", (endpoint,)) as cur:
+            async with self._db.execute(sql, (key,)) as cur:
                 row = await cur.fetchone()
         except sqlite3.Error as e:
             raise self._fail(e) from None
         if row is None:
             return None
         try:
-            return msgspec.json.decode(row[0], type=KnownQuota)
+            return msgspec.json.decode(row[0], type=kind)
         except (msgspec.DecodeError, TypeError):
             return None
 
     def save_quota(self, endpoint: str, quota: KnownQuota) -> None:
         """Queue what ``endpoint`` announced in this run (written with the answers)."""
-        if not self._closed and self.failure is None:
-            self._ops.append(("INSERT OR REPLACE INTO quotas (endpoint, quota, updated) VALUES (?, ?, ?)",
-                              (endpoint, msgspec.json.encode(quota), time.time())))
-            self._wakeup.set()
+        self._save_record("INSERT OR REPLACE INTO quotas (endpoint, quota, updated) VALUES (?, ?, ?)", endpoint, quota)
 
     def save_token_fit(self, model: str, fit: TokenFit) -> None:
         """Queue ``fit`` for ``model`` (written with the answers, at the latest on close)."""
-        if fit.calls and not self._closed and self.failure is None:
-            self._ops.append(("INSERT OR REPLACE INTO token_counts (model, fit, updated) VALUES (?, ?, ?)",
-                              (model, msgspec.json.encode(fit), time.time())))
+        if fit.calls:
+            self._save_record("INSERT OR REPLACE INTO token_counts (model, fit, updated) VALUES (?, ?, ?)",
+                              model, fit)
+
+    def _save_record(self, sql: str, key: str, record: msgspec.Struct) -> None:
+        if not self._closed and self.failure is None:
+            self._ops.append((sql, (key, msgspec.json.encode(record), time.time())))
             self._wakeup.set()
 
     @property
