@@ -184,15 +184,7 @@ def _totals_line(summary: dict[str, Any]) -> str:
                      + (f"; later calls started {t['learned_output_room']} tokens above the answer cap"
                         if t.get("learned_output_room") else "")
                      + ("; the model was found to think and given room" if t.get("thinking_learned") else ""))
-    if t.get("price_unknown"):
-        lines.append(f"  warning: {unknown_price_message(t['price_unknown'])}")
-    late = t.get("stop_after_all_items")
-    if late and late.get("fatal"):  # every item had its answer, but what stopped the judge still matters
-        lines.append(f"  note: {terminal(late['message'])}")
-    hints = t.get("unusable_rate_limit_hints")
-    if hints:
-        lines.append(f"  note: {hints['count']} rate-limit answer(s) gave a delay that cannot be believed "
-                     f"({terminal(hints['last'])}); waited --max-rate-limit-wait {hints['waited_s']:g} s instead")
+    lines.extend(_judge_notes(t))
     if t.get("cached_input_tokens"):
         share = t["cached_input_tokens"] / max(1, t.get("input_tokens", 0))
         lines.append(f"  prompt cache: {t['cached_input_tokens']} of {t.get('input_tokens', 0)} input tokens "
@@ -310,15 +302,7 @@ def dry_run_text(summary: dict[str, Any], price_model: str | None) -> str:
                   else "the model family's documented prior, see docs/judges.md")
         lines.append(f"  reasoning (estimate): about {reasoning:,} of the {t['planned_output_tokens']:,} output tokens "
                      f"would be the judge's hidden thinking, billed as output ({source})")
-    if t.get("price_unknown"):
-        lines.append(f"  warning: {unknown_price_message(t['price_unknown'])}")
-    late = t.get("stop_after_all_items")
-    if late and late.get("fatal"):  # every item had its answer, but what stopped the judge still matters
-        lines.append(f"  note: {terminal(late['message'])}")
-    hints = t.get("unusable_rate_limit_hints")
-    if hints:
-        lines.append(f"  note: {hints['count']} rate-limit answer(s) gave a delay that cannot be believed "
-                     f"({terminal(hints['last'])}); waited --max-rate-limit-wait {hints['waited_s']:g} s instead")
+    lines.extend(_judge_notes(t))
     items = max(1, t["items"])
     lines.append(f"  {t['items']} report x method items; {t['planned_calls'] / items:.2f} calls per item")
     samples = (summary.get("overview") or {}).get("samples", 1)
@@ -345,3 +329,19 @@ def dry_run_text(summary: dict[str, Any], price_model: str | None) -> str:
     if t.get("inputs_skipped"):
         lines.append(f"  inputs skipped: {t['inputs_skipped']}")
     return "\n".join(lines)
+
+
+def _judge_notes(t: dict[str, Any]) -> list[str]:
+    """What a run and its dry run both warn of: an unknown price, a fatal stop after every
+    item had its answer, rate-limit delays that could not be believed."""
+    lines: list[str] = []
+    if t.get("price_unknown"):
+        lines.append(f"  warning: {unknown_price_message(t['price_unknown'])}")
+    late = t.get("stop_after_all_items")
+    if late and late.get("fatal"):  # every item had its answer, but what stopped the judge still matters
+        lines.append(f"  note: {terminal(late['message'])}")
+    hints = t.get("unusable_rate_limit_hints")
+    if hints:
+        lines.append(f"  note: {hints['count']} rate-limit answer(s) gave a delay that cannot be believed "
+                     f"({terminal(hints['last'])}); waited --max-rate-limit-wait {hints['waited_s']:g} s instead")
+    return lines
