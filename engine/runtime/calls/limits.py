@@ -511,8 +511,8 @@ class RateLimiter:
                  cooldown_s: float = 5.0) -> None:
         self.rpm, self.tpm, self.burst_s, self.safety, self.margin_s = rpm, tpm, burst_s, safety, margin_s
         self.told_rpm, self.told_tpm = rpm, tpm
-        self.requests = TokenBucket(rpm * safety, burst_s) if rpm else None
-        self.tokens = TokenBucket(tpm * safety, burst_s, minimum_capacity=0.0) if tpm else None
+        self.requests = self._requests_bucket(rpm) if rpm else None
+        self.tokens = self._tokens_bucket(tpm) if tpm else None
         self.concurrency = AdaptiveConcurrency(concurrency, cooldown_s)
         # Quota unknown: one call in flight until the first attempt comes back (answered,
         # failed or timed out), whose headers usually announce the limits; then full
@@ -549,6 +549,15 @@ class RateLimiter:
         self.stopped = False
         self.shared: SharedQuota | None = None
 
+    def _requests_bucket(self, rpm: float) -> TokenBucket:
+        """A bucket of ``rpm`` requests a minute (at ``safety``), holding at least one request."""
+        return TokenBucket(rpm * self.safety, self.burst_s)
+
+    def _tokens_bucket(self, tpm: float) -> TokenBucket:
+        """A bucket of ``tpm`` tokens a minute (at ``safety``): no minimum, a request larger
+        than the bucket waits for a full one (TokenBucket.wait_time)."""
+        return TokenBucket(tpm * self.safety, self.burst_s, minimum_capacity=0.0)
+
     def remember(self, quota: KnownQuota) -> bool:
         """Pace from the first request at the limits the endpoint announced in an earlier
         run, as with a told quota, until this run's first quota headers replace them (a
@@ -557,8 +566,8 @@ class RateLimiter:
         if self.told_rpm or self.told_tpm or self.announced or not (quota.rpm or quota.tpm):
             return False
         self.rpm, self.tpm = quota.rpm, quota.tpm
-        self.requests = TokenBucket(quota.rpm * self.safety, self.burst_s) if quota.rpm else None
-        self.tokens = TokenBucket(quota.tpm * self.safety, self.burst_s, minimum_capacity=0.0) if quota.tpm else None
+        self.requests = self._requests_bucket(quota.rpm) if quota.rpm else None
+        self.tokens = self._tokens_bucket(quota.tpm) if quota.tpm else None
         self.remembered = True
         if self._probing:  # the quota is known: no call-at-a-time probe
             self._probing = False
@@ -764,7 +773,7 @@ class RateLimiter:
             self.tokens = self._paced(self.tokens, pace * 60, now, 0.0)
             self.tpm = pace * 60
             if self.requests is not None and self.rpm != self.told_rpm:
-                self.requests = TokenBucket(self.told_rpm * self.safety, self.burst_s) if self.told_rpm else None
+                self.requests = self._requests_bucket(self.told_rpm) if self.told_rpm else None
                 self.rpm = self.told_rpm
         else:
             pace = self.learner.rate()
@@ -773,8 +782,7 @@ class RateLimiter:
             self.requests = self._paced(self.requests, pace * 60, now, 1.0)
             self.rpm = pace * 60
             if self.tokens is not None and self.tpm != self.told_tpm:
-                self.tokens = TokenBucket(self.told_tpm * self.safety, self.burst_s, minimum_capacity=0.0) \
-                    if self.told_tpm else None
+                self.tokens = self._tokens_bucket(self.told_tpm) if self.told_tpm else None
                 self.tpm = self.told_tpm
         self._changed.set()
 
@@ -827,7 +835,7 @@ class RateLimiter:
                                     or (replace and info.limit_requests != self.rpm)):
             self.rpm = info.limit_requests
             old = self.requests
-            self.requests = TokenBucket(self.rpm * self.safety, self.burst_s)
+            self.requests = self._requests_bucket(self.rpm)
             if old is not None:
                 self.requests.clamp(old.level, now)
             if info.remaining_requests is not None:
@@ -836,7 +844,7 @@ class RateLimiter:
                                   or (replace and info.limit_tokens != self.tpm)):
             self.tpm = info.limit_tokens
             old = self.tokens
-            self.tokens = TokenBucket(self.tpm * self.safety, self.burst_s, minimum_capacity=0.0)
+            self.tokens = self._tokens_bucket(self.tpm)
             if old is not None:
                 self.tokens.clamp(old.level, now)
             if info.remaining_tokens is not None:
