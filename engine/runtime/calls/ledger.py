@@ -111,10 +111,12 @@ class Paid(msgspec.Struct, tag="paid", kw_only=True):
     batched: bool = False
 
     def usage(self) -> Usage:
-        return Usage(calls=1, input_tokens=self.input_tokens, cached_input_tokens=self.cached_input_tokens,
-                     output_tokens=self.output_tokens, reasoning_tokens=self.reasoning_tokens,
-                     cost_usd=self.cost_usd, cost_usd_uncached=self.cost_usd_uncached, judge_s=self.judge_s,
-                     wait_s=self.wait_s)
+        # The line is flat (its columns are paid_calls' and the export's, in this order);
+        # Usage's fields other than ``calls`` are spelled the same here.
+        return Usage(calls=1, **{f: getattr(self, f) for f in _BILLED})
+
+
+_BILLED = tuple(f for f in Usage.__struct_fields__ if f != "calls")
 
 
 class Unpaid(msgspec.Struct, tag="unpaid", kw_only=True):
