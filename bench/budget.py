@@ -29,7 +29,7 @@ from pathlib import Path
 
 from bench.machine import machine
 from bench.shared_data import DRB
-from drscore.engine.runtime.calls.team.local_server import free_port
+from drscore.engine.runtime.calls.local_process import free_port
 from drscore.judge.mock.scripted import ScriptedJudge
 from drscore.judge.mock.server import MockConfig, MockServerProcess
 

@@ -26,11 +26,10 @@ import os
 import re
 import subprocess
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 
-from drscore.engine.runtime.calls.team.local_server import free_port
+from drscore.engine.runtime.calls.local_process import LocalProcess
 
 PINNED_VERSION = "0.3.36"  # the llama-cpp-python release both servers are built from
 _REPO_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "install-llama-servers"
@@ -208,18 +207,16 @@ def write_tiny_gguf(path: Path, texts: list[str], *, context: int = 4096, embd: 
 # --- the servers ------------------------------------------------------------------
 
 
-class LocalLlama:
+class LocalLlama(LocalProcess):
     """One server process on a free loopback port; ``url`` is its ``/v1`` base."""
 
     kind = "llama-server"
 
     def __init__(self, model: Path, *, context: int = 4096, slots: int = 4, startup_timeout: float = 60.0,
                  alias: str = "tiny-llama") -> None:
+        super().__init__(startup_timeout)
         self.model, self.context, self.slots = model, context, slots
         self.alias = alias
-        self.startup_timeout = startup_timeout
-        self.port: int | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
         self._log: tempfile._TemporaryFileWrapper[bytes] | None = None
 
     @property
@@ -242,56 +239,22 @@ class LocalLlama:
     def environment(self) -> dict[str, str]:
         return dict(os.environ)
 
-    def __enter__(self) -> LocalLlama:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     def start(self) -> None:
         self._log = tempfile.NamedTemporaryFile(prefix=f"drscore-{self.kind}-", suffix=".log")
-        for _ in range(3):  # a port found free may be taken before the server binds it
-            self.port = free_port()
-            self._proc = subprocess.Popen(self.command(self.port), stdout=self._log, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, env=self.environment())
-            if self._wait_ready():
-                return
-            self._kill()
-        detail = Path(self._log.name).read_text(errors="replace")[-2000:]
-        self.stop()
-        raise RuntimeError(f"{self.kind} did not start: {detail}")
+        super().start()
 
-    def _wait_ready(self) -> bool:
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            if self._proc is None or self._proc.poll() is not None:
-                return False
-            try:
-                with urllib.request.urlopen(self.url + "/models", timeout=2) as r:
-                    if r.status == 200:
-                        return True
-            except OSError:
-                pass
-            time.sleep(0.1)
-        return False
+    def launch(self, port: int) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(self.command(port), stdout=self._log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=self.environment())
 
-    def log_tail(self, n: int = 4000) -> str:
-        return Path(self._log.name).read_text(errors="replace")[-n:] if self._log is not None else ""
+    def ready(self) -> bool:
+        with urllib.request.urlopen(self.url + "/models", timeout=2) as r:
+            return bool(r.status == 200)
 
-    def _kill(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    def startup_log(self) -> str:
+        return Path(self._log.name).read_text(errors="replace")[-2000:] if self._log is not None else ""
 
-    def stop(self) -> None:
-        self._kill()
-        self.port = None
+    def cleanup(self) -> None:
         if self._log is not None:
             self._log.close()
             self._log = None

@@ -44,6 +44,7 @@ import msgspec
 import orjson
 from aiohttp import web
 
+from drscore.engine.runtime.calls.local_process import stop_process
 from drscore.judge.mock.batches import MockBatches
 from drscore.judge.mock.completions import (
     TOKENS_PER_MESSAGE, BadRequest, Prepared, completion_body, count_tokens, error_body, prepare, prompt_token_list,
@@ -661,13 +662,7 @@ class MockServerProcess:
         """Terminate the child (SIGTERM, then SIGKILL after 5 s)."""
         proc, self._proc = self._proc, None
         if proc is not None:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(5)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            stop_process(proc, 5.0)
             if proc.stdout is not None:
                 proc.stdout.close()
         self.port = None

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from drscore.engine.runtime.calls.team.local_server import free_port
+from drscore.engine.runtime.calls.local_process import free_port
 from drscore.judge.mock.scripted import ScriptedJudge
 from drscore.judge.mock.server import MockConfig, MockServerProcess
 from support.data import ROOT

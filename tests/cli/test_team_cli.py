@@ -10,7 +10,7 @@ from pathlib import Path
 
 from drscore.api import JudgeConfig, Run, RunConfig
 from drscore.cli import main
-from drscore.engine.runtime.calls.team.local_server import free_port
+from drscore.engine.runtime.calls.local_process import free_port
 from drscore.judge.mock.server import MockConfig, MockServerProcess
 from support.data import ROOT
 

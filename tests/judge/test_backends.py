@@ -17,7 +17,7 @@ from drscore.engine.runtime.calls.pool import JudgePool
 from drscore.engine.runtime.calls.pricing import PriceTable
 from drscore.engine.runtime.calls.verdicts import schema_of
 from drscore.judge.http import HttpBackend, classify_connection_error, classify_status
-from drscore.engine.runtime.calls.team.local_server import free_port
+from drscore.engine.runtime.calls.local_process import free_port
 from drscore.judge.mock.scripted import ScriptedJudge
 from drscore.judge.mock.server import MockConfig, start
 from drscore.judge.ratelimit_headers import parse_rate_limit_headers, retry_after_from_text

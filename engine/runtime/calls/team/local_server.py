@@ -11,8 +11,9 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
+
+from drscore.engine.runtime.calls.local_process import LocalProcess
 
 
 class RedisServerMissing(RuntimeError):
@@ -37,20 +38,17 @@ def find_redis_server() -> str:
     return found
 
 
-def free_port() -> int:
-    """A loopback TCP port nobody listens on (bound and released at once)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class LocalRedis:
+class LocalRedis(LocalProcess):
     """``with LocalRedis() as r: r.url`` -> ``redis://127.0.0.1:PORT/0``."""
 
+    kind = "redis-server"
+    attempts = 5
+    poll_s = 0.05
+    stop_grace_s = 5.0
+
     def __init__(self, startup_timeout: float = 15.0) -> None:
-        self.startup_timeout = startup_timeout
-        self.port: int | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
+        super().__init__(startup_timeout)
+        self._binary = ""
         self._dir: tempfile.TemporaryDirectory[str] | None = None
 
     @property
@@ -59,59 +57,32 @@ class LocalRedis:
             raise RuntimeError("redis-server is not running")
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def __enter__(self) -> LocalRedis:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     def start(self) -> None:
-        binary = find_redis_server()
+        self._binary = find_redis_server()
         self._dir = tempfile.TemporaryDirectory(prefix="drscore-redis-")
-        log = Path(self._dir.name) / "redis.log"
-        for _ in range(5):  # a port found free may be taken before redis binds it: try another
-            self.port = free_port()
-            self._proc = subprocess.Popen(
-                [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                 "--dir", self._dir.name, "--logfile", str(log), "--daemonize", "no", "--protected-mode", "yes"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            if self._wait_ready():
-                return
-            self._kill()
-        detail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
-        self.stop()
-        raise RuntimeError(f"redis-server did not start: {detail}")
+        super().start()
 
-    def _wait_ready(self) -> bool:
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            if self._proc is None or self._proc.poll() is not None:
-                return False
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(16).startswith(b"+PONG"):
-                        return True
-            except OSError:
-                pass
-            time.sleep(0.05)
-        return False
+    def launch(self, port: int) -> subprocess.Popen[bytes]:
+        assert self._dir is not None
+        return subprocess.Popen(
+            [self._binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", self._dir.name, "--logfile", str(self._logfile()), "--daemonize", "no",
+             "--protected-mode", "yes"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    def _kill(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    def ready(self) -> bool:
+        with socket.create_connection(("127.0.0.1", self.port or 0), timeout=0.5) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
 
-    def stop(self) -> None:
-        """Stop the server (used by tests to make Redis go away mid-run too)."""
-        self._kill()
-        self.port = None
+    def startup_log(self) -> str:
+        log = self._logfile()
+        return log.read_text(errors="replace")[-1500:] if log.exists() else ""
+
+    def cleanup(self) -> None:
         if self._dir is not None:
             self._dir.cleanup()
             self._dir = None
+
+    def _logfile(self) -> Path:
+        return Path(self._dir.name if self._dir is not None else ".") / "redis.log"

@@ -23,7 +23,8 @@ from drscore.engine.runtime.calls.pool import JudgePool
 from drscore.engine.runtime.calls.pricing import PriceTable
 from drscore.engine.runtime.calls.team import Team, TeamError, endpoint_id, open_team, redact_url
 from drscore.engine.runtime.calls.team.link import load_redis
-from drscore.engine.runtime.calls.team.local_server import LocalRedis, free_port
+from drscore.engine.runtime.calls.team.local_server import LocalRedis
+from drscore.engine.runtime.calls.local_process import free_port
 from drscore.judge.http import HttpBackend
 from drscore.judge.mock.server import MockConfig, start
 
