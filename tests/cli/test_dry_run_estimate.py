@@ -26,8 +26,8 @@ def _split(tmp, target_ids):
     return history, target
 
 
-async def _run(url: str, reports, cache, *, dry: bool, out=None) -> dict:
-    cfg = RunConfig(methods=["quality"], reports=[str(reports)], tasks=str(EXAMPLES / "tasks.jsonl"),
+async def _run(url: str, reports, cache, *, dry: bool, out=None, method: str = "quality") -> dict:
+    cfg = RunConfig(methods=[method], reports=[str(reports)], tasks=str(EXAMPLES / "tasks.jsonl"),
                     out=str(out) if out else None, dry_run=dry,
                     judge=JudgeConfig(url=url, model="gpt-4.1", cache_dir=str(cache)))
     async with Run(cfg) as run:
@@ -59,25 +59,15 @@ async def test_a_dry_run_estimates_with_the_counting_an_earlier_run_recorded(tmp
     assert abs(prior["planned_input_tokens"] / real - 1) > 0.15
 
 
-async def _ace(url: str, reports, cache, *, dry: bool, out=None) -> dict:
-    cfg = RunConfig(methods=["ace"], reports=[str(reports)], tasks=str(EXAMPLES / "tasks.jsonl"),
-                    out=str(out) if out else None, dry_run=dry,
-                    judge=JudgeConfig(url=url, model="gpt-4.1", cache_dir=str(cache)))
-    async with Run(cfg) as run:
-        async for _ in run.rows():
-            pass
-    return run.summary["totals"]
-
-
 async def test_a_dry_run_plans_ace_items_as_long_as_the_judges_recorded_checklists(tmp_path):
     history, target = _split(tmp_path, (3, 4, 5, 54, 55))  # other tasks than the history's
     runner, port = await start(MockConfig(), "127.0.0.1", 0)
     url = f"http://127.0.0.1:{port}/v1"
     try:
-        published = await _ace(url, target, tmp_path / "cache", dry=True)
-        await _ace(url, history, tmp_path / "cache", dry=False, out=tmp_path / "history-run")
-        learned = await _ace(url, target, tmp_path / "cache", dry=True)
-        counted = await _ace(url, target, tmp_path / "fresh", dry=False, out=tmp_path / "target-run")
+        published = await _run(url, target, tmp_path / "cache", dry=True, method="ace")
+        await _run(url, history, tmp_path / "cache", dry=False, out=tmp_path / "history-run", method="ace")
+        learned = await _run(url, target, tmp_path / "cache", dry=True, method="ace")
+        counted = await _run(url, target, tmp_path / "fresh", dry=False, out=tmp_path / "target-run", method="ace")
     finally:
         await runner.cleanup()
     # Nothing recorded: the published protocol's 4 items a checklist, 5 checklists and 20 item calls

@@ -1,4 +1,5 @@
-"""Stand-ins for the engine's ItemContext and PageSource, for unit-testing methods."""
+"""Stand-ins for the engine's ItemContext and PageSource, for unit-testing methods, and
+snapshots of the engine's own records for tests that read them."""
 from __future__ import annotations
 
 import random
@@ -9,6 +10,7 @@ import msgspec
 from drscore import prompts
 from drscore.engine.runtime.evidence import PageResult
 from drscore.engine.runtime.models import Report, Task
+from drscore.engine.runtime.workload import TemplateWork
 from drscore.engine.runtime.calls.verdicts import schema_of
 from drscore.judge.offline import rule_for
 
@@ -56,3 +58,8 @@ class FakeContext:
 
     async def offload(self, fn, *args):
         return fn(*args)
+
+
+def template_work(**fields: Any) -> dict[str, Any]:
+    """One template's entry of a workload snapshot (``Workload.snapshot``), zero but ``fields``."""
+    return msgspec.structs.asdict(TemplateWork(**fields))

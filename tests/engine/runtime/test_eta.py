@@ -5,15 +5,7 @@ from __future__ import annotations
 import pytest
 
 from drscore.engine.runtime.eta import EtaTracker, Estimate, estimate, method_left, quota_time
-
-
-def tw(**kw):
-    base = {"asks": 0, "calls": 0, "tokens": 0, "finished_asks": 0, "announced_asks": 0, "announced_left": 0,
-            "unannounced_asks": 0, "hinted": 0, "hinted_ascii": 0.0, "hinted_wide": 0.0, "left_sized": 0,
-            "left_ascii": 0.0, "left_wide": 0.0, "answered_sized": 0, "answered_ascii": 0.0, "answered_wide": 0.0,
-            "answered_tokens": 0}
-    base.update(kw)
-    return base
+from support.fakes import template_work as tw
 
 
 def work(templates, **kw):

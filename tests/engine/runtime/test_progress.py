@@ -7,6 +7,7 @@ import io
 import pytest
 
 from drscore.engine.runtime.progress import Progress, plain_line, progress_mode
+from support.fakes import template_work as tw
 
 
 def snap(**kw):
@@ -14,15 +15,6 @@ def snap(**kw):
             "in_flight": 10, "waiting_for_quota": 6,  # 10 slots held: 4 at the judge, 6 waiting for quota
             "cost_usd": 1.25, "rpm": 0, "tpm": 0,
             "input_tokens": 0, "output_tokens": 0, "done_by_method": {"quality": 6, "race": 4}}
-    base.update(kw)
-    return base
-
-
-def tw(**kw):
-    base = {"asks": 0, "calls": 0, "tokens": 0, "finished_asks": 0, "announced_asks": 0, "announced_left": 0,
-            "unannounced_asks": 0, "hinted": 0, "hinted_ascii": 0.0, "hinted_wide": 0.0, "left_sized": 0,
-            "left_ascii": 0.0, "left_wide": 0.0, "answered_sized": 0, "answered_ascii": 0.0, "answered_wide": 0.0,
-            "answered_tokens": 0}
     base.update(kw)
     return base
 
