@@ -3,7 +3,7 @@ snapshots of the engine's own records for tests that read them."""
 from __future__ import annotations
 
 import random
-from typing import Any, Callable
+from typing import Annotated, Any, Callable
 
 import msgspec
 
@@ -63,3 +63,22 @@ class FakeContext:
 def template_work(**fields: Any) -> dict[str, Any]:
     """One template's entry of a workload snapshot (``Workload.snapshot``), zero but ``fields``."""
     return msgspec.structs.asdict(TemplateWork(**fields))
+
+
+class Verdict(msgspec.Struct):
+    """A verdict of one integer, for tests of the judge-call path."""
+
+    score: int
+
+
+class ScoreVerdict(msgspec.Struct, forbid_unknown_fields=True):
+    """A verdict of one score from 0 to 4 and nothing else."""
+
+    score: Annotated[int, msgspec.Meta(ge=0, le=4)]
+
+
+def one_line_templates(monkeypatch: Any, line: str = "Rate ${i}") -> None:
+    """Every prompt template becomes one user line (answers capped at 20 tokens, 5 expected):
+    for tests of what happens to a call, not of what it asks."""
+    monkeypatch.setattr(prompts, "load", lambda name: prompts.parse(
+        name, f"---\nmax_tokens: 20\nexpected_output_tokens: 5\n---\n## user\n{line}"))

@@ -5,27 +5,21 @@ from __future__ import annotations
 
 import asyncio
 
-import msgspec
 import pytest
 
-from drscore import prompts
 from drscore.engine.runtime.calls.health import PREFLIGHT_OVERLAP_S, CircuitBreaker, EndpointGate, SystematicFaults
 from drscore.engine.runtime.calls.judging import (
     ChatResponse, FatalError, JudgeFailed, RateLimited, RateLimitInfo, TransientError,
 )
 from drscore.engine.runtime.calls.limits import RateLimiter
 from drscore.engine.runtime.calls.pool import JudgePool
+from support.fakes import Verdict, one_line_templates
 from drscore.engine.runtime.calls.pricing import PriceTable
-
-
-class Verdict(msgspec.Struct):
-    score: int
 
 
 @pytest.fixture(autouse=True)
 def template(monkeypatch):
-    monkeypatch.setattr(prompts, "load", lambda name: prompts.parse(
-        name, "---\nmax_tokens: 20\nexpected_output_tokens: 5\n---\n## user\nRate ${i}"))
+    one_line_templates(monkeypatch)
 
 
 class Scripted:

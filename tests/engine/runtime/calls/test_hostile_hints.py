@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import math
-from typing import Annotated
 
-import msgspec
 import pytest
 
 from drscore.engine.runtime.calls.judging import RateLimitInfo
 from drscore.engine.runtime.calls.limits import RateLimiter
 from drscore.engine.runtime.calls.pool import JudgePool
+from support.fakes import ScoreVerdict as V, one_line_templates
 from drscore.engine.runtime.calls.pricing import PriceTable
 from drscore.judge.http import HttpBackend
 from drscore.judge.mock.server import MockConfig, start
@@ -21,16 +20,9 @@ from drscore.judge.mock.server import MockConfig, start
 BOUND_S = 0.5  # --max-rate-limit-wait of these runs
 
 
-class V(msgspec.Struct, forbid_unknown_fields=True):
-    score: Annotated[int, msgspec.Meta(ge=0, le=4)]
-
-
 @pytest.fixture
 def tiny_prompt(monkeypatch):
-    from drscore import prompts
-
-    tpl = prompts.parse("t", "---\nmax_tokens: 20\nexpected_output_tokens: 5\n---\n## user\nItem ${i}")
-    monkeypatch.setattr(prompts, "load", lambda name: tpl)
+    one_line_templates(monkeypatch, "Item ${i}")
 
 
 @pytest.mark.parametrize("hint", [math.inf, math.nan, -5.0, 1e309])

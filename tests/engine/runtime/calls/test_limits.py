@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Annotated
 
 import aiohttp
-import msgspec
 import pytest
 
 from drscore.engine.runtime.calls.judging import RateLimitInfo
@@ -15,6 +13,7 @@ from drscore.engine.runtime.calls.limits import (
     AdaptiveConcurrency, BindingGuess, KnownQuota, RateLearner, RateLimiter, TokenBucket,
 )
 from drscore.engine.runtime.calls.pool import JudgePool
+from support.fakes import ScoreVerdict as V, one_line_templates
 from drscore.engine.runtime.calls.pricing import PriceTable
 from drscore.judge.http import HttpBackend
 from drscore.judge.mock.server import MockConfig, start
@@ -126,16 +125,9 @@ def test_the_rate_learner_cuts_once_per_episode_then_grows():
     assert learner.pace == pytest.approx(1.575 + 2 * 0.01 * 1.575)
 
 
-class V(msgspec.Struct, forbid_unknown_fields=True):
-    score: Annotated[int, msgspec.Meta(ge=0, le=4)]
-
-
 @pytest.fixture
 def tiny_prompt(monkeypatch):
-    from drscore import prompts
-
-    tpl = prompts.parse("t", "---\nmax_tokens: 20\nexpected_output_tokens: 5\n---\n## user\nItem ${i}")
-    monkeypatch.setattr(prompts, "load", lambda name: tpl)
+    one_line_templates(monkeypatch, "Item ${i}")
 
 
 async def _ask_all(url: str, limiter: RateLimiter, n: int, tag: str = "") -> JudgePool:

@@ -8,13 +8,12 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-import msgspec
 import pytest
 
-from drscore import prompts
 from drscore.engine.runtime.calls.judging import ChatResponse, FatalError, JudgeFailed, TransientError
 from drscore.engine.runtime.calls.limits import RateLimiter
 from drscore.engine.runtime.calls.pool import JudgePool
+from support.fakes import Verdict, one_line_templates
 from drscore.engine.runtime.calls.pricing import PriceTable
 from drscore.engine.runtime.calls.slots import ServerFacts
 from drscore.engine.runtime.calls.tokens import estimate_messages
@@ -32,14 +31,9 @@ LLAMA_SERVER_OVER = ('HTTP 400 from http://127.0.0.1:1/v1: {"error":{"code":400,
                      '"exceed_context_size_error","n_prompt_tokens":9000,"n_ctx":8192}}')
 
 
-class Verdict(msgspec.Struct):
-    score: int
-
-
 @pytest.fixture(autouse=True)
 def template(monkeypatch):
-    monkeypatch.setattr(prompts, "load", lambda name: prompts.parse(
-        name, "---\nmax_tokens: 20\nexpected_output_tokens: 5\n---\n## user\nRate ${i}"))
+    one_line_templates(monkeypatch)
 
 
 class Scripted:

@@ -6,27 +6,21 @@ from __future__ import annotations
 
 import asyncio
 
-import msgspec
 import pytest
 
-from drscore import prompts
 from drscore.engine.runtime.calls.health import CircuitBreaker
 from drscore.engine.runtime.calls.judging import ChatResponse, FatalError, JudgeFailed, TransientError
 from drscore.engine.runtime.calls.limits import RateLimiter
 from drscore.engine.runtime.calls.pool import JudgePool
+from support.fakes import Verdict, one_line_templates
 from drscore.engine.runtime.calls.pricing import PriceTable
 from drscore.engine.runtime.calls.tokens import estimate_messages
 from drscore.engine.runtime.calls.windows import StatedWindow, clearly_over, stated_window
 
 
-class Verdict(msgspec.Struct):
-    score: int
-
-
 @pytest.fixture(autouse=True)
 def template(monkeypatch):
-    monkeypatch.setattr(prompts, "load", lambda name: prompts.parse(
-        name, "---\nmax_tokens: 20\nexpected_output_tokens: 5\n---\n## user\nRate ${i}"))
+    one_line_templates(monkeypatch)
 
 
 class ByPrompt:
