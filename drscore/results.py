@@ -192,15 +192,9 @@ class RunResults:
         """
         keep, _ = self._scan_rows()
         problems: list[InputError] = []
-        chunk: list[ScoreRow] = []
-        for i, row in enumerate(iter_score_rows(self.path / "scores.jsonl", problems)):
-            if i < keep.size and keep[i]:
-                chunk.append(row)
-                if len(chunk) >= chunk_size:
-                    yield chunk
-                    chunk = []
-        if chunk:
-            yield chunk
+        rows = (row for i, row in enumerate(iter_score_rows(self.path / "scores.jsonl", problems))
+                if i < keep.size and keep[i])
+        yield from _chunked(rows, chunk_size)
         self.problems.extend(problems)
 
     def iter_verdicts(self, chunk_size: int = 50_000) -> Iterator[list[VerdictRecord]]:
@@ -279,8 +273,8 @@ class RunResults:
         return dict(decide(self.rows, resamples=resamples, seed=seed, confidence=confidence))
 
 
-def _chunked(items: Iterator[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
-    chunk: list[dict[str, Any]] = []
+def _chunked(items: Iterator[T], size: int) -> Iterator[list[T]]:
+    chunk: list[T] = []
     for item in items:
         chunk.append(item)
         if len(chunk) >= size:
