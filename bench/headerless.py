@@ -31,7 +31,7 @@ import orjson
 
 from bench.machine import machine
 from bench.shared_data import DRB, require_data
-from bench.timing import timed_run
+from bench.timing import quota_use, timed_run
 from drscore.api import JudgeConfig, RunConfig
 from drscore.judge.mock.server import MockConfig, MockServerProcess
 
@@ -47,20 +47,17 @@ def _measure(profile: str, *, rpm: float, tpm: float, latency: float, jitter: fl
                         judge=judge, limit=limit)
         wall, summary = asyncio.run(timed_run(run))
         s = mock.stats()
-    charged = s["prompt_tokens"] + s["completion_tokens"]
-    by_requests = s["ok"] / rpm * 60 if rpm else 0.0
-    by_tokens = charged / tpm * 60 if tpm else 0.0
-    limit_s = max(by_requests, by_tokens)
+    use = quota_use(s, rpm, tpm)
+    limit_s, span = use.limit, use.span
     # the server's bucket starts full: one second of quota the client gets for free
     burst_s = 1.0
     physical = max(0.0, limit_s - burst_s)
-    span = (s["last_answer_at"] or 0.0) - (s["first_request_at"] or 0.0)
     t = summary["totals"]
     return {
         "profile": profile, "quota_headers": profile == "openai",
         "requests_sent": s["requests"], "requests_ok": s["ok"], "responses_429": s["rate_limited"],
         "share_429": round(s["rate_limited"] / max(1, s["requests"]), 4),
-        "tokens_charged": charged, "binding": "tpm" if by_tokens > by_requests else "rpm",
+        "tokens_charged": use.charged, "binding": use.binding,
         "limit_s": round(limit_s, 2), "span_s": round(span, 2),
         "limit_over_span": round(limit_s / span, 3) if span > 0 else None,
         "physical_limit_s": round(physical, 2), "wall_s": round(wall, 2),

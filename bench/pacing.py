@@ -30,7 +30,7 @@ import orjson
 
 from bench.machine import machine
 from bench.shared_data import DRB, require_data
-from bench.timing import timed_run
+from bench.timing import quota_use, timed_run
 from drscore.api import JudgeConfig, RunConfig
 from drscore.judge.mock.server import MockConfig, MockServerProcess
 
@@ -60,15 +60,12 @@ def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tas
                         judge=judge, method_options={"segmentation": "sections"})
         wall, summary = asyncio.run(timed_run(run))
         s = mock.stats()
-    charged = s["prompt_tokens"] + s["completion_tokens"]
-    by_requests = s["ok"] / rpm * 60 if rpm else 0.0
-    by_tokens = charged / tpm * 60 if tpm else 0.0
-    limit = max(by_requests, by_tokens)
-    span = (s["last_answer_at"] or 0.0) - (s["first_request_at"] or 0.0)
+    use = quota_use(s, rpm, tpm)
+    limit, span = use.limit, use.span
     return {"quota": "told" if told else "remembered" if remembered else "headers", "profile": profile, "rpm": rpm, "tpm": tpm,
-            "binding": "tpm" if by_tokens > by_requests else "rpm",
+            "binding": use.binding,
             "requests_sent": s["requests"], "requests_ok": s["ok"], "responses_429": s["rate_limited"],
-            "tokens_charged": charged, "limit_s": round(limit, 2), "span_s": round(span, 2),
+            "tokens_charged": use.charged, "limit_s": round(limit, 2), "span_s": round(span, 2),
             "limit_over_span": round(limit / span, 3) if span > 0 else None,
             "used_of_available": round(limit / (span + burst), 3) if span > 0 else None, "wall_s": round(wall, 2),
             "items_failed": summary["totals"]["items_failed"]}

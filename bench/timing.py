@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 from drscore.api import Run, RunConfig
 
@@ -13,3 +14,30 @@ async def timed_run(cfg: RunConfig) -> tuple[float, dict]:
         async for _ in run.rows():
             pass
     return time.monotonic() - t0, run.summary
+
+
+
+class QuotaUse(NamedTuple):
+    """What the mock judge's counters say of a run against its quota."""
+
+    charged: int  # tokens it charged (prompt + completion)
+    by_requests: float  # answered requests / RPM, in seconds
+    by_tokens: float  # tokens charged / TPM, in seconds
+    span: float  # its first request to its last answer, in seconds
+
+    @property
+    def limit(self) -> float:
+        """The least time the quota allows for what was answered."""
+        return max(self.by_requests, self.by_tokens)
+
+    @property
+    def binding(self) -> str:
+        return "tpm" if self.by_tokens > self.by_requests else "rpm"
+
+
+def quota_use(stats: dict, rpm: float, tpm: float) -> QuotaUse:
+    """The mock's ``stats()`` read against an ``rpm``/``tpm`` quota (0: none)."""
+    charged = stats["prompt_tokens"] + stats["completion_tokens"]
+    return QuotaUse(charged=charged, by_requests=stats["ok"] / rpm * 60 if rpm else 0.0,
+                    by_tokens=charged / tpm * 60 if tpm else 0.0,
+                    span=(stats["last_answer_at"] or 0.0) - (stats["first_request_at"] or 0.0))
