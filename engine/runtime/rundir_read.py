@@ -18,6 +18,8 @@ import msgspec
 from drscore.engine.runtime.calls.ledger import read_totals
 from drscore.engine.runtime.models import InputError, ScoreRow, VerdictRecord
 from drscore.engine.runtime.rundir import run_state
+# natural_key: the sort key of task ids, offered here to readers of runs
+from drscore.engine.runtime.task_ids import natural_key as natural_key
 
 
 class HumanScore(msgspec.Struct, frozen=True, kw_only=True):
@@ -28,12 +30,6 @@ class HumanScore(msgspec.Struct, frozen=True, kw_only=True):
     rater: str
     score: float
     dimension: str | None = None
-
-
-def natural_key(task_id: str) -> tuple[int, int | str]:
-    """Sort key for task ids: numeric ids in numeric order ("2" before "10"), then the
-    others alphabetically."""
-    return (0, int(task_id)) if task_id.isdigit() else (1, task_id)
 
 
 class RunDirError(Exception):

@@ -83,9 +83,9 @@ class TaskIds:
 
     def natural_ranks(self) -> np.ndarray:
         """Each index's position in natural task order: numeric ids in numeric order, then
-        the others by their text (as :func:`drscore.engine.runtime.rundir_read.natural_key`;
-        ties keep the order first seen). Sorted in numpy over the ids' bytes, not over a key
-        tuple a task: those tuples and the id strings they hold cost more than the map."""
+        the others by their text (as :func:`natural_key`; ties keep the order first seen).
+        Sorted in numpy over the ids' bytes, not over a key tuple a task: those tuples and
+        the id strings they hold cost more than the map."""
         n = len(self._ends)
         numeric = np.zeros(n, dtype=bool)
         value = np.zeros(n, dtype=np.int64)
@@ -142,6 +142,7 @@ def _number(task_id: str) -> int | None:
 
 
 def natural_key(task_id: str) -> tuple[int, int | str]:
-    """Numeric ids in numeric order, then the others by their text."""
+    """Sort key for task ids: numeric ids in numeric order ("2" before "10"), then the
+    others by their text."""
     number = _number(task_id)
     return (0, number) if number is not None else (1, task_id)

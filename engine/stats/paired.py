@@ -40,7 +40,7 @@ import msgspec
 import numpy as np
 
 from drscore.engine.runtime.models import ScoreRow
-from drscore.engine.runtime.task_ids import TaskIds
+from drscore.engine.runtime.task_ids import TaskIds, natural_key
 from drscore.engine.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, percentile_interval
 from drscore.engine.stats.rankable import count_row, reason_from_counts, row_reason
 
@@ -138,10 +138,6 @@ def holm(p_values: Sequence[float | None]) -> list[float | None]:
         running = max(running, min(1.0, (m - rank) * p))
         out[i] = running
     return out
-
-
-def _natural(task_id: str) -> tuple[int, int | str]:
-    return (0, int(task_id)) if task_id.isdigit() else (1, task_id)
 
 
 class TaskScores:
@@ -267,7 +263,7 @@ def compare_agents(
     first; each pair is ``(better, worse)`` so differences read as positive. (A run's
     rows go through :func:`decide`, which never builds these maps: :func:`compare_tasks`.)"""
     tasks = sorted({t for a in scores for t, v in scores[a].items() if any(x is not None for x in v)},
-                   key=_natural)
+                   key=natural_key)
     where = {t: i for i, t in enumerate(tasks)}
     kmax = max([len(v) for a in scores for v in scores[a].values()] or [1])
     compact = {}

@@ -6,6 +6,7 @@ import tracemalloc
 
 import pytest
 
+from drscore.engine.runtime import rundir_read
 from drscore.engine.runtime.task_ids import TaskIds
 
 
@@ -97,3 +98,5 @@ def test_natural_order_numbers_first_then_text_ties_as_first_seen(extra):
         numbers.append("9" * 25)
     texts = sorted(t for t in seen if t not in numbers)
     assert ordered == numbers + texts
+    # the key readers of a run sort by (reports, the paired maps) gives the same order
+    assert sorted(seen, key=rundir_read.natural_key) == ordered
