@@ -541,6 +541,9 @@ class RateLimiter:
         # corrected by their answers (sum of their Permit.var), and how many they are.
         self._inflight_var = 0.0
         self._uncorrected = 0
+        # Those calls by grant order: a quota header following call k holds the real counts
+        # of every call granted up to k, so their estimates leave the spread then.
+        self._unsettled: dict[int, Permit] = {}
         self._paused_until = 0.0
         self._queue: deque[asyncio.Future[None]] = deque()
         self._changed = asyncio.Event()
@@ -643,17 +646,29 @@ class RateLimiter:
         var = (self.estimate_error() * tokens) ** 2
         self._inflight_var += var
         self._uncorrected += 1
-        return Permit(self, tokens, now, (r, r.level, r.shifted) if r is not None else None,
-                      (t, t.level, t.shifted) if t is not None else None, int(self._sent_requests), var)
+        permit = Permit(self, tokens, now, (r, r.level, r.shifted) if r is not None else None,
+                        (t, t.level, t.shifted) if t is not None else None, int(self._sent_requests), var)
+        self._unsettled[permit.seq] = permit
+        return permit
 
     def _settle(self, permit: Permit) -> None:
         """The call's count is known (its answer) or moot (refused, failed): its estimate's
         uncertainty leaves the in-flight spread."""
         if permit.var < 0:
             return
+        self._unsettled.pop(permit.seq, None)
         self._uncorrected -= 1
         self._inflight_var = self._inflight_var - permit.var if self._uncorrected > 0 else 0.0
         permit.var = -1.0
+
+    def _settle_through(self, seq: int) -> None:
+        """The server's count that came with call ``seq`` holds the real counts of every call
+        granted up to it (the bucket followed it): their estimates are no longer uncertain."""
+        while self._unsettled:
+            first = next(iter(self._unsettled))
+            if first > seq:
+                return
+            self._settle(self._unsettled[first])
 
     async def acquire(self, estimate: int | Callable[[], int]) -> Permit:
         """Wait for a concurrency slot and for quota covering ``estimate`` tokens (a number,
@@ -856,6 +871,8 @@ class RateLimiter:
             self._follow(self.requests, permit.requests_after, info.remaining_requests, info.reset_requests_s, now)
             permit.synced = self._follow(self.tokens, permit.tokens_after, info.remaining_tokens, info.reset_tokens_s,
                                          now) is not None
+            if permit.synced:
+                self._settle_through(permit.seq)
             self._changed.set()  # the level may have risen: the head re-reads it
 
     async def rate_limited_release(self, permit: Permit, info: RateLimitInfo | None, *,

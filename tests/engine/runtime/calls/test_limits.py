@@ -340,6 +340,22 @@ async def test_the_token_reserve_covers_the_estimates_still_in_flight():
     assert lim.spread(2000) == pytest.approx(400.0) and lim._inflight_var == 0.0
 
 
+async def test_a_quota_header_takes_every_call_it_counts_out_of_the_spread():
+    lim = RateLimiter(tpm=600_000, concurrency=8, margin_s=0.0)  # 10,000 a second
+    lim.estimate_error = lambda: 0.1
+    now = lim.tokens._t
+    a, b, c = lim._grant(1000, now), lim._grant(2000, now), lim._grant(3000, now)  # sd 100, 200, 300
+    # b's answer comes first: the server's count after admitting b holds a's and b's real
+    # counts (a is still in flight), so only c is uncertain now
+    lim.observe(RateLimitInfo(remaining_tokens=7000, limit_tokens=600_000), b)
+    assert lim.spread(0) == pytest.approx(2 * 300.0) and lim._uncorrected == 1
+    await a.done(1000)  # already taken out: its answer changes nothing
+    assert lim.spread(0) == pytest.approx(2 * 300.0) and lim._uncorrected == 1
+    await b.done(2000)
+    await c.done(3000)
+    assert lim.spread(0) == 0.0 and lim._uncorrected == 0 and not lim._unsettled
+
+
 def test_a_spread_that_does_not_fit_is_waited_in_full_and_the_margin_at_most_3_percent():
     b = TokenBucket(per_minute=60_000, burst_s=1.0, minimum_capacity=0.0)  # 1,000 a second, capacity 1,000
     t = b._t
