@@ -57,8 +57,8 @@ def prompt_texts(payload: Any) -> list[str]:
         if not isinstance(m, dict) or not isinstance(m.get("role"), str):
             raise BadRequest(f"messages[{i}] must be an object with a string 'role'")
         texts.append(_message_text(m.get("content"), i))
-    if payload.get("stream"):
-        raise BadRequest("streaming is not supported by the mock judge")
+    if not isinstance(payload.get("stream", False), bool):
+        raise BadRequest("'stream' must be a boolean")
     if payload.get("n", 1) != 1:
         raise BadRequest("only n=1 is supported by the mock judge")
     return texts
@@ -135,7 +135,9 @@ def prepare(payload: Any) -> Prepared:
     texts = prompt_texts(payload)
     try:
         fill, schema_json = response_schema(payload, texts)
-        digest = hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).digest()
+        # How the answer is delivered is not part of the question: a streamed call is answered alike.
+        asked = {k: v for k, v in payload.items() if k not in ("stream", "stream_options")}
+        digest = hashlib.sha256(orjson.dumps(asked, option=orjson.OPT_SORT_KEYS)).digest()
         value = fill(digest)
         if schema_json is not None:  # name the criteria, statements and keys the request listed
             value = echo(value, schema_json, texts)
@@ -156,6 +158,31 @@ def prompt_token_list(prep: Prepared) -> list[str]:
         out.append(f"<|{role}|>")
         out.extend(_TOKEN.findall(text))
     return out
+
+
+def stream_events(body: dict[str, Any], include_usage: bool, piece: int = 48) -> list[bytes]:
+    """A chat-completion body as OpenAI streams it (server-sent events): a role delta, the
+    thought and the answer in pieces, the finish reason, then (``stream_options.include_usage``)
+    a last chunk with no choices and the usage, and ``[DONE]``."""
+    choice = body["choices"][0]
+    message = choice["message"]
+    head: dict[str, Any] = {k: body[k] for k in ("id", "created", "model", "system_fingerprint") if k in body}
+    head["object"] = "chat.completion.chunk"
+
+    def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        chunk: dict[str, Any] = {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                                       "finish_reason": finish}]}
+        return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+    events = [event({"role": "assistant", "content": ""})]
+    for field in ("reasoning_content", "content"):
+        text = message.get(field) or ""
+        events += [event({field: text[i:i + piece]}) for i in range(0, len(text), piece)]
+    events.append(event({}, choice.get("finish_reason") or "stop"))
+    if include_usage:
+        events.append(b"data: " + orjson.dumps({**head, "choices": [], "usage": body["usage"]}) + b"\n\n")
+    events.append(b"data: [DONE]\n\n")
+    return events
 
 
 def completion_body(prep: Prepared, payload: dict[str, Any], content: str, completion_tokens: int,

@@ -48,11 +48,16 @@ class TokenBucket:
         self.capacity = max(min_capacity, limit_per_min * burst_s / 60.0)
         self.level = self.capacity
         self._updated = now
+        self.full_s = 0.0  # seconds spent full since the first charge: quota offered and not taken
+        self._charged = False
 
     def refill(self, now: float) -> None:
         """Add what accrued since the last update (never above capacity)."""
         if now > self._updated:
-            self.level = min(self.capacity, self.level + (now - self._updated) * self.rate)
+            level = self.level + (now - self._updated) * self.rate
+            if level > self.capacity and self._charged:
+                self.full_s += (level - self.capacity) / self.rate
+            self.level = min(self.capacity, level)
             self._updated = now
 
     def wait_for(self, cost: float) -> float:
@@ -66,6 +71,7 @@ class TokenBucket:
     def take(self, cost: float) -> None:
         """Charge ``cost`` (the level may go negative: debt repaid by later refills)."""
         self.level -= cost
+        self._charged = True
 
     def remaining(self) -> int:
         """Whole units left now (0 while in debt)."""
@@ -79,6 +85,7 @@ class TokenBucket:
         """Forget all charges (used by ``POST /reset``)."""
         self.level = self.capacity
         self._updated = now
+        self.full_s, self._charged = 0.0, False
 
 
 class Quota:

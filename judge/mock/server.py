@@ -48,6 +48,7 @@ from drscore.engine.runtime.calls.local_process import stop_process
 from drscore.judge.mock.batches import MockBatches
 from drscore.judge.mock.completions import (
     TOKENS_PER_MESSAGE, BadRequest, Prepared, completion_body, count_tokens, error_body, prepare, prompt_token_list,
+    stream_events,
     recoverable, truncated,
 )
 from drscore.judge.mock import llamacpp, profiles
@@ -106,6 +107,9 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # date, 5,000 digits... to rehearse a server whose hints cannot be believed.
     rate_limit_hint: str = ""
     tokenizer: str = "words"  # how usage counts tokens (judge.mock.tokenizer): words | cl100k
+    # False: a streamed body is refused with a 400 naming stream_options, as Azure OpenAI's
+    # API versions before stream_options did (and some gateways still do)
+    streams: bool = True
 
     def __post_init__(self) -> None:
         if self.profile:
@@ -200,7 +204,7 @@ class _MockJudge:
             prep.completion_tokens = count(prep.answer)
         return prep
 
-    async def chat(self, request: web.Request) -> web.Response:
+    async def chat(self, request: web.Request) -> web.StreamResponse:
         st = self.stats
         st.requests += 1
         st.last_request_at = time.time()
@@ -220,7 +224,7 @@ class _MockJudge:
         finally:
             st.in_flight -= 1
 
-    async def _chat(self, request: web.Request, st: _Stats) -> web.Response:
+    async def _chat(self, request: web.Request, st: _Stats) -> web.StreamResponse:
         cfg = self.cfg
         body = await request.read()
         prof = self.profile
@@ -240,6 +244,10 @@ class _MockJudge:
                     return web.Response(status=refused_as_recorded[0], body=refused_as_recorded[1],
                                         content_type=_JSON)
                 payload = rec.ignored_fields(payload)
+            if not cfg.streams and isinstance(payload, dict) and payload.get("stream"):
+                st.bad_requests += 1
+                return web.Response(status=400, content_type=_JSON, body=error_body(
+                    "Unknown parameter: 'stream_options'.", "invalid_request_error", "unknown_parameter"))
             if prof is not None and not prof.structured_output and isinstance(payload, dict):
                 payload = {k: v for k, v in payload.items() if k != "response_format"}  # ignored
             prep = self._counted(prepare(payload))
@@ -282,6 +290,13 @@ class _MockJudge:
         fate = self.fault_rng.random()
         boundaries = self.prefix.boundaries(prompt_token_list(prep)) if self.prefix is not None else []
         cached = self.prefix.lookup(boundaries) if self.prefix is not None and boundaries else 0
+        stream: web.StreamResponse | None = None
+        if payload.get("stream") is True and fate >= cfg.error_rate:
+            # Streamed, the status and the quota headers leave at admission, before the model
+            # runs (as OpenAI's do): a client learns the quota a whole answer sooner.
+            stream = web.StreamResponse(status=200, headers={**headers, "Content-Type": "text/event-stream",
+                                                             "Cache-Control": "no-cache"})
+            await stream.prepare(request)
         if cfg.latency or cfg.jitter:
             delay = cfg.latency + (self.delay_rng.uniform(-cfg.jitter, cfg.jitter) if cfg.jitter else 0.0)
             if delay > 0:
@@ -289,6 +304,13 @@ class _MockJudge:
         status, response = self._finish(prep, payload, fate, cached, boundaries, st)
         if rec is not None and rec.clamps and status == 200:
             response = _clamp_to_window(response, cfg.context_window)
+        if stream is not None:
+            options = payload.get("stream_options")
+            include_usage = isinstance(options, dict) and options.get("include_usage") is True
+            for event in stream_events(response, include_usage):
+                await stream.write(event)
+            await stream.write_eof()
+            return stream
         return web.Response(status=status, body=orjson.dumps(response), headers=headers, content_type=_JSON)
 
     def _finish(self, prep: Prepared, payload: dict[str, Any], fate: float, cached: int,
@@ -372,7 +394,7 @@ class _MockJudge:
             st.filtered += 1
         return None
 
-    async def azure_chat(self, request: web.Request) -> web.Response:
+    async def azure_chat(self, request: web.Request) -> web.StreamResponse:
         """Azure OpenAI's deployment path: without ``api-version`` the resource is not found."""
         if not request.query.get("api-version"):
             return web.Response(status=404, content_type=_JSON,
@@ -393,6 +415,10 @@ class _MockJudge:
     async def get_stats(self, request: web.Request) -> web.Response:
         out = msgspec.structs.asdict(self.stats)
         out.update(msgspec.structs.asdict(self.batches.stats))
+        # Seconds each bucket spent full since its first charge: quota the clients left unused
+        for kind, bucket in (("requests", self.quota.requests), ("tokens", self.quota.tokens)):
+            if bucket is not None:
+                out[f"{kind}_full_s"] = round(bucket.full_s, 3)
         if request.query.get("hashes") not in (None, "", "0", "false"):
             out["hashes"] = dict(self.answered)
         return web.Response(body=orjson.dumps(out), content_type=_JSON)
@@ -540,6 +566,9 @@ _FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
                          "content_filter); empty: none"),
     "rate_limit_hint": (str, "every delay hint of a 429 (Retry-After, x-ratelimit-reset-*, retryDelay, "
                              "'try again in') says this verbatim: inf, nan, -5, a date... (empty: the true delay)"),
+    "streams": (lambda v: str(v).lower() in ("1", "true", "yes", "on"),
+                "answer streamed bodies (false: refuse them with a 400 naming stream_options, as old Azure API "
+                "versions did)"),
     "tokenizer": (str, "how usage counts tokens: words (the mock's own rule) or cl100k (GPT-4's byte-pair "
                        "encoding; needs drscore[bench])"),
 }
