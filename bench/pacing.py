@@ -48,8 +48,9 @@ async def _remembered(cache: Path, url: str, rpm: float, tpm: float) -> None:
 
 def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tasks: Path, latency: float,
          jitter: float, concurrency: int, methods: list[str], tmp: Path, burst: float = 1.0,
-         remembered: bool = False) -> dict:
-    cfg = MockConfig(profile=profile, rpm=rpm, tpm=tpm, latency=latency, jitter=jitter, seed=11, burst=burst)
+         remembered: bool = False, tokenizer: str = "words") -> dict:
+    cfg = MockConfig(profile=profile, rpm=rpm, tpm=tpm, latency=latency, jitter=jitter, seed=11, burst=burst,
+                     tokenizer=tokenizer)
     with MockServerProcess(cfg) as mock:
         if remembered:
             asyncio.run(_remembered(tmp.with_name(f"{tmp.name}-cache"), mock.url, rpm, tpm))
@@ -68,6 +69,10 @@ def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tas
             "tokens_charged": use.charged, "limit_s": round(limit, 2), "span_s": round(span, 2),
             "limit_over_span": round(limit / span, 3) if span > 0 else None,
             "used_of_available": round(limit / (span + burst), 3) if span > 0 else None, "wall_s": round(wall, 2),
+            # where the span went beyond the limit: seconds the server's bucket sat full (quota
+            # offered and not taken) and from the last request it received to its last answer
+            "server_bucket_full_s": s.get(f"{'tokens' if use.binding == 'tpm' else 'requests'}_full_s"),
+            "last_request_to_last_answer_s": round((s["last_answer_at"] or 0.0) - (s["last_request_at"] or 0.0), 2),
             "items_failed": summary["totals"]["items_failed"]}
 
 
@@ -85,6 +90,9 @@ def main() -> None:
     ap.add_argument("--settings", default="rpm-told,rpm-headers,tpm-told,tpm-headers")
     ap.add_argument("--burst", type=float, default=1.0,
                     help="the mock's bucket in seconds of quota (60: a minute, as OpenAI's headers describe theirs)")
+    ap.add_argument("--tokenizer", default="words", choices=("words", "cl100k"),
+                    help="how the mock counts tokens: its words rule (a line of Chinese is one token, about "
+                         "half of what the character rule estimates for these reports) or cl100k (GPT-4's)")
     ap.add_argument("--drb", default=str(DRB), help="the folder of DeepResearch Bench's reports and tasks")
     args = ap.parse_args()
     drb = Path(args.drb)
@@ -92,9 +100,12 @@ def main() -> None:
     require_data("pacing", reports, tasks)
     methods = args.workload.split(",")
     # The workload's tokens as the mock counts them (bench.quota: 1,090 calls, 138.9 s at
-    # 600,000/min; quality alone: 371,411), for a token limit that makes the run last 110 s / 100 s.
+    # 600,000/min; quality alone: 371,411; by cl100k 2,516,857 and 719,039), for a token
+    # limit that makes the run last 110 s / 100 s.
     alone = methods == ["quality"]
-    tpm = args.tpm or (371_411 * 60 / 100 if alone else 1_389_000 * 60 / 110)
+    workload = {("words", False): 1_389_000, ("words", True): 371_411,
+                ("cl100k", False): 2_516_857, ("cl100k", True): 719_039}[(args.tokenizer, alone)]
+    tpm = args.tpm or workload * 60 / (100 if alone else 110)
     rpm = args.rpm or (60.0 if alone else 600.0)
     runs = []
     with tempfile.TemporaryDirectory() as d:
@@ -105,10 +116,10 @@ def main() -> None:
             runs.append(_run(profile="vllm" if told else "openai", rpm=rpm_limit, tpm=tpm_limit, told=told,
                              reports=reports, tasks=tasks, latency=args.latency, jitter=args.jitter,
                              concurrency=args.concurrency, methods=methods, tmp=Path(d) / str(i), burst=args.burst,
-                             remembered=quota == "remembered"))
+                             remembered=quota == "remembered", tokenizer=args.tokenizer))
     out = {"benchmark": "pacing", "methods": methods, "reports": "DeepResearch Bench, 100 reports",
            "mock_latency_s": args.latency, "mock_jitter_s": args.jitter, "mock_burst_s": args.burst,
-           "client_concurrency": args.concurrency, "runs": runs, "machine": machine()}
+           "mock_tokenizer": args.tokenizer, "client_concurrency": args.concurrency, "runs": runs, "machine": machine()}
     print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
 
 

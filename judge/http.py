@@ -13,7 +13,7 @@ import asyncio
 import re
 import socket
 import ssl
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
@@ -26,6 +26,7 @@ from drscore.engine.runtime.calls.redact import redact, redact_url, register_sec
 from drscore.engine.runtime.calls.slots import ServerFacts
 from drscore.engine.runtime.calls.tokens import estimate_messages, estimate_tokens
 from drscore.judge.ratelimit_headers import parse_rate_limit_headers, retry_hint_from_text
+from drscore.judge.sse import fold_events
 from drscore.engine.runtime.calls.thinking import split_thinking
 from drscore.judge.wire import WireProfile, family_profile, request_body
 
@@ -199,6 +200,7 @@ class HttpBackend:
         self._timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=min(timeout_s, CONNECT_TIMEOUT_S))
         self._connections = connections
         self._session: aiohttp.ClientSession | None = None
+        self.streams = True  # False once the endpoint refused a streamed body (complete_streamed)
 
     def identity(self) -> dict[str, Any]:
         return {"base_url": self.base_url, "model": self.model, **self.wire.identity()}
@@ -211,14 +213,72 @@ class HttpBackend:
         return self._session
 
     async def complete(self, request: ChatRequest) -> tuple[ChatResponse, RateLimitInfo | None]:
-        sent = self.wire.spelling()
-        structured = self.wire.structured
-        body = orjson.dumps(request_body(request, self.model, self.wire))
+        sent, structured = self.wire.spelling(), self.wire.structured
+        status, headers, raw = await self._post(orjson.dumps(request_body(request, self.model, self.wire)))
+        if self._adapted(request, status, raw, sent, structured):
+            return await self.complete(request)  # adapted once (a parameter, response_format); remembered
+        info = parse_rate_limit_headers(headers)
+        return self._answer(request, status, raw, info, sent), info
+
+    async def complete_streamed(self, request: ChatRequest, on_admitted: Callable[[RateLimitInfo | None], None],
+                                ) -> tuple[ChatResponse, RateLimitInfo | None]:
+        """One call, streamed: ``on_admitted`` gets the quota headers as soon as the server
+        accepts the call (status 200, before the model runs), a whole answer sooner than
+        :meth:`complete` has them. The pool streams its preflight this way. An endpoint that
+        refuses the streamed body for anything else than a parameter the wire profile adapts
+        (a 4xx other than a bad key, an unknown model or a 429) is asked again unstreamed and
+        not streamed to again; one that ignores ``stream`` answers in one body, read as usual."""
+        if not self.streams:
+            return await self.complete(request)
+        sent, structured = self.wire.spelling(), self.wire.structured
+        body = request_body(request, self.model, self.wire)
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}  # the usage comes as a last chunk
+
+        def admitted(headers: Any) -> None:
+            on_admitted(parse_rate_limit_headers(headers))
+
+        status, headers, raw = await self._post(orjson.dumps(body), admitted)
+        if self._adapted(request, status, raw, sent, structured):
+            return await self.complete_streamed(request, on_admitted)
+        if 400 <= status < 500 and status not in (401, 404, 429):
+            # stream_options unknown (Azure's older API versions: a 400), streaming not allowed
+            # (a 403 on some deployments), or a fault of the call the plain request will name
+            self.streams = False
+            return await self.complete(request)
+        info = parse_rate_limit_headers(headers)
+        return self._answer(request, status, raw, info, sent), info
+
+    def _adapted(self, request: ChatRequest, status: int, raw: bytes, sent: tuple[bool, bool],
+                 structured: str) -> bool:
+        """The refusal in ``raw`` taught the wire profile another spelling (a parameter, the
+        way a schema is asked for): ask again with it."""
+        if status == 400 and self.wire.learn(status, raw, sent):
+            return True
+        return status >= 400 and request.json_mode and self.wire.learn_structured(status, raw, structured)
+
+    def _answer(self, request: ChatRequest, status: int, raw: bytes, info: RateLimitInfo | None,
+                sent: tuple[bool, bool]) -> ChatResponse:
+        """The answer in ``raw``; a refusal raises, classified."""
+        if status >= 400:
+            raise no_key_error(status_error(status, raw, self.base_url, info), self.unset_key_env)
+        response = parse_completion(raw, request)
+        if not response.usage_estimated:
+            self.wire.learn_cap_ignored(sent[0], request.max_tokens, response.output_tokens)
+        return response
+
+    async def _post(self, body: bytes, admitted: Callable[[Any], None] | None = None) -> tuple[int, Any, bytes]:
+        """Status, headers and body of one POST of ``body``. With ``admitted``, a response of
+        server-sent events has its headers handed over as they arrive and its events folded
+        into one completion body (judge.sse)."""
         try:
             async with self._get_session().post(self._url, data=body, headers=self._headers) as resp:
-                raw = await resp.read()
-                status = resp.status
-                headers = resp.headers
+                if admitted is not None and resp.status == 200 and resp.content_type == "text/event-stream":
+                    admitted(resp.headers)
+                    raw = await fold_events(resp.content.iter_any())
+                else:
+                    raw = await resp.read()
+                return resp.status, resp.headers, raw
         except aiohttp.ConnectionTimeoutError:
             raise TransientError(f"could not connect to {self.base_url} within "
                                  f"{min(self.timeout_s, CONNECT_TIMEOUT_S):g} s", kind="connect_timeout") from None
@@ -228,17 +288,6 @@ class HttpBackend:
         except aiohttp.ClientError as e:
             raise TransientError(redact(f"cannot reach {self.base_url}: {type(e).__name__}: {e}"),
                                  kind=classify_connection_error(e)) from None
-        info = parse_rate_limit_headers(headers)
-        if status == 400 and self.wire.learn(status, raw, sent):
-            return await self.complete(request)  # adapted once (e.g. max_completion_tokens); remembered
-        if status >= 400 and request.json_mode and self.wire.learn_structured(status, raw, structured):
-            return await self.complete(request)  # response_format refused: the next spelling, remembered
-        if status >= 400:
-            raise no_key_error(status_error(status, raw, self.base_url, info), self.unset_key_env)
-        response = parse_completion(raw, request)
-        if not response.usage_estimated:
-            self.wire.learn_cap_ignored(sent[0], request.max_tokens, response.output_tokens)
-        return response, info
 
     async def server_facts(self) -> ServerFacts:
         """What the server says about itself before the run, from its model list (and

@@ -59,6 +59,7 @@ class EndpointGate:
         self.is_open = False
         self.overlap_s = overlap_s
         self._probe: asyncio.Future[None] | None = None
+        self._known: asyncio.Future[None] | None = None  # set when an overlap is granted mid-probe
         self._probe_at = 0.0
 
     async def enter(self) -> bool:
@@ -67,11 +68,14 @@ class EndpointGate:
         an outcome)."""
         while not self.is_open:
             if self._probe is None:
-                self._probe = asyncio.get_running_loop().create_future()
+                loop = asyncio.get_running_loop()
+                self._probe, self._known = loop.create_future(), loop.create_future()
                 self._probe_at = time.monotonic()
                 return True
             if self.overlap_s is None:
-                await asyncio.shield(self._probe)
+                assert self._known is not None
+                # asyncio.wait never cancels what it waits on: the futures stay for the others
+                await asyncio.wait((self._probe, self._known), return_when=asyncio.FIRST_COMPLETED)
                 continue
             left = self._probe_at + self.overlap_s - time.monotonic()
             if left <= 0:
@@ -79,6 +83,14 @@ class EndpointGate:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self._probe), left)
         return False
+
+    def overlap(self, overlap_s: float) -> None:
+        """The quota became known while the probe is out (its headers announced it): the
+        others go ``overlap_s`` after the probe left, as with a told quota."""
+        if self.overlap_s is None:
+            self.overlap_s = overlap_s
+            if self._known is not None and not self._known.done():
+                self._known.set_result(None)
 
     def open(self) -> None:
         """Let everyone through (the probe's outcome is known, or the run is stopping)."""

@@ -6,7 +6,7 @@ limits, cache, in-flight de-duplication, decoding and retries around them.
 from __future__ import annotations
 
 import re
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol, runtime_checkable
 
 import msgspec
 
@@ -204,3 +204,15 @@ class Backend(Protocol):
         """One call. Raises RateLimited, TransientError or FatalError."""
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class StreamingBackend(Backend, Protocol):
+    """A transport that can hand over a call's quota headers when the server admits it,
+    before the answer (``judge.http.HttpBackend``: a streamed call). The pool sends its
+    preflight this way."""
+
+    async def complete_streamed(self, request: ChatRequest, on_admitted: Callable[[RateLimitInfo | None], None],
+                                ) -> tuple[ChatResponse, RateLimitInfo | None]:
+        """As :meth:`Backend.complete`; ``on_admitted`` is called with the quota headers once
+        the server has accepted the call, if it says so before answering."""

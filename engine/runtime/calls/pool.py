@@ -65,7 +65,7 @@ import math
 import random
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
 import msgspec
 
@@ -76,9 +76,9 @@ from drscore.engine.runtime.calls.health import PREFLIGHT_OVERLAP_S, CircuitBrea
 from drscore.engine.runtime.calls.ledger import RunLedger, Usage, key_id
 from drscore.engine.runtime.calls.judging import (
     ENDPOINT_FAULTS, OTHER_FAULTS, REQUEST_FAULTS, VALIDATION_ERROR, Backend, ChatRequest, JudgeError,
-    JudgeFailed, Message, RateLimited, StopReason, TransientError,
+    JudgeFailed, Message, RateLimited, RateLimitInfo, StopReason, StreamingBackend, TransientError,
 )
-from drscore.engine.runtime.calls.limits import LimiterStopped, RateLimiter
+from drscore.engine.runtime.calls.limits import LimiterStopped, Permit, RateLimiter
 from drscore.engine.runtime.calls.prefix import CacheEstimator, WarmupGate, group_key
 from drscore.engine.runtime.calls.pricing import PriceTable
 from drscore.engine.runtime.calls.redact import redact
@@ -570,19 +570,40 @@ class JudgePool:
         tin = round(self.tokens.prompt(message_features(req.messages)))
         return self.prices.cost(self.price_model, tin, estimate_tokens(text), batch=self.batched)
 
-    async def _send(self, request: ChatRequest) -> tuple[Any, Any]:
+    async def _send(self, request: ChatRequest, admitted: Callable[[RateLimitInfo | None], None] | None = None,
+                    ) -> tuple[Any, Any]:
         """One attempt, bounded by ``timeout_s``; every failure is a :class:`JudgeError`
-        with a redacted message."""
+        with a redacted message. With ``admitted`` (the preflight) a backend that can stream
+        hands over the quota headers when the server accepts the call."""
         try:
             # A batched call waits for its batch (minutes to hours): only the batching
             # backend's own HTTP timeouts apply.
             async with asyncio.timeout(None if self.batched else self.timeout_s):
+                if admitted is not None and isinstance(self.backend, StreamingBackend):
+                    return await self.backend.complete_streamed(request, admitted)
                 return await self.backend.complete(request)
         except TimeoutError:
             raise TransientError(f"no answer within {self.timeout_s:g} s (--timeout)", kind="timeout") from None
         except JudgeError as e:
             e.args = (redact(str(e)),)
             raise
+
+    def _preflight_admitted(self, gate: EndpointGate, permit: Permit | None,
+                            ) -> Callable[[RateLimitInfo | None], None] | None:
+        """What the preflight does when the server admits it, before its answer (a streamed
+        call's headers): the quota headers pace the run from now, and a quota they announce
+        is known as if told, so the others go PREFLIGHT_OVERLAP_S after the preflight left
+        instead of one whole answer later. Not for a local server (llama.cpp,
+        llama-cpp-python), which announces no quota."""
+        if self.server is not None and self.server.server is not None:
+            return None
+
+        def admitted(info: RateLimitInfo | None) -> None:
+            if permit is not None:
+                self.limiter.observe(info, permit)
+            if self.limiter.requests is not None or self.limiter.tokens is not None:
+                gate.overlap(PREFLIGHT_OVERLAP_S)
+        return admitted
 
     def _fault_stop(self, e: JudgeError, message: str, *, streak: int = 0) -> StopReason:
         what = ENDPOINT_FAULTS.get(e.kind) or OTHER_FAULTS.get(e.kind) or e.kind
@@ -771,9 +792,10 @@ class JudgePool:
             call = self.ledger.sent(key, req.template, worst if self.budget.cap is not None or not self.priced
                                     else self.prices.cost(self.price_model, input_reservation(current, self.tokens),
                                                           current.max_tokens, batch=self.batched))
+            admitted = self._preflight_admitted(probe, permit) if probe is not None else None
             tj = time.monotonic()
             try:
-                resp, info = await self._send(current)
+                resp, info = await self._send(current, admitted)
             except JudgeError as e:
                 judge_spans.append((tj, time.monotonic()))
                 message = str(e)

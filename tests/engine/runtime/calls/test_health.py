@@ -15,6 +15,7 @@ from drscore.engine.runtime.calls.limits import RateLimiter
 from drscore.engine.runtime.calls.pool import JudgePool
 from support.fakes import Verdict, one_line_templates
 from drscore.engine.runtime.calls.pricing import PriceTable
+from drscore.engine.runtime.calls.slots import ServerFacts
 
 
 @pytest.fixture(autouse=True)
@@ -121,6 +122,18 @@ async def test_with_an_overlap_the_others_go_that_long_after_the_probe_left():
     assert 0.04 <= loop.time() - t0 < 0.5 and not gate.is_open
 
 
+async def test_an_overlap_granted_while_the_probe_is_out_wakes_the_ones_already_waiting():
+    gate = EndpointGate()  # quota unknown: the others wait for the probe's outcome
+    assert await gate.enter() is True
+    waiting = asyncio.ensure_future(gate.enter())
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    gate.overlap(0.0)  # the probe's headers announced the quota: its overlap has already passed
+    assert await asyncio.wait_for(waiting, 1.0) is False and not gate.is_open
+    gate.overlap(5.0)  # a second announcement changes nothing
+    assert gate.overlap_s == 0.0
+
+
 @pytest.mark.parametrize("error, kind", [
     (FatalError("HTTP 401", kind="auth"), "auth"),
     (TransientError("refused", kind="connection_refused"), "connection_refused"),
@@ -155,6 +168,76 @@ async def test_a_slow_fault_met_by_calls_sent_in_the_overlap_still_stops_the_run
                      backoff_base_s=0.001)
     assert await _ask_many(pool, 12) == ["auth"] * 12
     assert 1 < backend.sent <= 4 and pool.stopped.reason == "auth" and pool.stats.stopped_calls >= 8
+
+
+class Streaming(Scripted):
+    """A backend that streams: the preflight is admitted (``on_admitted`` with ``info``),
+    then answers only once ``others`` more calls have reached the server, or after
+    ``hold_s`` if they never do."""
+
+    def __init__(self, info, others, hold_s=5.0):
+        super().__init__(lambda n: None)
+        self.info, self.others, self.hold_s = info, others, hold_s
+        self.streamed = 0
+        self.sent_before_first_answer: int | None = None
+        self.gate = None  # the pool's gate, when the test wants to know if admission opened it
+        self.open_at_admission: bool | None = None
+        self._arrived = asyncio.Event()
+
+    async def complete(self, request):
+        self.sent += 1
+        if self.sent > self.others:
+            self._arrived.set()
+        return ChatResponse(text='{"score": 1}', input_tokens=10, output_tokens=3), None
+
+    async def complete_streamed(self, request, on_admitted):
+        self.sent += 1
+        self.streamed += 1
+        on_admitted(self.info)
+        if self.gate is not None:
+            self.open_at_admission = self.gate.is_open
+        try:
+            await asyncio.wait_for(self._arrived.wait(), self.hold_s)
+        except asyncio.TimeoutError:
+            pass
+        self.sent_before_first_answer = self.sent
+        return ChatResponse(text='{"score": 1}', input_tokens=10, output_tokens=3), self.info
+
+
+ANNOUNCED = RateLimitInfo(limit_requests=6000, remaining_requests=5999, reset_requests_s=0.01)
+
+
+@pytest.mark.parametrize("told, info", [(0, ANNOUNCED), (6000, None)])
+async def test_a_streamed_preflight_admitted_with_a_known_quota_lets_the_others_go_before_its_answer(told, info):
+    # Announced by the preflight's own headers when the server admits it, or told: the
+    # others go PREFLIGHT_OVERLAP_S after the preflight left, not one whole answer later.
+    backend = Streaming(info, others=7)
+    pool = JudgePool(backend, cache=None, limiter=RateLimiter(rpm=told, concurrency=8), prices=PriceTable())
+    backend.gate = pool.gate
+    assert pool.gate is not None and pool.gate.overlap_s == (PREFLIGHT_OVERLAP_S if told else None)
+    assert await _ask_many(pool, 8) == ["ok"] * 8
+    assert backend.open_at_admission is False and pool.gate.overlap_s == PREFLIGHT_OVERLAP_S
+    assert backend.streamed == 1 and backend.sent_before_first_answer == 8
+    assert pool.limiter.rpm == 6000 and pool.limiter.concurrency.limit == 8
+
+
+async def test_a_preflight_admitted_without_quota_headers_still_goes_alone():
+    # Nothing told and nothing announced: the quota is unknown until the answer (which
+    # starts the slow start), so nobody else goes before it.
+    backend = Streaming(None, others=7, hold_s=0.05)
+    pool = _pool(backend)
+    backend.gate = pool.gate
+    assert await _ask_many(pool, 8) == ["ok"] * 8
+    assert backend.open_at_admission is False
+    assert backend.streamed == 1 and backend.sent_before_first_answer == 1
+
+
+def test_a_local_server_is_not_streamed_to():
+    # llama.cpp and llama-cpp-python announce no quota: their preflight is an ordinary call.
+    pool = _pool(Streaming(None, others=1))
+    assert pool.gate is not None and pool._preflight_admitted(pool.gate, None) is not None
+    pool.server = ServerFacts(server="llama.cpp", window=4096, slots=4)
+    assert pool._preflight_admitted(pool.gate, None) is None
 
 
 @pytest.mark.parametrize("retry_after, stops", [(3600.0, True), (0.01, False)])

@@ -26,7 +26,8 @@ async def _run(url: str, cache, out) -> None:
 
 
 async def test_the_next_run_paces_from_its_first_request_at_the_quota_announced_before(tmp_path):
-    with MockServerProcess(MockConfig(profile="openai", rpm=600, latency=LATENCY)) as mock:
+    # An endpoint that refuses streamed bodies (so the preflight's headers come only with its answer)
+    with MockServerProcess(MockConfig(profile="openai", rpm=600, latency=LATENCY, streams=False)) as mock:
         await _run(mock.url, tmp_path / "cache", tmp_path / "first")
         first = mock.stats()
         with sqlite3.connect(tmp_path / "cache" / "judge.sqlite") as db:
@@ -45,3 +46,13 @@ async def test_the_next_run_paces_from_its_first_request_at_the_quota_announced_
     assert first["last_request_at"] - first["first_request_at"] >= LATENCY
     # the quota remembered: all six left before any answer came back
     assert second["last_request_at"] - second["first_request_at"] < LATENCY
+
+
+async def test_a_streamed_preflight_announces_the_quota_at_admission_on_first_contact(tmp_path):
+    # Nothing remembered, nothing told: the preflight's headers arrive when the server admits
+    # it, so the other calls leave before its answer, as with a remembered quota.
+    with MockServerProcess(MockConfig(profile="openai", rpm=600, latency=LATENCY)) as mock:
+        await _run(mock.url, tmp_path / "cache", tmp_path / "first")
+        first = mock.stats()
+    assert first["ok"] == 6 and first["rate_limited"] == 0 and first["bad_requests"] == 0
+    assert first["max_in_flight"] == 6  # all six at the server at once: none waited for an answer

@@ -1,0 +1,145 @@
+"""The streamed call (HttpBackend.complete_streamed): the quota headers are handed over when
+the server admits the call, before its answer; the answer is the same as unstreamed; an
+endpoint that refuses streaming is asked again plainly and not streamed to again."""
+from __future__ import annotations
+
+import asyncio
+
+import msgspec
+import orjson
+import pytest
+from aiohttp import web
+
+from drscore.engine.runtime.calls.judging import ChatRequest, Message, RateLimitInfo
+from drscore.engine.runtime.calls.verdicts import schema_of
+from drscore.judge.http import HttpBackend
+from drscore.judge.mock.server import MockConfig, start
+
+QUOTA = {"x-ratelimit-limit-requests": "500", "x-ratelimit-remaining-requests": "499",
+         "x-ratelimit-reset-requests": "120ms"}
+
+
+class Verdict(msgspec.Struct):
+    score: int
+    reason: str
+
+
+def _request() -> ChatRequest:
+    return ChatRequest(messages=(Message("system", "Judge."), Message("user", "Rate this.")), template="t",
+                       template_hash="h", schema_name="Verdict", schema=schema_of(Verdict), max_tokens=50)
+
+
+@pytest.fixture
+async def serve():
+    runners = []
+
+    async def make(app: web.Application) -> str:
+        runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        runners.append(runner)
+        return f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+
+    yield make
+    for r in runners:
+        await r.cleanup()
+
+
+async def test_the_quota_headers_arrive_before_the_answer_is_written(serve):
+    # The server writes the answer only once the client has the headers: without them
+    # handed over on arrival, the call could never finish.
+    headers_read = asyncio.Event()
+    bodies: list[dict] = []
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        bodies.append(await request.json())
+        resp = web.StreamResponse(headers={**QUOTA, "Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await asyncio.wait_for(headers_read.wait(), 10)
+        for chunk in ({"model": "m", "choices": [{"index": 0, "delta": {"content": "fine"}, "finish_reason": None}]},
+                      {"model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+                      {"model": "m", "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 1}}):
+            await resp.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+        await resp.write(b"data: [DONE]\n\n")
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    backend = HttpBackend(await serve(app), "m")
+    seen: list[RateLimitInfo | None] = []
+
+    def admitted(info: RateLimitInfo | None) -> None:
+        seen.append(info)
+        headers_read.set()
+
+    try:
+        resp, info = await backend.complete_streamed(_request(), admitted)
+    finally:
+        await backend.close()
+    assert bodies[0]["stream"] is True and bodies[0]["stream_options"] == {"include_usage": True}
+    assert len(seen) == 1 and seen[0] is not None and seen[0].limit_requests == 500
+    assert seen[0].remaining_requests == 499
+    assert (resp.text, resp.input_tokens, resp.output_tokens, resp.finish_reason) == ("fine", 9, 1, "stop")
+    assert not resp.usage_estimated and info is not None and info.limit_requests == 500
+
+
+async def test_streamed_and_plain_answers_of_the_mock_are_the_same():
+    runner, port = await start(MockConfig(profile="openai", rpm=600, tpm=100_000, seed=3))
+    url = f"http://127.0.0.1:{port}/v1"
+    plain, streamed = HttpBackend(url, "gpt-4.1"), HttpBackend(url, "gpt-4.1")
+    seen: list[RateLimitInfo | None] = []
+    try:
+        a, _ = await plain.complete(_request())
+        b, info = await streamed.complete_streamed(_request(), seen.append)
+    finally:
+        await plain.close()
+        await streamed.close()
+        await runner.cleanup()
+    assert (b.text, b.input_tokens, b.output_tokens, b.finish_reason) == \
+           (a.text, a.input_tokens, a.output_tokens, a.finish_reason)
+    assert a.text and not b.usage_estimated
+    assert seen[0] is not None and (seen[0].limit_requests, seen[0].limit_tokens) == (600, 100_000)
+    assert info is not None and info.limit_tokens == 100_000
+
+
+@pytest.mark.parametrize("status, said", [
+    (400, {"error": {"message": "Unknown parameter: 'stream_options'.", "type": "invalid_request_error",
+                     "param": "stream_options", "code": "unknown_parameter"}}),  # Azure before its 2024 versions
+    (403, {"message": "Streaming requests are not yet allowed."}),  # a deployment without streaming
+])
+async def test_an_endpoint_refusing_streams_is_asked_plainly_and_not_streamed_to_again(serve, status, said):
+    bodies: list[dict] = []
+
+    async def chat(request: web.Request) -> web.Response:
+        body = await request.json()
+        bodies.append(body)
+        if body.get("stream"):
+            return web.json_response(said, status=status)
+        return web.json_response({"model": "m", "choices": [{"index": 0, "finish_reason": "stop",
+                                                              "message": {"role": "assistant", "content": "ok"}}],
+                                  "usage": {"prompt_tokens": 9, "completion_tokens": 1}}, headers=QUOTA)
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    backend = HttpBackend(await serve(app), "m")
+    seen: list[RateLimitInfo | None] = []
+    try:
+        first, _ = await backend.complete_streamed(_request(), seen.append)
+        second, _ = await backend.complete_streamed(_request(), seen.append)
+    finally:
+        await backend.close()
+    assert first.text == second.text == "ok" and not backend.streams
+    assert [bool(b.get("stream")) for b in bodies] == [True, False, False]  # one refusal, then plain
+    assert seen == []  # nothing was admitted streamed: the headers come with the plain answers
+
+
+async def test_the_mock_can_refuse_streams_as_old_azure_did():
+    runner, port = await start(MockConfig(streams=False))
+    backend = HttpBackend(f"http://127.0.0.1:{port}/v1", "m")
+    try:
+        resp, _ = await backend.complete_streamed(_request(), lambda info: None)
+    finally:
+        await backend.close()
+        await runner.cleanup()
+    assert resp.text and not backend.streams
