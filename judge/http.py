@@ -225,9 +225,10 @@ class HttpBackend:
         """One call, streamed: ``on_admitted`` gets the quota headers as soon as the server
         accepts the call (status 200, before the model runs), a whole answer sooner than
         :meth:`complete` has them. The pool streams its preflight this way. An endpoint that
-        refuses the streamed body for anything else than a parameter the wire profile adapts
-        (a 4xx other than a bad key, an unknown model or a 429) is asked again unstreamed and
-        not streamed to again; one that ignores ``stream`` answers in one body, read as usual."""
+        refuses streaming (a 4xx naming it, other than a bad key, an unknown model or a 429) is
+        asked again unstreamed and not streamed to again; a parameter the wire profile adapts
+        is adapted, still streamed; one that ignores ``stream`` answers in one body, read as
+        usual."""
         if not self.streams:
             return await self.complete(request)
         sent, structured = self.wire.spelling(), self.wire.structured
@@ -241,9 +242,9 @@ class HttpBackend:
         status, headers, raw = await self._post(orjson.dumps(body), admitted)
         if self._adapted(request, status, raw, sent, structured):
             return await self.complete_streamed(request, on_admitted)
-        if 400 <= status < 500 and status not in (401, 404, 429):
+        if 400 <= status < 500 and status not in (401, 404, 429) and b"stream" in raw.lower():
             # stream_options unknown (Azure's older API versions: a 400), streaming not allowed
-            # (a 403 on some deployments), or a fault of the call the plain request will name
+            # (a 403 on some deployments); any other refusal is the call's own and named as usual
             self.streams = False
             return await self.complete(request)
         info = parse_rate_limit_headers(headers)

@@ -10,7 +10,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from drscore.engine.runtime.calls.judging import ChatRequest, Message, RateLimitInfo
+from drscore.engine.runtime.calls.judging import ChatRequest, JudgeError, Message, RateLimitInfo
 from drscore.engine.runtime.calls.verdicts import schema_of
 from drscore.judge.http import HttpBackend
 from drscore.judge.mock.server import MockConfig, start
@@ -143,3 +143,25 @@ async def test_the_mock_can_refuse_streams_as_old_azure_did():
         await backend.close()
         await runner.cleanup()
     assert resp.text and not backend.streams
+
+
+async def test_a_refusal_that_is_not_about_streaming_is_the_calls_own_and_costs_one_request(serve):
+    # A content filter's 400 (Azure's shape) is not a refusal of the stream: it is named as
+    # usual, and nothing is sent again plainly.
+    bodies: list[dict] = []
+
+    async def chat(request: web.Request) -> web.Response:
+        bodies.append(await request.json())
+        return web.json_response({"error": {"code": "content_filter", "message": "The response was filtered "
+                                            "due to the prompt triggering Azure OpenAI's content management policy."}},
+                                 status=400)
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    backend = HttpBackend(await serve(app), "m")
+    try:
+        with pytest.raises(JudgeError) as e:
+            await backend.complete_streamed(_request(), lambda info: None)
+    finally:
+        await backend.close()
+    assert e.value.kind == "content_filter" and len(bodies) == 1 and backend.streams
