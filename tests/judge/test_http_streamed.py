@@ -14,6 +14,7 @@ from drscore.engine.runtime.calls.judging import ChatRequest, JudgeError, Messag
 from drscore.engine.runtime.calls.verdicts import schema_of
 from drscore.judge.http import HttpBackend
 from drscore.judge.mock.server import MockConfig, start
+from support.llama import ALIAS
 
 QUOTA = {"x-ratelimit-limit-requests": "500", "x-ratelimit-remaining-requests": "499",
          "x-ratelimit-reset-requests": "120ms"}
@@ -165,3 +166,27 @@ async def test_a_refusal_that_is_not_about_streaming_is_the_calls_own_and_costs_
     finally:
         await backend.close()
     assert e.value.kind == "content_filter" and len(bodies) == 1 and backend.streams
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("server, usage", [("llama_server", True), ("llama_cpp_python", False)])
+async def test_a_real_servers_stream_folds_into_the_answer_it_gives_plainly(request, server, usage):
+    # Real server-sent events from servers nobody here wrote (built by scripts/install-llama-servers):
+    # the folded stream reads as the plain answer does. llama-cpp-python's stream carries no
+    # usage (it ignores stream_options): the tokens are then estimated, and said to be, one more
+    # reason the pool never streams to these servers (they announce no quota anyway).
+    url = request.getfixturevalue(server).url
+    plain, streamed = HttpBackend(url, ALIAS), HttpBackend(url, ALIAS)
+    seen: list[RateLimitInfo | None] = []
+    try:
+        a, _ = await plain.complete(_request())
+        b, _ = await streamed.complete_streamed(_request(), seen.append)
+    finally:
+        await plain.close()
+        await streamed.close()
+    assert len(seen) == 1 and streamed.streams  # admitted streamed, not refused
+    assert (b.text, b.finish_reason) == (a.text, a.finish_reason) and not a.usage_estimated
+    if usage:
+        assert (b.input_tokens, b.output_tokens, b.usage_estimated) == (a.input_tokens, a.output_tokens, False)
+    else:
+        assert b.usage_estimated and b.input_tokens != a.input_tokens
