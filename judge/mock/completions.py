@@ -169,10 +169,11 @@ def stream_events(body: dict[str, Any], include_usage: bool, piece: int = 48) ->
     head: dict[str, Any] = {k: body[k] for k in ("id", "created", "model", "system_fingerprint") if k in body}
     head["object"] = "chat.completion.chunk"
 
+    def sse(chunk: dict[str, Any]) -> bytes:
+        return b"data: " + orjson.dumps({**head, **chunk}) + b"\n\n"
+
     def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
-        chunk: dict[str, Any] = {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                                                       "finish_reason": finish}]}
-        return b"data: " + orjson.dumps(chunk) + b"\n\n"
+        return sse({"choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]})
 
     events = [event({"role": "assistant", "content": ""})]
     for field in ("reasoning_content", "content"):
@@ -180,7 +181,7 @@ def stream_events(body: dict[str, Any], include_usage: bool, piece: int = 48) ->
         events += [event({field: text[i:i + piece]}) for i in range(0, len(text), piece)]
     events.append(event({}, choice.get("finish_reason") or "stop"))
     if include_usage:
-        events.append(b"data: " + orjson.dumps({**head, "choices": [], "usage": body["usage"]}) + b"\n\n")
+        events.append(sse({"choices": [], "usage": body["usage"]}))
     events.append(b"data: [DONE]\n\n")
     return events
 

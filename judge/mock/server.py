@@ -532,6 +532,11 @@ def serve(cfg: MockConfig, host: str = "127.0.0.1", port: int = 8089, *,
 
 # -- command line and subprocess wrapper ----------------------------------------------------
 
+def _switch(value: str) -> bool:
+    """A true/false flag's value (1, true, yes, on: true)."""
+    return str(value).lower() in ("1", "true", "yes", "on")
+
+
 _FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "rpm": (float, "requests per minute (0 = unlimited)"),
     "tpm": (float, "prompt + completion tokens per minute (0 = unlimited)"),
@@ -542,7 +547,7 @@ _FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "malformed_rate": (float, "share of admitted requests answered with undecodable content"),
     "seed": (int, "seed of the fault and jitter draws"),
     "model": (str, "model name reported by the server"),
-    "prefix_cache": (lambda v: str(v).lower() in ("1", "true", "yes", "on"),
+    "prefix_cache": (_switch,
                      "serve repeated prompt prefixes from an OpenAI-like cache (true/false)"),
     "prefix_cache_ttl": (float, "seconds a cached prefix lives after its last use"),
     "batch_delay": (float, "seconds a Batch API batch stays in progress before it is answered"),
@@ -566,7 +571,7 @@ _FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
                          "content_filter); empty: none"),
     "rate_limit_hint": (str, "every delay hint of a 429 (Retry-After, x-ratelimit-reset-*, retryDelay, "
                              "'try again in') says this verbatim: inf, nan, -5, a date... (empty: the true delay)"),
-    "streams": (lambda v: str(v).lower() in ("1", "true", "yes", "on"),
+    "streams": (_switch,
                 "answer streamed bodies (false: refuse them with a 400 naming stream_options, as old Azure API "
                 "versions did)"),
     "tokenizer": (str, "how usage counts tokens: words (the mock's own rule) or cl100k (GPT-4's byte-pair "
