@@ -4,17 +4,19 @@ endpoint that refuses streaming is asked again plainly and not streamed to again
 from __future__ import annotations
 
 import asyncio
+from typing import NamedTuple
 
 import msgspec
 import orjson
 import pytest
 from aiohttp import web
 
-from drscore.engine.runtime.calls.judging import ChatRequest, JudgeError, Message, RateLimitInfo
+from drscore.engine.runtime.calls.judging import ChatRequest, ChatResponse, JudgeError, Message, RateLimitInfo
 from drscore.engine.runtime.calls.verdicts import schema_of
 from drscore.judge.http import HttpBackend
 from drscore.judge.mock.server import MockConfig, start
 from support.llama import ALIAS
+from support.serve import serve as serve_app
 
 QUOTA = {"x-ratelimit-limit-requests": "500", "x-ratelimit-remaining-requests": "499",
          "x-ratelimit-reset-requests": "120ms"}
@@ -32,19 +34,39 @@ def _request() -> ChatRequest:
 
 @pytest.fixture
 async def serve():
+    """``await serve(app)``: ``app`` on a free loopback port, its ``/v1`` base URL."""
     runners = []
 
     async def make(app: web.Application) -> str:
-        runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
+        runner, base = await serve_app(app)
         runners.append(runner)
-        return f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+        return f"{base}/v1"
 
     yield make
     for r in runners:
         await r.cleanup()
+
+
+class Both(NamedTuple):
+    """One request asked plainly and streamed, each by a backend of its own."""
+
+    plain: ChatResponse
+    streamed: ChatResponse
+    info: RateLimitInfo | None  # the streamed answer's quota headers
+    admitted: list[RateLimitInfo | None]  # what on_admitted was given
+    streams: bool  # the streaming backend still streams (it was not refused)
+
+
+async def _plain_and_streamed(url: str, model: str) -> Both:
+    plain, streamed = HttpBackend(url, model), HttpBackend(url, model)
+    seen: list[RateLimitInfo | None] = []
+    try:
+        a, _ = await plain.complete(_request())
+        b, info = await streamed.complete_streamed(_request(), seen.append)
+    finally:
+        await plain.close()
+        await streamed.close()
+    return Both(a, b, info, seen, streamed.streams)
 
 
 async def test_the_quota_headers_arrive_before_the_answer_is_written(serve):
@@ -87,15 +109,9 @@ async def test_the_quota_headers_arrive_before_the_answer_is_written(serve):
 
 async def test_streamed_and_plain_answers_of_the_mock_are_the_same():
     runner, port = await start(MockConfig(profile="openai", rpm=600, tpm=100_000, seed=3))
-    url = f"http://127.0.0.1:{port}/v1"
-    plain, streamed = HttpBackend(url, "gpt-4.1"), HttpBackend(url, "gpt-4.1")
-    seen: list[RateLimitInfo | None] = []
     try:
-        a, _ = await plain.complete(_request())
-        b, info = await streamed.complete_streamed(_request(), seen.append)
+        a, b, info, seen, _ = await _plain_and_streamed(f"http://127.0.0.1:{port}/v1", "gpt-4.1")
     finally:
-        await plain.close()
-        await streamed.close()
         await runner.cleanup()
     assert (b.text, b.input_tokens, b.output_tokens, b.finish_reason) == \
            (a.text, a.input_tokens, a.output_tokens, a.finish_reason)
@@ -175,16 +191,8 @@ async def test_a_real_servers_stream_folds_into_the_answer_it_gives_plainly(requ
     # the folded stream reads as the plain answer does. llama-cpp-python's stream carries no
     # usage (it ignores stream_options): the tokens are then estimated, and said to be, one more
     # reason the pool never streams to these servers (they announce no quota anyway).
-    url = request.getfixturevalue(server).url
-    plain, streamed = HttpBackend(url, ALIAS), HttpBackend(url, ALIAS)
-    seen: list[RateLimitInfo | None] = []
-    try:
-        a, _ = await plain.complete(_request())
-        b, _ = await streamed.complete_streamed(_request(), seen.append)
-    finally:
-        await plain.close()
-        await streamed.close()
-    assert len(seen) == 1 and streamed.streams  # admitted streamed, not refused
+    a, b, _, seen, streams = await _plain_and_streamed(request.getfixturevalue(server).url, ALIAS)
+    assert len(seen) == 1 and streams  # admitted streamed, not refused
     assert (b.text, b.finish_reason) == (a.text, a.finish_reason) and not a.usage_estimated
     if usage:
         assert (b.input_tokens, b.output_tokens, b.usage_estimated) == (a.input_tokens, a.output_tokens, False)
