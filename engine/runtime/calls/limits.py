@@ -538,11 +538,10 @@ class RateLimiter:
         self._admitted_requests = 0.0  # the same, less what was refused (the learners' measure)
         self._admitted_tokens = 0.0
         # The variance of the server's token count about ours over calls granted and not yet
-        # corrected by their answers (sum of their Permit.var), and how many they are.
+        # corrected by their answers (sum of their Permit.var), and those calls by grant order:
+        # a quota header following call k holds the real counts of every call granted up to
+        # k, so their estimates leave the spread then.
         self._inflight_var = 0.0
-        self._uncorrected = 0
-        # Those calls by grant order: a quota header following call k holds the real counts
-        # of every call granted up to k, so their estimates leave the spread then.
         self._unsettled: dict[int, Permit] = {}
         self._paused_until = 0.0
         self._queue: deque[asyncio.Future[None]] = deque()
@@ -645,7 +644,6 @@ class RateLimiter:
         r, t = (self.requests, self.tokens) if take else (None, None)
         var = (self.estimate_error() * tokens) ** 2
         self._inflight_var += var
-        self._uncorrected += 1
         permit = Permit(self, tokens, now, (r, r.level, r.shifted) if r is not None else None,
                         (t, t.level, t.shifted) if t is not None else None, int(self._sent_requests), var)
         self._unsettled[permit.seq] = permit
@@ -657,8 +655,7 @@ class RateLimiter:
         if permit.var < 0:
             return
         self._unsettled.pop(permit.seq, None)
-        self._uncorrected -= 1
-        self._inflight_var = self._inflight_var - permit.var if self._uncorrected > 0 else 0.0
+        self._inflight_var = self._inflight_var - permit.var if self._unsettled else 0.0
         permit.var = -1.0
 
     def _settle_through(self, seq: int) -> None:

@@ -348,12 +348,12 @@ async def test_a_quota_header_takes_every_call_it_counts_out_of_the_spread():
     # b's answer comes first: the server's count after admitting b holds a's and b's real
     # counts (a is still in flight), so only c is uncertain now
     lim.observe(RateLimitInfo(remaining_tokens=7000, limit_tokens=600_000), b)
-    assert lim.spread(0) == pytest.approx(2 * 300.0) and lim._uncorrected == 1
+    assert lim.spread(0) == pytest.approx(2 * 300.0) and len(lim._unsettled) == 1
     await a.done(1000)  # already taken out: its answer changes nothing
-    assert lim.spread(0) == pytest.approx(2 * 300.0) and lim._uncorrected == 1
+    assert lim.spread(0) == pytest.approx(2 * 300.0) and len(lim._unsettled) == 1
     await b.done(2000)
     await c.done(3000)
-    assert lim.spread(0) == 0.0 and lim._uncorrected == 0 and not lim._unsettled
+    assert lim.spread(0) == 0.0 and not lim._unsettled
 
 
 def test_a_spread_that_does_not_fit_is_waited_in_full_and_the_margin_at_most_3_percent():
