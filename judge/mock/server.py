@@ -178,6 +178,10 @@ class _MockJudge:
         self.recorded = llamacpp.recorded(cfg.profile) if cfg.profile else None
         self._serial = asyncio.Lock() if self.recorded is not None and self.recorded.serial else None
         self.quota = Quota(cfg.rpm, cfg.tpm, cfg.burst, clock)
+        # Loaded now, as a server's tokenizer is before it takes requests: loading it at the
+        # first request would delay that request's admission by the load (0.13 s for cl100k),
+        # a stall a client cannot see and no real endpoint has.
+        self._count = counter(cfg.tokenizer) if cfg.tokenizer != "words" else None
         self.prefix = PrefixCache(ttl_s=cfg.prefix_cache_ttl, clock=clock) if cfg.prefix_cache else None
         self.batches = MockBatches(self.answer_batch_line, delay_s=cfg.batch_delay,
                                    expire_first=int(cfg.batch_expire_first))
@@ -198,8 +202,8 @@ class _MockJudge:
 
     def _counted(self, prep: Prepared) -> Prepared:
         """The request's token counts by the configured tokenizer (judge.mock.tokenizer)."""
-        if self.cfg.tokenizer != "words":
-            count = counter(self.cfg.tokenizer)
+        if self._count is not None:
+            count = self._count
             prep.prompt_tokens = sum(map(count, prep.texts)) + TOKENS_PER_MESSAGE * len(prep.texts)
             prep.completion_tokens = count(prep.answer)
         return prep

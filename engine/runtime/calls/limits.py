@@ -43,9 +43,11 @@ from drscore.engine.runtime.calls.judging import HINT_CEILING_S, RateLimitInfo
 
 
 # Where a bucket cannot hold a request and its reserve (one request a bucket), the reserve is
-# time waited on every request: at most this share of the request's refill time (the 3% the
-# old safety factor cost everywhere, now only there).
-LAG_SHARE = 0.03
+# time waited on every request: at most this long, the spread of two requests' arrival delays
+# it must cover (measured on loopback: 11 ms at most between consecutive requests, bench.pacing
+# --workload quality). A delay is time, whatever the rate: a share of the refill time (3%, as
+# before) cost 30 ms a request at 60/min and 3 ms at 600/min.
+LAG_S = 0.015
 
 
 class TokenBucket:
@@ -79,14 +81,13 @@ class TokenBucket:
         bucket and then drives it into debt, so it is never refused forever.
 
         ``reserve`` is a margin (arrival jitter, a late correction): where it does not fit in
-        the bucket beside the request it is waited as time instead, at most LAG_SHARE of the
-        time the request takes to refill, since every such request pays it. ``spread`` is
-        what the server's count may really be ahead of ours (the token estimates of calls
-        not yet corrected by their answers): not a margin to trim, so it is waited in full,
-        as level where it fits and as time where it does not."""
+        the bucket beside the request it is waited as time instead, at most LAG_S, since every
+        such request pays it. ``spread`` is what the server's count may really be ahead of
+        ours (the token estimates of calls not yet corrected by their answers): not a margin
+        to trim, so it is waited in full, as level where it fits and as time where it does not."""
         self._refill(now)
         need = min(amount, self.capacity)
-        lag = reserve if need + reserve <= self.capacity else min(reserve, LAG_SHARE * need)
+        lag = reserve if need + reserve <= self.capacity else min(reserve, LAG_S * self.rate)
         total = lag + spread
         if need + total <= self.capacity:  # a level to reach, no time lost
             return 0.0 if self.level >= need + total else (need + total - self.level) / self.rate

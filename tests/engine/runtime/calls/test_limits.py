@@ -299,11 +299,16 @@ def test_a_reserve_holds_back_a_bucket_of_one_request():
     b = TokenBucket(per_minute=60, burst_s=1.0)  # one a second, capacity 1
     t = b._t
     b.take(1, t)
-    # a reserve of 0.1 does not fit in a bucket of one: it is waited as time, at most 3% of
-    # the request's own refill time (1 s), since every request pays it
-    assert b.wait_time(1, t, reserve=0.1) == pytest.approx(1.03)
+    # a reserve of 0.1 does not fit in a bucket of one: it is waited as time, at most LAG_S
+    # (15 ms), since every request pays it
+    assert b.wait_time(1, t, reserve=0.1) == pytest.approx(1.015)
     assert b.wait_time(1, t + 5.0, reserve=0.1) == 0.0  # full for seconds: nothing to wait
-    assert b.wait_time(1, t + 1.01, reserve=0.1) == pytest.approx(0.02)  # full at t + 1, for 0.01 s
+    assert b.wait_time(1, t + 1.01, reserve=0.1) == pytest.approx(0.005)  # full at t + 1, for 0.01 s
+    # the lag is time: at 6 a minute (10 s a request) still 15 ms, 0.015 of a request at 1/s
+    # being 0.0015 of one at 0.1/s
+    slow = TokenBucket(per_minute=6, burst_s=1.0)
+    slow.take(1, slow._t)
+    assert slow.wait_time(1, slow._t, reserve=0.5) == pytest.approx(10.015)
     big = TokenBucket(per_minute=600, burst_s=1.0)  # capacity 10: the reserve is a level
     big.take(10, big._t)
     assert big.wait_time(1, big._t, reserve=1.0) == pytest.approx(0.2)  # 2 units at 10 a second
@@ -356,14 +361,14 @@ async def test_a_quota_header_takes_every_call_it_counts_out_of_the_spread():
     assert lim.spread(0) == 0.0 and not lim._unsettled
 
 
-def test_a_spread_that_does_not_fit_is_waited_in_full_and_the_margin_at_most_3_percent():
+def test_a_spread_that_does_not_fit_is_waited_in_full_and_the_margin_at_most_15_ms():
     b = TokenBucket(per_minute=60_000, burst_s=1.0, minimum_capacity=0.0)  # 1,000 a second, capacity 1,000
     t = b._t
     b.take(1000, t)
-    # a request of 1,500 needs the full 1,000; margin 100 trimmed to 3% of that (30), spread 200 in full
-    assert b.wait_time(1500, t, reserve=100, spread=200) == pytest.approx(1.0 + 0.23)
-    # full since t + 1 (for 0.1 s by t + 1.1): 0.13 s more
-    assert b.wait_time(1500, t + 1.1, reserve=100, spread=200) == pytest.approx(0.13)
+    # a request of 1,500 needs the full 1,000; margin 100 trimmed to 15 ms of refill (15), spread 200 in full
+    assert b.wait_time(1500, t, reserve=100, spread=200) == pytest.approx(1.0 + 0.215)
+    # full since t + 1 (for 0.1 s by t + 1.1): 0.115 s more
+    assert b.wait_time(1500, t + 1.1, reserve=100, spread=200) == pytest.approx(0.115)
     # where it fits it is a level: 400 + 100 + 200 = 700 of the 1,000, 0.7 s from empty
     b.take(1000, t + 1.1)
     assert b.wait_time(400, t + 1.1, reserve=100, spread=200) == pytest.approx(0.7)
