@@ -613,11 +613,13 @@ class RateLimiter:
     def spread(self, tokens: int) -> float:
         """How far (tokens) the server's count may be ahead of our bucket when a request of
         ``tokens`` arrives: ``SPREAD_Z`` standard deviations of the estimates not yet
-        corrected, the calls in flight and this one (only while it is below a full bucket:
-        a larger one needs a full bucket whatever its real size)."""
+        corrected, the calls in flight and this one. This one's counts only up to the room a
+        full bucket has beside it: a server admits any request a full bucket covers, whatever
+        its real size, so waiting past full for it would leave the quota idle (a request near
+        the bucket's size lost 0.1 s a request that way)."""
         own = self.estimate_error() * tokens
-        if self.tokens is not None and tokens >= self.tokens.capacity:
-            own = 0.0
+        if self.tokens is not None:
+            own = min(own, max(0.0, self.tokens.capacity - tokens) / SPREAD_Z)
         return SPREAD_Z * math.sqrt(own * own + max(0.0, self._inflight_var))
 
     def _wait(self, tokens: int, now: float) -> float:

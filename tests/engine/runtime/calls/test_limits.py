@@ -337,6 +337,9 @@ async def test_the_token_reserve_covers_the_estimates_still_in_flight():
     assert lim.spread(2000) == pytest.approx(2 * (200 ** 2 + 300 ** 2 + 400 ** 2) ** 0.5)  # 1,077
     # a request of a whole bucket or more needs a full bucket whatever its real size: no own term
     assert lim.spread(12_000) == pytest.approx(2 * (300 ** 2 + 400 ** 2) ** 0.5)  # 1,000
+    # one of 9,600 has 400 of room beside it in a full bucket: its own term is at most that (200 x 2)
+    assert lim.spread(9_600) == pytest.approx(2 * (200 ** 2 + 300 ** 2 + 400 ** 2) ** 0.5)
+    assert lim.spread(9_900) == pytest.approx(2 * (50 ** 2 + 300 ** 2 + 400 ** 2) ** 0.5)  # 100 of room
     # 2,000 + 1,077 is 77 more than the 3,000 left: 7.7 ms at 10,000 a second
     assert lim._wait(2000, now) == pytest.approx((2000 + 2 * 290_000 ** 0.5 - 3000) / 10_000)
     await first.done(3000)  # its answer: only the second is uncertain now
