@@ -162,6 +162,7 @@ class _Stats(msgspec.Struct, kw_only=True):
     context_errors: int = 0  # refused: the prompt was over --context-window
     truncated_prompts: int = 0  # over --context-window and cut silently (the ollama profile)
     filtered: int = 0  # met the content filter (--filter-word)
+    streamed: int = 0  # admitted and answered as server-sent events (the body asked "stream": true)
 
 
 class _MockJudge:
@@ -301,6 +302,7 @@ class _MockJudge:
             stream = web.StreamResponse(status=200, headers={**headers, "Content-Type": "text/event-stream",
                                                              "Cache-Control": "no-cache"})
             await stream.prepare(request)
+            st.streamed += 1
         if cfg.latency or cfg.jitter:
             delay = cfg.latency + (self.delay_rng.uniform(-cfg.jitter, cfg.jitter) if cfg.jitter else 0.0)
             if delay > 0:

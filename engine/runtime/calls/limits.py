@@ -48,6 +48,9 @@ from drscore.engine.runtime.calls.judging import HINT_CEILING_S, RateLimitInfo
 # --workload quality). A delay is time, whatever the rate: a share of the refill time (3%, as
 # before) cost 30 ms a request at 60/min and 3 ms at 600/min.
 LAG_S = 0.015
+# How long after our grant a server admits the call (grant to admission on loopback, logged
+# at both ends: 9-14 ms median): what a quota header's count has refilled beyond ours.
+ARRIVAL_S = 0.01
 
 
 class TokenBucket:
@@ -498,8 +501,10 @@ class RateLimiter:
     the difference now (both buckets refilled and were charged alike since), so the bucket
     moves by it, up or down. That difference holds the misses of every estimate still
     uncorrected when the call was granted, so the usage of those calls no longer corrects
-    the bucket when they come back. ``remaining + reset x rate`` is the size of the
-    server's bucket, so the burst it allows is used (up to ``MAX_WINDOW_S`` of quota).
+    the bucket when they come back. The server admitted the call ``ARRIVAL_S`` or so after
+    our grant: where its bucket was below full it refilled meanwhile, and its count is read
+    that much lower. ``remaining + reset x rate`` is the size of the server's bucket, so the
+    burst it allows is used (up to ``MAX_WINDOW_S`` of quota).
     Without headers a bucket holds ``burst_s`` seconds of quota (``--burst``).
 
     A told quota (``--rpm``/``--tpm``) is trusted: without headers its 429s pause everyone
@@ -802,11 +807,12 @@ class RateLimiter:
         self._changed.set()
 
     def _follow(self, bucket: TokenBucket | None, after: tuple[TokenBucket, float, float] | None,
-                remaining: float | None, reset_s: float | None, now: float) -> float | None:
+                remaining: float | None, reset_s: float | None, now: float, taken: float) -> float | None:
         """Correct ``bucket`` by the server's count: what it had right after admitting the
-        call against ``after``, our level right after charging it, less the corrections made
-        since (an answer of an earlier call may have made part of the same one). Returns the
-        difference (the server's count less ours; None when not corrected)."""
+        call against ``after``, our level right after charging it (``taken``) with it, less
+        the corrections made since (an answer of an earlier call may have made part of the
+        same one). Returns the difference (the server's count less ours; None when not
+        corrected)."""
         if bucket is None or remaining is None or after is None or after[0] is not bucket:
             return None
         if self.shared is not None:
@@ -819,10 +825,13 @@ class RateLimiter:
                 bucket.capacity = min(max(bucket.capacity, remaining + reset_s * rate), rate * MAX_WINDOW_S)
             # the reset is exact to the millisecond where the count is floored, and says how deep a debt is
             server = bucket.capacity - reset_s * rate
-        # The server admitted the call a moment after our grant and refilled meanwhile, so its
-        # count reads that moment's refill high (milliseconds of quota): the reserve
-        # (margin_s) covers it.
         diff = server - after[1] - (bucket.shifted - after[2])
+        # The server admitted the call a moment after our grant and, unless its bucket was full,
+        # refilled meanwhile: its count reads that refill high. Uncorrected, a request that
+        # needs a whole bucket went that much early, beyond what the lag (LAG_S) covers.
+        room = bucket.capacity - (after[1] + taken)
+        if room > 0:
+            diff -= min(room, ARRIVAL_S * rate)
         bucket.shift(diff, now)
         return diff
 
@@ -868,9 +877,10 @@ class RateLimiter:
             # Answers come back out of order: one of a call granted before the last one
             # followed says nothing newer.
             self._followed = permit.seq
-            self._follow(self.requests, permit.requests_after, info.remaining_requests, info.reset_requests_s, now)
+            self._follow(self.requests, permit.requests_after, info.remaining_requests, info.reset_requests_s, now,
+                         1.0)
             permit.synced = self._follow(self.tokens, permit.tokens_after, info.remaining_tokens, info.reset_tokens_s,
-                                         now) is not None
+                                         now, permit.estimate) is not None
             if permit.synced:
                 self._settle_through(permit.seq)
             self._changed.set()  # the level may have risen: the head re-reads it

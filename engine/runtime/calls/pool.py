@@ -100,6 +100,11 @@ T = TypeVar("T")
 # Failures after which the request may have reached the model and been billed, without
 # usage to say how much: the budget keeps their worst case.
 _MAYBE_BILLED = frozenset({"timeout", "connection", "bad_response"})
+# With an announced token quota whose bucket holds fewer than this many calls of a call's
+# size, the call is streamed: the server's count of it comes with the headers at admission,
+# not with the answer a latency later, so the calls after it do not wait on its estimate's
+# error (in such a bucket they wait it as time, every one of them).
+STREAM_BELOW_CALLS = 4
 
 
 Span = tuple[float, float]  # (start, end) on time.monotonic()
@@ -265,6 +270,7 @@ class JudgePool:
         # What the server said about itself before the preflight (its window, its parallel
         # slots): slots keep requests queued on our side (engine.runtime.calls.slots).
         self.server: ServerFacts | None = None
+        self.follows_streams = True  # False once a streamed answer came without its usage
         self.slots: ServerSlots | None = None
         self._server_asked = False
         self.stats = PoolStats()
@@ -605,6 +611,24 @@ class JudgePool:
                 gate.overlap(PREFLIGHT_OVERLAP_S)
         return admitted
 
+    def _followed_at_admission(self, permit: Permit | None) -> Callable[[RateLimitInfo | None], None] | None:
+        """For a call large against the token bucket the server announced (see
+        STREAM_BELOW_CALLS): the limiter follows the server's count when the server admits
+        it, the call being streamed. None for the others, for a shared (``--redis``) quota
+        and for a local server."""
+        lim = self.limiter
+        if not self.follows_streams or permit is None or not lim.announced or lim.tokens is None \
+                or lim.shared is not None:
+            return None
+        if self.server is not None and self.server.server is not None:
+            return None
+        if permit.estimate * STREAM_BELOW_CALLS < lim.tokens.capacity:
+            return None
+
+        def admitted(info: RateLimitInfo | None) -> None:
+            lim.observe(info, permit)
+        return admitted
+
     def _fault_stop(self, e: JudgeError, message: str, *, streak: int = 0) -> StopReason:
         what = ENDPOINT_FAULTS.get(e.kind) or OTHER_FAULTS.get(e.kind) or e.kind
         lead = f"judge at {self.endpoint}: {what}"
@@ -792,7 +816,7 @@ class JudgePool:
             call = self.ledger.sent(key, req.template, worst if self.budget.cap is not None or not self.priced
                                     else self.prices.cost(self.price_model, input_reservation(current, self.tokens),
                                                           current.max_tokens, batch=self.batched))
-            admitted = self._preflight_admitted(probe, permit) if probe is not None else None
+            admitted = self._preflight_admitted(probe, permit) if probe is not None else self._followed_at_admission(permit)
             tj = time.monotonic()
             try:
                 resp, info = await self._send(current, admitted)
@@ -904,6 +928,10 @@ class JudgePool:
             if permit is not None:
                 self.limiter.observe(info, permit)
                 await permit.done(None if resp.usage_estimated else resp.input_tokens + resp.output_tokens)
+                if admitted is not None and resp.usage_estimated:
+                    # a stream without its usage (stream_options ignored): the bill would rest on
+                    # estimates; the rest go unstreamed, their usage counted
+                    self.follows_streams = False
             if not resp.usage_estimated and reasks == 0:
                 # re-asks carry extra messages: not the features we measured
                 self.tokens.observe(features, req.template, resp.input_tokens, resp.output_tokens)
