@@ -144,8 +144,19 @@ async def test_fact_against_the_mock_judge_judges_statements_and_ranks(tmp_path)
         judged = sum(counts[k] for k in ("supported", "partially", "unsupported", "unknown"))
         assert counts["failed"] == 0 and judged == (4 if row.agent == "thorough" else 2)
         assert row.coverage is not None and row.coverage > 0 and row.score is not None
+    # The mock's labels are drawn from a hash of the request, which holds the page server's
+    # port: a row whose every pair it labelled "unknown" has nothing judgeable (partial, by the
+    # benchmark's rule valid_rate 0), and an agent all of whose rows are so is not ranked, and
+    # says why. Any other agent is ranked.
     for agent in ("thorough", "brief"):
-        assert agent_reason([r for r in rows if r.agent == agent]) is None  # both may be ranked
+        mine = [r for r in rows if r.agent == agent]
+        judgeable = [r for r in mine if r.details["counts"]["unknown"] < (4 if agent == "thorough" else 2)]
+        assert all(r.status == "ok" for r in judgeable) and all(r.status == "partial" for r in mine
+                                                                if r not in judgeable)
+        if len(judgeable) == len(mine):
+            assert agent_reason(mine) is None
+        else:
+            assert agent_reason(mine) == f"{len(mine) - len(judgeable)} of {len(mine)} scored rows partial"
 
 
 @pytest.fixture(autouse=True)
