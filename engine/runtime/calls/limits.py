@@ -809,9 +809,9 @@ class RateLimiter:
     def _follow(self, bucket: TokenBucket | None, after: tuple[TokenBucket, float, float] | None,
                 remaining: float | None, reset_s: float | None, now: float, taken: float) -> float | None:
         """Correct ``bucket`` by the server's count: what it had right after admitting the
-        call against ``after``, our level right after charging it (``taken``) with it, less
-        the corrections made since (an answer of an earlier call may have made part of the
-        same one). Returns the difference (the server's count less ours; None when not
+        call against ``after``, our level right after charging the call ``taken`` units,
+        less the corrections made since (an answer of an earlier call may have made part of
+        the same one). Returns the difference (the server's count less ours; None when not
         corrected)."""
         if bucket is None or remaining is None or after is None or after[0] is not bucket:
             return None

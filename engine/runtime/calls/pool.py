@@ -579,8 +579,9 @@ class JudgePool:
     async def _send(self, request: ChatRequest, admitted: Callable[[RateLimitInfo | None], None] | None = None,
                     ) -> tuple[Any, Any]:
         """One attempt, bounded by ``timeout_s``; every failure is a :class:`JudgeError`
-        with a redacted message. With ``admitted`` (the preflight) a backend that can stream
-        hands over the quota headers when the server accepts the call."""
+        with a redacted message. With ``admitted`` (the preflight, a call large against the
+        token bucket) a backend that can stream hands over the quota headers when the server
+        accepts the call."""
         try:
             # A batched call waits for its batch (minutes to hours): only the batching
             # backend's own HTTP timeouts apply.
@@ -599,9 +600,8 @@ class JudgePool:
         """What the preflight does when the server admits it, before its answer (a streamed
         call's headers): the quota headers pace the run from now, and a quota they announce
         is known as if told, so the others go PREFLIGHT_OVERLAP_S after the preflight left
-        instead of one whole answer later. Not for a local server (llama.cpp,
-        llama-cpp-python), which announces no quota."""
-        if self.server is not None and self.server.server is not None:
+        instead of one whole answer later. Not for a local server."""
+        if self._local_server():
             return None
 
         def admitted(info: RateLimitInfo | None) -> None:
@@ -610,6 +610,11 @@ class JudgePool:
             if self.limiter.requests is not None or self.limiter.tokens is not None:
                 gate.overlap(PREFLIGHT_OVERLAP_S)
         return admitted
+
+    def _local_server(self) -> bool:
+        """The judge is a local llama.cpp or llama-cpp-python server (known from its model
+        list): it announces no quota, so no call is streamed to it for its headers."""
+        return self.server is not None and self.server.server is not None
 
     def _followed_at_admission(self, permit: Permit | None) -> Callable[[RateLimitInfo | None], None] | None:
         """For a call large against the token bucket the server announced (see
@@ -620,7 +625,7 @@ class JudgePool:
         if not self.follows_streams or permit is None or not lim.announced or lim.tokens is None \
                 or lim.shared is not None:
             return None
-        if self.server is not None and self.server.server is not None:
+        if self._local_server():
             return None
         if permit.estimate * STREAM_BELOW_CALLS < lim.tokens.capacity:
             return None
