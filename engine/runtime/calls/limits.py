@@ -6,7 +6,8 @@ no thundering herd, and no caller is scheduled on an estimate made long before i
 
 Token cost is estimated before the call (by :class:`drscore.engine.runtime.calls.tokens.TokenEstimator`,
 which learns the server's counting) and corrected from the usage the API returns: the
-difference is charged or refunded to the bucket.
+difference is charged or refunded to the bucket, less what a full bucket forgave meanwhile
+(:mod:`drscore.engine.runtime.calls.history`).
 
 On 429 every caller pauses until the server's ``Retry-After`` (or reset header) and the
 local buckets are drained to what the server says remains. With a known quota (told or
@@ -39,6 +40,7 @@ from typing import Any, Callable, Protocol
 
 import msgspec
 
+from drscore.engine.runtime.calls.history import BucketHistory, Take
 from drscore.engine.runtime.calls.judging import HINT_CEILING_S, RateLimitInfo
 
 
@@ -436,7 +438,7 @@ class Permit:
     difference between the two counts then is the difference now."""
 
     __slots__ = ("_limiter", "estimate", "_released", "granted_at", "requests_after", "tokens_after", "synced", "seq",
-                 "var")
+                 "var", "take")
 
     def __init__(self, limiter: RateLimiter, estimate: int, granted_at: float = 0.0,
                  requests_after: tuple[TokenBucket, float, float] | None = None,
@@ -454,6 +456,9 @@ class Permit:
         # The variance of the server's count of this call about our estimate (tokens^2),
         # part of the limiter's in-flight spread until the call's answer corrects it.
         self.var = var
+        # Its charge in the tokens bucket's history (see _correct): the usage corrects the level
+        # by replaying the takes since.
+        self.take: tuple[BucketHistory, Take] | None = None
 
     async def done(self, actual_tokens: int | None = None) -> None:
         if self._released:
@@ -540,7 +545,10 @@ class RateLimiter:
         # its own headers say them again
         self.remembered = False
         self._sent_requests = 0.0  # requests sent so far
-        self._followed = 0  # the latest grant whose answer's quota headers the buckets followed
+        # The latest grants whose answers' quota headers the tokens and the requests bucket
+        # followed: the usage of a call granted up to the first no longer corrects the bucket.
+        self._followed = 0
+        self._followed_requests = 0
         self._admitted_requests = 0.0  # the same, less what was refused (the learners' measure)
         self._admitted_tokens = 0.0
         # The variance of the server's token count about ours over calls granted and not yet
@@ -549,6 +557,7 @@ class RateLimiter:
         # k, so their estimates leave the spread then.
         self._inflight_var = 0.0
         self._unsettled: dict[int, Permit] = {}
+        self._history: BucketHistory | None = None  # the local tokens bucket's takes (see _correct)
         self._paused_until = 0.0
         self._queue: deque[asyncio.Future[None]] = deque()
         self._changed = asyncio.Event()
@@ -655,6 +664,11 @@ class RateLimiter:
         permit = Permit(self, tokens, now, (r, r.level, r.shifted) if r is not None else None,
                         (t, t.level, t.shifted) if t is not None else None, int(self._sent_requests), var)
         self._unsettled[permit.seq] = permit
+        if t is not None:
+            history = self._history
+            if history is None or history.rate != t.rate or history.capacity != t.capacity:
+                history = self._history = BucketHistory(t.rate, t.capacity)  # a new bucket, or resized
+            permit.take = (history, history.took(now, t.level + tokens, tokens))
         return permit
 
     def _settle(self, permit: Permit) -> None:
@@ -740,17 +754,30 @@ class RateLimiter:
             # already did (_follow): the count that came with this answer, or with the answer
             # of a call granted after this one, which held this call's real count and our
             # estimate of it alike.
+            correction = self._correct(permit, actual)
             if self.tokens is not None and not permit.synced and permit.seq > self._followed:
                 if self.shared is None or await self.shared.adjust(actual - permit.estimate, self._shape()) is None:
                     # as a shift: a later answer's count discounts it (see _follow)
-                    self.tokens.shift(permit.estimate - actual, time.monotonic())
+                    self.tokens.shift(correction, time.monotonic())
                 self._changed.set()  # a refund may let the head go now
+        else:
+            self._correct(permit, permit.estimate)
         requests_changed = self.learner.success()
         tokens_changed = self.token_learner.success(actual if actual is not None else permit.estimate)
         if (requests_changed or tokens_changed) and not self.announced and (self.learner.cuts or self.token_learner.cuts):
             self._apply_learned()
         self.concurrency.on_success()
         await self.concurrency.release()
+
+    def _correct(self, permit: Permit, count: float) -> float:
+        """What the server's ``count`` for the call changes in the tokens bucket's level now:
+        its estimate less the count, unless a bucket sat full since the grant, which forgave
+        part of the difference (see :mod:`drscore.engine.runtime.calls.history`)."""
+        if permit.take is None:
+            return permit.estimate - count
+        history, take = permit.take
+        permit.take = None
+        return history.counted(take, count, time.monotonic())
 
     def stop(self) -> None:
         """Make every waiting and future :meth:`acquire` raise :class:`LimiterStopped`
@@ -873,16 +900,21 @@ class RateLimiter:
                 self.tokens.clamp(old.level, now)
             if info.remaining_tokens is not None:
                 self.tokens.clamp(info.remaining_tokens, now)
-        if permit is not None and permit.seq > self._followed:
+        if permit is not None:
             # Answers come back out of order: one of a call granted before the last one
-            # followed says nothing newer.
-            self._followed = permit.seq
-            self._follow(self.requests, permit.requests_after, info.remaining_requests, info.reset_requests_s, now,
-                         1.0)
-            permit.synced = self._follow(self.tokens, permit.tokens_after, info.remaining_tokens, info.reset_tokens_s,
-                                         now, permit.estimate) is not None
-            if permit.synced:
-                self._settle_through(permit.seq)
+            # followed says nothing newer. Each bucket moves on only when the answer had its
+            # count: an answer without (a told quota, a header-less endpoint) leaves the
+            # usage of this call and of those before it to correct the tokens bucket.
+            if permit.seq > self._followed_requests and self._follow(
+                    self.requests, permit.requests_after, info.remaining_requests, info.reset_requests_s, now,
+                    1.0) is not None:
+                self._followed_requests = permit.seq
+            if permit.seq > self._followed:
+                permit.synced = self._follow(self.tokens, permit.tokens_after, info.remaining_tokens,
+                                             info.reset_tokens_s, now, permit.estimate) is not None
+                if permit.synced:
+                    self._followed = permit.seq
+                    self._settle_through(permit.seq)
             self._changed.set()  # the level may have risen: the head re-reads it
 
     async def rate_limited_release(self, permit: Permit, info: RateLimitInfo | None, *,
@@ -893,6 +925,9 @@ class RateLimiter:
         believed (``info.unusable_hint``; the pool passes its --max-rate-limit-wait)."""
         permit._released = True
         self._settle(permit)
+        # The server took nothing, but its bucket held less than we thought: the charge stays
+        # (the pause and the headers, if any, correct the rest).
+        self._correct(permit, permit.estimate)
         self.rate_limited += 1
         self._admitted_requests -= 1  # refused: the server took nothing
         self._admitted_tokens -= permit.estimate
@@ -948,6 +983,7 @@ class RateLimiter:
             return
         permit._released = True
         self._settle(permit)
+        self._correct(permit, permit.estimate)
         self._end_probe()
         await self.concurrency.release()
 

@@ -427,6 +427,35 @@ async def test_answers_out_of_order_the_later_calls_count_holds_the_earlier_ones
     assert told.tokens.level == pytest.approx(630, abs=5)
 
 
+async def test_an_answer_without_the_servers_count_leaves_the_usage_to_correct_the_bucket():
+    # What the pool does with every answer: observe its headers, then report its usage. A told
+    # quota's endpoint sends no count (or only a request count): the usage must still correct
+    # the tokens bucket, this call's and the earlier ones' (it once did not, after any answer).
+    for info in (RateLimitInfo(), RateLimitInfo(retry_after_s=1.0),
+                 RateLimitInfo(remaining_requests=5, limit_requests=600)):
+        lim = RateLimiter(tpm=60_000, rpm=600, concurrency=4, margin_s=0.0)  # 1,000 tokens a second
+        now = lim.tokens._t
+        a, b = lim._grant(400, now), lim._grant(100, now)  # 500 left
+        lim.observe(info, b)
+        await b.done(160)  # 60 more than estimated
+        lim.observe(info, a)
+        await a.done(370)  # 30 less
+        assert lim.tokens.level == pytest.approx(470, abs=5), info
+
+
+async def test_a_refund_the_full_bucket_already_overflowed_is_not_given_twice():
+    lim = RateLimiter(tpm=60_000, concurrency=4, margin_s=0.0)  # 1,000 a second, capacity 1,000
+    now = lim.tokens._t
+    p = lim._grant(800, now)  # 200 left; the server charged 500 (500 left)
+    lim.tokens.take(0, now + 0.9)  # 0.9 s later ours holds 1,100 -> full; the server's has been full since 0.5 s
+    q = lim._grant(1000, now + 0.9)  # a call of a whole bucket: both at 0
+    await p.done(500)
+    # the 300 not charged overflowed at the server before q came: ours must not rise by it now
+    # (the plain difference would have put ours 300 above the server's)
+    assert lim.tokens.level == pytest.approx(0.0, abs=1)  # the clock has not reached q's grant yet
+    await q.done(1000)
+
+
 def test_a_remembered_quota_paces_until_the_endpoints_own_headers_replace_it():
     lim = RateLimiter(concurrency=8)  # nothing told: one call at a time until the first answer
     assert lim.concurrency.limit == 1
