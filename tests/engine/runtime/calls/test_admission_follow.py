@@ -3,20 +3,9 @@ takes the server's count of each when the server admits it, not a whole answer l
 bucket that holds many calls only the preflight is streamed. Either way the answers are the same."""
 from __future__ import annotations
 
-from drscore.api import JudgeConfig, Run, RunConfig
 from drscore.engine.runtime.calls.pool import STREAM_BELOW_CALLS
 from drscore.judge.mock.server import MockConfig, MockServerProcess
-from support.data import ROOT
-
-EXAMPLES = ROOT / "examples"
-
-
-async def _scores(url: str, out) -> dict[tuple[str, str], float | None]:
-    cfg = RunConfig(methods=["quality"], reports=[str(EXAMPLES / "reports.claude-3-7-sonnet.jsonl")],
-                    tasks=str(EXAMPLES / "tasks.jsonl"), out=str(out), limit=6,
-                    judge=JudgeConfig(url=url, model="gpt-4.1", no_cache=True, concurrency=8))
-    async with Run(cfg) as run:
-        return {(row.task_id, row.agent): row.score async for row in run.rows()}
+from support.quality_run import quality_scores as _scores
 
 
 async def test_calls_large_against_the_announced_token_bucket_are_streamed(tmp_path):

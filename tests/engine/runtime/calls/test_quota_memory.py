@@ -8,27 +8,16 @@ import sqlite3
 
 import orjson
 
-from drscore.api import JudgeConfig, Run, RunConfig
 from drscore.judge.mock.server import MockConfig, MockServerProcess
-from support.data import ROOT
+from support.quality_run import quality_scores
 
-EXAMPLES = ROOT / "examples"
 LATENCY = 3.0  # every answer takes this long: what the first run's other calls wait for
-
-
-async def _run(url: str, cache, out) -> None:
-    cfg = RunConfig(methods=["quality"], reports=[str(EXAMPLES / "reports.claude-3-7-sonnet.jsonl")],
-                    tasks=str(EXAMPLES / "tasks.jsonl"), out=str(out), limit=6,
-                    judge=JudgeConfig(url=url, model="gpt-4.1", cache_dir=str(cache), concurrency=8))
-    async with Run(cfg) as run:
-        async for _ in run.rows():
-            pass
 
 
 async def test_the_next_run_paces_from_its_first_request_at_the_quota_announced_before(tmp_path):
     # An endpoint that refuses streamed bodies (so the preflight's headers come only with its answer)
     with MockServerProcess(MockConfig(profile="openai", rpm=600, latency=LATENCY, streams=False)) as mock:
-        await _run(mock.url, tmp_path / "cache", tmp_path / "first")
+        await quality_scores(mock.url, tmp_path / "first", cache=tmp_path / "cache")
         first = mock.stats()
         with sqlite3.connect(tmp_path / "cache" / "judge.sqlite") as db:
             rows = db.execute("SELECT endpoint, quota FROM quotas").fetchall()
@@ -39,7 +28,7 @@ async def test_the_next_run_paces_from_its_first_request_at_the_quota_announced_
         with sqlite3.connect(tmp_path / "again" / "judge.sqlite") as db:
             db.execute("DELETE FROM responses")
         mock.reset()
-        await _run(mock.url, tmp_path / "again", tmp_path / "second")
+        await quality_scores(mock.url, tmp_path / "second", cache=tmp_path / "again")
         second = mock.stats()
     assert first["ok"] == second["ok"] == 6 and first["rate_limited"] == second["rate_limited"] == 0
     # first contact: the other five calls left only once the first answer (LATENCY) was in
@@ -52,7 +41,7 @@ async def test_a_streamed_preflight_announces_the_quota_at_admission_on_first_co
     # Nothing remembered, nothing told: the preflight's headers arrive when the server admits
     # it, so the other calls leave before its answer, as with a remembered quota.
     with MockServerProcess(MockConfig(profile="openai", rpm=600, latency=LATENCY)) as mock:
-        await _run(mock.url, tmp_path / "cache", tmp_path / "first")
+        await quality_scores(mock.url, tmp_path / "first", cache=tmp_path / "cache")
         first = mock.stats()
     assert first["ok"] == 6 and first["rate_limited"] == 0 and first["bad_requests"] == 0
     assert first["max_in_flight"] == 6  # all six at the server at once: none waited for an answer
