@@ -36,13 +36,24 @@ class BucketHistory:
     """The takes of a bucket of ``rate`` units a second holding ``capacity``, since the
     level was last known with every count in it (the checkpoint). At most ``limit`` takes
     are kept: beyond, the oldest counts as its estimate (a call that never answers must not
-    make every answer replay a longer list)."""
+    make every answer replay a longer list).
+
+    ``rate`` and ``capacity`` may be changed as the bucket's change (a pace learned from
+    429s moves with every answer): the replay then runs at the new ones throughout, a small
+    error beside a rate that moves a fraction of a percent a second. Once closed (the bucket was
+    replaced: :meth:`close`), a count is taken as the plain difference."""
 
     def __init__(self, rate: float, capacity: float, limit: int = 512) -> None:
         self.rate, self.capacity, self.limit = rate, capacity, limit
+        self.closed = False
         self._at = 0.0
         self._level = capacity
         self._takes: deque[Take] = deque()
+
+    def close(self) -> None:
+        """The bucket these takes came from is gone: no more replays."""
+        self.closed = True
+        self._takes.clear()
 
     def __len__(self) -> int:
         return len(self._takes)
@@ -64,7 +75,8 @@ class BucketHistory:
         """Record the server's ``count`` for ``take`` (one of this history's); the change it
         makes to the level at ``now`` (``take.estimate - count`` when no bucket was full
         since the take)."""
-        if take.count is not None:  # dropped at the limit: no longer replayed
+        if take.count is not None or self.closed:  # dropped at the limit, or the bucket is gone
+            take.count = count
             return take.estimate - count
         before = self._level_at(now)
         take.count = count

@@ -55,3 +55,27 @@ def test_beyond_its_limit_the_oldest_take_counts_as_its_estimate():
     # its count arrives after all: the plain difference, as without a history
     assert h.counted(lost, 450.0, now=20.0) == pytest.approx(50.0)
     assert h.counted(b, 100.0, now=20.0) == 0.0
+
+
+def test_a_closed_history_takes_a_count_as_the_plain_difference():
+    h = BucketHistory(rate=100.0, capacity=1000.0)
+    take = h.took(0.0, 1000.0, 500.0)
+    h.close()  # the bucket was replaced: its takes are no longer the level's story
+    assert h.counted(take, 300.0, now=10.0) == pytest.approx(200.0) and len(h) == 0
+
+
+async def test_the_limiter_keeps_one_history_while_a_learned_rate_moves_and_a_new_one_for_a_new_bucket():
+    from drscore.engine.runtime.calls.limits import RateLimiter
+
+    lim = RateLimiter(tpm=60_000, concurrency=4, margin_s=0.0)
+    now = lim.tokens._t
+    a = lim._grant(500, now)
+    lim.tokens.set_rate(66_000, now)  # a pace that grew: the same bucket, the same history
+    b = lim._grant(100, now)
+    assert a.take is not None and b.take is not None and a.take[0] is b.take[0]
+    assert a.take[0].rate == pytest.approx(1100.0)
+    lim.tokens = lim._tokens_bucket(120_000)  # announced limits: a new bucket
+    c = lim._grant(100, now)
+    assert c.take is not None and c.take[0] is not a.take[0] and a.take[0].closed
+    for p in (a, b, c):
+        await p.done(p.estimate)
