@@ -20,8 +20,9 @@ a slow start (after the first answer, one more call in flight per answer instead
 full concurrency at once), then at the first 429 a pace of 0.92 x the rate the endpoint
 had been accepting, growing 15% per second (compounded) until the second 429, which cuts
 it to 0.92 x the lower of the pace and the accepted rate; from then on it grows linearly
-by 0.4% of that rate per second and is cut by 0.92 at each 429 episode (AIMD). With headers the announced limits pace the run and
-the learner stays out of the way.
+by 0.4% of that rate per second (a token rate by 0.2%) and is cut by 0.92 at each 429
+episode (AIMD). With headers the announced limits pace the run and the learner stays out
+of the way.
 
 With a :class:`SharedQuota` (``--redis``: :mod:`drscore.engine.runtime.calls.team.quota`) the buckets
 live outside the process: the head of the queue reserves from the shared store instead of
@@ -467,6 +468,9 @@ class Permit:
         await self._limiter._finish(self, actual_tokens)
 
 
+# How fast a learned token pace grows between 429s, as a share of the pace set at the last
+# cut per second (RateLearner.increase_per_s; a request pace grows 0.4%).
+TOKEN_INCREASE_PER_S = 0.002
 # The reserve a request must leave in the bucket, in seconds of quota: what arrival jitter
 # and a late correction can cost. A constant costs its size once per run; the safety
 # factor it replaced (pacing at 0.97 of the quota) cost 3% of every minute.
@@ -536,7 +540,11 @@ class RateLimiter:
         # Pacing learned from 429s when no quota headers announce the limits (never above
         # --rpm / --tpm): a request rate and a token rate, and which of the two binds.
         self.learner = RateLearner(max_rps=rpm * safety / 60 if rpm else None)
-        self.token_learner = RateLearner(max_rps=tpm * safety / 60 if tpm else None, noisy=True)
+        # A token pace grows half as fast as a request pace: its 429s come from the pace and the
+        # estimates' noise together, and each one pauses everyone (bench.headerless, tokens: at
+        # 0.4% a second the limit was met again every 12 s, 4 429s of 104 requests; at 0.2%, 3)
+        self.token_learner = RateLearner(max_rps=tpm * safety / 60 if tpm else None, noisy=True,
+                                         increase_per_s=TOKEN_INCREASE_PER_S)
         self.binding = BindingGuess()
         # The token estimate's relative error (0.1 = 10%): the pool sets it from its estimator.
         self.estimate_error: Callable[[], float] = lambda: 0.0
@@ -558,6 +566,7 @@ class RateLimiter:
         self._inflight_var = 0.0
         self._unsettled: dict[int, Permit] = {}
         self._history: BucketHistory | None = None  # the local tokens bucket's takes (see _correct)
+        self._history_bucket: TokenBucket | None = None
         self._paused_until = 0.0
         self._queue: deque[asyncio.Future[None]] = deque()
         self._changed = asyncio.Event()
@@ -665,11 +674,19 @@ class RateLimiter:
                         (t, t.level, t.shifted) if t is not None else None, int(self._sent_requests), var)
         self._unsettled[permit.seq] = permit
         if t is not None:
-            history = self._history
-            if history is None or history.rate != t.rate or history.capacity != t.capacity:
-                history = self._history = BucketHistory(t.rate, t.capacity)  # a new bucket, or resized
-            permit.take = (history, history.took(now, t.level + tokens, tokens))
+            permit.take = (history := self._history_of(t), history.took(now, t.level + tokens, tokens))
         return permit
+
+    def _history_of(self, bucket: TokenBucket) -> BucketHistory:
+        """The takes of the tokens bucket (a new history for a new bucket), at its rate now."""
+        history = self._history
+        if history is None or self._history_bucket is not bucket:
+            if history is not None:
+                history.close()
+            history = self._history = BucketHistory(bucket.rate, bucket.capacity)
+            self._history_bucket = bucket
+        history.rate, history.capacity = bucket.rate, bucket.capacity
+        return history
 
     def _settle(self, permit: Permit) -> None:
         """The call's count is known (its answer) or moot (refused, failed): its estimate's
