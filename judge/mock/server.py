@@ -421,10 +421,13 @@ class _MockJudge:
     async def get_stats(self, request: web.Request) -> web.Response:
         out = msgspec.structs.asdict(self.stats)
         out.update(msgspec.structs.asdict(self.batches.stats))
-        # Seconds each bucket spent full since its first charge: quota the clients left unused
+        # Seconds each bucket spent full since its first charge (quota the clients left unused),
+        # and its level now (below 0: in debt), which a client's own bucket can be checked against
         for kind, bucket in (("requests", self.quota.requests), ("tokens", self.quota.tokens)):
             if bucket is not None:
                 out[f"{kind}_full_s"] = round(bucket.full_s, 3)
+                bucket.refill(self.quota.clock())
+                out[f"{kind}_level"] = round(bucket.level, 3)
         if request.query.get("hashes") not in (None, "", "0", "false"):
             out["hashes"] = dict(self.answered)
         return web.Response(body=orjson.dumps(out), content_type=_JSON)

@@ -174,6 +174,27 @@ async def test_client_limits_matching_the_server_avoid_429s(tiny_prompt):
     assert stats["rate_limited"] <= 1  # pacing, not 429s, keeps us under the quota
 
 
+async def test_a_told_token_quota_ends_a_run_level_with_the_servers_bucket(tiny_prompt):
+    # A told quota against an endpoint that sends no quota headers (vllm): only the answers'
+    # usage corrects our bucket. 10 tokens a second in a bucket of a minute (600), so neither
+    # bucket refills to full during the run: each holds 600 less what it was charged.
+    runner, port = await start(MockConfig(profile="vllm", tpm=600, burst=60.0))
+    try:
+        lim = RateLimiter(tpm=600, concurrency=4, burst_s=60.0)
+        pool = await _ask_all(f"http://127.0.0.1:{port}/v1", lim, 8)
+        async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{port}/stats") as r:
+            stats = await r.json()
+    finally:
+        await runner.cleanup()
+    assert stats["ok"] == 8 and stats["rate_limited"] == 0
+    charged = stats["prompt_tokens"] + stats["completion_tokens"]
+    assert pool.stats.input_tokens + pool.stats.output_tokens == charged
+    # our estimates missed the server's counts by this much in all; the usage took it back out
+    assert lim.tokens is not None and abs(lim._admitted_tokens - charged) < 1
+    refilled = stats["tokens_level"] - (600 - charged)  # what the server's bucket regained meanwhile
+    assert lim.tokens.level == pytest.approx(600 - charged + refilled, abs=2.0)
+
+
 async def test_limits_announced_by_the_server_are_adopted(tiny_prompt):
     # No --rpm given: after the first answer the client paces itself by the server's
     # x-ratelimit-limit-requests instead of discovering the quota through 429s.
