@@ -126,6 +126,15 @@ async def test_the_limiter_corrects_the_shared_reservation_from_usage(redis_url)
         level = float((await team.link.client.hgetall(team.quota.key))[b"k"])
         assert level == pytest.approx(80, abs=3)  # 50 + 30 (+ a few ms of refill)
         assert team.quota.reservations == 1
+        # The pool's order: the answer's headers first, then its usage. Whether the answer held
+        # a count or not, the usage still corrects the store (the headers once stopped it).
+        for info in (RateLimitInfo(), RateLimitInfo(remaining_tokens=60, limit_tokens=6000)):
+            before = float((await team.link.client.hgetall(team.quota.key))[b"k"])
+            permit = await limiter.acquire(40)
+            limiter.observe(info, permit)
+            await permit.done(10)  # 30 of the 40 back: 10 taken (uncorrected, 40)
+            after = float((await team.link.client.hgetall(team.quota.key))[b"k"])
+            assert after - before == pytest.approx(-10, abs=8), info  # (+ the refill of a wait, if any)
     finally:
         await team.close()
 
