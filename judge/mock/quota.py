@@ -60,6 +60,10 @@ class TokenBucket:
             self.level = min(self.capacity, level)
             self._updated = now
 
+    def level_at(self, now: float) -> float:
+        """The level at ``now`` (below 0: in debt), without recording the refill."""
+        return min(self.capacity, self.level + max(0.0, now - self._updated) * self.rate)
+
     def wait_for(self, cost: float) -> float:
         """Seconds until ``cost`` fits (0 if it fits now); call :meth:`refill` first."""
         need = min(cost, self.capacity)

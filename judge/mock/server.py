@@ -426,8 +426,7 @@ class _MockJudge:
         for kind, bucket in (("requests", self.quota.requests), ("tokens", self.quota.tokens)):
             if bucket is not None:
                 out[f"{kind}_full_s"] = round(bucket.full_s, 3)
-                bucket.refill(self.quota.clock())
-                out[f"{kind}_level"] = round(bucket.level, 3)
+                out[f"{kind}_level"] = round(bucket.level_at(self.quota.clock()), 3)
         if request.query.get("hashes") not in (None, "", "0", "false"):
             out["hashes"] = dict(self.answered)
         return web.Response(body=orjson.dumps(out), content_type=_JSON)
