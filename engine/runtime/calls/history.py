@@ -84,16 +84,17 @@ class BucketHistory:
         self._fold()
         return after - before
 
+    def _refilled(self, level: float, since: float, until: float) -> float:
+        return min(self.capacity, level + max(0.0, until - since) * self.rate)
+
     def _level_at(self, now: float) -> float:
         level, at = self._level, self._at
         for take in self._takes:
-            level = min(self.capacity, level + (take.at - at) * self.rate) - take.charged()
-            at = take.at
-        return min(self.capacity, level + max(0.0, now - at) * self.rate)
+            level, at = self._refilled(level, at, take.at) - take.charged(), take.at
+        return self._refilled(level, at, now)
 
     def _fold(self) -> None:
         """Move the checkpoint past the leading takes whose counts are known."""
         while self._takes and self._takes[0].count is not None:
             take = self._takes.popleft()
-            self._level = min(self.capacity, self._level + (take.at - self._at) * self.rate) - take.charged()
-            self._at = take.at
+            self._level, self._at = self._refilled(self._level, self._at, take.at) - take.charged(), take.at
