@@ -10,7 +10,9 @@ so it costs nothing extra and checks the exact request shape the run uses.
 **Overlap.** Holding everyone for a whole answer (seconds, for a long prompt) wastes that
 much quota when the quota is known (``--rpm``/``--tpm``): the buckets fill to their burst
 and then overflow. With ``overlap_s`` the others wait only that long after the preflight
-left, or until its outcome if that comes first. Endpoint faults come back in about one
+left, or until its outcome if that comes first, or until the buckets have refilled what
+the preflight took (:meth:`EndpointGate.shorten`, never sooner than ``PREFLIGHT_FLOOR_S``):
+waiting past a full bucket only loses quota. Endpoint faults come back in about one
 round trip (no model runs), so they still stop the run before anything else is sent; a
 fault slower than ``overlap_s`` lets the calls admitted meanwhile through, and each fails
 with the same fault, unbilled (the pool stops the run on any endpoint fault met before
@@ -34,7 +36,6 @@ over the window, every prompt filtered), with one line naming it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import Hashable
@@ -49,6 +50,12 @@ NOT_COUNTED = frozenset({"rate_limit", "batch_unfinished", *REQUEST_FAULTS})
 # How long the others wait for the preflight when the quota is known: past a round trip or
 # two (endpoint faults come back that fast), short against an answer. See "Overlap" above.
 PREFLIGHT_OVERLAP_S = 0.5
+# The overlap ends sooner once the preflight's charge has refilled (EndpointGate.shorten): from
+# then a full bucket wastes what it refills (0.42 s of quota a run at 600 requests/min before,
+# bench.pacing).
+# Never sooner than this: about a round trip to a nearby endpoint, TLS handshake included, so a
+# fault that fast still stops the run before anything else is sent.
+PREFLIGHT_FLOOR_S = 0.1
 
 
 class EndpointGate:
@@ -60,6 +67,7 @@ class EndpointGate:
         self.overlap_s = overlap_s
         self._probe: asyncio.Future[None] | None = None
         self._known: asyncio.Future[None] | None = None  # set when an overlap is granted mid-probe
+        self._let_in: asyncio.Future[None] | None = None  # set (and replaced) when the overlap is shortened
         self._probe_at = 0.0
 
     async def enter(self) -> bool:
@@ -69,7 +77,7 @@ class EndpointGate:
         while not self.is_open:
             if self._probe is None:
                 loop = asyncio.get_running_loop()
-                self._probe, self._known = loop.create_future(), loop.create_future()
+                self._probe, self._known, self._let_in = loop.create_future(), loop.create_future(), loop.create_future()
                 self._probe_at = time.monotonic()
                 return True
             if self.overlap_s is None:
@@ -77,12 +85,33 @@ class EndpointGate:
                 # asyncio.wait never cancels what it waits on: the futures stay for the others
                 await asyncio.wait((self._probe, self._known), return_when=asyncio.FIRST_COMPLETED)
                 continue
-            left = self._probe_at + self.overlap_s - time.monotonic()
+            left = self.overlap_left()
             if left <= 0:
                 return False
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._probe), left)
+            assert self._let_in is not None
+            await asyncio.wait((self._probe, self._let_in), timeout=left, return_when=asyncio.FIRST_COMPLETED)
         return False
+
+    def overlap_left(self) -> float:
+        """Seconds of the overlap still to run (0 when it has passed or there is none)."""
+        if self.overlap_s is None or self._probe is None:
+            return 0.0
+        return max(0.0, self._probe_at + self.overlap_s - time.monotonic())
+
+    def shorten(self, seconds: float) -> None:
+        """The others may go ``seconds`` from now (never before PREFLIGHT_FLOOR_S after the
+        probe left) if that is sooner than the overlap's end; only where there is an overlap."""
+        left = self.overlap_left()
+        if self.overlap_s is None or seconds >= left:
+            return
+        elapsed = time.monotonic() - self._probe_at
+        shorter = max(PREFLIGHT_FLOOR_S, elapsed + max(0.0, seconds))
+        if shorter >= self.overlap_s:
+            return
+        self.overlap_s = shorter
+        woken, self._let_in = self._let_in, asyncio.get_running_loop().create_future()
+        if woken is not None and not woken.done():
+            woken.set_result(None)  # the waiters re-read the overlap's end
 
     def overlap(self, overlap_s: float) -> None:
         """The quota became known while the probe is out (its headers announced it): the

@@ -126,6 +126,11 @@ class TokenBucket:
         self.level = min(self.level, remaining)
         self._changed()
 
+    def until_full(self, now: float) -> float:
+        """Seconds until the level reaches the capacity."""
+        self._refill(now)
+        return max(0.0, self.capacity - self.level) / self.rate if self.rate > 0 else math.inf
+
     def shift(self, delta: float, now: float) -> None:
         """Move the level by ``delta`` (the server's count against ours), never above the capacity."""
         self._refill(now)
@@ -785,6 +790,13 @@ class RateLimiter:
             self._apply_learned()
         self.concurrency.on_success()
         await self.concurrency.release()
+
+    def until_full(self) -> float:
+        """Seconds until the first of the buckets is full again (0 when one is, or there
+        is none): from then on a server whose bucket matches ours wastes the quota it refills."""
+        now = time.monotonic()
+        waits = [b.until_full(now) for b in (self.requests, self.tokens) if b is not None]
+        return min(waits) if waits else 0.0
 
     def _correct(self, permit: Permit, count: float) -> float:
         """What the server's ``count`` for the call changes in the tokens bucket's level now:

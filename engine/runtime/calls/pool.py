@@ -600,7 +600,8 @@ class JudgePool:
         """What the preflight does when the server admits it, before its answer (a streamed
         call's headers): the quota headers pace the run from now, and a quota they announce
         is known as if told, so the others go PREFLIGHT_OVERLAP_S after the preflight left
-        instead of one whole answer later. Not for a local server."""
+        (sooner once the buckets have refilled what it took) instead of one whole answer
+        later. Not for a local server."""
         if self._local_server():
             return None
 
@@ -609,6 +610,8 @@ class JudgePool:
                 self.limiter.observe(info, permit)
             if self.limiter.requests is not None or self.limiter.tokens is not None:
                 gate.overlap(PREFLIGHT_OVERLAP_S)
+                if self.limiter.shared is None:
+                    gate.shorten(self.limiter.until_full())  # the buckets as the headers left them
         return admitted
 
     def _local_server(self) -> bool:
@@ -767,6 +770,10 @@ class JudgePool:
                         raise self._stopped_error() from None
                     finally:
                         wait_spans.append((tw, time.monotonic()))
+                    if probe is not None and limiter.shared is None \
+                            and (limiter.requests is not None or limiter.tokens is not None):
+                        # waiting past a full bucket would leave the quota idle (see health, Overlap)
+                        probe.shorten(limiter.until_full())
                 # The cap is sized now, not when the call was built: calls that waited while
                 # another one showed the model thinks get the room it needs.
                 room = self.thinking.cap(tpl.max_tokens)

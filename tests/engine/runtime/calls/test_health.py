@@ -7,7 +7,9 @@ import asyncio
 
 import pytest
 
-from drscore.engine.runtime.calls.health import PREFLIGHT_OVERLAP_S, CircuitBreaker, EndpointGate, SystematicFaults
+from drscore.engine.runtime.calls.health import (
+    PREFLIGHT_FLOOR_S, PREFLIGHT_OVERLAP_S, CircuitBreaker, EndpointGate, SystematicFaults,
+)
 from drscore.engine.runtime.calls.judging import (
     ChatResponse, FatalError, JudgeFailed, RateLimited, RateLimitInfo, TransientError,
 )
@@ -122,6 +124,76 @@ async def test_with_an_overlap_the_others_go_that_long_after_the_probe_left():
     assert 0.04 <= loop.time() - t0 < 0.5 and not gate.is_open
 
 
+async def test_a_shortened_overlap_lets_the_waiting_ones_go_sooner_but_never_before_the_floor():
+    gate = EndpointGate(overlap_s=5.0)
+    assert await gate.enter() is True
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    waiting = asyncio.ensure_future(gate.enter())
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    gate.shorten(0.0)  # the buckets are full again already: only the floor is left
+    assert gate.overlap_s == PREFLIGHT_FLOOR_S
+    assert await asyncio.wait_for(waiting, 2.0) is False and not gate.is_open
+    assert loop.time() - t0 >= PREFLIGHT_FLOOR_S - 0.01
+    gate.shorten(10.0)  # never lengthened
+    assert gate.overlap_s == PREFLIGHT_FLOOR_S
+    unknown = EndpointGate()  # no overlap (the quota unknown): nothing to shorten
+    assert await unknown.enter() is True
+    unknown.shorten(0.0)
+    assert unknown.overlap_s is None
+
+
+class Timed(Scripted):
+    """Scripted, recording when each call reached it (loop time)."""
+
+    def __init__(self, script, delay=0.0):
+        super().__init__(script, delay)
+        self.at: list[float] = []
+
+    async def complete(self, request):
+        self.at.append(asyncio.get_running_loop().time())
+        return await super().complete(request)
+
+
+class Recording(RateLimiter):
+    """A limiter recording the estimate of every call it grants."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.granted: list[int] = []
+
+    def _grant(self, tokens, now, **kw):
+        self.granted.append(tokens)
+        return super()._grant(tokens, now, **kw)
+
+
+async def _estimate_of_a_call() -> int:
+    limiter = Recording(tpm=6_000_000, concurrency=1)
+    await _ask_many(JudgePool(Scripted(lambda n: None), cache=None, limiter=limiter, prices=PriceTable()), 1)
+    return limiter.granted[0]
+
+
+@pytest.mark.parametrize("bound", ["requests", "tokens"])
+async def test_the_others_go_once_the_bucket_has_refilled_the_preflight_or_the_overlap_has_passed(bound):
+    # The preflight answers in 1 s. Waiting the whole overlap with a full bucket would leave
+    # the quota idle. Requests: the preflight is one of a bucket of ten at 600/min, back in
+    # 0.1 s. Tokens: a bucket of 1.9 calls' estimates, so the preflight's takes 0.53 s to come
+    # back: the overlap stays.
+    if bound == "requests":
+        limiter = RateLimiter(rpm=600, concurrency=8)
+    else:
+        limiter = RateLimiter(tpm=await _estimate_of_a_call() * 1.9 * 60, concurrency=8)
+    backend = Timed(lambda n: None, delay=1.0)
+    pool = JudgePool(backend, cache=None, limiter=limiter, prices=PriceTable())
+    assert await _ask_many(pool, 3) == ["ok"] * 3
+    first_other = min(backend.at[1:]) - backend.at[0]
+    if bound == "requests":
+        assert PREFLIGHT_FLOOR_S - 0.02 <= first_other < PREFLIGHT_OVERLAP_S - 0.2
+    else:
+        assert PREFLIGHT_OVERLAP_S - 0.02 <= first_other < 1.0  # before the preflight's answer
+
+
 async def test_an_overlap_granted_while_the_probe_is_out_wakes_the_ones_already_waiting():
     gate = EndpointGate()  # quota unknown: the others wait for the probe's outcome
     assert await gate.enter() is True
@@ -210,13 +282,15 @@ ANNOUNCED = RateLimitInfo(limit_requests=6000, remaining_requests=5999, reset_re
 @pytest.mark.parametrize("told, info", [(0, ANNOUNCED), (6000, None)])
 async def test_a_streamed_preflight_admitted_with_a_known_quota_lets_the_others_go_before_its_answer(told, info):
     # Announced by the preflight's own headers when the server admits it, or told: the
-    # others go PREFLIGHT_OVERLAP_S after the preflight left, not one whole answer later.
+    # others go PREFLIGHT_OVERLAP_S after the preflight left, not one whole answer later, and
+    # sooner (the floor) once the bucket of 100 requests has refilled the preflight's one.
     backend = Streaming(info, others=7)
     pool = JudgePool(backend, cache=None, limiter=RateLimiter(rpm=told, concurrency=8), prices=PriceTable())
     backend.gate = pool.gate
     assert pool.gate is not None and pool.gate.overlap_s == (PREFLIGHT_OVERLAP_S if told else None)
     assert await _ask_many(pool, 8) == ["ok"] * 8
-    assert backend.open_at_admission is False and pool.gate.overlap_s == PREFLIGHT_OVERLAP_S
+    assert backend.open_at_admission is False
+    assert pool.gate.overlap_s == PREFLIGHT_FLOOR_S
     assert backend.streamed == 1 and backend.sent_before_first_answer == 8
     assert pool.limiter.rpm == 6000 and pool.limiter.concurrency.limit == 8
 
