@@ -47,6 +47,8 @@ from typing import Any
 
 import msgspec
 
+from drscore.engine.runtime.calls.key_set import KeySet
+
 LEDGER_FILE = "ledger.jsonl"
 FSYNC_AFTER_S = 0.05
 
@@ -324,7 +326,7 @@ class RunLedger:
         # Keys are held as key_id()s: a run of a million calls keeps one per paid call.
         self._earlier: dict[int, Usage | None] = dict(self.before.by_key)
         self.before.by_key = {}
-        self._paid_now: set[int] = set()  # keys this invocation paid for
+        self._paid_now = KeySet()  # keys this invocation paid for (16-32 bytes a key, not a set's 78)
         self._pending: dict[int, Usage] = {}  # this invocation's paid attempts of calls still open
         self._sent: dict[int, tuple[str, float]] = {}
         self._seq = 0
