@@ -66,8 +66,9 @@ class EndpointGate:
         self.is_open = False
         self.overlap_s = overlap_s
         self._probe: asyncio.Future[None] | None = None
-        self._known: asyncio.Future[None] | None = None  # set when an overlap is granted mid-probe
-        self._let_in: asyncio.Future[None] | None = None  # set (and replaced) when the overlap is shortened
+        # Set, and replaced, when the overlap changes mid-probe (granted, or shortened): the
+        # others waiting re-read it
+        self._changed: asyncio.Future[None] | None = None
         self._probe_at = 0.0
 
     async def enter(self) -> bool:
@@ -77,20 +78,22 @@ class EndpointGate:
         while not self.is_open:
             if self._probe is None:
                 loop = asyncio.get_running_loop()
-                self._probe, self._known, self._let_in = loop.create_future(), loop.create_future(), loop.create_future()
+                self._probe, self._changed = loop.create_future(), loop.create_future()
                 self._probe_at = time.monotonic()
                 return True
-            if self.overlap_s is None:
-                assert self._known is not None
-                # asyncio.wait never cancels what it waits on: the futures stay for the others
-                await asyncio.wait((self._probe, self._known), return_when=asyncio.FIRST_COMPLETED)
-                continue
-            left = self.overlap_left()
-            if left <= 0:
+            assert self._changed is not None
+            left = None if self.overlap_s is None else self.overlap_left()
+            if left is not None and left <= 0:
                 return False
-            assert self._let_in is not None
-            await asyncio.wait((self._probe, self._let_in), timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            # asyncio.wait never cancels what it waits on: the futures stay for the others
+            await asyncio.wait((self._probe, self._changed), timeout=left, return_when=asyncio.FIRST_COMPLETED)
         return False
+
+    def _wake(self) -> None:
+        """The overlap changed: the waiters re-read it."""
+        woken, self._changed = self._changed, asyncio.get_running_loop().create_future()
+        if woken is not None and not woken.done():
+            woken.set_result(None)
 
     def overlap_left(self) -> float:
         """Seconds of the overlap still to run (0 when it has passed or there is none)."""
@@ -109,17 +112,15 @@ class EndpointGate:
         if shorter >= self.overlap_s:
             return
         self.overlap_s = shorter
-        woken, self._let_in = self._let_in, asyncio.get_running_loop().create_future()
-        if woken is not None and not woken.done():
-            woken.set_result(None)  # the waiters re-read the overlap's end
+        self._wake()
 
     def overlap(self, overlap_s: float) -> None:
         """The quota became known while the probe is out (its headers announced it): the
         others go ``overlap_s`` after the probe left, as with a told quota."""
         if self.overlap_s is None:
             self.overlap_s = overlap_s
-            if self._known is not None and not self._known.done():
-                self._known.set_result(None)
+            if self._probe is not None:
+                self._wake()
 
     def open(self) -> None:
         """Let everyone through (the probe's outcome is known, or the run is stopping)."""

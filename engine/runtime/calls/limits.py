@@ -792,11 +792,13 @@ class RateLimiter:
         await self.concurrency.release()
 
     def until_full(self) -> float:
-        """Seconds until the first of the buckets is full again (0 when one is, or there
-        is none): from then on a server whose bucket matches ours wastes the quota it refills."""
+        """Seconds until the first of the buckets is full again (0 when one is): from then on
+        a server whose bucket matches ours wastes the quota it refills. Infinite where no
+        local bucket paces the calls (none known, or a shared ``--redis`` quota)."""
+        if self.shared is not None:
+            return math.inf
         now = time.monotonic()
-        waits = [b.until_full(now) for b in (self.requests, self.tokens) if b is not None]
-        return min(waits) if waits else 0.0
+        return min((b.until_full(now) for b in (self.requests, self.tokens) if b is not None), default=math.inf)
 
     def _correct(self, permit: Permit, count: float) -> float:
         """What the server's ``count`` for the call changes in the tokens bucket's level now:

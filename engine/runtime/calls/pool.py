@@ -610,8 +610,7 @@ class JudgePool:
                 self.limiter.observe(info, permit)
             if self.limiter.requests is not None or self.limiter.tokens is not None:
                 gate.overlap(PREFLIGHT_OVERLAP_S)
-                if self.limiter.shared is None:
-                    gate.shorten(self.limiter.until_full())  # the buckets as the headers left them
+                gate.shorten(self.limiter.until_full())  # the buckets as the headers left them
         return admitted
 
     def _local_server(self) -> bool:
@@ -770,9 +769,7 @@ class JudgePool:
                         raise self._stopped_error() from None
                     finally:
                         wait_spans.append((tw, time.monotonic()))
-                    if probe is not None and limiter.shared is None \
-                            and (limiter.requests is not None or limiter.tokens is not None):
-                        # waiting past a full bucket would leave the quota idle (see health, Overlap)
+                    if probe is not None:  # waiting past a full bucket leaves the quota idle (health, Overlap)
                         probe.shorten(limiter.until_full())
                 # The cap is sized now, not when the call was built: calls that waited while
                 # another one showed the model thinks get the room it needs.
