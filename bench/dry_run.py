@@ -9,13 +9,16 @@ English tasks):
 
 * ``prior``: ``--dry-run`` with an empty cache: the character rule.
 * ``learned``: ``--dry-run`` with a cache that holds what earlier runs left: the model's
-  token counting, the pages they fetched and the checklists ACE had the judge write, from
-  quality, FACT and ACE on the other 50 reports (odd ids, other tasks): different reports,
-  as a user's history would be.
+  token counting (model-wide and per template), the pages they fetched and the checklists
+  ACE had the judge write, from all five methods on the other 50 reports (odd ids, other
+  tasks): different reports, as a user's history would be.
+* ``learned_model_wide``: the same, with the model-wide counting only (no template's own
+  record: a template no earlier run used).
 * ``counted``: the same method run for real on an empty cache; the mock's own count of
   every prompt it received.
 
-Ratios are estimate / counted. Planned and sent calls are printed too: where an answer
+Ratios are estimate / counted; ``stated_error_total`` is the bar the dry run states for its
+total (two standard deviations), ``stated_error`` one call's. Planned and sent calls are printed too: where an answer
 decides how many calls follow (ACE's checklist), the dry run plans with the lengths this
 judge model's answers had in the cache (``planned_follow_ups``, with its error bar), or the
 published protocol's figure on an empty cache.
@@ -42,11 +45,14 @@ MODEL = "mock-cl100k"
 
 
 async def _one(method: str, reports: list, tasks: dict, mock_url: str, cache: Path, *, dry: bool,
-               options: dict, pages_base: str | None, seed_from: Path | None = None) -> dict[str, Any]:
+               options: dict, pages_base: str | None, seed_from: Path | None = None,
+               templates: bool = True) -> dict[str, Any]:
     """One run of ``method`` (a dry one with ``dry``); ``seed_from``: a cache whose recorded
-    token counting and stored pages the dry run may use (what an earlier run left)."""
+    token counting (per template too with ``templates``) and stored pages the dry run may use
+    (what an earlier run left)."""
     from drscore.api import JudgeConfig, answer_lists, method_instances, open_pool
     from drscore.engine.runtime.calls.cache import JudgeCache
+    from drscore.engine.runtime.calls.planned_input import overall_error
     from drscore.engine.runtime.evidence import PlaceholderPages
     from drscore.engine.runtime.runner import Runner
     from drscore.fetch.planning import planning_pages
@@ -56,10 +62,13 @@ async def _one(method: str, reports: list, tasks: dict, mock_url: str, cache: Pa
     if seed_from is not None:  # copy the recorded token counting, and of the answers only the follow-up deciding ones
         src = await JudgeCache.open(seed_from / "judge.sqlite")
         fit = await src.token_fit(MODEL)
+        fits = await src.template_token_fits(MODEL) if templates else {}
         await src.close()
         dst = await JudgeCache.open(cache / "judge.sqlite")
         assert fit is not None
         dst.save_token_fit(MODEL, fit)
+        for template, template_fit in fits.items():
+            dst.save_template_token_fit(MODEL, template, template_fit)
         await dst.close()
         _copy_answers(seed_from / "judge.sqlite", cache / "judge.sqlite", list(answer_lists(methods)))
     pool, judge_cache = await open_pool(JudgeConfig(url=mock_url, model=MODEL, cache_dir=str(cache),
@@ -87,6 +96,7 @@ async def _one(method: str, reports: list, tasks: dict, mock_url: str, cache: Pa
                 rows = [r async for r in Runner(tasks=tasks, methods=methods, pool=pool, pages=pages,
                                                 executor=executor).run(reports)]
         error, basis = pool.input_estimate_error()
+        planned = pool.planned_input()
     finally:
         pool.keep_token_counting()
         executor.shutdown(wait=False)
@@ -97,7 +107,9 @@ async def _one(method: str, reports: list, tasks: dict, mock_url: str, cache: Pa
     out: dict[str, Any] = {"rows": len(rows), "failed": sum(r.status == "failed" for r in rows)}
     if dry:
         out.update(calls=s.planned_calls, input_tokens=s.planned_input_tokens, stated_error=round(error, 4),
-                   basis=basis)
+                   basis=basis, stated_error_total=round(overall_error(planned), 4),
+                   by_template={t: {"tokens": p.tokens, "error": round(p.error, 4), "basis": p.basis}
+                                for t, p in planned.items()})
         if pool.list_lengths:
             out["follow_ups"] = {t: n.summary() for t, n in pool.list_lengths.items()}
     else:
@@ -137,7 +149,7 @@ async def run(methods: list[str], drb: Path) -> dict[str, Any]:
             MockServerProcess(MockConfig(tokenizer="cl100k", seed=5)) as mock:
         root = Path(d)
         out["history"] = {"reports": len(history)}
-        for m in ("quality", "fact", "ace"):  # what an earlier run leaves: counting, stored pages, checklists
+        for m in ("quality", "redundancy", "race", "fact", "ace"):  # what earlier runs leave: counting, pages, checklists
             out["history"][m] = await _one(m, history, tasks, mock.url, root / "history", dry=False, options=options,
                                            pages_base=base)
         for m in methods:
@@ -146,14 +158,19 @@ async def run(methods: list[str], drb: Path) -> dict[str, Any]:
                                pages_base=base)
             learned = await _one(m, target, tasks, mock.url, root / f"{m}-learned", dry=True, options=options,
                                  pages_base=base, seed_from=root / "history")
+            model_wide = await _one(m, target, tasks, mock.url, root / f"{m}-model-wide", dry=True, options=options,
+                                    pages_base=base, seed_from=root / "history", templates=False)
             before = mock.stats()["prompt_tokens"]
             counted = await _one(m, target, tasks, mock.url, root / f"{m}-real", dry=False, options=options,
                                  pages_base=base)
             counted["input_tokens_counted"] = mock.stats()["prompt_tokens"] - before
             n = counted["input_tokens_counted"] or 1
-            out[m] = {"prior": prior, "learned": learned, "counted": counted,
+            out[m] = {"prior": prior, "learned": learned, "learned_model_wide": model_wide, "counted": counted,
                       "prior_over_counted": round(prior["input_tokens"] / n, 3),
                       "learned_over_counted": round(learned["input_tokens"] / n, 3),
+                      "learned_model_wide_over_counted": round(model_wide["input_tokens"] / n, 3),
+                      "stated_error_total_prior_model_wide_learned": [
+                          prior["stated_error_total"], model_wide["stated_error_total"], learned["stated_error_total"]],
                       "calls_prior_learned_counted": [prior["calls"], learned["calls"], counted["calls"]],
                       "seconds": round(time.perf_counter() - t0, 1)}
     return out

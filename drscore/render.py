@@ -290,9 +290,12 @@ def dry_run_text(summary: dict[str, Any], price_model: str | None) -> str:
                      f"{m['output_tokens']:>12}{cost_text(m['cost_usd']):>11}  {statuses}")
     lines.append(f"  {'total':<14}{t['planned_calls']:>9}{t['cache_hits']:>9}{t['planned_input_tokens']:>13}"
                  f"{t['planned_output_tokens']:>12}{cost_text(t['planned_cost_usd']):>11}")
-    if "planned_input_tokens_error" in t:
-        lines.append(f"  input tokens: an estimate, about ±{t['planned_input_tokens_error']:.0%} a call "
-                     f"({t['planned_input_tokens_basis']})")
+    if "planned_input_tokens_error_total" in t:
+        lines.append(f"  input tokens: an estimate; counting the planned text, the total is within about "
+                     f"±{t['planned_input_tokens_error_total']:.1%} (one call: ±{t['planned_input_tokens_error']:.0%}, "
+                     f"{t['planned_input_tokens_basis']})")
+        for template, p in t.get("planned_input_by_template", {}).items():
+            lines.append(f"    {template}: {p['tokens']:,} in {p['calls']:,} calls, ±{p['error']:.1%} ({p['basis']})")
     for template, f in t.get("planned_follow_ups", {}).items():
         lines.append(f"  {template}: {f['answers_planned']:,} planned with {f['per_answer']:g} {f['field']} each, "
                      f"the calls that follow {f['error_low']:+.0%}/{f['error_high']:+.0%} ({f['basis']})")
@@ -326,6 +329,9 @@ def dry_run_text(summary: dict[str, Any], price_model: str | None) -> str:
                          f"{pages['offline_missing']} would not be fetched and count as unreachable")
         else:
             lines.append(f"  pages: {n} cited, {held} in the page cache; would be fetched: {pages.get('would_fetch', n)}")
+        if n > held:
+            lines.append(f"    the {n - held} not in the page cache are planned with stand-ins as long as the stored "
+                         "pages are on average: the input tokens' bar above does not cover their real length")
     if t.get("inputs_skipped"):
         lines.append(f"  inputs skipped: {t['inputs_skipped']}")
     return "\n".join(lines)

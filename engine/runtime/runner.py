@@ -27,6 +27,7 @@ from drscore.engine.runtime.context import ItemContext
 from drscore.engine.runtime.evidence import PageSource
 from drscore.engine.runtime.calls.judging import ENDPOINT_FAULTS, OTHER_FAULTS, JudgeFailed
 from drscore.engine.runtime.calls.meter import Meter
+from drscore.engine.runtime.calls.planned_input import overall_error
 from drscore.engine.runtime.method import Method, MethodResult
 from drscore.engine.runtime.models import InputError, Report, ScoreRow, Task
 from drscore.engine.runtime.calls.pool import JudgePool
@@ -304,6 +305,7 @@ class Runner:
             totals["max_cost_usd"] = budget.cap
             totals["cost_unsettled_usd"] = round(budget.unsettled, 6)  # timed out: may have been billed
         if dry_run:
+            planned_input = self.pool.planned_input()
             totals.update({"planned_calls": s.planned_calls, "planned_input_tokens": s.planned_input_tokens,
                            "planned_output_tokens": s.planned_output_tokens,
                            "planned_cost_usd": known_cost(s.planned_cost_usd, priced, 6),
@@ -312,6 +314,9 @@ class Runner:
                            "reasoning_estimate_source": self.pool.thinking.expected_reasoning()[1],
                            "planned_input_tokens_error": round(self.pool.input_estimate_error()[0], 4),
                            "planned_input_tokens_basis": self.pool.input_estimate_error()[1],
+                           # the total's error bar, from each template's (engine.runtime.calls.planned_input)
+                           "planned_input_tokens_error_total": round(overall_error(planned_input), 4),
+                           "planned_input_by_template": {t: msgspec.to_builtins(p) for t, p in planned_input.items()},
                            # the follow-up calls planned with a list length (ACE's checklist items)
                            "planned_follow_ups": {t: n.summary() for t, n in sorted(self.pool.list_lengths.items())},
                            "priced_as": "batch" if self.pool.batched else "synchronous"})

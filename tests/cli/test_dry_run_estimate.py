@@ -87,3 +87,36 @@ async def test_a_dry_run_plans_ace_items_as_long_as_the_judges_recorded_checklis
     # and the mock's own checklists for the target tasks came out within the stated error bar of that
     sent_items = counted["calls"] - 5
     assert follow["error_low"] <= sent_items / follow["entries_planned"] - 1 <= follow["error_high"]
+
+
+async def test_each_template_is_planned_with_its_own_recorded_counting_and_the_total_states_its_bar(tmp_path):
+    history, target = _split(tmp_path, (3, 4, 5, 54, 55))
+    runner, port = await start(MockConfig(tokenizer="cl100k"), "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        await _run(url, history, tmp_path / "cache", dry=False, out=tmp_path / "history-run", method="redundancy")
+        learned = await _run(url, target, tmp_path / "cache", dry=True, method="redundancy")
+        with sqlite3.connect(tmp_path / "cache" / "judge.sqlite") as db:  # the same cache, model-wide counting only
+            recorded = dict(db.execute("SELECT template, COUNT(*) FROM responses GROUP BY template").fetchall())
+            db.execute("DELETE FROM template_token_counts")
+        model_wide = await _run(url, target, tmp_path / "cache", dry=True, method="redundancy")
+        counted = await _run(url, target, tmp_path / "fresh", dry=False, out=tmp_path / "target-run",
+                             method="redundancy")
+    finally:
+        await runner.cleanup()
+    real = counted["input_tokens"]
+    by = learned["planned_input_by_template"]
+    assert set(by) == {"redundancy_pair", "redundancy_pair_zh"}
+    for template, p in by.items():  # one record per template, as many calls as the history answered
+        assert p["basis"] == f"learned from {recorded[template]} answered calls of this template"
+        assert 0 < p["error"] < learned["planned_input_tokens_error"]
+    assert sum(p["tokens"] for p in by.values()) == learned["planned_input_tokens"]
+    assert learned["planned_calls"] == counted["calls"]
+    # The total is within the bar it states; with the model-wide ratios alone, the bar is one
+    # call's (a template's calls may miss alike), wider, and the total within it too
+    assert abs(learned["planned_input_tokens"] / real - 1) <= learned["planned_input_tokens_error_total"]
+    assert abs(model_wide["planned_input_tokens"] / real - 1) <= model_wide["planned_input_tokens_error_total"]
+    assert learned["planned_input_tokens_error_total"] < model_wide["planned_input_tokens_error_total"]
+    assert all("no record of this template" in p["basis"] for p in model_wide["planned_input_by_template"].values())
+    assert model_wide["planned_input_tokens_error_total"] == pytest.approx(
+        2 * model_wide["planned_input_tokens_error"], abs=1e-3)

@@ -120,3 +120,36 @@ def test_items_a_method_does_not_apply_to_are_skipped_not_failed(tmp_path, capsy
     assert summary["per_method"]["redundancy"]["statuses"]["skipped:too_few_units"] == len(skipped)
     (line,) = [r for r in summary["per_agent_method"] if r["method"] == "redundancy"]
     assert line["skipped"] == len(skipped) and line["n"] == len(rows) - len(skipped)
+
+
+def test_a_dry_run_prints_each_templates_input_with_the_bar_its_record_gives(tmp_path, capsys):
+    import re
+    import sqlite3
+
+    rows = (EXAMPLES / "reports.claude-3-7-sonnet.jsonl").read_text(encoding="utf-8").splitlines()
+    history, target = tmp_path / "history.agent.jsonl", tmp_path / "target.agent.jsonl"
+    history.write_text("".join(r + "\n" for r in rows if json.loads(r)["id"] in (1, 2, 51, 52, 53)), encoding="utf-8")
+    target.write_text("".join(r + "\n" for r in rows if json.loads(r)["id"] in (3, 4, 5, 54, 55)), encoding="utf-8")
+    common = ["--methods", "redundancy", "--tasks", str(EXAMPLES / "tasks.jsonl"), "--judge-model", "gpt-4.1",
+              "--cache", str(tmp_path / "c")]
+    with MockServerProcess(MockConfig(tokenizer="cl100k")) as mock:
+        assert main(["run", *common, "--judge-url", mock.url, "--reports", str(history),
+                     "--out", str(tmp_path / "history-run")]) == 0
+        capsys.readouterr()
+        assert main(["run", *common, "--judge-url", mock.url, "--reports", str(target), "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    with sqlite3.connect(tmp_path / "c" / "judge.sqlite") as db:
+        recorded = dict(db.execute("SELECT template, COUNT(*) FROM responses GROUP BY template").fetchall())
+    whole = re.search(r"input tokens: an estimate; counting the planned text, the total is within about "
+                      r"±([\d.]+)% \(one call: ±(\d+)%, learned from ([\d,]+) answered calls of gpt-4.1\)", text)
+    assert whole, text
+    assert int(whole.group(3).replace(",", "")) == sum(recorded.values())
+    parts = re.findall(r"^    (redundancy_pair\w*): ([\d,]+) in ([\d,]+) calls, ±([\d.]+)% "
+                       r"\(learned from ([\d,]+) answered calls of this template\)$", text, re.M)
+    assert {p[0] for p in parts} == {"redundancy_pair", "redundancy_pair_zh"}
+    total = next(line for line in text.splitlines() if line.strip().startswith("total")).split()
+    assert sum(int(p[2].replace(",", "")) for p in parts) == int(total[1])  # every planned call, by template
+    assert sum(int(p[1].replace(",", "")) for p in parts) == int(total[3])  # and every input token
+    for name, _, _, bar, learned in parts:
+        assert int(learned.replace(",", "")) == recorded[name]
+        assert float(bar) < float(whole.group(2))  # a template's own record: narrower than one call's error

@@ -73,6 +73,13 @@ CREATE TABLE IF NOT EXISTS token_counts (
     fit     BLOB NOT NULL,
     updated REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS template_token_counts (
+    model    TEXT NOT NULL,
+    template TEXT NOT NULL,
+    fit      BLOB NOT NULL,
+    updated  REAL NOT NULL,
+    PRIMARY KEY (model, template)
+);
 CREATE TABLE IF NOT EXISTS quotas (
     endpoint TEXT PRIMARY KEY,
     quota    BLOB NOT NULL,
@@ -470,6 +477,24 @@ class JudgeCache:
         row this version cannot read)."""
         return await self._read_record("SELECT fit FROM token_counts WHERE model = ?", model, TokenFit)
 
+    async def template_token_fits(self, model: str) -> dict[str, TokenFit]:
+        """What earlier runs recorded of ``model``'s token counting per template (rows this
+        version cannot read are left out)."""
+        self._check_open()
+        try:
+            async with self._db.execute("SELECT template, fit FROM template_token_counts WHERE model = ?",
+                                        (model,)) as cur:
+                rows = await cur.fetchall()
+        except sqlite3.Error as e:
+            raise self._fail(e) from None
+        out: dict[str, TokenFit] = {}
+        for template, raw in rows:
+            try:
+                out[template] = msgspec.json.decode(raw, type=TokenFit)
+            except (msgspec.DecodeError, TypeError):
+                continue
+        return out
+
     async def answers(self, template: str, model: str, limit: int) -> list[bytes]:
         """The latest ``limit`` answers ``model`` gave to prompts of ``template`` (what a dry
         run plans follow-up calls with: :mod:`drscore.engine.runtime.calls.follow_ups`)."""
@@ -506,17 +531,23 @@ class JudgeCache:
 
     def save_quota(self, endpoint: str, quota: KnownQuota) -> None:
         """Queue what ``endpoint`` announced in this run (written with the answers)."""
-        self._save_record("INSERT OR REPLACE INTO quotas (endpoint, quota, updated) VALUES (?, ?, ?)", endpoint, quota)
+        self._save_record("INSERT OR REPLACE INTO quotas (endpoint, quota, updated) VALUES (?, ?, ?)", quota, endpoint)
 
     def save_token_fit(self, model: str, fit: TokenFit) -> None:
         """Queue ``fit`` for ``model`` (written with the answers, at the latest on close)."""
         if fit.calls:
             self._save_record("INSERT OR REPLACE INTO token_counts (model, fit, updated) VALUES (?, ?, ?)",
-                              model, fit)
+                              fit, model)
 
-    def _save_record(self, sql: str, key: str, record: msgspec.Struct) -> None:
+    def save_template_token_fit(self, model: str, template: str, fit: TokenFit) -> None:
+        """Queue ``fit`` for ``template`` as ``model`` counts it (written with the answers)."""
+        if fit.calls:
+            self._save_record("INSERT OR REPLACE INTO template_token_counts (model, template, fit, updated) "
+                              "VALUES (?, ?, ?, ?)", fit, model, template)
+
+    def _save_record(self, sql: str, record: msgspec.Struct, *key: str) -> None:
         if not self._closed and self.failure is None:
-            self._ops.append((sql, (key, msgspec.json.encode(record), time.time())))
+            self._ops.append((sql, (*key, msgspec.json.encode(record), time.time())))
             self._wakeup.set()
 
     @property

@@ -86,6 +86,7 @@ from drscore.engine.runtime.calls.samples import key_component
 from drscore.engine.runtime.calls.slots import ServerFacts, ServerSlots
 from drscore.engine.runtime.calls.thinking import ThinkingPolicy, is_cut_off, split_thinking
 from drscore.engine.runtime.calls.follow_ups import MAX_RECORDED, AnswerList, ListLength, list_lengths, resized
+from drscore.engine.runtime.calls.planned_input import PlannedInput, with_errors
 from drscore.engine.runtime.calls.tokens import TokenEstimator, estimate_tokens, message_features
 from drscore.engine.runtime.calls.verdicts import VerdictDecodeError, decode_verdict, schema_of
 from drscore.engine.runtime.calls.windows import (
@@ -282,6 +283,7 @@ class JudgePool:
         # A dry run's planned list lengths by template, and the answers resized to them by
         # key (a shared answer is the same answer): see load_answer_lists
         self.list_lengths: dict[str, ListLength] = {}
+        self.planned_inputs: dict[str, PlannedInput] = {}  # a dry run's, by template
         self._resized: dict[str, str] = {}
         # Backends that are not cached (the offline judge) still answer a repeated request
         # once per run, so task-level steps are counted once, as with a real judge.
@@ -300,6 +302,8 @@ class JudgePool:
         fit = await store.token_fit(self.backend.model) if store is not None else None
         if fit is not None:
             self.tokens.seed(fit)
+        if hasattr(store, "template_token_fits"):
+            self.tokens.seed_templates(await store.template_token_fits(self.backend.model))
         # The quota this endpoint announced last time: paced from the first request, the
         # preflight overlapped as with a told quota (its headers then replace it)
         quota = await store.quota(self._endpoint_key()) if hasattr(store, "quota") and self.dry is None else None
@@ -316,6 +320,9 @@ class JudgePool:
         store = self._fit_store()
         if store is not None and self.dry is None and self.tokens.fit.calls:
             store.save_token_fit(self.backend.model, self.tokens.recorded())
+            if hasattr(store, "save_template_token_fit"):
+                for template, fit in self.tokens.recorded_templates().items():
+                    store.save_template_token_fit(self.backend.model, template, fit)
         quota = self.limiter.known_quota()
         if hasattr(store, "save_quota") and self.dry is None and quota is not None:
             store.save_quota(self._endpoint_key(), quota)
@@ -338,6 +345,10 @@ class JudgePool:
         if seeded is None:
             return self.tokens.PRIOR_RELATIVE_ERROR, "the character rule (no recorded usage of this model)"
         return seeded.rms(), f"learned from {seeded.calls:,} answered calls of {self.backend.model}"
+
+    def planned_input(self) -> dict[str, PlannedInput]:
+        """A dry run's planned input per template, each total with its error bar."""
+        return with_errors(self.planned_inputs, self.tokens)
 
     @property
     def budget_exhausted(self) -> bool:
@@ -555,8 +566,15 @@ class JudgePool:
         self._planned.add(key)
         tpl = self._template(req.template)
         reasoning, _ = self.thinking.expected_reasoning()
-        # the model's own counting where earlier runs recorded it (load_token_counting), else the character rule
-        tin, tout = self._prompt_tokens(req), tpl.expected_output_tokens + reasoning
+        # the template's or the model's own counting where earlier runs recorded it
+        # (load_token_counting), else the character rule
+        tin = math.ceil(self.tokens.planned_prompt(message_features(req.messages), req.template))
+        tout = tpl.expected_output_tokens + reasoning
+        planned = self.planned_inputs.get(req.template)
+        if planned is None:
+            planned = self.planned_inputs[req.template] = PlannedInput()
+        planned.calls += 1
+        planned.tokens += tin
         cached = self._cache_estimate.cached_tokens(req.messages, tin) if not self.batched else 0
         cost = self.prices.cost(self.price_model, tin, tout, cached, batch=self.batched)
         s = self.stats

@@ -6,6 +6,8 @@ tokenizers differ from this by script, so :class:`TokenEstimator` learns the ser
 own counting from every response: a ridge regression of reported prompt tokens on the
 two character classes (so a mixed Chinese/English workload is estimated right for
 each request, not on average), and a running mean of completion tokens per template.
+What a run learned is kept per model and per template (:class:`TokenFit`), so a dry run
+plans each template's calls with that template's own ratios once earlier runs recorded it.
 """
 from __future__ import annotations
 
@@ -111,6 +113,11 @@ class TokenFit(msgspec.Struct, kw_only=True):
         return math.sqrt(max(0.0, sse) / self.syy)
 
 
+# A template's own record plans its calls once it holds this many answered calls; with
+# fewer, the model-wide fit (all templates together) is the surer guess.
+TEMPLATE_MIN_CALLS = 5
+
+
 class TokenEstimator:
     """Learns the server's token counting from usage.
 
@@ -134,6 +141,11 @@ class TokenEstimator:
         self.observations = 0
         self.fit = TokenFit()  # this run's calls, summed (see TokenFit)
         self.seeded: TokenFit | None = None  # what earlier runs had recorded for this model
+        # The same per template: templates differ in what their fixed text and their inputs
+        # are made of, so one model-wide ratio misses each by a few percent, alike for all
+        # of its calls (a dry run's total by as much).
+        self.template_fits: dict[str, TokenFit] = {}
+        self.seeded_templates: dict[str, TokenFit] = {}
 
     def seed(self, fit: TokenFit) -> None:
         """Start from a fit earlier runs recorded: its weights now, with the weight of as many
@@ -147,9 +159,32 @@ class TokenEstimator:
         self.weights = fit.weights(self.prior_strength)
         self._err2 = fit.rms() ** 2
 
+    def seed_templates(self, fits: dict[str, TokenFit]) -> None:
+        """What earlier runs recorded per template (for :meth:`planned_prompt`)."""
+        self.seeded_templates = {t: f for t, f in fits.items() if f.calls > 0}
+
     def recorded(self) -> TokenFit:
         """What to keep for the next run: the seed and this run's calls together."""
         return self.fit if self.seeded is None else self.seeded.merge(self.fit)
+
+    def recorded_templates(self) -> dict[str, TokenFit]:
+        """Per template, what to keep for the next run (the templates this run answered)."""
+        seeded = self.seeded_templates
+        return {t: seeded[t].merge(f) if t in seeded else f for t, f in self.template_fits.items() if f.calls}
+
+    def template_record(self, template: str) -> TokenFit | None:
+        """The recorded fit a dry run plans ``template`` with (None: too few calls recorded)."""
+        fit = self.seeded_templates.get(template)
+        return fit if fit is not None and fit.calls >= TEMPLATE_MIN_CALLS else None
+
+    def planned_prompt(self, features: tuple[float, float], template: str) -> float:
+        """A dry run's prompt estimate: with the template's own recorded ratios where earlier
+        runs recorded enough of it, else as :meth:`prompt`."""
+        fit = self.template_record(template)
+        if fit is None:
+            return self.prompt(features)
+        w1, w2 = fit.weights(self.prior_strength)
+        return w1 * features[0] + w2 * features[1]
 
     def prompt(self, features: tuple[float, float]) -> float:
         return self.weights[0] * features[0] + self.weights[1] * features[1]
@@ -178,6 +213,10 @@ class TokenEstimator:
         self._sby = d * self._sby + b * prompt_tokens
         self.weights = _solve(self._saa, self._sab, self._sbb, self._say, self._sby, self.prior_strength)
         self.fit.add(a, b, prompt_tokens)
+        fit = self.template_fits.get(template)
+        if fit is None:
+            fit = self.template_fits[template] = TokenFit()
+        fit.add(a, b, prompt_tokens)
         prev = self._out.get(template)
         self._out[template] = completion_tokens if prev is None else 0.8 * prev + 0.2 * completion_tokens
         self.observations += 1

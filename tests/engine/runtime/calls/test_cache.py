@@ -167,3 +167,23 @@ async def test_a_file_going_bad_mid_run_fails_every_later_call(tmp_path: Path, m
             await cache.claim_or_wait("n")
     finally:
         await cache.close()
+
+
+async def test_token_counting_per_template_is_kept_per_model_and_a_bad_row_left_out(tmp_path: Path) -> None:
+    from drscore.engine.runtime.calls.tokens import TokenFit
+
+    cache = await JudgeCache.open(tmp_path / "judge.sqlite")
+    cache.save_template_token_fit("m", "quality", TokenFit(saa=4.0, say=2.0, calls=1))
+    cache.save_template_token_fit("m", "race", TokenFit(saa=9.0, say=3.0, calls=2))
+    cache.save_template_token_fit("other", "quality", TokenFit(saa=1.0, say=1.0, calls=3))
+    cache.save_template_token_fit("m", "empty", TokenFit())  # nothing answered: nothing kept
+    await cache.close()
+    with sqlite3.connect(tmp_path / "judge.sqlite") as db:
+        db.execute("INSERT INTO template_token_counts VALUES ('m', 'broken', X'7b', 0)")
+    cache = await JudgeCache.open(tmp_path / "judge.sqlite")
+    try:
+        fits = await cache.template_token_fits("m")
+    finally:
+        await cache.close()
+    assert set(fits) == {"quality", "race"}
+    assert fits["race"] == TokenFit(saa=9.0, say=3.0, calls=2)
