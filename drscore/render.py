@@ -294,8 +294,10 @@ def dry_run_text(summary: dict[str, Any], price_model: str | None) -> str:
         lines.append(f"  input tokens: an estimate; counting the planned text, the total is within about "
                      f"±{t['planned_input_tokens_error_total']:.1%} (one call: ±{t['planned_input_tokens_error']:.0%}, "
                      f"{t['planned_input_tokens_basis']})")
-        for template, p in t.get("planned_input_by_template", {}).items():
-            lines.append(f"    {template}: {p['tokens']:,} in {p['calls']:,} calls, ±{p['error']:.1%} ({p['basis']})")
+        by_template = t.get("planned_input_by_template", {})
+        if len({(p["error"], p["basis"]) for p in by_template.values()}) > 1:  # else the line above says it all
+            for template, p in by_template.items():
+                lines.append(f"    {template}: {p['tokens']:,} in {p['calls']:,} calls, ±{p['error']:.1%} ({p['basis']})")
     for template, f in t.get("planned_follow_ups", {}).items():
         lines.append(f"  {template}: {f['answers_planned']:,} planned with {f['per_answer']:g} {f['field']} each, "
                      f"the calls that follow {f['error_low']:+.0%}/{f['error_high']:+.0%} ({f['basis']})")
@@ -330,8 +332,9 @@ def dry_run_text(summary: dict[str, Any], price_model: str | None) -> str:
         else:
             lines.append(f"  pages: {n} cited, {held} in the page cache; would be fetched: {pages.get('would_fetch', n)}")
         if n > held:
-            lines.append(f"    the {n - held} not in the page cache are planned with stand-ins as long as the stored "
-                         "pages are on average: the input tokens' bar above does not cover their real length")
+            lines.append(f"    the {n - held} not in the page cache are planned with stand-ins of a typical length "
+                         "(the stored pages' mean, else 12,000 characters): the input tokens' bar above does not cover "
+                         "their real length")
     if t.get("inputs_skipped"):
         lines.append(f"  inputs skipped: {t['inputs_skipped']}")
     return "\n".join(lines)

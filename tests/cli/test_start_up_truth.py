@@ -62,6 +62,8 @@ def test_the_dry_run_counts_cached_and_missing_pages(tmp_path, capsys):
     n = int(out.split("  pages: ")[1].split(" cited")[0])
     assert n >= len(cited)  # what the methods would ask for: the parsed citations at least
     assert f"  pages: {n} cited, 1 in the page cache; would be fetched: {n - 1}" in out
+    # the other pages' text is a stand-in, which the input estimate's bar says nothing of
+    assert f"    the {n - 1} not in the page cache are planned with stand-ins of a typical length" in out
     assert main(_run(tmp_path, "--dry-run", "--offline-pages")) == 0
     out = capsys.readouterr().out
     assert f"  pages: {n} cited, 1 in the page cache; --offline-pages: the other {n - 1} would not be fetched" in out
