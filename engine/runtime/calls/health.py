@@ -10,7 +10,9 @@ so it costs nothing extra and checks the exact request shape the run uses.
 **Overlap.** Holding everyone for a whole answer (seconds, for a long prompt) wastes that
 much quota when the quota is known (``--rpm``/``--tpm``): the buckets fill to their burst
 and then overflow. With ``overlap_s`` the others wait only that long after the preflight
-left, or until its outcome if that comes first, or until the buckets have refilled what
+left (was sent: :meth:`EndpointGate.sent`; not when it entered the gate, since it may
+still ask the server about itself and wait for quota first), or until its outcome if that
+comes first, or until the buckets have refilled what
 the preflight took (:meth:`EndpointGate.shorten`, never sooner than ``PREFLIGHT_FLOOR_S``):
 waiting past a full bucket only loses quota. Endpoint faults come back in about one
 round trip (no model runs), so they still stop the run before anything else is sent; a
@@ -66,10 +68,10 @@ class EndpointGate:
         self.is_open = False
         self.overlap_s = overlap_s
         self._probe: asyncio.Future[None] | None = None
-        # Set, and replaced, when the overlap changes mid-probe (granted, or shortened): the
-        # others waiting re-read it
+        # Set, and replaced, when the overlap changes mid-probe (the probe sent, an overlap
+        # granted or shortened): the others waiting re-read it
         self._changed: asyncio.Future[None] | None = None
-        self._probe_at = 0.0
+        self._sent_at: float | None = None  # when the probe left; the overlap runs from then
 
     async def enter(self) -> bool:
         """Wait until the gate is open (or the overlap has passed); returns True when the
@@ -79,10 +81,10 @@ class EndpointGate:
             if self._probe is None:
                 loop = asyncio.get_running_loop()
                 self._probe, self._changed = loop.create_future(), loop.create_future()
-                self._probe_at = time.monotonic()
                 return True
             assert self._changed is not None
-            left = None if self.overlap_s is None else self.overlap_left()
+            # Until the probe has left, no overlap runs: a fault it would meet is not yet known
+            left = None if self.overlap_s is None or self._sent_at is None else self.overlap_left()
             if left is not None and left <= 0:
                 return False
             # asyncio.wait never cancels what it waits on: the futures stay for the others
@@ -95,19 +97,30 @@ class EndpointGate:
         if woken is not None and not woken.done():
             woken.set_result(None)
 
+    def sent(self) -> None:
+        """The probe is leaving now (the caller calls this just before sending it): the
+        overlap runs from here."""
+        if self._sent_at is None and self._probe is not None:
+            self._sent_at = time.monotonic()
+            self._wake()
+
     def overlap_left(self) -> float:
-        """Seconds of the overlap still to run (0 when it has passed or there is none)."""
+        """Seconds of the overlap still to run (0 when it has passed or there is none; the
+        whole overlap while the probe has not left)."""
         if self.overlap_s is None or self._probe is None:
             return 0.0
-        return max(0.0, self._probe_at + self.overlap_s - time.monotonic())
+        if self._sent_at is None:
+            return self.overlap_s
+        return max(0.0, self._sent_at + self.overlap_s - time.monotonic())
 
     def shorten(self, seconds: float) -> None:
         """The others may go ``seconds`` from now (never before PREFLIGHT_FLOOR_S after the
-        probe left) if that is sooner than the overlap's end; only where there is an overlap."""
+        probe left) if that is sooner than the overlap's end; only where there is an overlap
+        and the probe has left."""
         left = self.overlap_left()
-        if self.overlap_s is None or seconds >= left:
+        if self.overlap_s is None or self._sent_at is None or seconds >= left:
             return
-        elapsed = time.monotonic() - self._probe_at
+        elapsed = time.monotonic() - self._sent_at
         shorter = max(PREFLIGHT_FLOOR_S, elapsed + max(0.0, seconds))
         if shorter >= self.overlap_s:
             return

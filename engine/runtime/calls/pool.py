@@ -787,8 +787,6 @@ class JudgePool:
                         raise self._stopped_error() from None
                     finally:
                         wait_spans.append((tw, time.monotonic()))
-                    if probe is not None:  # waiting past a full bucket leaves the quota idle (health, Overlap)
-                        probe.shorten(limiter.until_full())
                 # The cap is sized now, not when the call was built: calls that waited while
                 # another one showed the model thinks get the room it needs.
                 room = self.thinking.cap(tpl.max_tokens)
@@ -844,6 +842,10 @@ class JudgePool:
                                     else self.prices.cost(self.price_model, input_reservation(current, self.tokens),
                                                           current.max_tokens, batch=self.batched))
             admitted = self._preflight_admitted(probe, permit) if probe is not None else self._followed_at_admission(permit)
+            if probe is not None:  # the overlap runs from now; past a full bucket it leaves the quota idle
+                probe.sent()
+                if limiter is not None:
+                    probe.shorten(limiter.until_full())
             tj = time.monotonic()
             try:
                 resp, info = await self._send(current, admitted)

@@ -119,8 +119,14 @@ async def test_with_an_overlap_the_others_go_that_long_after_the_probe_left():
     gate = EndpointGate(overlap_s=0.05)
     assert await gate.enter() is True
     loop = asyncio.get_running_loop()
+    waiting = asyncio.ensure_future(gate.enter())
+    # The probe entered but has not left (it may still be asking the server about itself or
+    # waiting for quota): no overlap runs yet, however long that takes
+    await asyncio.sleep(0.2)
+    assert not waiting.done()
     t0 = loop.time()
-    assert await gate.enter() is False  # the probe has not answered, but the overlap has passed
+    gate.sent()
+    assert await asyncio.wait_for(waiting, 2.0) is False  # the probe has not answered, but the overlap has passed
     assert 0.04 <= loop.time() - t0 < 0.5 and not gate.is_open
 
 
@@ -128,7 +134,10 @@ async def test_a_shortened_overlap_lets_the_waiting_ones_go_sooner_but_never_bef
     gate = EndpointGate(overlap_s=5.0)
     assert await gate.enter() is True
     loop = asyncio.get_running_loop()
+    gate.shorten(0.0)  # not sent yet: nothing to shorten from
+    assert gate.overlap_s == 5.0
     t0 = loop.time()
+    gate.sent()
     waiting = asyncio.ensure_future(gate.enter())
     await asyncio.sleep(0.01)
     assert not waiting.done()
@@ -197,6 +206,7 @@ async def test_the_others_go_once_the_bucket_has_refilled_the_preflight_or_the_o
 async def test_an_overlap_granted_while_the_probe_is_out_wakes_the_ones_already_waiting():
     gate = EndpointGate()  # quota unknown: the others wait for the probe's outcome
     assert await gate.enter() is True
+    gate.sent()
     waiting = asyncio.ensure_future(gate.enter())
     await asyncio.sleep(0.01)
     assert not waiting.done()
@@ -219,6 +229,30 @@ async def test_a_told_quota_overlaps_the_preflight_yet_a_fast_fault_still_sends_
     assert pool.gate is not None and pool.gate.overlap_s == PREFLIGHT_OVERLAP_S
     assert await _ask_many(pool, 20) == [kind] * 20
     assert backend.sent == 1 and pool.stopped.reason == kind
+
+
+class SlowToDescribe(Scripted):
+    """A backend whose endpoint takes ``facts_s`` to describe itself (GET /models, /props),
+    which the preflight asks before it is sent."""
+
+    def __init__(self, script, delay, facts_s):
+        super().__init__(script, delay)
+        self.facts_s = facts_s
+
+    async def server_facts(self):
+        await asyncio.sleep(self.facts_s)
+        return None
+
+
+async def test_the_overlap_runs_from_the_preflights_send_not_from_its_turn_at_the_gate():
+    # Told quota: the others may go PREFLIGHT_OVERLAP_S after the preflight left. Here the
+    # preflight spends 0.7 s asking the server about itself first; had the overlap run from
+    # its turn at the gate, six others would be sent before its 401 (20 ms) came back.
+    backend = SlowToDescribe(lambda n: FatalError("HTTP 401", kind="auth"), delay=0.02, facts_s=0.7)
+    pool = JudgePool(backend, cache=None, limiter=RateLimiter(rpm=6000, concurrency=8), prices=PriceTable(),
+                     backoff_base_s=0.001)
+    assert await _ask_many(pool, 8) == ["auth"] * 8
+    assert backend.sent == 1 and pool.stopped.reason == "auth"
 
 
 async def test_a_slow_answer_no_longer_holds_everyone_when_the_quota_is_told():
