@@ -769,6 +769,13 @@ class RateLimiter:
                     self._queue.remove(turn)
 
     async def _finish(self, permit: Permit, actual: int | None) -> None:
+        try:
+            await self._account(permit, actual)
+        finally:  # cancelled while the shared store answered: the slot is still given back
+            await self.concurrency.release()
+
+    async def _account(self, permit: Permit, actual: int | None) -> None:
+        """The answered call's usage (``actual``: None when the answer held none) into the buckets."""
         self._settle(permit)
         if actual is not None:
             self._admitted_tokens += actual - permit.estimate
@@ -789,7 +796,6 @@ class RateLimiter:
         if (requests_changed or tokens_changed) and not self.announced and (self.learner.cuts or self.token_learner.cuts):
             self._apply_learned()
         self.concurrency.on_success()
-        await self.concurrency.release()
 
     def until_full(self) -> float:
         """Seconds until the first of the buckets is full again (0 when one is): from then on
@@ -992,8 +998,12 @@ class RateLimiter:
             if requests_cut or tokens_cut:
                 self._apply_learned()
         if self.shared is not None:
-            await self.shared.rate_limited(delay, info.remaining_requests if info else None,
-                                           info.remaining_tokens if info else None, self._shape())
+            try:
+                await self.shared.rate_limited(delay, info.remaining_requests if info else None,
+                                               info.remaining_tokens if info else None, self._shape())
+            except BaseException:  # cancelled while the shared store answered: give the slot back
+                await self.concurrency.release()
+                raise
         self._paused_until = max(self._paused_until, now + delay)
         self._changed.set()  # the head re-reads the pause
         if learning:

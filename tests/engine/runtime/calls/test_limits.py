@@ -493,3 +493,41 @@ def test_a_remembered_quota_paces_until_the_endpoints_own_headers_replace_it():
     assert lim.rpm == 900
     assert not RateLimiter(rpm=60).remember(KnownQuota(rpm=600))  # a told quota wins
     assert RateLimiter().known_quota() is None  # nothing announced: nothing to keep
+
+
+class SlowStore:
+    """A shared (``--redis``) quota store that takes a while to answer after the fact."""
+
+    def attach(self, on_pause):
+        pass
+
+    def available(self):
+        return True
+
+    async def reserve(self, requests, tokens, shape):
+        return 0.0
+
+    async def adjust(self, tokens, shape):
+        await asyncio.sleep(5)
+        return True
+
+    async def rate_limited(self, delay_s, remaining_requests, remaining_tokens, shape):
+        await asyncio.sleep(5)
+        return True
+
+
+@pytest.mark.parametrize("ending", ["answered", "rate_limited"])
+async def test_a_call_cancelled_while_the_shared_store_answers_still_gives_its_slot_back(ending):
+    limiter = RateLimiter(tpm=60_000, concurrency=2)
+    limiter.use_shared(SlowStore())
+    permit = await limiter.acquire(100)
+    assert limiter.concurrency.in_use == 1
+    end = permit.done(120) if ending == "answered" else limiter.rate_limited_release(permit, None)
+    task = asyncio.ensure_future(end)
+    await asyncio.sleep(0.05)  # now awaiting the store
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert limiter.concurrency.in_use == 0  # else each such cancel lowers the run's concurrency for good
+    second = await asyncio.wait_for(limiter.acquire(100), 1.0)
+    await limiter.release_failed(second)
