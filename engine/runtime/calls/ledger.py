@@ -40,6 +40,7 @@ import asyncio
 import contextvars
 import hashlib
 import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -193,14 +194,17 @@ def _records(path: Path, damaged: list[int]) -> Iterator[Record]:
                 damaged[0] += 1
 
 
+_HEX16 = re.compile(r"[0-9a-f]{16}")
+
+
 def key_id(key: str) -> int:
     """A cache key as 64 bits: its first 16 hex digits (keys are sha256 digests), or a
     hash of any other string. About 30 bytes held a key where the 64-character string
     took 113; two keys meet by chance once in 2^64."""
-    try:
+    if _HEX16.match(key):
         return int(key[:16], 16)
-    except ValueError:
-        return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big")
+    # int(..., 16) would also take a sign, "0x", "_" or spaces: "12", "012" and "0x12" alike
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big")
 
 
 def fold(path: str | Path, *, keys: bool = False, live_invocation: int | None = None) -> Folded:

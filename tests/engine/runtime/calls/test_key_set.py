@@ -32,6 +32,21 @@ def test_keys_sharing_their_low_bits_are_told_apart():
     assert 5 + (99 << 40) not in kept and len(kept) == 39
 
 
+def test_keys_alike_in_their_low_bits_spread_over_the_table():
+    # 4,096 keys differing only above bit 40: by their low bits alone they would fill one
+    # run of consecutive slots, and each add would walk all of it (quadratic). Mixed, the
+    # longest run of occupied slots stays short.
+    kept = KeySet()
+    for i in range(1, 4097):
+        kept.add(i << 40)
+    occupied = [slot != 0 for slot in kept._slots]
+    longest = run = 0
+    for used in occupied + occupied[:64]:  # the table wraps around
+        run = run + 1 if used else 0
+        longest = max(longest, run)
+    assert len(kept) == 4096 and longest < 64
+
+
 def test_zero_and_the_largest_key_are_keys_like_any_other():
     kept = KeySet()
     assert 0 not in kept

@@ -119,6 +119,9 @@ def test_real_cache_keys_are_held_as_their_first_64_bits(tmp_path):
     paid, other = (hashlib.sha256(t).hexdigest() for t in (b"paid", b"other"))
     assert key_id(paid) == int(paid[:16], 16) and key_id(paid) != key_id(other)
     assert key_id("k1") == key_id("k1") != key_id("k2")  # not hex: a hash of the string, as stable
+    # only 16 lowercase hex digits are read as a number: no sign, prefix or short forms that
+    # int() would also take (a negative id, or "12", "012" and "0x12" as one key)
+    assert key_id("-1abcdef") >= 0 and len({key_id("12"), key_id("012"), key_id("0x12")}) == 3
     path = tmp_path / LEDGER_FILE
     first = RunLedger(path)
     _pay(first, paid, 0.25)
