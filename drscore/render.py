@@ -290,7 +290,7 @@ def dry_run_text(summary: dict[str, Any], price_model: str | None) -> str:
                      f"{m['output_tokens']:>12}{cost_text(m['cost_usd']):>11}  {statuses}")
     lines.append(f"  {'total':<14}{t['planned_calls']:>9}{t['cache_hits']:>9}{t['planned_input_tokens']:>13}"
                  f"{t['planned_output_tokens']:>12}{cost_text(t['planned_cost_usd']):>11}")
-    if "planned_input_tokens_error_total" in t:
+    if "planned_input_tokens_error_total" in t and t.get("planned_calls"):
         lines.append(f"  input tokens: an estimate; counting the planned text, the total is within about "
                      f"±{t['planned_input_tokens_error_total']:.1%} (one call: ±{t['planned_input_tokens_error']:.0%}, "
                      f"{t['planned_input_tokens_basis']})")
@@ -331,7 +331,7 @@ def dry_run_text(summary: dict[str, Any], price_model: str | None) -> str:
                          f"{pages['offline_missing']} would not be fetched and count as unreachable")
         else:
             lines.append(f"  pages: {n} cited, {held} in the page cache; would be fetched: {pages.get('would_fetch', n)}")
-        if n > held:
+        if n > held and not pages.get("offline_missing"):
             lines.append(f"    the {n - held} not in the page cache are planned with stand-ins of a typical length "
                          "(the stored pages' mean, else 12,000 characters): the input tokens' bar above does not cover "
                          "their real length")

@@ -108,7 +108,7 @@ async def test_each_template_is_planned_with_its_own_recorded_counting_and_the_t
     by = learned["planned_input_by_template"]
     assert set(by) == {"redundancy_pair", "redundancy_pair_zh"}
     for template, p in by.items():  # one record per template, as many calls as the history answered
-        assert p["basis"] == f"learned from {recorded[template]} answered calls of this template"
+        assert p["basis"] == f"learned from {recorded[template]} answered prompts of this template"
         assert 0 < p["error"] < learned["planned_input_tokens_error"]
     assert sum(p["tokens"] for p in by.values()) == learned["planned_input_tokens"]
     assert learned["planned_calls"] == counted["calls"]

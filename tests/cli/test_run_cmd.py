@@ -136,8 +136,11 @@ def test_a_dry_run_prints_each_templates_input_with_the_bar_its_record_gives(tmp
         assert main(["run", *common, "--judge-url", mock.url, "--reports", str(history),
                      "--out", str(tmp_path / "history-run")]) == 0
         capsys.readouterr()
+        assert main(["run", *common, "--judge-url", mock.url, "--reports", str(history), "--dry-run"]) == 0
+        cached = capsys.readouterr().out  # every call is in the cache: nothing to estimate
         assert main(["run", *common, "--judge-url", mock.url, "--reports", str(target), "--dry-run"]) == 0
     text = capsys.readouterr().out
+    assert "Dry run: nothing was sent" in cached and "input tokens: an estimate" not in cached
     with sqlite3.connect(tmp_path / "c" / "judge.sqlite") as db:
         recorded = dict(db.execute("SELECT template, COUNT(*) FROM responses GROUP BY template").fetchall())
     whole = re.search(r"input tokens: an estimate; counting the planned text, the total is within about "
@@ -145,7 +148,7 @@ def test_a_dry_run_prints_each_templates_input_with_the_bar_its_record_gives(tmp
     assert whole, text
     assert int(whole.group(3).replace(",", "")) == sum(recorded.values())
     parts = re.findall(r"^    (redundancy_pair\w*): ([\d,]+) in ([\d,]+) calls, ±([\d.]+)% "
-                       r"\(learned from ([\d,]+) answered calls of this template\)$", text, re.M)
+                       r"\(learned from ([\d,]+) answered prompts of this template\)$", text, re.M)
     assert {p[0] for p in parts} == {"redundancy_pair", "redundancy_pair_zh"}
     total = next(line for line in text.splitlines() if line.strip().startswith("total")).split()
     assert sum(int(p[2].replace(",", "")) for p in parts) == int(total[1])  # every planned call, by template

@@ -68,3 +68,4 @@ def test_the_dry_run_counts_cached_and_missing_pages(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"  pages: {n} cited, 1 in the page cache; --offline-pages: the other {n - 1} would not be fetched" in out
     assert "would be fetched" not in out
+    assert "stand-ins" not in out  # unfetched pages count as unreachable: no text is planned for them

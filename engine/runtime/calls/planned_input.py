@@ -4,7 +4,7 @@ One call's error does not average out over a template's calls. They share the te
 fixed text and inputs of one kind, so under the model-wide ratios (all templates fitted
 together) they miss alike: the total by about as much as a call. A template's own recorded
 ratios (:meth:`TokenEstimator.planned_prompt`) remove that shared miss; what is left is its
-per-call error, averaged over the calls planned and over the calls it was learned from.
+per-call error, averaged over the distinct prompts planned and those it was learned from.
 Each bar is two standard deviations, relative to the template's planned tokens.
 """
 from __future__ import annotations
@@ -24,34 +24,62 @@ class PlannedInput(msgspec.Struct, kw_only=True):
 
     calls: int = 0
     tokens: int = 0
+    own_tokens: int = 0  # planned with the template's own ratios
+    own_prompts: int = 0  # distinct prompts among those (a prompt asked again adds no news)
     error: float = 0.0  # relative, BAR_Z standard deviations of the total
     basis: str = ""
 
+    def add(self, tokens: int, own: bool, new_prompt: bool) -> None:
+        self.calls += 1
+        self.tokens += tokens
+        if own:
+            self.own_tokens += tokens
+            self.own_prompts += new_prompt
 
-def total_error(own: TokenFit | None, model: TokenFit | None, planned_calls: int,
-                recorded_calls: int = 0) -> tuple[float, str]:
-    """The relative error bar of a template's planned total and what it rests on: its own
-    record (``own``), else the model's (``model``: the template's calls may miss alike, so
-    one call's error), else the character rule's prior error. ``recorded_calls``: how many
-    of the template's calls were recorded where that was too few to plan with."""
-    if own is not None and own.calls > 0:
-        sd = own.rms() * math.sqrt(1 / own.calls + 1 / max(1, planned_calls))
-        return BAR_Z * sd, f"learned from {own.calls:,} answered calls of this template"
+
+def own_error(own: TokenFit, planned_prompts: int) -> float:
+    """The bar of a total planned with a template's own ratios: its per-call error (measured
+    on the prompts the two ratios were fitted to, so widened by n / (n - 2)), over the
+    prompts recorded and the prompts planned."""
+    n = own.calls
+    rms = own.rms() * math.sqrt(n / (n - 2)) if n > 2 else TokenEstimator.PRIOR_RELATIVE_ERROR
+    return BAR_Z * rms * math.sqrt(1 / max(1, n) + 1 / max(1, planned_prompts))
+
+
+def shared_error(model: TokenFit | None) -> tuple[float, str]:
+    """The bar of a total planned without the template's own ratios: the model's (its calls
+    may miss alike, so two of one call's standard deviations), or the character rule's."""
     if model is not None and model.calls > 0:
-        record = (f"only {recorded_calls} calls of this template recorded" if recorded_calls
-                  else "no record of this template")
-        return BAR_Z * model.rms(), f"the model's ratios; {record}, whose calls may miss alike"
-    return TokenEstimator.PRIOR_RELATIVE_ERROR, "the character rule"
+        return BAR_Z * model.rms(), "the model's ratios"
+    return TokenEstimator.PRIOR_RELATIVE_ERROR, \
+        "the character rule; real tokenizers differ from it by up to about 30% on text of one language"
 
 
 def with_errors(planned: dict[str, PlannedInput], tokens: TokenEstimator) -> dict[str, PlannedInput]:
     """``planned`` with each template's error bar filled in from what ``tokens`` was seeded with."""
     out: dict[str, PlannedInput] = {}
+    shared, shared_basis = shared_error(tokens.seeded)
     for template, p in sorted(planned.items()):
+        own = tokens.template_record(template)
         recorded = tokens.seeded_templates.get(template)
-        error, basis = total_error(tokens.template_record(template), tokens.seeded, p.calls,
-                                   recorded.calls if recorded is not None else 0)
-        out[template] = PlannedInput(calls=p.calls, tokens=p.tokens, error=error, basis=basis)
+        if own is not None and p.own_tokens:
+            mine = own_error(own, p.own_prompts)
+            error = (mine * p.own_tokens + shared * (p.tokens - p.own_tokens)) / max(1, p.tokens)
+            basis = f"learned from {own.calls:,} answered prompts of this template"
+            if p.own_tokens < p.tokens:
+                basis += (f" for {p.own_tokens / p.tokens:.0%} of its tokens; {shared_basis} for text of "
+                          "a kind it has not recorded")
+        else:
+            error = shared
+            if tokens.seeded is None:
+                basis = shared_basis
+            elif own is not None:
+                basis = f"{shared_basis}; this template's record holds no text of the kinds planned"
+            elif recorded is not None:
+                basis = f"{shared_basis}; only {recorded.calls} prompts of this template recorded, whose calls may miss alike"
+            else:
+                basis = f"{shared_basis}; no record of this template, whose calls may miss alike"
+        out[template] = msgspec.structs.replace(p, error=error, basis=basis)
     return out
 
 

@@ -87,7 +87,7 @@ from drscore.engine.runtime.calls.slots import ServerFacts, ServerSlots
 from drscore.engine.runtime.calls.thinking import ThinkingPolicy, is_cut_off, split_thinking
 from drscore.engine.runtime.calls.follow_ups import MAX_RECORDED, AnswerList, ListLength, list_lengths, resized
 from drscore.engine.runtime.calls.planned_input import PlannedInput, with_errors
-from drscore.engine.runtime.calls.tokens import TokenEstimator, estimate_tokens, message_features
+from drscore.engine.runtime.calls.tokens import TokenEstimator, estimate_tokens, message_features, prompt_id
 from drscore.engine.runtime.calls.verdicts import VerdictDecodeError, decode_verdict, schema_of
 from drscore.engine.runtime.calls.windows import (
     OVER_MARGIN, UNLEARNED_OVER_MARGIN, clearly_over, stated_window, window_of,
@@ -284,6 +284,7 @@ class JudgePool:
         # key (a shared answer is the same answer): see load_answer_lists
         self.list_lengths: dict[str, ListLength] = {}
         self.planned_inputs: dict[str, PlannedInput] = {}  # a dry run's, by template
+        self._planned_prompts: set[tuple[str, int]] = set()  # distinct ones (samples repeat a prompt)
         self._resized: dict[str, str] = {}
         # Backends that are not cached (the offline judge) still answer a repeated request
         # once per run, so task-level steps are counted once, as with a real judge.
@@ -568,13 +569,15 @@ class JudgePool:
         reasoning, _ = self.thinking.expected_reasoning()
         # the template's or the model's own counting where earlier runs recorded it
         # (load_token_counting), else the character rule
-        tin = math.ceil(self.tokens.planned_prompt(message_features(req.messages), req.template))
-        tout = tpl.expected_output_tokens + reasoning
+        features = message_features(req.messages)
+        estimate, own = self.tokens.planned_prompt(features, req.template)
+        tin, tout = math.ceil(estimate), tpl.expected_output_tokens + reasoning
         planned = self.planned_inputs.get(req.template)
         if planned is None:
             planned = self.planned_inputs[req.template] = PlannedInput()
-        planned.calls += 1
-        planned.tokens += tin
+        prompt = (req.template, prompt_id(req.messages))
+        planned.add(tin, own, prompt not in self._planned_prompts)
+        self._planned_prompts.add(prompt)
         cached = self._cache_estimate.cached_tokens(req.messages, tin) if not self.batched else 0
         cost = self.prices.cost(self.price_model, tin, tout, cached, batch=self.batched)
         s = self.stats
@@ -963,7 +966,8 @@ class JudgePool:
                     self.follows_streams = False
             if not resp.usage_estimated and reasks == 0:
                 # re-asks carry extra messages: not the features we measured
-                self.tokens.observe(features, req.template, resp.input_tokens, resp.output_tokens)
+                self.tokens.observe(features, req.template, resp.input_tokens, resp.output_tokens,
+                                    prompt_id(req.messages))
             # A thought never reaches the decoder (backends already take <think> out; this holds
             # for every backend).
             resp.text, thought = split_thinking(redact(resp.text))  # an endpoint may echo the key

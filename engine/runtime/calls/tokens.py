@@ -12,6 +12,7 @@ plans each template's calls with that template's own ratios once earlier runs re
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Iterable
 
 import msgspec
@@ -49,19 +50,27 @@ def message_features(messages: Iterable, per_message: int = 4) -> tuple[float, f
     return a_total, w_total
 
 
+def prompt_id(messages: Iterable) -> int:
+    """Which prompt ``messages`` are, within this process (the same text asked again, as
+    samples are, has the same id): a hash of their contents (each str caches its own)."""
+    return hash(tuple(m["content"] if isinstance(m, dict) else m.content for m in messages))
+
+
 def estimate_messages(messages: Iterable, per_message: int = 4) -> int:
     """Estimate prompt tokens of chat messages (content plus a small per-message overhead)."""
     a, w = message_features(messages, per_message)
     return max(1, math.ceil(a + w))
 
 
-def _solve(saa: float, sab: float, sbb: float, say: float, sby: float, prior_strength: float) -> tuple[float, float]:
-    """Ridge regression towards the prior (1, 1): directions the data has not seen (e.g. no
-    wide text yet) stay at weight 1 instead of being guessed. 2x2 solve in closed form (a
-    numpy call per response costs more than the whole solve)."""
+def _solve(saa: float, sab: float, sbb: float, say: float, sby: float, prior_strength: float,
+           prior: tuple[float, float] = (1.0, 1.0)) -> tuple[float, float]:
+    """Ridge regression towards ``prior`` (the character rule's (1, 1), or the model's own
+    ratios for one template's fit): directions the data has not seen (e.g. no wide text
+    yet) stay at the prior instead of being guessed. 2x2 solve in closed form (a numpy call
+    per response costs more than the whole solve)."""
     lam = prior_strength * max(1.0, (saa + sbb) / 2)
     m11, m12, m22 = saa + lam, sab, sbb + lam
-    r1, r2 = say + lam, sby + lam
+    r1, r2 = say + lam * prior[0], sby + lam * prior[1]
     det = m11 * m22 - m12 * m12
     w1, w2 = (r1 * m22 - m12 * r2) / det, (m11 * r2 - m12 * r1) / det
     return min(8.0, max(0.02, w1)), min(8.0, max(0.02, w2))
@@ -99,8 +108,19 @@ class TokenFit(msgspec.Struct, kw_only=True):
                         say=self.say + other.say, sby=self.sby + other.sby, syy=self.syy + other.syy,
                         calls=self.calls + other.calls)
 
-    def weights(self, prior_strength: float = 1e-2) -> tuple[float, float]:
-        return _solve(self.saa, self.sab, self.sbb, self.say, self.sby, prior_strength)
+    def weights(self, prior_strength: float = 1e-2, prior: tuple[float, float] = (1.0, 1.0)) -> tuple[float, float]:
+        return _solve(self.saa, self.sab, self.sbb, self.say, self.sby, prior_strength, prior)
+
+    def covers(self, features: tuple[float, float]) -> bool:
+        """Whether the recorded calls held text of each kind ``features`` has much of (a
+        tenth or more): a fit has not learned a kind of text it has barely seen (under a
+        hundredth of what it recorded, by root sum of squares)."""
+        a, b = features
+        ra, rb = math.sqrt(self.saa), math.sqrt(self.sbb)
+        if ra + rb <= 0:
+            return False
+        return not ((b > 0.1 * (a + b) and rb < 0.01 * (ra + rb))
+                    or (a > 0.1 * (a + b) and ra < 0.01 * (ra + rb)))
 
     def rms(self) -> float:
         """sqrt(sum of squared misses / sum of squared counts): the per-call error relative
@@ -113,9 +133,12 @@ class TokenFit(msgspec.Struct, kw_only=True):
         return math.sqrt(max(0.0, sse) / self.syy)
 
 
-# A template's own record plans its calls once it holds this many answered calls; with
+# A template's own record plans its calls once it holds this many answered prompts; with
 # fewer, the model-wide fit (all templates together) is the surer guess.
 TEMPLATE_MIN_CALLS = 5
+# Prompts a template's fit remembers having seen, so the same prompt asked again (RACE's
+# weight samples, --samples) counts once: repeats carry no news of how the template counts.
+RECENT_PROMPTS = 4096
 
 
 class TokenEstimator:
@@ -146,6 +169,8 @@ class TokenEstimator:
         # of its calls (a dry run's total by as much).
         self.template_fits: dict[str, TokenFit] = {}
         self.seeded_templates: dict[str, TokenFit] = {}
+        self._recent: OrderedDict[tuple[str, int], None] = OrderedDict()
+        self._template_weights: dict[str, tuple[float, float]] = {}
 
     def seed(self, fit: TokenFit) -> None:
         """Start from a fit earlier runs recorded: its weights now, with the weight of as many
@@ -173,18 +198,22 @@ class TokenEstimator:
         return {t: seeded[t].merge(f) if t in seeded else f for t, f in self.template_fits.items() if f.calls}
 
     def template_record(self, template: str) -> TokenFit | None:
-        """The recorded fit a dry run plans ``template`` with (None: too few calls recorded)."""
+        """The recorded fit a dry run plans ``template`` with (None: too few prompts recorded)."""
         fit = self.seeded_templates.get(template)
         return fit if fit is not None and fit.calls >= TEMPLATE_MIN_CALLS else None
 
-    def planned_prompt(self, features: tuple[float, float], template: str) -> float:
-        """A dry run's prompt estimate: with the template's own recorded ratios where earlier
-        runs recorded enough of it, else as :meth:`prompt`."""
+    def planned_prompt(self, features: tuple[float, float], template: str) -> tuple[float, bool]:
+        """A dry run's prompt estimate, and whether the template's own recorded ratios made
+        it: they do where earlier runs recorded enough of the template, with text of the
+        kinds this prompt holds; else as :meth:`prompt`. The template's fit leans towards
+        the model's ratios, not the character rule's, where its record is thin."""
         fit = self.template_record(template)
-        if fit is None:
-            return self.prompt(features)
-        w1, w2 = fit.weights(self.prior_strength)
-        return w1 * features[0] + w2 * features[1]
+        if fit is None or not fit.covers(features):
+            return self.prompt(features), False
+        w = self._template_weights.get(template)
+        if w is None:
+            w = self._template_weights[template] = fit.weights(self.prior_strength, self.weights)
+        return w[0] * features[0] + w[1] * features[1], True
 
     def prompt(self, features: tuple[float, float]) -> float:
         return self.weights[0] * features[0] + self.weights[1] * features[1]
@@ -201,7 +230,9 @@ class TokenEstimator:
         return math.sqrt(self._err2)
 
     def observe(self, features: tuple[float, float], template: str, prompt_tokens: int,
-                completion_tokens: int) -> None:
+                completion_tokens: int, prompt: int | None = None) -> None:
+        """Learn from one answer's usage. ``prompt`` (:func:`prompt_id`) tells a prompt asked
+        again from a new one with the same character counts; without it, the counts do."""
         if prompt_tokens > 0:
             miss = (prompt_tokens - self.prompt(features)) / prompt_tokens
             self._err2 = 0.8 * self._err2 + 0.2 * min(1.0, miss * miss)
@@ -213,10 +244,17 @@ class TokenEstimator:
         self._sby = d * self._sby + b * prompt_tokens
         self.weights = _solve(self._saa, self._sab, self._sbb, self._say, self._sby, self.prior_strength)
         self.fit.add(a, b, prompt_tokens)
-        fit = self.template_fits.get(template)
-        if fit is None:
-            fit = self.template_fits[template] = TokenFit()
-        fit.add(a, b, prompt_tokens)
+        seen = (template, prompt if prompt is not None else hash(features))
+        if seen in self._recent:
+            self._recent.move_to_end(seen)
+        else:
+            self._recent[seen] = None
+            if len(self._recent) > RECENT_PROMPTS:
+                self._recent.popitem(last=False)
+            fit = self.template_fits.get(template)
+            if fit is None:
+                fit = self.template_fits[template] = TokenFit()
+            fit.add(a, b, prompt_tokens)
         prev = self._out.get(template)
         self._out[template] = completion_tokens if prev is None else 0.8 * prev + 0.2 * completion_tokens
         self.observations += 1
