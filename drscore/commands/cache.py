@@ -131,6 +131,14 @@ async def _with_cache(path: Path, action: Callable[[JudgeCache], Awaitable[int]]
 
 # --- check / repair ---------------------------------------------------------------------
 
+# What earlier runs learned, carried over by a repair too (not checked row by row: a file
+# from before a table existed has none of it, and is sound).
+KEPT_TOO: dict[str, dict[str, str]] = {"judge.sqlite": {
+    "token_counts": "model, fit, updated",
+    "template_token_counts": "model, template, fit, updated",
+    "quotas": "endpoint, quota, updated"}}
+
+
 def _file_specs() -> dict[str, tuple[str, dict[str, tuple[str, object]]]]:
     """Per cache file: its schema and, per table, the columns to read and a row check."""
     from drscore.engine.runtime.calls import cache as judge_cache
@@ -165,7 +173,7 @@ def check(cache_dir: Path, *, repair: bool = False) -> int:
         if not repair:
             damaged = True
             continue
-        aside, kept = _rebuild(path, schema, tables)
+        aside, kept = _rebuild(path, schema, {**tables, **{t: (c, None) for t, c in KEPT_TOO.get(name, {}).items()}})
         print(f"{path}: rebuilt with {kept} readable row(s); the damaged file is kept as {aside}")
     if damaged:
         print("run `drscore cache check --repair` (no drscore process may use the cache meanwhile) "

@@ -51,3 +51,27 @@ async def test_check_names_damaged_rows_and_repair_keeps_the_rest(tmp_path: Path
         pages = [await store.get(f"https://a.com/{i}") for i in range(3)]
     assert [p.text if p else None for p in pages] == ["Page 0 text.", "Page 1 text.", None]
     assert len(list(tmp_path.glob("*.bad-*"))) >= 2  # both damaged files kept aside
+
+
+async def test_a_repair_keeps_what_earlier_runs_learned_of_the_model_and_the_endpoint(tmp_path: Path, capsys) -> None:
+    from drscore.engine.runtime.calls.limits import KnownQuota
+    from drscore.engine.runtime.calls.tokens import TokenFit
+
+    cache = await JudgeCache.open(tmp_path / "judge.sqlite")
+    await cache.put("k0", b'{"answer": 0}', COMPONENTS)
+    await cache.put("k1", b'{"answer": 1}', COMPONENTS)
+    cache.save_token_fit("m", TokenFit(saa=4.0, say=3.0, calls=2))
+    cache.save_template_token_fit("m", "quality", TokenFit(saa=1.0, say=1.0, calls=1))
+    cache.save_quota("https://x/v1 m", KnownQuota(rpm=500, tpm=30_000))
+    await cache.close()
+    with sqlite3.connect(tmp_path / "judge.sqlite") as db:
+        db.execute("UPDATE responses SET response = x'ff00' WHERE key = 'k1'")
+    assert check(tmp_path, repair=True) == 0
+    assert "rebuilt with 4 readable row(s)" in capsys.readouterr().out  # one answer, three learned rows
+    cache = await JudgeCache.open(tmp_path / "judge.sqlite")
+    try:
+        assert await cache.token_fit("m") == TokenFit(saa=4.0, say=3.0, calls=2)
+        assert await cache.template_token_fits("m") == {"quality": TokenFit(saa=1.0, say=1.0, calls=1)}
+        assert await cache.quota("https://x/v1 m") == KnownQuota(rpm=500, tpm=30_000)
+    finally:
+        await cache.close()
