@@ -798,13 +798,15 @@ class RateLimiter:
         self.concurrency.on_success()
 
     def until_full(self) -> float:
-        """Seconds until the first of the buckets is full again (0 when one is): from then on
-        a server whose bucket matches ours wastes the quota it refills. Infinite where no
-        local bucket paces the calls (none known, or a shared ``--redis`` quota)."""
+        """Seconds until every bucket is full again (0 when all are). Only then does waiting
+        surely waste quota: while one bucket still refills, the calls it paces could not
+        have used what the other overflows, so the preflight's wait costs nothing (and a
+        fault it meets still stops the run first). Infinite where no local bucket paces the
+        calls (none known, or a shared ``--redis`` quota)."""
         if self.shared is not None:
             return math.inf
         now = time.monotonic()
-        return min((b.until_full(now) for b in (self.requests, self.tokens) if b is not None), default=math.inf)
+        return max((b.until_full(now) for b in (self.requests, self.tokens) if b is not None), default=math.inf)
 
     def _correct(self, permit: Permit, count: float) -> float:
         """What the server's ``count`` for the call changes in the tokens bucket's level now:

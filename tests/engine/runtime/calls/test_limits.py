@@ -531,3 +531,14 @@ async def test_a_call_cancelled_while_the_shared_store_answers_still_gives_its_s
     assert limiter.concurrency.in_use == 0  # else each such cancel lowers the run's concurrency for good
     second = await asyncio.wait_for(limiter.acquire(100), 1.0)
     await limiter.release_failed(second)
+
+
+async def test_the_buckets_are_full_again_only_once_the_slowest_has_refilled():
+    # 600 requests/min in a bucket of 10 (1-s burst) and 60,000 tokens/min in one of 1,000:
+    # a call of 800 tokens takes one request (back in 0.1 s) and 800 tokens (back in 0.8 s).
+    limiter = RateLimiter(rpm=600, tpm=60_000, concurrency=4)
+    assert limiter.until_full() == 0.0
+    permit = await limiter.acquire(800)
+    assert limiter.until_full() == pytest.approx(0.8, abs=0.02)  # not the requests bucket's 0.1 s
+    await limiter.release_failed(permit)
+    assert RateLimiter(concurrency=4).until_full() == float("inf")  # nothing paces: no bucket to wait for
