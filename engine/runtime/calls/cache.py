@@ -480,20 +480,9 @@ class JudgeCache:
     async def template_token_fits(self, model: str) -> dict[str, TokenFit]:
         """What earlier runs recorded of ``model``'s token counting per template (rows this
         version cannot read are left out)."""
-        self._check_open()
-        try:
-            async with self._db.execute("SELECT template, fit FROM template_token_counts WHERE model = ?",
-                                        (model,)) as cur:
-                rows = await cur.fetchall()
-        except sqlite3.Error as e:
-            raise self._fail(e) from None
-        out: dict[str, TokenFit] = {}
-        for template, raw in rows:
-            try:
-                out[template] = msgspec.json.decode(raw, type=TokenFit)
-            except (msgspec.DecodeError, TypeError):
-                continue
-        return out
+        rows = await self._read_records("SELECT template, fit FROM template_token_counts WHERE model = ?",
+                                        model, TokenFit)
+        return {str(head[0]): fit for head, fit in rows}
 
     async def answers(self, template: str, model: str, limit: int) -> list[bytes]:
         """The latest ``limit`` answers ``model`` gave to prompts of ``template`` (what a dry
@@ -516,18 +505,26 @@ class JudgeCache:
     async def _read_record(self, sql: str, key: str, kind: type[_R]) -> _R | None:
         """One JSON-encoded record kept for the next run (None: none, or a row this version
         cannot read)."""
+        rows = await self._read_records(sql, key, kind)
+        return rows[0][1] if rows else None
+
+    async def _read_records(self, sql: str, key: str, kind: type[_R]) -> list[tuple[tuple[Any, ...], _R]]:
+        """The JSON-encoded records kept for the next run under ``key``, the record in each
+        row's last column and the columns before it beside it (rows this version cannot
+        read are left out)."""
         self._check_open()
         try:
             async with self._db.execute(sql, (key,)) as cur:
-                row = await cur.fetchone()
+                rows = await cur.fetchall()
         except sqlite3.Error as e:
             raise self._fail(e) from None
-        if row is None:
-            return None
-        try:
-            return msgspec.json.decode(row[0], type=kind)
-        except (msgspec.DecodeError, TypeError):
-            return None
+        out: list[tuple[tuple[Any, ...], _R]] = []
+        for row in rows:
+            try:
+                out.append((tuple(row[:-1]), msgspec.json.decode(row[-1], type=kind)))
+            except (msgspec.DecodeError, TypeError):
+                continue
+        return out
 
     def save_quota(self, endpoint: str, quota: KnownQuota) -> None:
         """Queue what ``endpoint`` announced in this run (written with the answers)."""
