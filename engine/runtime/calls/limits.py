@@ -718,9 +718,16 @@ class RateLimiter:
         if self.stopped:
             raise LimiterStopped()
         await self.concurrency.acquire()
-        if self.stopped:
+        try:
+            if self.stopped:
+                raise LimiterStopped()
+            return await self._quota(estimate)
+        except BaseException:  # stopped, cancelled, or a fault: the slot is given back, never leaked
             await self.concurrency.release()
-            raise LimiterStopped()
+            raise
+
+    async def _quota(self, estimate: int | Callable[[], int]) -> Permit:
+        """Wait, holding a concurrency slot, for quota covering ``estimate`` (see :meth:`acquire`)."""
         if not self._queue:  # nobody waiting: go now if the buckets allow, without queueing
             now = time.monotonic()
             if self._paused_until <= now:
@@ -755,9 +762,6 @@ class RateLimiter:
                 self._changed.clear()
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), timeout=wait)
-        except BaseException:
-            await self.concurrency.release()
-            raise
         finally:
             self.waiting -= 1
             if self._queue and self._queue[0] is turn:

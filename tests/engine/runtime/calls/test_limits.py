@@ -542,3 +542,25 @@ async def test_the_buckets_are_full_again_only_once_the_slowest_has_refilled():
     assert limiter.until_full() == pytest.approx(0.8, abs=0.02)  # not the requests bucket's 0.1 s
     await limiter.release_failed(permit)
     assert RateLimiter(concurrency=4).until_full() == float("inf")  # nothing paces: no bucket to wait for
+
+
+@pytest.mark.parametrize("queued", [False, True])
+async def test_a_fault_while_estimating_gives_the_slot_back(queued):
+    # An estimate that raises (any fault between the slot and the grant) failed that call but
+    # kept its concurrency slot on the fast path: after `concurrency` such faults every later
+    # call waited for a slot forever, and the run hung without a word.
+    limiter = RateLimiter(tpm=60_000, concurrency=2)
+    if queued:  # the bucket is empty: the caller queues, and estimates at the head
+        held = await limiter.acquire(1_000)
+
+    def broken() -> int:
+        raise ZeroDivisionError("estimate")
+
+    for _ in range(3):
+        with pytest.raises(ZeroDivisionError):
+            await asyncio.wait_for(limiter.acquire(broken), 1.0)
+    assert limiter.concurrency.in_use == (1 if queued else 0)
+    if queued:
+        await limiter.release_failed(held)
+    permit = await asyncio.wait_for(limiter.acquire(10), 2.0)
+    await limiter.release_failed(permit)
