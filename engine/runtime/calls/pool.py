@@ -772,6 +772,8 @@ class JudgePool:
                 wait_spans.append((tw, time.monotonic()))  # waiting for the preflight's answer
             permit = None
             slot = False
+            held = False  # the budget reserved this attempt's worst case, until the send takes it over
+            call: int | None = None
             try:
                 if lane is not None:  # every call of its kind so far failed alike: one at a time
                     tl = time.monotonic()
@@ -804,51 +806,47 @@ class JudgePool:
                 worst = 0.0 if self.budget.cap is None else self.prices.cost(
                     self.price_model, input_reservation(current, self.tokens), current.max_tokens,
                     batch=self.batched)
-                try:
-                    reserved = self.budget.try_reserve(worst)
-                    if not reserved:  # waits for calls in flight to settle (a wait, not judge time)
-                        tw = time.monotonic()
-                        reserved = await self.budget.reserve(worst)
-                        wait_spans.append((tw, time.monotonic()))
-                except BaseException:  # cancelled while waiting for room: give the slot back
-                    if permit is not None:
-                        await self.limiter.release_failed(permit)
-                    raise
+                reserved = self.budget.try_reserve(worst)
+                if not reserved:  # waits for calls in flight to settle (a wait, not judge time)
+                    tw = time.monotonic()
+                    reserved = await self.budget.reserve(worst)
+                    wait_spans.append((tw, time.monotonic()))
                 if not reserved:
-                    if permit is not None:
-                        await self.limiter.release_failed(permit)
                     if self.budget.exhausted:
                         self.halt(self._budget_stop(worst))
                     raise self._stopped_error()
-                try:
-                    if self.slots is not None:  # the server's own slots: queue here, not at the server
-                        tw = time.monotonic()
-                        await self.slots.acquire()
-                        slot = True
-                        wait_spans.append((tw, time.monotonic()))
-                    # A window learned while this call waited (an error of another call) applies now.
-                    self._refuse_over_window(current)
-                except BaseException:
+                held = True
+                if self.slots is not None:  # the server's own slots: queue here, not at the server
+                    tw = time.monotonic()
+                    await self.slots.acquire()
+                    slot = True
+                    wait_spans.append((tw, time.monotonic()))
+                # A window learned while this call waited (an error of another call) applies now.
+                self._refuse_over_window(current)
+                # The reservation goes into the run ledger before the request leaves: a call lost
+                # in flight (kill -9) stays bounded by it.
+                call = self.ledger.sent(key, req.template, worst if self.budget.cap is not None or not self.priced
+                                        else self.prices.cost(self.price_model, input_reservation(current, self.tokens),
+                                                              current.max_tokens, batch=self.batched))
+                admitted = self._preflight_admitted(probe, permit) if probe is not None \
+                    else self._followed_at_admission(permit)
+                if probe is not None:  # the overlap runs from now; past a full bucket it leaves the quota idle
+                    probe.sent()
+                    if limiter is not None:
+                        probe.shorten(limiter.until_full())
+            except BaseException:  # stopped, cancelled, or a fault before the send: nothing was sent
+                if held:
                     self.budget.release(worst)
-                    if permit is not None:
-                        await self.limiter.release_failed(permit)
-                    raise
-            except BaseException:
+                if call is not None:
+                    self.ledger.unpaid(call, "not sent")
                 if slot and self.slots is not None:
                     self.slots.release()
+                    slot = False
+                if permit is not None:  # every slot and permit is given back, or the run waits for it forever
+                    await self.limiter.release_failed(permit)
                 if probe is not None:
                     probe.open()
                 raise
-            # The reservation goes into the run ledger before the request leaves: a call lost
-            # in flight (kill -9) stays bounded by it.
-            call = self.ledger.sent(key, req.template, worst if self.budget.cap is not None or not self.priced
-                                    else self.prices.cost(self.price_model, input_reservation(current, self.tokens),
-                                                          current.max_tokens, batch=self.batched))
-            admitted = self._preflight_admitted(probe, permit) if probe is not None else self._followed_at_admission(permit)
-            if probe is not None:  # the overlap runs from now; past a full bucket it leaves the quota idle
-                probe.sent()
-                if limiter is not None:
-                    probe.shorten(limiter.until_full())
             tj = time.monotonic()
             try:
                 resp, info = await self._send(current, admitted)

@@ -273,3 +273,30 @@ async def test_uncached_backend_answers_a_repeated_request_once_per_run(template
     first = await pool.ask("alpha", Verdict, {"text": "task-level step"})
     second = await pool.ask("alpha", Verdict, {"text": "task-level step"})
     assert (first.source, second.source) == ("network", "shared") and len(backend.requests) == 1
+
+
+async def test_a_fault_before_the_send_gives_back_every_slot_and_reservation(tmp_path, templates, monkeypatch):
+    # A fault between the quota's grant and the send (here the ledger's line for the call)
+    # kept the call's concurrency slot: after 8 such faults (the concurrency) every later
+    # call waited forever and the run hung without an error. Now each faulted call fails,
+    # gives its slot, permit and budget reservation back, and writes no bill.
+    backend = FakeBackend()
+    pool, cache = await _pool(tmp_path, backend, max_cost_usd=1.0)
+    real_sent = pool.ledger.sent
+    faults = {"left": 10}
+
+    def failing_sent(*args, **kwargs):
+        if faults["left"]:
+            faults["left"] -= 1
+            raise RuntimeError("ledger fault")
+        return real_sent(*args, **kwargs)
+
+    monkeypatch.setattr(pool.ledger, "sent", failing_sent)
+    for i in range(10):  # more faults than the concurrency of 8
+        with pytest.raises(RuntimeError, match="ledger fault"):
+            await asyncio.wait_for(pool.ask("alpha", Verdict, {"text": f"r{i}"}), 2.0)
+    assert pool.limiter.concurrency.in_use == 0 and pool.budget.in_flight == 0
+    judged = await asyncio.wait_for(pool.ask("alpha", Verdict, {"text": "after"}), 2.0)
+    await cache.close()
+    assert judged.source == "network" and backend.requests[-1].messages[-1].content.endswith("after")
+    assert pool.ledger.now.calls == 1  # only the call that was sent is billed
