@@ -6,7 +6,10 @@ about 1,090 real request bodies of 0.3-106 KB) against the mock judge with a lat
 makes the run last about 110 s), and the quota either told (``--rpm``/``--tpm``, the mock's
 ``vllm`` profile, which sends no quota headers), announced (nothing told, the ``openai``
 profile's ``x-ratelimit-*`` headers), or remembered (announced, and kept in the cache by an
-earlier run against the same endpoint: ``rpm-remembered``, ``tpm-remembered``).
+earlier run against the same endpoint: ``rpm-remembered``, ``tpm-remembered``), or told
+with the model's token counting already learned (``tpm-fitted``: the cache holds the fit an
+earlier run recorded, over the first 50 of the reports against an unlimited mock, as a
+team's second run of a model has; every other setting starts from the character rule).
 
 limit = max(answered / RPM, tokens charged / TPM) (the mock's own count); span = the
 mock's first request to its last answer. A client that used the whole quota from the
@@ -46,16 +49,51 @@ async def _remembered(cache: Path, url: str, rpm: float, tpm: float) -> None:
     await store.close()
 
 
+async def _copy_token_counting(learned: Path, cache: Path, model: str) -> None:
+    """Put the token counting an earlier run recorded in ``learned`` (and nothing else) into ``cache``."""
+    from drscore.engine.runtime.calls.cache import JudgeCache
+
+    source = await JudgeCache.open(learned / "judge.sqlite")
+    fit, per_template = await source.token_fit(model), await source.template_token_fits(model)
+    await source.close()
+    if fit is None:
+        raise SystemExit(f"pacing: the learning run recorded no token counting in {learned}")
+    cache.mkdir(parents=True, exist_ok=True)
+    store = await JudgeCache.open(cache / "judge.sqlite")
+    store.save_token_fit(model, fit)
+    for template, template_fit in per_template.items():
+        store.save_template_token_fit(model, template, template_fit)
+    await store.close()
+
+
+def _learn_token_counting(*, reports: Path, tasks: Path, methods: list[str], tokenizer: str, tmp: Path,
+                          cache: Path) -> None:
+    """An earlier run over the first 50 reports against an unlimited mock that counts alike:
+    what it records of the model's token counting goes into ``cache``."""
+    half = tmp.with_name(f"{tmp.name}-learn.jsonl")
+    half.write_bytes(b"".join(reports.read_bytes().splitlines(keepends=True)[:50]))
+    learned = tmp.with_name(f"{tmp.name}-learn-cache")
+    with MockServerProcess(MockConfig(latency=0.05, jitter=0.0, seed=11, tokenizer=tokenizer)) as mock:
+        judge = JudgeConfig(url=mock.url, model="mock", concurrency=32, cache_dir=str(learned))
+        run = RunConfig(methods=methods, reports=[str(half)], tasks=str(tasks), out=str(tmp.with_name(f"{tmp.name}-learn")),
+                        judge=judge, method_options={"segmentation": "sections"})
+        asyncio.run(timed_run(run))
+    asyncio.run(_copy_token_counting(learned, cache, "mock"))
+
+
 def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tasks: Path, latency: float,
          jitter: float, concurrency: int, methods: list[str], tmp: Path, burst: float = 1.0,
-         remembered: bool = False, tokenizer: str = "words") -> dict:
+         remembered: bool = False, fitted: bool = False, tokenizer: str = "words") -> dict:
     cfg = MockConfig(profile=profile, rpm=rpm, tpm=tpm, latency=latency, jitter=jitter, seed=11, burst=burst,
                      tokenizer=tokenizer)
+    cache = tmp.with_name(f"{tmp.name}-cache")
+    if fitted:
+        _learn_token_counting(reports=reports, tasks=tasks, methods=methods, tokenizer=tokenizer, tmp=tmp, cache=cache)
     with MockServerProcess(cfg) as mock:
         if remembered:
-            asyncio.run(_remembered(tmp.with_name(f"{tmp.name}-cache"), mock.url, rpm, tpm))
-        judge = JudgeConfig(url=mock.url, model="mock", concurrency=concurrency, no_cache=not remembered,
-                            cache_dir=str(tmp.with_name(f"{tmp.name}-cache")),
+            asyncio.run(_remembered(cache, mock.url, rpm, tpm))
+        judge = JudgeConfig(url=mock.url, model="mock", concurrency=concurrency, no_cache=not (remembered or fitted),
+                            cache_dir=str(cache),
                             rpm=rpm if told else 0, tpm=tpm if told else 0, burst_s=burst if told else 1.0)
         run = RunConfig(methods=methods, reports=[str(reports)], tasks=str(tasks), out=str(tmp),
                         judge=judge, method_options={"segmentation": "sections"})
@@ -63,7 +101,8 @@ def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tas
         s = mock.stats()
     use = quota_use(s, rpm, tpm)
     limit, span = use.limit, use.span
-    return {"quota": "told" if told else "remembered" if remembered else "headers", "profile": profile, "rpm": rpm, "tpm": tpm,
+    return {"quota": "told, token counting learned earlier" if fitted else "told" if told
+            else "remembered" if remembered else "headers", "profile": profile, "rpm": rpm, "tpm": tpm,
             "binding": use.binding,
             "requests_sent": s["requests"], "requests_ok": s["ok"], "responses_429": s["rate_limited"],
             "tokens_charged": use.charged, "limit_s": round(limit, 2), "span_s": round(span, 2),
@@ -111,12 +150,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         for i, setting in enumerate(s.strip() for s in args.settings.split(",") if s.strip()):
             bound, quota = setting.split("-")
-            told = quota == "told"
+            told = quota in ("told", "fitted")
             rpm_limit, tpm_limit = (rpm, 0.0) if bound == "rpm" else (0.0, tpm)
             runs.append(_run(profile="vllm" if told else "openai", rpm=rpm_limit, tpm=tpm_limit, told=told,
                              reports=reports, tasks=tasks, latency=args.latency, jitter=args.jitter,
                              concurrency=args.concurrency, methods=methods, tmp=Path(d) / str(i), burst=args.burst,
-                             remembered=quota == "remembered", tokenizer=args.tokenizer))
+                             remembered=quota == "remembered", fitted=quota == "fitted",
+                             tokenizer=args.tokenizer))
     out = {"benchmark": "pacing", "methods": methods, "reports": "DeepResearch Bench, 100 reports",
            "mock_latency_s": args.latency, "mock_jitter_s": args.jitter, "mock_burst_s": args.burst,
            "mock_tokenizer": args.tokenizer, "client_concurrency": args.concurrency, "runs": runs, "machine": machine()}
