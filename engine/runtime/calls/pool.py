@@ -87,7 +87,9 @@ from drscore.engine.runtime.calls.slots import ServerFacts, ServerSlots
 from drscore.engine.runtime.calls.thinking import ThinkingPolicy, is_cut_off, split_thinking
 from drscore.engine.runtime.calls.follow_ups import MAX_RECORDED, AnswerList, ListLength, list_lengths, resized
 from drscore.engine.runtime.calls.planned_input import PlannedInput, with_errors
-from drscore.engine.runtime.calls.tokens import TokenEstimator, estimate_tokens, message_features, prompt_id
+from drscore.engine.runtime.calls.tokens import (
+    RecentPrompts, TokenEstimator, estimate_tokens, message_features, prompt_id,
+)
 from drscore.engine.runtime.calls.verdicts import VerdictDecodeError, decode_verdict, schema_of
 from drscore.engine.runtime.calls.windows import (
     OVER_MARGIN, UNLEARNED_OVER_MARGIN, clearly_over, stated_window, window_of,
@@ -284,7 +286,7 @@ class JudgePool:
         # key (a shared answer is the same answer): see load_answer_lists
         self.list_lengths: dict[str, ListLength] = {}
         self.planned_inputs: dict[str, PlannedInput] = {}  # a dry run's, by template
-        self._planned_prompts: set[tuple[str, int]] = set()  # distinct ones (samples repeat a prompt)
+        self._planned_prompts = RecentPrompts()  # distinct ones (samples repeat a prompt)
         self._resized: dict[str, str] = {}
         # Backends that are not cached (the offline judge) still answer a repeated request
         # once per run, so task-level steps are counted once, as with a real judge.
@@ -575,9 +577,7 @@ class JudgePool:
         planned = self.planned_inputs.get(req.template)
         if planned is None:
             planned = self.planned_inputs[req.template] = PlannedInput()
-        prompt = (req.template, prompt_id(req.messages))
-        planned.add(tin, own, prompt not in self._planned_prompts)
-        self._planned_prompts.add(prompt)
+        planned.add(tin, own, self._planned_prompts.first_time((req.template, prompt_id(req.messages))))
         cached = self._cache_estimate.cached_tokens(req.messages, tin) if not self.batched else 0
         cost = self.prices.cost(self.price_model, tin, tout, cached, batch=self.batched)
         s = self.stats
@@ -841,7 +841,6 @@ class JudgePool:
                     self.ledger.unpaid(call, "not sent")
                 if slot and self.slots is not None:
                     self.slots.release()
-                    slot = False
                 if permit is not None:  # every slot and permit is given back, or the run waits for it forever
                     await self.limiter.release_failed(permit)
                 if probe is not None:

@@ -141,6 +141,28 @@ TEMPLATE_MIN_CALLS = 5
 RECENT_PROMPTS = 4096
 
 
+class RecentPrompts:
+    """The last ``size`` distinct prompts seen, as (template, :func:`prompt_id`): which are
+    new. Bounded, since a run of a million calls must not keep one entry a call; a prompt
+    asked again (samples) comes soon after its first asking."""
+
+    __slots__ = ("_seen", "size")
+
+    def __init__(self, size: int = RECENT_PROMPTS) -> None:
+        self._seen: OrderedDict[tuple[str, int], None] = OrderedDict()
+        self.size = size
+
+    def first_time(self, prompt: tuple[str, int]) -> bool:
+        """Record ``prompt``; False when it is among the recent ones already."""
+        if prompt in self._seen:
+            self._seen.move_to_end(prompt)
+            return False
+        self._seen[prompt] = None
+        if len(self._seen) > self.size:
+            self._seen.popitem(last=False)
+        return True
+
+
 class TokenEstimator:
     """Learns the server's token counting from usage.
 
@@ -169,7 +191,7 @@ class TokenEstimator:
         # of its calls (a dry run's total by as much).
         self.template_fits: dict[str, TokenFit] = {}
         self.seeded_templates: dict[str, TokenFit] = {}
-        self._recent: OrderedDict[tuple[str, int], None] = OrderedDict()
+        self._recent = RecentPrompts()
         self._template_weights: dict[str, tuple[float, float]] = {}
 
     def seed(self, fit: TokenFit) -> None:
@@ -244,13 +266,7 @@ class TokenEstimator:
         self._sby = d * self._sby + b * prompt_tokens
         self.weights = _solve(self._saa, self._sab, self._sbb, self._say, self._sby, self.prior_strength)
         self.fit.add(a, b, prompt_tokens)
-        seen = (template, prompt if prompt is not None else hash(features))
-        if seen in self._recent:
-            self._recent.move_to_end(seen)
-        else:
-            self._recent[seen] = None
-            if len(self._recent) > RECENT_PROMPTS:
-                self._recent.popitem(last=False)
+        if self._recent.first_time((template, prompt if prompt is not None else hash(features))):
             fit = self.template_fits.get(template)
             if fit is None:
                 fit = self.template_fits[template] = TokenFit()
