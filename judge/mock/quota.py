@@ -9,7 +9,19 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-__all__ = ["Quota", "TokenBucket", "ceil_ms", "format_duration"]
+__all__ = ["TPM_CHARGES", "UNCAPPED_RESERVATION", "Quota", "TokenBucket", "ceil_ms", "character_guess", "format_duration"]
+
+# What a token quota charges a request (MockConfig.tpm_charge).
+TPM_CHARGES = ("counted", "reserved")
+# The output a reserving limiter assumes when the request set no cap: Azure's documents say the
+# model's whole context; the mock's window when one is set, else this.
+UNCAPPED_RESERVATION = 16_384
+
+
+def character_guess(texts: list[str]) -> int:
+    """A reserving limiter's guess at a prompt: OpenAI's documents say it is estimated from the
+    character count, without tokenizing (four characters a token is assumed here)."""
+    return math.ceil(sum(map(len, texts)) / 4)
 
 
 def ceil_ms(seconds: float) -> int:
@@ -77,6 +89,11 @@ class TokenBucket:
         self.level -= cost
         self._charged = True
 
+    def give_back(self, amount: float, now: float) -> None:
+        """Return ``amount`` of an earlier charge (a reservation's unused part), never above capacity."""
+        self.refill(now)
+        self.level = min(self.capacity, self.level + amount)
+
     def remaining(self) -> int:
         """Whole units left now (0 while in debt)."""
         return max(0, math.floor(self.level + 1e-9))
@@ -119,6 +136,11 @@ class Quota:
         if self.tokens is not None:
             self.tokens.take(tokens)
         return 0.0
+
+    def give_back(self, tokens: int) -> None:
+        """Return ``tokens`` of an admitted request's token charge (its unused reservation)."""
+        if self.tokens is not None and tokens > 0:
+            self.tokens.give_back(tokens, self.clock())
 
     def headers(self) -> dict[str, str]:
         """OpenAI-style ``x-ratelimit-*`` headers for the limited dimensions."""

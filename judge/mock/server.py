@@ -53,7 +53,9 @@ from drscore.judge.mock.completions import (
 )
 from drscore.judge.mock import llamacpp, profiles
 from drscore.judge.mock.prefix_cache import PrefixCache
-from drscore.judge.mock.quota import Quota, TokenBucket, ceil_ms, format_duration
+from drscore.judge.mock.quota import (
+    TPM_CHARGES, UNCAPPED_RESERVATION, Quota, TokenBucket, ceil_ms, character_guess, format_duration,
+)
 from drscore.judge.mock.thinking import STYLES, output_cap, planned_reasoning, shape_body, think
 from drscore.judge.mock.tokenizer import TOKENIZERS, counter
 
@@ -107,6 +109,11 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # date, 5,000 digits... to rehearse a server whose hints cannot be believed.
     rate_limit_hint: str = ""
     tokenizer: str = "words"  # how usage counts tokens (judge.mock.tokenizer): words | cl100k
+    # What the token quota charges a request (judge.mock.quota): "counted", its prompt and
+    # answer as usage counts them, at admission; "reserved", as OpenAI's and Azure's limiters
+    # are documented to: a character guess at the prompt plus the whole output cap, the unused
+    # part of the cap given back when the answer leaves.
+    tpm_charge: str = "counted"
     # False: a streamed body is refused with a 400 naming stream_options, as Azure OpenAI's
     # API versions before stream_options did (and some gateways still do)
     streams: bool = True
@@ -118,6 +125,8 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise ValueError(f"mock judge: poison_rate must be within [0, 1], got {self.poison_rate}")
         if self.context_window < 0:
             raise ValueError(f"mock judge: context_window must be >= 0, got {self.context_window}")
+        if self.tpm_charge not in TPM_CHARGES:
+            raise ValueError(f"mock judge: tpm_charge must be one of {', '.join(TPM_CHARGES)}, got {self.tpm_charge!r}")
         if self.tokenizer not in TOKENIZERS:
             raise ValueError(f"mock judge: tokenizer must be one of {', '.join(TOKENIZERS)}, got {self.tokenizer!r}")
         if self.reasoning_style and self.reasoning_style not in STYLES:
@@ -163,6 +172,7 @@ class _Stats(msgspec.Struct, kw_only=True):
     truncated_prompts: int = 0  # over --context-window and cut silently (the ollama profile)
     filtered: int = 0  # met the content filter (--filter-word)
     streamed: int = 0  # admitted and answered as server-sent events (the body asked "stream": true)
+    quota_tokens: int = 0  # what the token quota kept of the admitted requests (their charge less what it gave back)
 
 
 class _MockJudge:
@@ -271,8 +281,14 @@ class _MockJudge:
             self.seen.add(key)
             st.distinct_requests += 1
 
-        wait = self.quota.admit(prep.prompt_tokens + prep.completion_tokens
-                                + planned_reasoning(payload, cfg.reasoning_tokens))
+        # A reserving limiter holds the output cap (without one, the window) until the answer leaves
+        reserved = (output_cap(payload) or cfg.context_window or UNCAPPED_RESERVATION) \
+            if cfg.tpm_charge == "reserved" else None
+        if reserved is None:
+            charge = prep.prompt_tokens + prep.completion_tokens + planned_reasoning(payload, cfg.reasoning_tokens)
+        else:
+            charge = character_guess(prep.texts) + reserved
+        wait = self.quota.admit(charge)
         if wait > 0:
             st.rate_limited += 1
             if prof is not None:
@@ -308,6 +324,12 @@ class _MockJudge:
             if delay > 0:
                 await asyncio.sleep(delay)
         status, response = self._finish(prep, payload, fate, cached, boundaries, st)
+        if reserved is not None:  # the answer has left: the cap it did not use is given back
+            used = response.get("usage", {}).get("completion_tokens", 0) if status == 200 else 0
+            unused = max(0, reserved - used)
+            self.quota.give_back(unused)
+            charge -= unused
+        st.quota_tokens += charge
         if rec is not None and rec.clamps and status == 200:
             response = _clamp_to_window(response, cfg.context_window)
         if stream is not None:
@@ -582,6 +604,9 @@ _FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "streams": (_switch,
                 "answer streamed bodies (false: refuse them with a 400 naming stream_options, as old Azure API "
                 "versions did)"),
+    "tpm_charge": (str, "what the token quota charges a request: counted (its prompt and answer as usage counts "
+                        "them, at admission) or reserved (as OpenAI's and Azure's limiters do: a character guess at "
+                        "the prompt plus the whole max_tokens, the unused part given back with the answer)"),
     "tokenizer": (str, "how usage counts tokens: words (the mock's own rule) or cl100k (GPT-4's byte-pair "
                        "encoding; needs drscore[bench])"),
 }

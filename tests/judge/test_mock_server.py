@@ -412,3 +412,39 @@ async def test_subprocess_server_counts_real_report_tokens() -> None:
         port = mock.port
     with pytest.raises(OSError):  # the child is gone once the context exits
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+async def test_a_reserving_quota_charges_the_cap_and_gives_back_what_the_answer_left() -> None:
+    # OpenAI's and Azure's limiters, by their documents: a character guess at the prompt plus
+    # the whole max_tokens at admission; the unused cap given back when the answer leaves.
+    clock = FakeClock()
+    # tpm=6000, burst=60 s: capacity 6000 tokens, refilled at 100 tokens/s.
+    async with served(MockConfig(tpm=6000, burst=60, tpm_charge="reserved"), clock) as (s, url):
+        body = chat("Hello, world!", schema=None)  # max_tokens 200
+        # "Hello, world!" is 13 characters: ceil(13 / 4) = 4, plus the cap of 200.
+        status, headers, reply = await post(s, url, body)
+        assert status == 200
+        assert headers["x-ratelimit-remaining-tokens"] == str(6000 - 204)  # counted at admission
+        assert reply["usage"]["completion_tokens"] == 2  # "{}": 198 of the cap unused
+        async with s.get(url + "/stats") as r:
+            stats = await r.json()
+        assert stats["tokens_level"] == 6000 - 4 - 2 and stats["quota_tokens"] == 6
+        # A cap the bucket cannot hold waits, however short the answer: 4 + 5995 = 5999 against
+        # 5994 left is (5999 - 5994) / 100 = 0.05 s.
+        status, headers, _ = await post(s, url, {**body, "max_tokens": 5995})
+        assert status == 429 and headers["retry-after-ms"] == "50"
+        # max_completion_tokens counts as max_tokens does; without either, the window is reserved.
+        clock.now += 0.06  # full again (5994 + 6 = 6000)
+        newer = {k: v for k, v in body.items() if k != "max_tokens"} | {"max_completion_tokens": 1000}
+        status, headers, _ = await post(s, url, newer)
+        assert status == 200 and headers["x-ratelimit-remaining-tokens"] == str(6000 - 4 - 1000)
+    async with served(MockConfig(tpm=60_000, burst=60, tpm_charge="reserved", context_window=8000),
+                      FakeClock()) as (s, url):
+        uncapped = {k: v for k, v in chat("Hello, world!", schema=None).items() if k != "max_tokens"}
+        status, headers, _ = await post(s, url, uncapped)
+        assert status == 200 and headers["x-ratelimit-remaining-tokens"] == str(60_000 - 4 - 8000)
+
+
+def test_the_quota_charge_must_be_one_the_mock_knows() -> None:
+    with pytest.raises(ValueError, match="tpm_charge must be one of counted, reserved"):
+        MockConfig(tpm_charge="estimated")
