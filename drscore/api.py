@@ -27,6 +27,7 @@ from drscore.engine.runtime.io import (
 )
 from drscore.engine.runtime.calls.judging import Backend
 from drscore.engine.runtime.calls.limits import RateLimiter
+from drscore.engine.runtime.calls import quota_charge
 from drscore.engine.runtime.calls.meter import Meter
 from drscore.engine.runtime.method import Method
 from drscore.engine.runtime.calls.judging import JudgeFailed
@@ -63,6 +64,9 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     tpm: float = 0
     concurrency: int = 16
     burst_s: float = 1.0
+    # What the endpoint's token quota charges a call (engine.runtime.calls.quota_charge): auto
+    # (reserved for OpenAI's, Azure's, Anthropic's and Cerebras's hosts, else counted), counted, reserved.
+    tpm_charge: str = "auto"
     cache_dir: str | None = None
     no_cache: bool = False
     prices: str | None = None
@@ -93,6 +97,7 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     def validate(self) -> None:
         """Every numeric setting in its range: a ValueError naming the flag otherwise."""
         check_all(self, JUDGE_RANGES)
+        quota_charge.resolve(self.tpm_charge, self.url)
 
 
 class RunConfig(msgspec.Struct, kw_only=True):
@@ -377,6 +382,7 @@ async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePoo
             max_retries=jc.max_retries, max_cost_usd=jc.max_cost, dry_run_with=dry_backend, price_model=jc.price_as,
             timeout_s=jc.timeout_s, max_rate_limit_wait_s=jc.max_rate_limit_wait_s,
             prefix_warmup=jc.prefix_warmup, thinking=thinking_policy(jc, backend.model),
+            tpm_charge=quota_charge.resolve(jc.tpm_charge, jc.url),
         )
     except BaseException:
         try:

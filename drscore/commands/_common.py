@@ -62,6 +62,11 @@ judge_options: Callable[[F], F] = options(
            "built-in ones of that name (same placeholders; see `drscore prompts list`)"),
     option("--rpm", section=_L, type=float, default=0.0, help="requests per minute (0 = unlimited)"),
     option("--tpm", section=_L, type=float, default=0.0, help="tokens per minute (0 = unlimited)"),
+    option("--tpm-charge", section=_L, type=click.Choice(["auto", "counted", "reserved"]), default="auto",
+           help="what the endpoint's token quota charges a call: counted (prompt and answer as usage reports "
+                "them) or reserved (a character guess at the prompt plus the whole output cap, as OpenAI's and "
+                "Azure's limiters do); auto: reserved for api.openai.com, Azure OpenAI, api.anthropic.com and "
+                "api.cerebras.ai, counted elsewhere (default auto)"),
     option("--concurrency", section=_L, type=int, default=16, help="max judge calls in flight (default 16)"),
     option("--burst", section=_L, type=float, default=1.0, metavar="SECONDS",
            help="quota that may be used at once, in seconds of quota (default 1)"),
@@ -108,7 +113,7 @@ def judge_config_from_args(args: Any) -> JudgeConfig:
         url=a["judge_url"], model=a["judge_model"], transport=a["transport"], api_key_env=a["api_key_env"],
         api_key_header=a["api_key_header"],
         json_mode=not a["no_json_schema"], timeout_s=a["timeout"], rpm=a["rpm"], tpm=a["tpm"],
-        concurrency=a["concurrency"], burst_s=a["burst"], max_rate_limit_wait_s=a["max_rate_limit_wait"],
+        concurrency=a["concurrency"], burst_s=a["burst"], tpm_charge=a.get("tpm_charge") or "auto", max_rate_limit_wait_s=a["max_rate_limit_wait"],
         cache_dir=a["cache"], no_cache=a["no_cache"],
         prices=a["prices"], price_as=a["price_as"], max_cost=a["max_cost"], max_retries=a["max_retries"],
         prompts_dir=a.get("prompts"),

@@ -553,6 +553,12 @@ class RateLimiter:
         self.binding = BindingGuess()
         # The token estimate's relative error (0.1 = 10%): the pool sets it from its estimator.
         self.estimate_error: Callable[[], float] = lambda: 0.0
+        # The server reserves each call's output cap and gives back the unused part with the
+        # answer (engine.runtime.calls.quota_charge): the pool sets it.
+        self.reserves_output = False
+        # Told each server count followed: (the call's grant order, theirs less ours), for a
+        # reserving endpoint's prompt guess (quota_charge.ReservedCharge): the pool sets it.
+        self.followed: Callable[[int, float], None] | None = None
         self.announced = False  # a response carried x-ratelimit-limit-* headers
         # Pacing at the limits the endpoint announced in an earlier run (remember()) until
         # its own headers say them again
@@ -788,7 +794,9 @@ class RateLimiter:
             # of a call granted after this one, which held this call's real count and our
             # estimate of it alike.
             correction = self._correct(permit, actual)
-            if self.tokens is not None and not permit.synced and permit.seq > self._followed:
+            # A reserving server gives back the cap's unused part only now, after any count it
+            # sent: its answer corrects the bucket even where a count was followed.
+            if self.tokens is not None and (self.reserves_output or (not permit.synced and permit.seq > self._followed)):
                 if self.shared is None or await self.shared.adjust(actual - permit.estimate, self._shape()) is None:
                     # as a shift: a later answer's count discounts it (see _follow)
                     self.tokens.shift(correction, time.monotonic())
@@ -953,11 +961,14 @@ class RateLimiter:
                     1.0) is not None:
                 self._followed_requests = permit.seq
             if permit.seq > self._followed:
-                permit.synced = self._follow(self.tokens, permit.tokens_after, info.remaining_tokens,
-                                             info.reset_tokens_s, now, permit.estimate) is not None
-                if permit.synced:
+                diff = self._follow(self.tokens, permit.tokens_after, info.remaining_tokens,
+                                    info.reset_tokens_s, now, permit.estimate)
+                permit.synced = diff is not None
+                if diff is not None:
                     self._followed = permit.seq
                     self._settle_through(permit.seq)
+                    if self.followed is not None:
+                        self.followed(permit.seq, diff)
             self._changed.set()  # the level may have risen: the head re-reads it
 
     async def rate_limited_release(self, permit: Permit, info: RateLimitInfo | None, *,

@@ -87,6 +87,7 @@ from drscore.engine.runtime.calls.slots import ServerFacts, ServerSlots
 from drscore.engine.runtime.calls.thinking import ThinkingPolicy, is_cut_off, split_thinking
 from drscore.engine.runtime.calls.follow_ups import MAX_RECORDED, AnswerList, ListLength, list_lengths, resized
 from drscore.engine.runtime.calls.planned_input import PlannedInput, with_errors
+from drscore.engine.runtime.calls.quota_charge import ReservedCharge
 from drscore.engine.runtime.calls.tokens import (
     RecentPrompts, TokenEstimator, estimate_tokens, message_features, prompt_id,
 )
@@ -218,13 +219,16 @@ class JudgePool:
         prefix_warmup: bool = True,
         thinking: ThinkingPolicy | None = None,
         systematic_after: int = 10,
+        tpm_charge: str = "counted",
     ) -> None:
         """``timeout_s`` bounds each attempt (None: only the backend's own timeout);
         ``max_rate_limit_wait_s`` is the longest 429 reset the pool waits for before it
         stops; ``breaker_threshold`` consecutive same-kind failures stop it too;
         ``preflight`` sends the first call alone (see :mod:`drscore.engine.runtime.calls.health`);
         ``systematic_after`` request faults of one kind that are all a template's calls so far
-        stop the run (:class:`drscore.engine.runtime.calls.health.SystematicFaults`)."""
+        stop the run (:class:`drscore.engine.runtime.calls.health.SystematicFaults`);
+        ``tpm_charge`` is what the endpoint's token quota charges a call, ``counted`` or
+        ``reserved`` (:mod:`drscore.engine.runtime.calls.quota_charge`)."""
         self.backend = backend
         # Where templates come from (``--prompts DIR`` overrides); looked up per call so
         # the hash of the template actually used goes into the cache key.
@@ -278,7 +282,13 @@ class JudgePool:
         self._server_asked = False
         self.stats = PoolStats()
         self.tokens = TokenEstimator()
-        limiter.estimate_error = self.tokens.relative_error  # the limiter's token reserve
+        # A reserving endpoint charges the prompt's character guess and the cap sent, both known
+        # before the send: nothing uncertain for the limiter's token reserve to cover.
+        self.reserves_output = tpm_charge == "reserved"
+        limiter.estimate_error = (lambda: 0.0) if self.reserves_output else self.tokens.relative_error
+        limiter.reserves_output = self.reserves_output
+        self.reserved = ReservedCharge() if self.reserves_output else None
+        limiter.followed = self.reserved.followed if self.reserved is not None else None
         self._identity = {"backend": backend.name, **backend.identity()}
         self._inflight: dict[str, asyncio.Future[Judged[Any]]] = {}
         self._planned: set[str] = set()
@@ -740,12 +750,31 @@ class JudgePool:
             if leader and warmup is not None:
                 warmup.leave(group)
 
+    def _output_room(self, tpl: prompts.Template, current: ChatRequest, ceiling: int | None) -> int:
+        """The output cap the next attempt of ``current`` is sent with: the template's (room to
+        think included), within what the window leaves (``ceiling``), never below a cap
+        already raised for a cut-off answer."""
+        room = self.thinking.cap(tpl.max_tokens)
+        if ceiling is not None:  # what the window leaves after this prompt (a cut-off showed it)
+            room = min(room, ceiling)
+        return max(room, current.max_tokens)
+
     async def _attempts(self, req: ChatRequest, verdict: type[T], key: str, components: dict[str, Any],
                         t0: float, wait_spans: list[Span], tries: list[tuple[str, float, str]],
                         lane: Lane | None = None) -> Judged[T]:
         tpl = self._template(req.template)
         features = message_features(req.messages)
+        prompt_charge = 0  # a reserving endpoint's: what this attempt's prompt was charged
+
+        def charge_prompt() -> int:
+            nonlocal prompt_charge
+            assert self.reserved is not None
+            prompt_charge = self.reserved.prompt(message_features(current.messages))
+            return prompt_charge
+
         def estimate() -> int:  # evaluated when the call reaches the head of the quota queue
+            if self.reserved is not None:  # what the server will charge: see quota_charge
+                return charge_prompt() + self._output_room(tpl, current, ceiling)
             return self.tokens.estimate(features, req.template, tpl.expected_output_tokens)
 
         attempts = rate_limited = reasks = 0
@@ -787,16 +816,18 @@ class JudgePool:
                 if limiter is not None:
                     tw = time.monotonic()
                     try:
+                        prompt_charge = 0
                         permit = await limiter.acquire(estimate)
                     except LimiterStopped:
                         raise self._stopped_error() from None
                     finally:
                         wait_spans.append((tw, time.monotonic()))
+                    if self.reserved is not None:  # no token bucket evaluated the estimate: charged all the same
+                        self.reserved.granted(permit.seq, message_features(current.messages),
+                                              prompt_charge or charge_prompt())
                 # The cap is sized now, not when the call was built: calls that waited while
                 # another one showed the model thinks get the room it needs.
-                room = self.thinking.cap(tpl.max_tokens)
-                if ceiling is not None:  # what the window leaves after this prompt (a cut-off showed it)
-                    room = min(room, ceiling)
+                room = self._output_room(tpl, current, ceiling)
                 if current.json_mode and not self.json_mode:  # the preflight showed response_format is ignored
                     current = msgspec.structs.replace(current, json_mode=False)
                 if room > current.max_tokens:
@@ -868,6 +899,8 @@ class JudgePool:
                 if probe is not None:
                     probe.open()
                 if isinstance(e, RateLimited):
+                    if self.reserved is not None and permit is not None:
+                        self.reserved.refused(permit.seq)
                     delay = await self.limiter.rate_limited_release(
                         permit, e.limits, unusable_wait_s=self.max_rate_limit_wait_s) if permit is not None else 1.0
                     if e.limits is not None and e.limits.unusable_hint:
@@ -956,7 +989,9 @@ class JudgePool:
             self.breaker.success()
             if permit is not None:
                 self.limiter.observe(info, permit)
-                await permit.done(None if resp.usage_estimated else resp.input_tokens + resp.output_tokens)
+                # a reserving server keeps its prompt guess and the output used (quota_charge)
+                await permit.done(None if resp.usage_estimated else resp.output_tokens + (
+                    prompt_charge if self.reserved is not None else resp.input_tokens))
                 if admitted is not None and resp.usage_estimated:
                     # a stream without its usage (stream_options ignored): the bill would rest on
                     # estimates; the rest go unstreamed, their usage counted

@@ -1,0 +1,112 @@
+"""What an endpoint's token quota charges a call, so the limiter can charge the same.
+
+Two ways are in use. A server that counts (vLLM or llama.cpp behind a gateway, the mock by
+default) charges the prompt and the answer as its usage reports them. OpenAI's and Azure
+OpenAI's limiters cannot know the answer's length when a request arrives, and their documents
+say what they charge instead: a guess at the prompt from its character count (the request is
+not tokenized) plus the whole output cap (``max_tokens``, or the model's context when none is
+set); Azure adds that the part of the cap left unused stops weighing on the quota once the
+request finishes. Anthropic (output tokens) and Cerebras reserve the cap the same way.
+
+A client that charges such a server what the answer will probably use (the template's usual
+output) sends more than the quota admits: against a told quota the mock, reserving like
+OpenAI, refused 12% of ``bench.pacing``'s requests (docs/providers.md). So against a
+reserving endpoint each call is charged the character rule of its prompt (an upper bound of
+any characters-over-four guess, since it counts a wide character as a whole token) plus the
+cap it is sent with, and its answer corrects the charge to that prompt guess plus the
+output it used, as the server's own give-back does.
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+from urllib.parse import urlsplit
+
+from drscore.engine.runtime.calls.tokens import TokenFit
+
+TPM_CHARGES = ("auto", "counted", "reserved")
+
+# Hosts whose token limiter reserves the output cap (their documents, see above). ``auto``
+# resolves to "reserved" for these (and their subdomains), to "counted" for any other.
+RESERVING_HOSTS = (
+    "api.openai.com",
+    "openai.azure.com",  # Azure OpenAI resources: NAME.openai.azure.com
+    "cognitiveservices.azure.com",  # Azure AI services resources serving the same deployments
+    "services.ai.azure.com",  # Azure AI Foundry
+    "api.anthropic.com",
+    "api.cerebras.ai",
+)
+
+
+def resolve(charge: str, url: str | None) -> str:
+    """``counted`` or ``reserved`` for ``charge`` (one of :data:`TPM_CHARGES`) at ``url``:
+    ``auto`` is ``reserved`` for the hosts of :data:`RESERVING_HOSTS`."""
+    if charge not in TPM_CHARGES:
+        raise ValueError(f"--tpm-charge must be one of {', '.join(TPM_CHARGES)}, got {charge!r}")
+    if charge != "auto":
+        return charge
+    host = (urlsplit(url).hostname or "").lower() if url else ""
+    reserving = any(host == h or host.endswith("." + h) for h in RESERVING_HOSTS)
+    return "reserved" if reserving else "counted"
+
+
+# Granted calls whose prompt charge the server's count has not yet covered, kept at most: a
+# server without counts (a told quota) never covers them, and the record must stay bounded.
+PENDING_MAX = 4096
+
+
+class ReservedCharge:
+    """What a reserving endpoint charges a prompt, learned from its quota headers.
+
+    Its guess is made from characters, but how it counts a wide (CJK) character is not
+    documented, and a character rule that is an upper bound of every such guess (a wide
+    character as a whole token) charged the Chinese half of ``bench.pacing``'s prompts four
+    times what the mock's characters-over-four guess did: 0 429s, but the quota a third idle.
+    So the charge starts at the character rule and learns the server's own ratios from its
+    counts: each count the limiter follows (``RateLimiter.followed``) is the server's charge
+    less ours over the calls granted since the last one, so those calls' prompt charges plus
+    the difference are what the server charged their prompts, regressed on their two
+    character classes as :class:`TokenFit` regresses usage."""
+
+    def __init__(self) -> None:
+        self.fit = TokenFit()
+        self.weights = (1.0, 1.0)
+        # (grant order, ascii part, wide part, prompt charge; refused calls carry no features)
+        self._pending: deque[tuple[int, float, float, float]] = deque()
+        self._dropped_through = 0  # calls up to this one were dropped from _pending unlearned
+        self._covered_through = 0  # the last call a followed count covered
+
+    def prompt(self, features: tuple[float, float]) -> int:
+        """The prompt's charge: the learned ratios (the character rule before any count)."""
+        return max(1, math.ceil(self.weights[0] * features[0] + self.weights[1] * features[1]))
+
+    def granted(self, seq: int, features: tuple[float, float], charge: float) -> None:
+        """Call ``seq`` (the limiter's grant order) was charged ``charge`` for its prompt."""
+        if len(self._pending) >= PENDING_MAX:
+            self._dropped_through = self._pending[-1][0]
+            self._pending.clear()
+        self._pending.append((seq, features[0], features[1], charge))
+
+    def refused(self, seq: int) -> None:
+        """Call ``seq`` met a 429: the server charged it nothing, while our bucket keeps its charge."""
+        for i, (s, _, _, charge) in enumerate(self._pending):
+            if s == seq:
+                self._pending[i] = (s, 0.0, 0.0, charge)
+                return
+
+    def followed(self, seq: int, diff: float) -> None:
+        """The server's remaining count that came with call ``seq`` was ``diff`` above our
+        bucket's level (below: negative): over the calls granted since the last count
+        followed, the server charged that much less than we did."""
+        a = w = charged = 0.0
+        n = 0
+        while self._pending and self._pending[0][0] <= seq:
+            _, pa, pw, pc = self._pending.popleft()
+            a, w, charged, n = a + pa, w + pw, charged + pc, n + 1
+        # the difference also holds the misses of calls dropped unrecorded: not a window to learn from
+        partial = self._covered_through < self._dropped_through
+        self._covered_through = seq
+        if n == 0 or partial or a + w <= 0:
+            return
+        self.fit.add(a, w, max(0.0, charged - diff))
+        self.weights = self.fit.weights()

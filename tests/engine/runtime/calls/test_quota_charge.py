@@ -1,0 +1,188 @@
+"""What an endpoint's token quota charges a call: which endpoints reserve the output cap, the
+charge the pool gives the limiter for them, and the prompt guess learned from their counts."""
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from typing import Annotated
+
+import msgspec
+import pytest
+
+from drscore import prompts
+from drscore.api import JudgeConfig
+from drscore.engine.runtime.calls.cache import JudgeCache
+from drscore.engine.runtime.calls.judging import ChatResponse, RateLimitInfo
+from drscore.engine.runtime.calls.limits import RateLimiter
+from drscore.engine.runtime.calls.pool import JudgePool
+from drscore.engine.runtime.calls.pricing import Price, PriceTable
+from drscore.engine.runtime.calls.quota_charge import PENDING_MAX, ReservedCharge, resolve
+from drscore.engine.runtime.calls.tokens import estimate_messages
+
+
+@pytest.mark.parametrize(("url", "charge"), [
+    ("https://api.openai.com/v1", "reserved"),
+    ("https://my-team.openai.azure.com/openai/deployments/gpt-4o?api-version=2024-10-21", "reserved"),
+    ("https://api.anthropic.com/v1/", "reserved"),
+    ("https://api.cerebras.ai/v1", "reserved"),
+    ("http://127.0.0.1:8000/v1", "counted"),  # vLLM, llama.cpp, a gateway: they count
+    ("https://openai.azure.com.example.net/v1", "counted"),  # only the host itself or its subdomains
+    (None, "counted"),  # the offline judge
+])
+def test_auto_reserves_for_the_hosts_documented_to_reserve(url, charge):
+    assert resolve("auto", url) == charge
+    assert resolve("counted", "https://api.openai.com/v1") == "counted"  # said outright, it wins
+    assert resolve("reserved", "http://127.0.0.1:8000/v1") == "reserved"
+
+
+def test_an_unknown_charge_is_refused_naming_the_flag():
+    with pytest.raises(ValueError, match="--tpm-charge must be one of auto, counted, reserved"):
+        resolve("estimated", None)
+    with pytest.raises(ValueError, match="--tpm-charge"):
+        JudgeConfig(url="http://127.0.0.1:1/v1", tpm_charge="estimated").validate()
+
+
+def _window(charge: ReservedCharge, seqs: range, features: list[tuple[float, float]],
+            server: tuple[float, float]) -> None:
+    """Grant calls ``seqs`` at the learned charge; the server then reports its count, which
+    charged each prompt ``server`` x its features."""
+    ours = theirs = 0.0
+    for seq, f in zip(seqs, features):
+        c = charge.prompt(f)
+        charge.granted(seq, f, c)
+        ours += c
+        theirs += server[0] * f[0] + server[1] * f[1]
+    charge.followed(seqs[-1], ours - theirs)  # its remaining count is above our level by what it charged less
+
+
+def test_the_prompt_guess_is_learned_from_the_counts_followed():
+    charge = ReservedCharge()
+    english, chinese = (2_000.0, 0.0), (100.0, 4_000.0)
+    assert charge.prompt(chinese) == 4_100  # the character rule, before any count
+    # a server charging a wide character a quarter token: 100 + 1,000 for the Chinese prompt
+    seq = 0
+    for i in range(40):
+        n = 1 + i % 3  # windows of one to three calls, as answers come back
+        mix = [english if (i + k) % 2 else chinese for k in range(n)]
+        _window(charge, range(seq + 1, seq + n + 1), mix, (1.0, 0.25))
+        seq += n
+    # within the few percent the fit's pull towards the character rule leaves
+    assert charge.prompt(chinese) == pytest.approx(1_100, rel=0.05)
+    assert charge.prompt(english) == pytest.approx(2_000, rel=0.05)
+
+
+def test_a_refused_call_counts_as_charged_nothing_by_the_server():
+    charge = ReservedCharge()
+    f = (1_000.0, 0.0)
+    for seq in range(1, 61, 2):
+        c = charge.prompt(f)
+        charge.granted(seq, f, c)
+        charge.granted(seq + 1, f, c)
+        charge.refused(seq + 1)  # a 429: the server took nothing for it, our bucket kept its charge
+        # the server charged the first 0.5 x its features and the second nothing
+        charge.followed(seq + 1, 2 * c - 0.5 * f[0])
+    assert charge.prompt(f) == pytest.approx(500, rel=0.02)  # not 250: the refusal is not a cheap prompt
+
+
+def test_calls_no_count_ever_covers_are_dropped_and_their_window_is_not_learned():
+    # A told quota without headers: nothing is ever followed, and the record stays bounded.
+    charge = ReservedCharge()
+    for seq in range(1, PENDING_MAX + 11):
+        charge.granted(seq, (100.0, 0.0), 100)
+    assert len(charge._pending) <= PENDING_MAX
+    # a count covering calls of which some were dropped says nothing about the rest
+    charge.followed(PENDING_MAX + 10, 10 * 100 - 10 * 50)
+    assert charge.fit.calls == 0 and charge.prompt((100.0, 0.0)) == 100
+    # the next count covers only calls recorded since: learned
+    for seq in range(PENDING_MAX + 11, PENDING_MAX + 21):
+        charge.granted(seq, (100.0, 0.0), 100)
+    charge.followed(PENDING_MAX + 20, 10 * 100 - 10 * 50)
+    assert charge.fit.calls == 1 and charge.prompt((100.0, 0.0)) < 100
+
+
+class Verdict(msgspec.Struct):
+    score: Annotated[int, msgspec.Meta(ge=0, le=4)]
+
+
+TEMPLATE = "---\nmax_tokens: 4000\nexpected_output_tokens: 10\n---\n## system\nJudge.\n## user\nRate: ${text}"
+
+
+class SlowBackend:
+    """Answers after ``delay`` s, recording the limiter's token level while each call is out."""
+
+    name = "http"
+    cacheable = True
+    model = "m1"
+
+    def __init__(self, limiter: RateLimiter, delay: float = 0.2) -> None:
+        self.limiter, self.delay = limiter, delay
+        self.levels: list[float] = []
+        self.sent: list = []
+
+    def identity(self):
+        return {"base_url": "http://judge.test/v1", "model": self.model}
+
+    async def complete(self, request):
+        self.sent.append(request)
+        assert self.limiter.tokens is not None
+        self.levels.append(self.limiter.tokens.level)
+        await asyncio.sleep(self.delay)
+        return ChatResponse(text='{"score": 3}', input_tokens=40, output_tokens=20), None
+
+    async def close(self):
+        pass
+
+
+async def _ask_once(tmp_path, monkeypatch, tpm_charge: str) -> tuple[SlowBackend, RateLimiter, float]:
+    monkeypatch.setattr(prompts, "load", lambda name: prompts.parse(name, TEMPLATE))
+    # 600 tokens a minute in a bucket of ten minutes: 6,000 tokens, refilled at 10 a second
+    limiter = RateLimiter(tpm=600, concurrency=4, burst_s=600)
+    backend = SlowBackend(limiter)
+    cache = await JudgeCache.open(tmp_path / f"{tpm_charge}.sqlite")
+    pool = JudgePool(backend, cache=cache, limiter=limiter, prices=PriceTable({"m1": Price(1.0, 2.0)}),
+                     preflight=False, tpm_charge=tpm_charge)
+    t0 = time.monotonic()
+    await pool.ask("alpha", Verdict, {"text": "a short report"})
+    await cache.close()
+    return backend, limiter, (time.monotonic() - t0) * limiter.tokens.rate  # type: ignore[union-attr]
+
+
+async def test_a_reserving_endpoint_is_charged_the_prompt_guess_and_the_whole_cap_then_what_was_used(
+        tmp_path, monkeypatch):
+    backend, limiter, refill = await _ask_once(tmp_path, monkeypatch, "reserved")
+    assert limiter.tokens is not None
+    prompt = estimate_messages(backend.sent[0].messages)
+    assert backend.sent[0].max_tokens == 4000
+    # out: the character rule of the prompt and the cap sent (what OpenAI's limiter holds)
+    assert 6000 - prompt - 4000 <= backend.levels[0] <= 6000 - prompt - 4000 + refill
+    # answered: the prompt guess and the 20 tokens written (the server gave the rest back);
+    # not the usage's 40 prompt tokens, which a reserving limiter never counts
+    level = limiter.tokens.level
+    assert 6000 - prompt - 20 <= level <= min(6000, 6000 - prompt - 20 + refill)
+
+
+async def test_a_counting_endpoint_is_charged_the_estimate_then_the_usage(tmp_path, monkeypatch):
+    backend, limiter, refill = await _ask_once(tmp_path, monkeypatch, "counted")
+    assert limiter.tokens is not None
+    prompt = estimate_messages(backend.sent[0].messages)
+    assert 6000 - prompt - 10 <= backend.levels[0] <= 6000 - prompt - 10 + refill  # the expected output
+    assert 6000 - 40 - 20 <= limiter.tokens.level <= min(6000, 6000 - 40 - 20 + refill)  # the usage
+
+
+async def test_a_reserving_endpoints_give_back_corrects_a_bucket_its_count_already_followed():
+    # The count that came with the answer (remaining after admission) already set the bucket;
+    # a reserving server then gives back the unused cap, and so must the bucket.
+    for reserves, expected_rise in ((True, 900), (False, 0)):
+        limiter = RateLimiter(tpm=60_000, concurrency=4, burst_s=60)  # 60,000 tokens, 1,000 a second
+        limiter.reserves_output = reserves
+        permit = await limiter.acquire(1_000)
+        assert limiter.tokens is not None and permit.tokens_after is not None
+        level_after = permit.tokens_after[1]
+        limiter.observe(RateLimitInfo(remaining_tokens=int(level_after)), permit)
+        assert permit.synced
+        before = limiter.tokens.level
+        t0 = time.monotonic()
+        await permit.done(100)  # the answer used 100 of what was charged
+        refill = (time.monotonic() - t0) * 1_000
+        assert before + expected_rise <= limiter.tokens.level <= math.ceil(before + expected_rise + refill + 1)
