@@ -11,6 +11,12 @@ with the model's token counting already learned (``tpm-fitted``: the cache holds
 earlier run recorded, over the first 50 of the reports against an unlimited mock, as a
 team's second run of a model has; every other setting starts from the character rule).
 
+``--charge reserved`` makes the mock's token quota charge as OpenAI's and Azure's limiters are
+documented to (a character guess at the prompt plus the whole ``max_tokens``, the unused part
+given back with the answer; the limit is then what the quota kept, not the usage), told quotas
+then against the ``azure`` profile (remaining counts without limits, as Azure sends), and
+``--client-charge counted`` shows a client that charges the usage it expects instead.
+
 limit = max(answered / RPM, tokens charged / TPM) (the mock's own count); span = the
 mock's first request to its last answer. A client that used the whole quota from the
 first second to the last, and whose last answer took no time, would score 1.0 (the
@@ -83,9 +89,10 @@ def _learn_token_counting(*, reports: Path, tasks: Path, methods: list[str], tok
 
 def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tasks: Path, latency: float,
          jitter: float, concurrency: int, methods: list[str], tmp: Path, burst: float = 1.0,
-         remembered: bool = False, fitted: bool = False, tokenizer: str = "words") -> dict:
+         remembered: bool = False, fitted: bool = False, tokenizer: str = "words", charge: str = "counted",
+         client_charge: str = "auto") -> dict:
     cfg = MockConfig(profile=profile, rpm=rpm, tpm=tpm, latency=latency, jitter=jitter, seed=11, burst=burst,
-                     tokenizer=tokenizer)
+                     tokenizer=tokenizer, tpm_charge=charge)
     cache = tmp.with_name(f"{tmp.name}-cache")
     if fitted:
         _learn_token_counting(reports=reports, tasks=tasks, methods=methods, tokenizer=tokenizer, tmp=tmp, cache=cache)
@@ -94,15 +101,17 @@ def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tas
             asyncio.run(_remembered(cache, mock.url, rpm, tpm))
         judge = JudgeConfig(url=mock.url, model="mock", concurrency=concurrency, no_cache=not (remembered or fitted),
                             cache_dir=str(cache),
-                            rpm=rpm if told else 0, tpm=tpm if told else 0, burst_s=burst if told else 1.0)
+                            rpm=rpm if told else 0, tpm=tpm if told else 0, burst_s=burst if told else 1.0,
+                            tpm_charge=client_charge if client_charge != "auto" else charge)
         run = RunConfig(methods=methods, reports=[str(reports)], tasks=str(tasks), out=str(tmp),
                         judge=judge, method_options={"segmentation": "sections"})
         wall, summary = asyncio.run(timed_run(run))
         s = mock.stats()
-    use = quota_use(s, rpm, tpm)
+    use = quota_use(s, rpm, tpm, reserved=charge == "reserved")
     limit, span = use.limit, use.span
     return {"quota": "told, token counting learned earlier" if fitted else "told" if told
             else "remembered" if remembered else "headers", "profile": profile, "rpm": rpm, "tpm": tpm,
+            "client_tpm_charge": judge.tpm_charge,
             "binding": use.binding,
             "requests_sent": s["requests"], "requests_ok": s["ok"], "responses_429": s["rate_limited"],
             "tokens_charged": use.charged, "limit_s": round(limit, 2), "span_s": round(span, 2),
@@ -132,6 +141,17 @@ def main() -> None:
     ap.add_argument("--tokenizer", default="words", choices=("words", "cl100k"),
                     help="how the mock counts tokens: its words rule (a line of Chinese is one token, about "
                          "half of what the character rule estimates for these reports) or cl100k (GPT-4's)")
+    ap.add_argument("--charge", default="counted", choices=("counted", "reserved"),
+                    help="what the mock's token quota charges: the count (default), or as OpenAI's and Azure's "
+                         "limiters are documented to (a character guess at the prompt plus the whole max_tokens, "
+                         "the unused part given back with the answer); told quotas then use the azure profile, "
+                         "which sends remaining counts without limits")
+    ap.add_argument("--told-profile", default="", choices=("", "vllm", "azure"),
+                    help="the mock's profile for told quotas (default: azure with --charge reserved, else vllm, "
+                         "which sends no quota headers)")
+    ap.add_argument("--client-charge", default="auto", choices=("auto", "counted", "reserved"),
+                    help="the client's --tpm-charge (auto: the mock's --charge; counted against --charge reserved "
+                         "is what a client that ignores the reservation does)")
     ap.add_argument("--drb", default=str(DRB), help="the folder of DeepResearch Bench's reports and tasks")
     args = ap.parse_args()
     drb = Path(args.drb)
@@ -144,6 +164,8 @@ def main() -> None:
     alone = methods == ["quality"]
     workload = {("words", False): 1_389_000, ("words", True): 371_411,
                 ("cl100k", False): 2_516_857, ("cl100k", True): 719_039}[(args.tokenizer, alone)]
+    if args.charge == "reserved":  # what the reserving quota keeps: the character guess and the output used
+        workload = 471_523 if alone else 1_803_260
     tpm = args.tpm or workload * 60 / (100 if alone else 110)
     rpm = args.rpm or (60.0 if alone else 600.0)
     runs = []
@@ -152,14 +174,15 @@ def main() -> None:
             bound, quota = setting.split("-")
             told = quota in ("told", "fitted")
             rpm_limit, tpm_limit = (rpm, 0.0) if bound == "rpm" else (0.0, tpm)
-            runs.append(_run(profile="vllm" if told else "openai", rpm=rpm_limit, tpm=tpm_limit, told=told,
+            told_profile = args.told_profile or ("azure" if args.charge == "reserved" else "vllm")
+            runs.append(_run(profile=told_profile if told else "openai", rpm=rpm_limit, tpm=tpm_limit, told=told,
                              reports=reports, tasks=tasks, latency=args.latency, jitter=args.jitter,
                              concurrency=args.concurrency, methods=methods, tmp=Path(d) / str(i), burst=args.burst,
                              remembered=quota == "remembered", fitted=quota == "fitted",
-                             tokenizer=args.tokenizer))
+                             tokenizer=args.tokenizer, charge=args.charge, client_charge=args.client_charge))
     out = {"benchmark": "pacing", "methods": methods, "reports": "DeepResearch Bench, 100 reports",
            "mock_latency_s": args.latency, "mock_jitter_s": args.jitter, "mock_burst_s": args.burst,
-           "mock_tokenizer": args.tokenizer, "client_concurrency": args.concurrency, "runs": runs, "machine": machine()}
+           "mock_tokenizer": args.tokenizer, "mock_tpm_charge": args.charge, "client_concurrency": args.concurrency, "runs": runs, "machine": machine()}
     print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
 
 
