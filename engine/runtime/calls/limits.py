@@ -904,6 +904,12 @@ class RateLimiter:
             # the reset is exact to the millisecond where the count is floored, and says how deep a debt is
             server = bucket.capacity - reset_s * rate
         diff = server - after[1] - (bucket.shifted - after[2])
+        if reset_s is None and remaining <= 0 and diff > 0:
+            # Floored at 0: a bucket in debt says how deep only through its reset, which this
+            # server did not send (Azure sends remaining counts alone). Its level is at most
+            # ours, so it can only lower our bucket, never raise it to 0 (a quota a fifth of a
+            # call's size, told: 25-41 429s of 100 calls before this).
+            return None
         # The server admitted the call a moment after our grant and, unless its bucket was full,
         # refilled meanwhile: its count reads that refill high. Uncorrected, a request that
         # needs a whole bucket went that much early, beyond what the lag (LAG_S) covers.

@@ -564,3 +564,14 @@ async def test_a_fault_while_estimating_gives_the_slot_back(queued):
         await limiter.release_failed(held)
     permit = await asyncio.wait_for(limiter.acquire(10), 2.0)
     await limiter.release_failed(permit)
+
+
+async def test_a_remaining_count_floored_at_zero_without_a_reset_never_raises_a_bucket_in_debt():
+    # Azure sends remaining counts without resets: a bucket in debt reads 0 left whatever its
+    # depth. Followed as the level, it lifted our bucket out of its debt, and the next request
+    # met a 429 (a told quota a fifth of a call's size: 25-41 of 100 calls).
+    limiter = RateLimiter(tpm=60_000, concurrency=4, burst_s=1)  # 1,000 tokens, 1,000 a second
+    permit = await limiter.acquire(3_000)  # larger than the bucket: admitted full, 2,000 in debt
+    assert limiter.tokens is not None and permit.tokens_after is not None
+    limiter.observe(RateLimitInfo(remaining_tokens=0), permit)
+    assert not permit.synced and limiter.tokens.level < -1_900  # still in debt, as the server is
