@@ -168,13 +168,13 @@ def main() -> None:
         workload = 471_523 if alone else 1_803_260
     tpm = args.tpm or workload * 60 / (100 if alone else 110)
     rpm = args.rpm or (60.0 if alone else 600.0)
+    told_profile = args.told_profile or ("azure" if args.charge == "reserved" else "vllm")
     runs = []
     with tempfile.TemporaryDirectory() as d:
         for i, setting in enumerate(s.strip() for s in args.settings.split(",") if s.strip()):
             bound, quota = setting.split("-")
             told = quota in ("told", "fitted")
             rpm_limit, tpm_limit = (rpm, 0.0) if bound == "rpm" else (0.0, tpm)
-            told_profile = args.told_profile or ("azure" if args.charge == "reserved" else "vllm")
             runs.append(_run(profile=told_profile if told else "openai", rpm=rpm_limit, tpm=tpm_limit, told=told,
                              reports=reports, tasks=tasks, latency=args.latency, jitter=args.jitter,
                              concurrency=args.concurrency, methods=methods, tmp=Path(d) / str(i), burst=args.burst,

@@ -284,10 +284,9 @@ class JudgePool:
         self.tokens = TokenEstimator()
         # A reserving endpoint charges the prompt's character guess and the cap sent, both known
         # before the send: nothing uncertain for the limiter's token reserve to cover.
-        self.reserves_output = tpm_charge == "reserved"
-        limiter.estimate_error = (lambda: 0.0) if self.reserves_output else self.tokens.relative_error
-        limiter.reserves_output = self.reserves_output
-        self.reserved = ReservedCharge() if self.reserves_output else None
+        self.reserved = ReservedCharge() if tpm_charge == "reserved" else None
+        limiter.estimate_error = self.tokens.relative_error if self.reserved is None else (lambda: 0.0)
+        limiter.reserves_output = self.reserved is not None
         limiter.followed = self.reserved.followed if self.reserved is not None else None
         self._identity = {"backend": backend.name, **backend.identity()}
         self._inflight: dict[str, asyncio.Future[Judged[Any]]] = {}
@@ -764,12 +763,15 @@ class JudgePool:
                         lane: Lane | None = None) -> Judged[T]:
         tpl = self._template(req.template)
         features = message_features(req.messages)
-        prompt_charge = 0  # a reserving endpoint's: what this attempt's prompt was charged
+        # A reserving endpoint's: what this attempt's prompt was charged, and its features (a
+        # re-ask sends more messages than the request; otherwise they are the request's)
+        prompt_charge, prompt_features = 0, features
 
         def charge_prompt() -> int:
-            nonlocal prompt_charge
+            nonlocal prompt_charge, prompt_features
             assert self.reserved is not None
-            prompt_charge = self.reserved.prompt(message_features(current.messages))
+            prompt_features = features if current.messages is req.messages else message_features(current.messages)
+            prompt_charge = self.reserved.prompt(prompt_features)
             return prompt_charge
 
         def estimate() -> int:  # evaluated when the call reaches the head of the quota queue
@@ -823,8 +825,8 @@ class JudgePool:
                     finally:
                         wait_spans.append((tw, time.monotonic()))
                     if self.reserved is not None:  # no token bucket evaluated the estimate: charged all the same
-                        self.reserved.granted(permit.seq, message_features(current.messages),
-                                              prompt_charge or charge_prompt())
+                        charged = prompt_charge or charge_prompt()
+                        self.reserved.granted(permit.seq, prompt_features, charged)
                 # The cap is sized now, not when the call was built: calls that waited while
                 # another one showed the model thinks get the room it needs.
                 room = self._output_room(tpl, current, ceiling)

@@ -11,10 +11,10 @@ request finishes. Anthropic (output tokens) and Cerebras reserve the cap the sam
 A client that charges such a server what the answer will probably use (the template's usual
 output) sends more than the quota admits: against a told quota the mock, reserving like
 OpenAI, refused 12% of ``bench.pacing``'s requests (docs/providers.md). So against a
-reserving endpoint each call is charged the character rule of its prompt (an upper bound of
-any characters-over-four guess, since it counts a wide character as a whole token) plus the
-cap it is sent with, and its answer corrects the charge to that prompt guess plus the
-output it used, as the server's own give-back does.
+reserving endpoint each call is charged a guess at its prompt (:class:`ReservedCharge`: the
+character rule until the server's counts teach its own) plus the cap it is sent with, and its
+answer corrects the charge to that prompt guess plus the output it used, as the server's own
+give-back does.
 """
 from __future__ import annotations
 
