@@ -30,7 +30,8 @@ built from the providers' documentation and their users' reports, not the live s
   ``{"object": "error", "message", "type": "BadRequestError", "code": 400}``; "maximum
   context length is W tokens. However, you requested N tokens (X in the messages, Y in the
   completion)"; the thought in ``message.reasoning_content``, no reasoning count; no
-  ``prompt_tokens_details``.
+  ``prompt_tokens_details``; ``POST /tokenize`` (beside ``/v1``) with ``messages`` answers
+  ``{"count", "max_model_len", "tokens"}``, the count the completion's usage will give.
 * **ollama**: no quota, no content filter; a prompt over the context (``num_ctx``) is
   truncated silently, never refused; the thought as ``<think>`` in the content.
 * **llamacpp** (llama.cpp's ``llama-server``) and **llamacpp-python** (llama-cpp-python's
@@ -62,6 +63,7 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
     window_counts_output: bool = True  # the window error counts the output cap with the prompt
     filter: str = "none"  # how --filter-word shows: error | finish | none
     overload_status: int = 503  # what a poisoned body is answered with
+    tokenize: bool = False  # POST /tokenize counts a chat prompt as the completion would (vLLM's route)
 
 
 _ALL: dict[str, Profile] = {
@@ -73,7 +75,7 @@ _ALL: dict[str, Profile] = {
                          structured_output=False, window_counts_output=False, filter="finish",
                          overload_status=529),
     "vllm": Profile(name="vllm", quota_headers="none", reasoning_style="field", reasoning_details=False,
-                    cached_tokens=False),
+                    cached_tokens=False, tokenize=True),
     "ollama": Profile(name="ollama", quota_headers="none", reasoning_style="think", reasoning_details=False,
                       cached_tokens=False, overflow="truncate"),
     # No quota and no filter; a window counting the prompt alone (a cap too large is clamped:

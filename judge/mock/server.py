@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import math
 import random
 import signal
@@ -47,9 +48,8 @@ from aiohttp import web
 from drscore.engine.runtime.calls.local_process import stop_process
 from drscore.judge.mock.batches import MockBatches
 from drscore.judge.mock.completions import (
-    TOKENS_PER_MESSAGE, BadRequest, Prepared, completion_body, count_tokens, error_body, prepare, prompt_token_list,
-    stream_events,
-    recoverable, truncated,
+    TOKENS_PER_MESSAGE, BadRequest, Prepared, completion_body, count_tokens, error_body, prepare, prompt_texts,
+    prompt_token_list, recoverable, stream_events, truncated,
 )
 from drscore.judge.mock import llamacpp, profiles
 from drscore.judge.mock.prefix_cache import PrefixCache
@@ -172,6 +172,7 @@ class _Stats(msgspec.Struct, kw_only=True):
     truncated_prompts: int = 0  # over --context-window and cut silently (the ollama profile)
     filtered: int = 0  # met the content filter (--filter-word)
     streamed: int = 0  # admitted and answered as server-sent events (the body asked "stream": true)
+    tokenize_requests: int = 0  # prompts counted at POST /tokenize (the vllm profile's route)
     quota_tokens: int = 0  # what the token quota kept of the admitted requests (their charge less what it gave back)
 
 
@@ -193,6 +194,9 @@ class _MockJudge:
         # first request would delay that request's admission by the load (0.13 s for cl100k),
         # a stall a client cannot see and no real endpoint has.
         self._count = counter(cfg.tokenizer) if cfg.tokenizer != "words" else None
+        # A text counted at POST /tokenize is counted again by its chat call: remembered, so the
+        # call's admission does not wait on counting it twice.
+        self._count_text = functools.lru_cache(maxsize=4096)(self._count or count_tokens)
         self.prefix = PrefixCache(ttl_s=cfg.prefix_cache_ttl, clock=clock) if cfg.prefix_cache else None
         self.batches = MockBatches(self.answer_batch_line, delay_s=cfg.batch_delay,
                                    expire_first=int(cfg.batch_expire_first))
@@ -215,7 +219,7 @@ class _MockJudge:
         """The request's token counts by the configured tokenizer (judge.mock.tokenizer)."""
         if self._count is not None:
             count = self._count
-            prep.prompt_tokens = sum(map(count, prep.texts)) + TOKENS_PER_MESSAGE * len(prep.texts)
+            prep.prompt_tokens = sum(map(self._count_text, prep.texts)) + TOKENS_PER_MESSAGE * len(prep.texts)
             prep.completion_tokens = count(prep.answer)
         return prep
 
@@ -467,6 +471,28 @@ class _MockJudge:
             {"id": self.cfg.model, "object": "model", "created": 0, "owned_by": "drscore-mock"}]}
         return web.Response(body=orjson.dumps(body), content_type=_JSON)
 
+    async def tokenize(self, request: web.Request) -> web.Response:
+        """vLLM's ``POST /tokenize`` in its chat form: the prompt's count as the completion's usage
+        will give it (not charged to the quota). Only the profiles that have the route."""
+        if self.profile is None or not self.profile.tokenize:
+            raise web.HTTPNotFound()
+        try:
+            try:
+                payload = orjson.loads(await request.read())
+            except orjson.JSONDecodeError as e:
+                raise BadRequest(f"request body is not valid JSON: {e}") from None
+            texts = prompt_texts(payload)
+        except BadRequest as e:
+            return web.Response(status=400, body=error_body(str(e), "BadRequestError"), content_type=_JSON)
+        # Counted off the event loop, as vLLM's server tokenizes: the chat calls' admissions do
+        # not wait behind a wave of long prompts being counted.
+        n = await asyncio.get_running_loop().run_in_executor(
+            None, lambda: sum(map(self._count_text, texts)) + TOKENS_PER_MESSAGE * len(texts))
+        self.stats.tokenize_requests += 1
+        # vLLM always states its window; the mock's is unlimited without --context-window
+        body = {"count": n, "max_model_len": self.cfg.context_window or 131_072, "tokens": list(range(n))}
+        return web.Response(body=orjson.dumps(body), content_type=_JSON)
+
     async def props(self, request: web.Request) -> web.Response:
         """llama-server's /props: its slots and the window of each."""
         if self.recorded is None or not self.recorded.has_props:
@@ -508,6 +534,7 @@ def build_app(cfg: MockConfig, *, clock: Callable[[], float] = time.monotonic) -
     app.router.add_get("/v1/models", judge.models)
     app.router.add_get("/models", judge.models)
     app.router.add_get("/props", judge.props)
+    app.router.add_post("/tokenize", judge.tokenize)
     judge.batches.routes(app)
     return app
 
