@@ -57,6 +57,9 @@ def _measure(profile: str, *, rpm: float, tpm: float, latency: float, jitter: fl
         "profile": profile, "quota_headers": profile == "openai",
         "requests_sent": s["requests"], "requests_ok": s["ok"], "responses_429": s["rate_limited"],
         "share_429": round(s["rate_limited"] / max(1, s["requests"]), 4),
+        # prompts the client had the server count first (the vllm profile's POST /tokenize, once
+        # a token pace is learned)
+        "prompts_counted_at_tokenize": s.get("tokenize_requests", 0),
         "tokens_charged": use.charged, "binding": use.binding,
         "limit_s": round(limit_s, 2), "span_s": round(span, 2),
         "limit_over_span": round(limit_s / span, 3) if span > 0 else None,

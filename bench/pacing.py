@@ -4,7 +4,8 @@ bench/quota.py's workload (quality + redundancy on the 100 DeepResearch Bench re
 about 1,090 real request bodies of 0.3-106 KB) against the mock judge with a latency of
 2 s +/- 1 s and a one-second burst, bound by requests (600/min) or by tokens (a limit that
 makes the run last about 110 s), and the quota either told (``--rpm``/``--tpm``, the mock's
-``vllm`` profile, which sends no quota headers), announced (nothing told, the ``openai``
+``vllm`` profile, which sends no quota headers and counts a prompt before its call at
+``POST /tokenize`` as vLLM does; ``--told-profile gemini``: no such route either), announced (nothing told, the ``openai``
 profile's ``x-ratelimit-*`` headers), or remembered (announced, and kept in the cache by an
 earlier run against the same endpoint: ``rpm-remembered``, ``tpm-remembered``), or told
 with the model's token counting already learned (``tpm-fitted``: the cache holds the fit an
@@ -114,6 +115,7 @@ def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tas
             "client_tpm_charge": judge.tpm_charge,
             "binding": use.binding,
             "requests_sent": s["requests"], "requests_ok": s["ok"], "responses_429": s["rate_limited"],
+            "prompts_counted_at_tokenize": s.get("tokenize_requests", 0),
             "tokens_charged": use.charged, "limit_s": round(limit, 2), "span_s": round(span, 2),
             "limit_over_span": round(limit / span, 3) if span > 0 else None,
             "used_of_available": round(limit / (span + burst), 3) if span > 0 else None, "wall_s": round(wall, 2),
@@ -146,9 +148,10 @@ def main() -> None:
                          "limiters are documented to (a character guess at the prompt plus the whole max_tokens, "
                          "the unused part given back with the answer); told quotas then use the azure profile, "
                          "which sends remaining counts without limits")
-    ap.add_argument("--told-profile", default="", choices=("", "vllm", "azure"),
+    ap.add_argument("--told-profile", default="", choices=("", "vllm", "azure", "gemini"),
                     help="the mock's profile for told quotas (default: azure with --charge reserved, else vllm, "
-                         "which sends no quota headers)")
+                         "which sends no quota headers and counts a prompt at POST /tokenize, as vLLM does; "
+                         "gemini: no quota headers and no such route, so the client paces on its estimates)")
     ap.add_argument("--client-charge", default="auto", choices=("auto", "counted", "reserved"),
                     help="the client's --tpm-charge (auto: the mock's --charge; counted against --charge reserved "
                          "is what a client that ignores the reservation does)")

@@ -48,6 +48,8 @@ _CONTEXT = re.compile(r"context[_ ]length|maximum context|context (?:window|size
 # OpenAI's flagged prompts (code invalid_prompt: "flagged as potentially violating").
 _FILTERED = re.compile(r"content[_ ](?:management )?(?:filter|policy)|ResponsibleAIPolicyViolation|"
                        r"safety (?:settings|filter)|blocked by (?:the )?(?:safety|content)", re.IGNORECASE)
+# Tries a prompt-counting route gets to give its first count (count_prompt) before it is given up
+COUNT_TRIES = 3
 CONNECT_TIMEOUT_S = 10.0  # a TCP/TLS connection that takes longer is an unreachable host
 
 
@@ -201,6 +203,8 @@ class HttpBackend:
         self._connections = connections
         self._session: aiohttp.ClientSession | None = None
         self.streams = True  # False once the endpoint refused a streamed body (complete_streamed)
+        self.counts_prompts: bool | None = None  # whether the server counts a prompt (count_prompt); None: not known
+        self._count_failures = 0
 
     def identity(self) -> dict[str, Any]:
         return {"base_url": self.base_url, "model": self.model, **self.wire.identity()}
@@ -327,6 +331,49 @@ class HttpBackend:
             # request whose client went away is finished anyway.
             return ServerFacts(server="llama-cpp-python", slots=1, cancels=False)
         return ServerFacts()
+
+    async def count_prompt(self, request: ChatRequest) -> int | None:
+        """The server's own count of ``request``'s prompt, from vLLM's ``POST /tokenize`` (beside
+        ``/v1``) in its chat form, which applies the chat template as the completion does. None
+        where the server has no such route (:attr:`counts_prompts` then turns False, and it is
+        not asked again) or could not answer now."""
+        if self.counts_prompts is False:
+            return None
+        body = {"model": self.model, "messages": request_body(request, self.model, self.wire)["messages"],
+                "add_generation_prompt": True}
+        timeout = aiohttp.ClientTimeout(total=min(self.timeout_s, CONNECT_TIMEOUT_S))
+        try:
+            async with self._get_session().post(endpoint_url(_server_root(self._base_url), "/tokenize"),
+                                                data=orjson.dumps(body), headers=self._headers,
+                                                timeout=timeout) as resp:
+                status, raw = resp.status, await resp.read()
+        except (aiohttp.ClientError, asyncio.TimeoutError):
+            self._count_failed()
+            return None
+        if status == 429 or status >= 500:  # busy now; the estimate serves this call
+            self._count_failed()
+            return None
+        count = None
+        if status == 200:
+            try:
+                answer = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                answer = None
+            count = answer.get("count") if isinstance(answer, dict) else None
+        if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
+            # no such route (404, 405), or one of another shape (llama.cpp's /tokenize takes a
+            # "content" string): the server does not count chat prompts this way
+            self.counts_prompts = False
+            return None
+        self.counts_prompts = True
+        return count
+
+    def _count_failed(self) -> None:
+        """A count not given this time; a route that never once gave one is given up after
+        COUNT_TRIES (a server that fails every such request must not be asked every call)."""
+        self._count_failures += 1
+        if self.counts_prompts is None and self._count_failures >= COUNT_TRIES:
+            self.counts_prompts = False
 
     async def _get_json(self, url: str) -> tuple[Any, Any]:
         timeout = aiohttp.ClientTimeout(total=min(self.timeout_s, CONNECT_TIMEOUT_S))

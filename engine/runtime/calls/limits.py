@@ -611,6 +611,13 @@ class RateLimiter:
             self.concurrency.raise_to_maximum()
         return True
 
+    @property
+    def paces_known_tokens(self) -> bool:
+        """A local token bucket paces the calls at a quota told, announced or remembered: not
+        at a pace learned from 429s, whose probing finds the quota's edge whatever the counts."""
+        return self.tokens is not None and self.shared is None and bool(self.told_tpm or self.announced
+                                                                        or self.remembered)
+
     def known_quota(self) -> KnownQuota | None:
         """The limits the endpoint announced in this run, and its buckets' sizes (None when
         it announced none)."""
@@ -644,28 +651,30 @@ class RateLimiter:
             self.shared = None  # the store is gone: the local buckets take over
         return wait
 
-    def spread(self, tokens: int) -> float:
+    def spread(self, tokens: int, sd: float | None = None) -> float:
         """How far (tokens) the server's count may be ahead of our bucket when a request of
         ``tokens`` arrives: ``SPREAD_Z`` standard deviations of the estimates not yet
-        corrected, the calls in flight and this one. This one's counts only up to the room a
+        corrected, the calls in flight and this one (``sd``: its own standard deviation, where
+        the caller knows it; else the estimator's relative error of ``tokens``). This one's counts only up to the room a
         full bucket has beside it: a server admits any request a full bucket covers, whatever
         its real size, so waiting past full for it would leave the quota idle (a request near
         the bucket's size lost 0.1 s a request that way)."""
-        own = self.estimate_error() * tokens
+        own = self.estimate_error() * tokens if sd is None else sd
         if self.tokens is not None:
             own = min(own, max(0.0, self.tokens.capacity - tokens) / SPREAD_Z)
         return SPREAD_Z * math.sqrt(own * own + max(0.0, self._inflight_var))
 
-    def _wait(self, tokens: int, now: float) -> float:
+    def _wait(self, tokens: int, now: float, sd: float | None = None) -> float:
         """Seconds until both buckets cover one request of ``tokens`` and their reserves."""
         wait = 0.0
         if self.requests is not None:
             wait = self.requests.wait_time(1, now, self.requests.rate * self.margin_s)
         if self.tokens is not None:
-            wait = max(wait, self.tokens.wait_time(tokens, now, self.tokens.rate * self.margin_s, self.spread(tokens)))
+            wait = max(wait, self.tokens.wait_time(tokens, now, self.tokens.rate * self.margin_s,
+                                                   self.spread(tokens, sd)))
         return wait
 
-    def _grant(self, tokens: int, now: float, *, take: bool = True) -> Permit:
+    def _grant(self, tokens: int, now: float, *, take: bool = True, sd: float | None = None) -> Permit:
         if take:
             if self.requests:
                 self.requests.take(1, now)
@@ -679,7 +688,7 @@ class RateLimiter:
         self._admitted_tokens += tokens
         self.binding.sent(tokens)
         r, t = (self.requests, self.tokens) if take else (None, None)
-        var = (self.estimate_error() * tokens) ** 2
+        var = (self.estimate_error() * tokens if sd is None else sd) ** 2
         self._inflight_var += var
         permit = Permit(self, tokens, now, (r, r.level, r.shifted) if r is not None else None,
                         (t, t.level, t.shifted) if t is not None else None, int(self._sent_requests), var)
@@ -717,9 +726,11 @@ class RateLimiter:
                 return
             self._settle(self._unsettled[first])
 
-    async def acquire(self, estimate: int | Callable[[], int]) -> Permit:
+    async def acquire(self, estimate: int | Callable[[], int], sd: float | None = None) -> Permit:
         """Wait for a concurrency slot and for quota covering ``estimate`` tokens (a number,
-        or a function evaluated when this caller reaches the head of the queue).
+        or a function evaluated when this caller reaches the head of the queue). ``sd``: the
+        estimate's standard deviation in tokens where the caller knows it (a prompt the server
+        counted leaves only the answer's length uncertain); else the estimator's relative error.
         Raises :class:`LimiterStopped` after :meth:`stop`."""
         if self.stopped:
             raise LimiterStopped()
@@ -727,12 +738,12 @@ class RateLimiter:
         try:
             if self.stopped:
                 raise LimiterStopped()
-            return await self._quota(estimate)
+            return await self._quota(estimate, sd)
         except BaseException:  # stopped, cancelled, or a fault: the slot is given back, never leaked
             await self.concurrency.release()
             raise
 
-    async def _quota(self, estimate: int | Callable[[], int]) -> Permit:
+    async def _quota(self, estimate: int | Callable[[], int], sd: float | None = None) -> Permit:
         """Wait, holding a concurrency slot, for quota covering ``estimate`` (see :meth:`acquire`)."""
         if not self._queue:  # nobody waiting: go now if the buckets allow, without queueing
             now = time.monotonic()
@@ -740,8 +751,8 @@ class RateLimiter:
                 tokens = estimate() if callable(estimate) else estimate
                 if self.requests is None and self.tokens is None:
                     return self._grant(tokens, now, take=False)
-                if self.shared is None and self._wait(tokens, now) <= 0:
-                    return self._grant(tokens, now)
+                if self.shared is None and self._wait(tokens, now, sd) <= 0:
+                    return self._grant(tokens, now, sd=sd)
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue.append(turn)
         self.waiting += 1
@@ -762,9 +773,9 @@ class RateLimiter:
                         wait = shared_wait
                         now = time.monotonic()
                 if wait <= 0:
-                    wait = self._wait(tokens, now)
+                    wait = self._wait(tokens, now, sd)
                     if wait <= 0:
-                        return self._grant(tokens, now)
+                        return self._grant(tokens, now, sd=sd)
                 self._changed.clear()
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), timeout=wait)

@@ -87,6 +87,7 @@ from drscore.engine.runtime.calls.slots import ServerFacts, ServerSlots
 from drscore.engine.runtime.calls.thinking import ThinkingPolicy, is_cut_off, split_thinking
 from drscore.engine.runtime.calls.follow_ups import MAX_RECORDED, AnswerList, ListLength, list_lengths, resized
 from drscore.engine.runtime.calls.planned_input import PlannedInput, with_errors
+from drscore.engine.runtime.calls.prompt_counts import Counting, PromptCounts
 from drscore.engine.runtime.calls.quota_charge import ReservedCharge
 from drscore.engine.runtime.calls.tokens import (
     RecentPrompts, TokenEstimator, estimate_tokens, message_features, prompt_id,
@@ -288,6 +289,8 @@ class JudgePool:
         limiter.estimate_error = self.tokens.relative_error if self.reserved is None else (lambda: 0.0)
         limiter.reserves_output = self.reserved is not None
         limiter.followed = self.reserved.followed if self.reserved is not None else None
+        # The server's own prompt counts, where it gives them (vLLM's /tokenize): see prompt_counts
+        self.prompt_counts = PromptCounts(backend if isinstance(backend, Counting) else None)
         self._identity = {"backend": backend.name, **backend.identity()}
         self._inflight: dict[str, asyncio.Future[Judged[Any]]] = {}
         self._planned: set[str] = set()
@@ -749,6 +752,19 @@ class JudgePool:
             if leader and warmup is not None:
                 warmup.leave(group)
 
+    async def _count_prompt(self, current: ChatRequest, features: tuple[float, float] | None) -> int | None:
+        """The server's count of ``current``'s prompt where a local token bucket paces the
+        calls on their counts at a known quota (told, announced or remembered; not a reserving
+        one, a shared ``--redis`` one or a pace learned from 429s) and the server counts
+        prompts; it teaches the estimator too (``features``: the prompt's, when it is the
+        request's own). None otherwise."""
+        if not self.limiter.paces_known_tokens or self.reserved is not None or not self.prompt_counts.available:
+            return None
+        count = await self.prompt_counts.count(current)
+        if count is not None and features is not None:
+            self.tokens.counted(features, current.template, count, prompt_id(current.messages))
+        return count
+
     def _output_room(self, tpl: prompts.Template, current: ChatRequest, ceiling: int | None) -> int:
         """The output cap the next attempt of ``current`` is sent with: the template's (room to
         think included), within what the window leaves (``ceiling``), never below a cap
@@ -766,6 +782,7 @@ class JudgePool:
         # A reserving endpoint's: what this attempt's prompt was charged, and its features (a
         # re-ask sends more messages than the request; otherwise they are the request's)
         prompt_charge, prompt_features = 0, features
+        counted: int | None = None  # the server's own count of this attempt's prompt (prompt_counts)
 
         def charge_prompt() -> int:
             nonlocal prompt_charge, prompt_features
@@ -777,6 +794,8 @@ class JudgePool:
         def estimate() -> int:  # evaluated when the call reaches the head of the quota queue
             if self.reserved is not None:  # what the server will charge: see quota_charge
                 return charge_prompt() + self._output_room(tpl, current, ceiling)
+            if counted is not None:
+                return counted + math.ceil(self.tokens.completion(req.template, tpl.expected_output_tokens))
             return self.tokens.estimate(features, req.template, tpl.expected_output_tokens)
 
         attempts = rate_limited = reasks = 0
@@ -819,7 +838,9 @@ class JudgePool:
                     tw = time.monotonic()
                     try:
                         prompt_charge = 0
-                        permit = await limiter.acquire(estimate)
+                        counted = await self._count_prompt(current, features if current.messages is req.messages else None)
+                        permit = await limiter.acquire(estimate, None if counted is None else self.tokens.completion_error(
+                            req.template, tpl.expected_output_tokens))
                     except LimiterStopped:
                         raise self._stopped_error() from None
                     finally:
@@ -1001,7 +1022,7 @@ class JudgePool:
             if not resp.usage_estimated and reasks == 0:
                 # re-asks carry extra messages: not the features we measured
                 self.tokens.observe(features, req.template, resp.input_tokens, resp.output_tokens,
-                                    prompt_id(req.messages))
+                                    prompt_id(req.messages), prompt_known=counted is not None)
             # A thought never reaches the decoder (backends already take <think> out; this holds
             # for every backend).
             resp.text, thought = split_thinking(redact(resp.text))  # an endpoint may echo the key

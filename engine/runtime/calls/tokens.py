@@ -183,6 +183,7 @@ class TokenEstimator:
         self._saa = self._sab = self._sbb = self._say = self._sby = 0.0
         self.weights = (1.0, 1.0)
         self._out: dict[str, float] = {}
+        self._out_var: dict[str, float] = {}  # per template: squared misses of the answer's length (tokens^2)
         self.observations = 0
         self.fit = TokenFit()  # this run's calls, summed (see TokenFit)
         self.seeded: TokenFit | None = None  # what earlier runs had recorded for this model
@@ -243,6 +244,12 @@ class TokenEstimator:
     def completion(self, template: str, expected: int) -> float:
         return self._out.get(template, float(expected))
 
+    def completion_error(self, template: str, expected: int) -> float:
+        """The recent error (tokens, an exponentially weighted RMS) of :meth:`completion` for
+        ``template``; before two answers, the estimator's prior relative error of ``expected``."""
+        var = self._out_var.get(template)
+        return math.sqrt(var) if var is not None else self.PRIOR_RELATIVE_ERROR * self.completion(template, expected)
+
     def estimate(self, features: tuple[float, float], template: str, expected_output: int) -> int:
         return max(1, math.ceil(self.prompt(features) + self.completion(template, expected_output)))
 
@@ -252,9 +259,27 @@ class TokenEstimator:
         return math.sqrt(self._err2)
 
     def observe(self, features: tuple[float, float], template: str, prompt_tokens: int,
-                completion_tokens: int, prompt: int | None = None) -> None:
+                completion_tokens: int, prompt: int | None = None, *, prompt_known: bool = False) -> None:
         """Learn from one answer's usage. ``prompt`` (:func:`prompt_id`) tells a prompt asked
-        again from a new one with the same character counts; without it, the counts do."""
+        again from a new one with the same character counts; without it, the counts do.
+        ``prompt_known``: the server counted this prompt before the call (:meth:`counted`),
+        so only the answer's length is new."""
+        if not prompt_known:
+            self._learn_prompt(features, template, prompt_tokens, prompt)
+        prev = self._out.get(template)
+        if prev is not None:  # the first answer's miss is the declared expectation's, not the mean's
+            miss2 = (completion_tokens - prev) ** 2
+            var = self._out_var.get(template)
+            self._out_var[template] = miss2 if var is None else 0.8 * var + 0.2 * miss2
+        self._out[template] = completion_tokens if prev is None else 0.8 * prev + 0.2 * completion_tokens
+
+    def counted(self, features: tuple[float, float], template: str, prompt_tokens: int,
+                prompt: int | None = None) -> None:
+        """Learn from the server's own count of a prompt, made before its call was sent."""
+        self._learn_prompt(features, template, prompt_tokens, prompt)
+
+    def _learn_prompt(self, features: tuple[float, float], template: str, prompt_tokens: int,
+                      prompt: int | None) -> None:
         if prompt_tokens > 0:
             miss = (prompt_tokens - self.prompt(features)) / prompt_tokens
             self._err2 = 0.8 * self._err2 + 0.2 * min(1.0, miss * miss)
@@ -271,6 +296,4 @@ class TokenEstimator:
             if fit is None:
                 fit = self.template_fits[template] = TokenFit()
             fit.add(a, b, prompt_tokens)
-        prev = self._out.get(template)
-        self._out[template] = completion_tokens if prev is None else 0.8 * prev + 0.2 * completion_tokens
         self.observations += 1

@@ -38,3 +38,23 @@ def test_unseen_direction_stays_at_prior():
         est.observe((1000.0, 0.0), "t", 500, 10)  # only ASCII text seen so far
     assert est.weights[0] == pytest.approx(0.5, rel=0.05)
     assert est.weights[1] == pytest.approx(1.0, rel=0.05)  # wide text: no evidence, prior kept
+
+
+def test_the_answers_length_error_by_hand():
+    est = TokenEstimator()
+    assert est.completion_error("t", 200) == pytest.approx(0.3 * 200)  # the prior, before any answer
+    est.observe((10.0, 0.0), "t", 10, 100)
+    assert est.completion_error("t", 200) == pytest.approx(0.3 * 100)  # one answer: its length, no miss yet
+    est.observe((10.0, 0.0), "t", 10, 200)  # missed the mean of 100 by 100
+    assert est.completion_error("t", 200) == pytest.approx(100.0)
+    assert est.completion("t", 200) == pytest.approx(120.0)  # 0.8 * 100 + 0.2 * 200
+    est.observe((10.0, 0.0), "t", 10, 120)  # no miss: the squared error decays by 0.8
+    assert est.completion_error("t", 200) == pytest.approx((0.8 * 100 ** 2) ** 0.5)
+
+
+def test_a_prompt_the_server_counted_is_learned_once():
+    est = TokenEstimator()
+    est.counted((100.0, 0.0), "t", 50, prompt=1)
+    assert est.observations == 1 and est.fit.calls == 1 and est.weights[0] == pytest.approx(0.5, abs=0.01)
+    est.observe((100.0, 0.0), "t", 50, 30, prompt=1, prompt_known=True)  # its answer: only the length is new
+    assert est.observations == 1 and est.fit.calls == 1 and est.completion("t", 99) == 30

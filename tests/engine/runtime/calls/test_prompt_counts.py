@@ -1,0 +1,132 @@
+"""The server's own prompt counts (prompt_counts): asked once where the server has no such
+route, and where it has, each call charged to the token bucket at its real prompt with only
+the answer's length left to guess."""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Annotated
+
+import msgspec
+
+from drscore import prompts
+from drscore.engine.runtime.calls.cache import JudgeCache
+from drscore.engine.runtime.calls.judging import ChatResponse
+from drscore.engine.runtime.calls.limits import SPREAD_Z, RateLimiter
+from drscore.engine.runtime.calls.pool import JudgePool
+from drscore.engine.runtime.calls.pricing import Price, PriceTable
+from drscore.engine.runtime.calls.prompt_counts import PromptCounts
+
+
+class Verdict(msgspec.Struct):
+    score: Annotated[int, msgspec.Meta(ge=0, le=4)]
+
+
+TEMPLATE = "---\nmax_tokens: 4000\nexpected_output_tokens: 10\n---\n## system\nJudge.\n## user\nRate: ${text}"
+
+
+class CountingBackend:
+    """Counts every prompt as ``count`` tokens (None: no such route), answers after ``delay`` s
+    with that many prompt tokens and 20 out, and records the limiter's token level while
+    each call is out."""
+
+    name = "http"
+    cacheable = True
+    model = "m1"
+
+    def __init__(self, limiter: RateLimiter | None, count: int | None, delay: float = 0.05) -> None:
+        self.limiter, self.count, self.delay = limiter, count, delay
+        self.counts_prompts: bool | None = None
+        self.asked = 0
+        self.levels: list[float] = []
+
+    def identity(self):
+        return {"base_url": "http://judge.test/v1", "model": self.model}
+
+    async def count_prompt(self, request) -> int | None:
+        self.asked += 1
+        await asyncio.sleep(0.01)
+        self.counts_prompts = self.count is not None
+        return self.count
+
+    async def complete(self, request):
+        if self.limiter is not None and self.limiter.tokens is not None:
+            self.levels.append(self.limiter.tokens.level)
+        await asyncio.sleep(self.delay)
+        return ChatResponse(text='{"score": 3}', input_tokens=self.count or 40, output_tokens=20), None
+
+    async def close(self):
+        pass
+
+
+async def test_a_server_without_the_route_is_asked_once_however_many_calls_wait():
+    backend = CountingBackend(None, None)
+    counts = PromptCounts(backend)
+    got = await asyncio.gather(*(counts.count(object()) for _ in range(8)))
+    assert got == [None] * 8 and backend.asked == 1 and not counts.available and counts.counted == 0
+
+
+async def test_a_server_with_the_route_counts_every_prompt():
+    backend = CountingBackend(None, 123)
+    counts = PromptCounts(backend)
+    got = await asyncio.gather(*(counts.count(object()) for _ in range(8)))
+    assert got == [123] * 8 and backend.asked == 8 and counts.counted == 8
+
+
+async def _ask(tmp_path, monkeypatch, count: int | None, texts: list[str]) -> tuple[CountingBackend, JudgePool, float]:
+    monkeypatch.setattr(prompts, "load", lambda name: prompts.parse(name, TEMPLATE))
+    # 600 tokens a minute in a bucket of ten minutes: 6,000 tokens, refilled at 10 a second
+    limiter = RateLimiter(tpm=600, concurrency=4, burst_s=600)
+    backend = CountingBackend(limiter, count)
+    cache = await JudgeCache.open(tmp_path / "judge.sqlite")
+    pool = JudgePool(backend, cache=cache, limiter=limiter, prices=PriceTable({"m1": Price(1.0, 2.0)}),
+                     preflight=False)
+    t0 = time.monotonic()
+    for text in texts:
+        await pool.ask("alpha", Verdict, {"text": text})
+    await cache.close()
+    return backend, pool, (time.monotonic() - t0) * 10
+
+
+async def test_a_counted_prompt_is_charged_at_its_count_and_teaches_the_estimator(tmp_path, monkeypatch):
+    # The character rule puts this prompt at about 10 tokens; the server counts 1,000. While
+    # the call is out the bucket holds 6,000 less the count and the 10 expected out.
+    backend, pool, refill = await _ask(tmp_path, monkeypatch, 1_000, ["a short report"])
+    assert backend.asked == 1 and pool.prompt_counts.counted == 1
+    assert 6_000 - 1_010 <= backend.levels[0] <= 6_000 - 1_010 + refill + 1
+    # learned from the count, once: the answer's usage (the same prompt) is not counted again
+    assert pool.tokens.fit.calls == 1 and pool.tokens.observations == 1
+    # 1,000 tokens for 16.5 by the rule (two messages' text and overhead, all ASCII): 61 a rule
+    # token, beyond the estimator's ceiling of 8
+    assert pool.tokens.weights[0] == 8.0
+
+
+async def test_without_the_route_the_prompt_is_charged_its_estimate(tmp_path, monkeypatch):
+    backend, pool, refill = await _ask(tmp_path, monkeypatch, None, ["a short report", "another one", "a third"])
+    assert backend.asked == 1 and pool.prompt_counts.counted == 0  # asked once, for the first call
+    assert 6_000 - 40 <= backend.levels[0] <= 6_000  # about 10 by the character rule, plus 10 out
+    assert pool.tokens.fit.calls == 3  # learned from the answers' usage instead
+
+
+async def test_a_known_deviation_replaces_the_estimators_relative_error():
+    limiter = RateLimiter(tpm=60_000, concurrency=4, burst_s=60)
+    limiter.estimate_error = lambda: 0.3
+    guessed = await limiter.acquire(1_000)
+    known = await limiter.acquire(1_000, 25.0)
+    assert round(guessed.var) == 300 ** 2 and round(known.var) == 25 ** 2
+    # this call's own part of the spread (the two in flight add theirs alike to both)
+    inflight = guessed.var + known.var
+    assert round(limiter.spread(1_000, 25.0) ** 2) == round(SPREAD_Z ** 2 * (25.0 ** 2 + inflight))
+    assert round(limiter.spread(1_000) ** 2) == round(SPREAD_Z ** 2 * (300.0 ** 2 + inflight))
+    await guessed.done(1_000)
+    await known.done(1_000)
+
+
+def test_only_a_known_token_quota_asks_for_counts():
+    assert RateLimiter(tpm=600).paces_known_tokens  # told
+    assert not RateLimiter(rpm=600).paces_known_tokens  # no token bucket
+    learned = RateLimiter()
+    learned.tokens = learned._tokens_bucket(600)  # a pace learned from 429s: its probing finds the edge
+    assert not learned.paces_known_tokens
+    learned.announced = True  # the same bucket, announced in headers
+    assert learned.paces_known_tokens
