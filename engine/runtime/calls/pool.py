@@ -838,7 +838,9 @@ class JudgePool:
                     tw = time.monotonic()
                     try:
                         prompt_charge = 0
-                        counted = await self._count_prompt(current, features if current.messages is req.messages else None)
+                        # the estimator learns the request's own prompt once, not again at each retry
+                        counted = await self._count_prompt(
+                            current, features if current.messages is req.messages and counted is None else None)
                         permit = await limiter.acquire(estimate, None if counted is None else self.tokens.completion_error(
                             req.template, tpl.expected_output_tokens))
                     except LimiterStopped:
