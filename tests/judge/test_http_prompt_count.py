@@ -3,6 +3,9 @@ form, as the mock's vllm profile serves it, gives the count the completion's usa
 reports; a server without the route is recorded as such and not asked again."""
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+
 import msgspec
 from aiohttp import web
 
@@ -22,21 +25,51 @@ def _request(text: str) -> ChatRequest:
                        template_hash="h", schema_name="Verdict", schema=schema_of(Verdict), max_tokens=50)
 
 
-async def test_the_vllm_count_is_the_usage_the_completion_then_reports():
-    runner, port = await start(MockConfig(profile="vllm", seed=1))
-    backend = HttpBackend(f"http://127.0.0.1:{port}/v1", "m")
+@contextlib.asynccontextmanager
+async def _backend(runner: web.AppRunner, url: str) -> AsyncIterator[HttpBackend]:
+    """A backend of the server ``runner`` runs at ``url``; both stopped after."""
+    backend = HttpBackend(url, "m")
     try:
-        counts = []
+        yield backend
+    finally:
+        await backend.close()
+        await runner.cleanup()
+
+
+@contextlib.asynccontextmanager
+async def _mock(profile: str) -> AsyncIterator[HttpBackend]:
+    runner, port = await start(MockConfig(profile=profile, seed=1))
+    async with _backend(runner, f"http://127.0.0.1:{port}/v1") as backend:
+        yield backend
+
+
+@contextlib.asynccontextmanager
+async def _tokenize_answered_by(handler: Callable[[web.Request], Awaitable[web.Response]]
+                                ) -> AsyncIterator[HttpBackend]:
+    """A backend of a server whose only route is ``POST /tokenize``, answered by ``handler``."""
+    app = web.Application()
+    app.router.add_post("/tokenize", handler)
+    runner, base = await serve_app(app)
+    async with _backend(runner, f"{base}/v1") as backend:
+        yield backend
+
+
+async def test_the_vllm_count_is_the_usage_the_completion_then_reports():
+    counts = []
+    async with _mock("vllm") as backend:
         for text in ("短的报告。", "A longer report, in English, with several words and a second clause. " * 20):
             count = await backend.count_prompt(_request(text))
             answer, _ = await backend.complete(_request(text))
             counts.append((count, answer.input_tokens))
-    finally:
-        await backend.close()
-        await runner.cleanup()
     assert backend.counts_prompts is True
     assert all(count == used for count, used in counts)
     assert counts[1][0] > 10 * counts[0][0]  # the counts are the prompts' own, not one figure
+
+
+async def test_only_the_vllm_profile_of_the_mock_has_the_route():
+    async with _mock("openai") as backend:
+        assert await backend.count_prompt(_request("a report")) is None
+    assert backend.counts_prompts is False
 
 
 async def test_a_server_without_the_route_is_asked_once():
@@ -46,16 +79,9 @@ async def test_a_server_without_the_route_is_asked_once():
         seen.append(request.path)
         raise web.HTTPNotFound()
 
-    app = web.Application()
-    app.router.add_post("/tokenize", tokenize)
-    runner, base = await serve_app(app)
-    backend = HttpBackend(f"{base}/v1", "m")
-    try:
+    async with _tokenize_answered_by(tokenize) as backend:
         first = await backend.count_prompt(_request("a report"))
         second = await backend.count_prompt(_request("another report"))
-    finally:
-        await backend.close()
-        await runner.cleanup()
     assert (first, second, backend.counts_prompts) == (None, None, False)
     assert seen == ["/tokenize"]  # beside /v1, as vLLM serves it; and only once
 
@@ -66,15 +92,8 @@ async def test_a_route_of_another_shape_is_not_read_as_a_count():
     async def tokenize(request: web.Request) -> web.Response:
         return web.json_response({"tokens": []})
 
-    app = web.Application()
-    app.router.add_post("/tokenize", tokenize)
-    runner, base = await serve_app(app)
-    backend = HttpBackend(f"{base}/v1", "m")
-    try:
+    async with _tokenize_answered_by(tokenize) as backend:
         assert await backend.count_prompt(_request("a report")) is None
-    finally:
-        await backend.close()
-        await runner.cleanup()
     assert backend.counts_prompts is False
 
 
@@ -86,29 +105,11 @@ async def test_a_busy_answer_leaves_the_route_to_be_asked_again():
         return web.json_response({"count": 7, "max_model_len": 4096, "tokens": list(range(7))}
                                  if status == 200 else {"error": "busy"}, status=status)
 
-    app = web.Application()
-    app.router.add_post("/tokenize", tokenize)
-    runner, base = await serve_app(app)
-    backend = HttpBackend(f"{base}/v1", "m")
-    try:
+    async with _tokenize_answered_by(tokenize) as backend:
         busy = await backend.count_prompt(_request("a report"))
         assert backend.counts_prompts is None
         counted = await backend.count_prompt(_request("a report"))
-    finally:
-        await backend.close()
-        await runner.cleanup()
     assert (busy, counted, backend.counts_prompts) == (None, 7, True)
-
-
-async def test_only_the_vllm_profile_of_the_mock_has_the_route():
-    runner, port = await start(MockConfig(profile="openai", seed=1))
-    backend = HttpBackend(f"http://127.0.0.1:{port}/v1", "m")
-    try:
-        assert await backend.count_prompt(_request("a report")) is None
-    finally:
-        await backend.close()
-        await runner.cleanup()
-    assert backend.counts_prompts is False
 
 
 async def test_a_route_that_never_counts_is_given_up():
@@ -118,14 +119,7 @@ async def test_a_route_that_never_counts_is_given_up():
         seen.append(1)
         return web.json_response({"error": "internal"}, status=500)
 
-    app = web.Application()
-    app.router.add_post("/tokenize", tokenize)
-    runner, base = await serve_app(app)
-    backend = HttpBackend(f"{base}/v1", "m")
-    try:
+    async with _tokenize_answered_by(tokenize) as backend:
         got = [await backend.count_prompt(_request("a report")) for _ in range(COUNT_TRIES + 2)]
-    finally:
-        await backend.close()
-        await runner.cleanup()
     assert got == [None] * (COUNT_TRIES + 2) and backend.counts_prompts is False
     assert len(seen) == COUNT_TRIES  # asked no more once given up
