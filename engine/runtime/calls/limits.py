@@ -726,12 +726,11 @@ class RateLimiter:
                 return
             self._settle(self._unsettled[first])
 
-    async def acquire(self, estimate: int | Callable[[], int], sd: Callable[[], float] | None = None) -> Permit:
+    async def acquire(self, estimate: int | Callable[[], int], sd: float | None = None) -> Permit:
         """Wait for a concurrency slot and for quota covering ``estimate`` tokens (a number,
-        or a function evaluated when this caller reaches the head of the queue). ``sd``: where
-        the caller knows it, the estimate's standard deviation in tokens, evaluated with it (a
-        prompt the server counted leaves only the answer's length uncertain); else the
-        estimator's relative error.
+        or a function evaluated when this caller reaches the head of the queue). ``sd``: the
+        estimate's standard deviation in tokens where the caller knows it (a prompt the server
+        counted leaves only the answer's length uncertain); else the estimator's relative error.
         Raises :class:`LimiterStopped` after :meth:`stop`."""
         if self.stopped:
             raise LimiterStopped()
@@ -744,14 +743,12 @@ class RateLimiter:
             await self.concurrency.release()
             raise
 
-    async def _quota(self, estimate: int | Callable[[], int], deviation: Callable[[], float] | None = None
-                     ) -> Permit:
+    async def _quota(self, estimate: int | Callable[[], int], sd: float | None = None) -> Permit:
         """Wait, holding a concurrency slot, for quota covering ``estimate`` (see :meth:`acquire`)."""
         if not self._queue:  # nobody waiting: go now if the buckets allow, without queueing
             now = time.monotonic()
             if self._paused_until <= now:
                 tokens = estimate() if callable(estimate) else estimate
-                sd = deviation() if deviation is not None else None
                 if self.requests is None and self.tokens is None:
                     return self._grant(tokens, now, take=False)
                 if self.shared is None and self._wait(tokens, now, sd) <= 0:
@@ -767,7 +764,6 @@ class RateLimiter:
                     raise LimiterStopped()
                 now = time.monotonic()
                 tokens = estimate() if callable(estimate) else estimate
-                sd = deviation() if deviation is not None else None
                 wait = self._paused_until - now
                 if wait <= 0 and self.shared is not None and (self.requests or self.tokens):
                     shared_wait = await self._reserve_shared(tokens)

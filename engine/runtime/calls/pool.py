@@ -798,9 +798,6 @@ class JudgePool:
                 return counted + math.ceil(self.tokens.completion(req.template, tpl.expected_output_tokens))
             return self.tokens.estimate(features, req.template, tpl.expected_output_tokens)
 
-        def answer_error() -> float:  # a counted prompt's: only the answer's length is uncertain
-            return self.tokens.completion_error(req.template, tpl.expected_output_tokens)
-
         attempts = rate_limited = reasks = 0
         current = req
         tin = tout = tcached = treasoning = 0
@@ -844,7 +841,8 @@ class JudgePool:
                         # the estimator learns the request's own prompt once, not again at each retry
                         counted = await self._count_prompt(
                             current, features if current.messages is req.messages and counted is None else None)
-                        permit = await limiter.acquire(estimate, None if counted is None else answer_error)
+                        permit = await limiter.acquire(estimate, None if counted is None else self.tokens.completion_error(
+                            req.template, tpl.expected_output_tokens))
                     except LimiterStopped:
                         raise self._stopped_error() from None
                     finally:

@@ -112,7 +112,7 @@ async def test_a_known_deviation_replaces_the_estimators_relative_error():
     limiter = RateLimiter(tpm=60_000, concurrency=4, burst_s=60)
     limiter.estimate_error = lambda: 0.3
     guessed = await limiter.acquire(1_000)
-    known = await limiter.acquire(1_000, lambda: 25.0)
+    known = await limiter.acquire(1_000, 25.0)
     assert round(guessed.var) == 300 ** 2 and round(known.var) == 25 ** 2
     # this call's own part of the spread (the two in flight add theirs alike to both)
     inflight = guessed.var + known.var
@@ -130,19 +130,3 @@ def test_only_a_known_token_quota_asks_for_counts():
     assert not learned.paces_known_tokens
     learned.announced = True  # the same bucket, announced in headers
     assert learned.paces_known_tokens
-
-
-async def test_the_deviation_is_read_when_the_call_is_granted_not_when_it_queued():
-    # Calls queue before any answer has shown how long the template's answers run: the error
-    # known at their grant is the one to hold back for.
-    limiter = RateLimiter(tpm=60_000, concurrency=4, burst_s=1)  # 1,000 tokens, 1,000 a second
-    first = await limiter.acquire(900)
-    deviation = {"now": 300.0}
-    queued = asyncio.create_task(limiter.acquire(500, lambda: deviation["now"]))
-    await asyncio.sleep(0.01)
-    assert not queued.done()  # 100 left: it waits for the bucket
-    deviation["now"] = 5.0  # meanwhile an answer showed the length
-    permit = await queued
-    assert permit.var == 5.0 ** 2
-    await first.done(900)
-    await permit.done(500)
