@@ -219,9 +219,13 @@ class _MockJudge:
         """The request's token counts by the configured tokenizer (judge.mock.tokenizer)."""
         if self._count is not None:
             count = self._count
-            prep.prompt_tokens = sum(map(self._count_text, prep.texts)) + TOKENS_PER_MESSAGE * len(prep.texts)
+            prep.prompt_tokens = self._prompt_tokens(prep.texts)
             prep.completion_tokens = count(prep.answer)
         return prep
+
+    def _prompt_tokens(self, texts: list[str]) -> int:
+        """A prompt's count by the configured tokenizer: its messages' texts and their overhead."""
+        return sum(map(self._count_text, texts)) + TOKENS_PER_MESSAGE * len(texts)
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         st = self.stats
@@ -486,8 +490,7 @@ class _MockJudge:
             return web.Response(status=400, body=error_body(str(e), "BadRequestError"), content_type=_JSON)
         # Counted off the event loop, as vLLM's server tokenizes: the chat calls' admissions do
         # not wait behind a wave of long prompts being counted.
-        n = await asyncio.get_running_loop().run_in_executor(
-            None, lambda: sum(map(self._count_text, texts)) + TOKENS_PER_MESSAGE * len(texts))
+        n = await asyncio.get_running_loop().run_in_executor(None, self._prompt_tokens, texts)
         self.stats.tokenize_requests += 1
         # vLLM always states its window; the mock's is unlimited without --context-window
         body = {"count": n, "max_model_len": self.cfg.context_window or 131_072, "tokens": list(range(n))}

@@ -659,10 +659,15 @@ class RateLimiter:
         full bucket has beside it: a server admits any request a full bucket covers, whatever
         its real size, so waiting past full for it would leave the quota idle (a request near
         the bucket's size lost 0.1 s a request that way)."""
-        own = self.estimate_error() * tokens if sd is None else sd
+        own = self._deviation(tokens, sd)
         if self.tokens is not None:
             own = min(own, max(0.0, self.tokens.capacity - tokens) / SPREAD_Z)
         return SPREAD_Z * math.sqrt(own * own + max(0.0, self._inflight_var))
+
+    def _deviation(self, tokens: int, sd: float | None) -> float:
+        """The standard deviation (tokens) of the server's count of a call estimated at
+        ``tokens``: ``sd`` where the caller knows it, else the estimator's relative error."""
+        return self.estimate_error() * tokens if sd is None else sd
 
     def _wait(self, tokens: int, now: float, sd: float | None = None) -> float:
         """Seconds until both buckets cover one request of ``tokens`` and their reserves."""
@@ -688,7 +693,7 @@ class RateLimiter:
         self._admitted_tokens += tokens
         self.binding.sent(tokens)
         r, t = (self.requests, self.tokens) if take else (None, None)
-        var = (self.estimate_error() * tokens if sd is None else sd) ** 2
+        var = self._deviation(tokens, sd) ** 2
         self._inflight_var += var
         permit = Permit(self, tokens, now, (r, r.level, r.shifted) if r is not None else None,
                         (t, t.level, t.shifted) if t is not None else None, int(self._sent_requests), var)
