@@ -43,6 +43,7 @@ import msgspec
 
 from drscore.engine.runtime.calls.history import BucketHistory, Take
 from drscore.engine.runtime.calls.judging import HINT_CEILING_S, RateLimitInfo
+from drscore.engine.runtime.calls.server_bucket import ServerBucket, given_back
 
 
 # Where a bucket cannot hold a request and its reserve (one request a bucket), the reserve is
@@ -137,6 +138,23 @@ class TokenBucket:
         self.level = min(self.capacity, self.level + delta)
         self.shifted += delta
         self._changed()
+
+    def give_back(self, amount: float, now: float, recent: float) -> None:
+        """A reserving server's give-back, ``recent`` having been taken just before (see
+        :func:`~drscore.engine.runtime.calls.server_bucket.given_back`), as a shift."""
+        self._refill(now)
+        self.shift(given_back(self.level, amount, self.capacity, recent) - self.level, now)
+
+    def move_to(self, level: float, now: float) -> None:
+        """Set the level (a replay of the server's bucket), as a shift."""
+        self._refill(now)
+        self.shift(level - self.level, now)
+
+    def lower_to(self, level: float, now: float) -> None:
+        """Never believe more than ``level`` (an upper bound of the server's), as a shift."""
+        self._refill(now)
+        if level < self.level:
+            self.shift(level - self.level, now)
 
     def set_rate(self, per_minute: float, now: float, burst_s: float = 1.0) -> None:
         """Change the refill rate from now on (what accrued so far is kept)."""
@@ -558,7 +576,7 @@ class RateLimiter:
         self.reserves_output = False
         # Told each server count followed: (the call's grant order, theirs less ours), for a
         # reserving endpoint's prompt guess (quota_charge.ReservedCharge): the pool sets it.
-        self.followed: Callable[[int, float], None] | None = None
+        self.followed: Callable[[int, float | None], None] | None = None
         self.announced = False  # a response carried x-ratelimit-limit-* headers
         # Pacing at the limits the endpoint announced in an earlier run (remember()) until
         # its own headers say them again
@@ -578,6 +596,10 @@ class RateLimiter:
         self._unsettled: dict[int, Permit] = {}
         self._history: BucketHistory | None = None  # the local tokens bucket's takes (see _correct)
         self._history_bucket: TokenBucket | None = None
+        # A reserving server's bucket as its counts and our takes and give-backs replay it
+        # (_follow_reserved), and the local tokens bucket it belongs to
+        self._server: ServerBucket | None = None
+        self._server_of: TokenBucket | None = None
         self._paused_until = 0.0
         self._queue: deque[asyncio.Future[None]] = deque()
         self._changed = asyncio.Event()
@@ -698,7 +720,12 @@ class RateLimiter:
         permit = Permit(self, tokens, now, (r, r.level, r.shifted) if r is not None else None,
                         (t, t.level, t.shifted) if t is not None else None, int(self._sent_requests), var)
         self._unsettled[permit.seq] = permit
-        if t is not None:
+        if t is not None and self.reserves_output:
+            # A reserving server charges the whole cap until the answer leaves, then gives back
+            # the unused part: a change made then, not a miss made at the grant, so nothing for
+            # the history to replay; the server's own bucket is replayed from its counts instead.
+            self._server_bucket(t, now, tokens).took(permit.seq, now, tokens)
+        elif t is not None:
             permit.take = (history := self._history_of(t), history.took(now, t.level + tokens, tokens))
         return permit
 
@@ -712,6 +739,14 @@ class RateLimiter:
             self._history_bucket = bucket
         history.rate, history.capacity = bucket.rate, bucket.capacity
         return history
+
+    def _server_bucket(self, bucket: TokenBucket, now: float, taken: float) -> ServerBucket:
+        """The reserving server's bucket behind ``bucket`` (a new one for a new bucket, level
+        with ours before the call that just took ``taken``)."""
+        if self._server is None or self._server_of is not bucket:
+            self._server = ServerBucket(bucket.level + taken, now, int(self._sent_requests) - 1)
+            self._server_of = bucket
+        return self._server
 
     def _settle(self, permit: Permit) -> None:
         """The call's count is known (its answer) or moot (refused, failed): its estimate's
@@ -815,7 +850,12 @@ class RateLimiter:
             if self.tokens is not None and (self.reserves_output or (not permit.synced and permit.seq > self._followed)):
                 if self.shared is None or await self.shared.adjust(actual - permit.estimate, self._shape()) is None:
                     # as a shift: a later answer's count discounts it (see _follow)
-                    self.tokens.shift(correction, time.monotonic())
+                    now = time.monotonic()
+                    if self.reserves_output and self._server_of is self.tokens and self._server is not None:
+                        self._server.gave_back(now, correction)
+                        self.tokens.give_back(correction, now, self._server.recent(now))
+                    else:
+                        self.tokens.shift(correction, now)
                 self._changed.set()  # a refund may let the head go now
         else:
             self._correct(permit, permit.estimate)
@@ -935,6 +975,38 @@ class RateLimiter:
         bucket.shift(diff, now)
         return diff
 
+    def _follow_reserved(self, permit: Permit, remaining: float | None, reset_s: float | None,
+                         now: float) -> tuple[bool, float | None]:
+        """Set a reserving server's tokens bucket from its count for ``permit`` by replaying
+        what happened since (:mod:`drscore.engine.runtime.calls.server_bucket`). Returns whether
+        the count was followed, and what it held above the replay's prediction of it (the
+        server's prompt charges less than ours since the last count followed; None where
+        nothing predicted it)."""
+        bucket, server, after = self.tokens, self._server, permit.tokens_after
+        if (bucket is None or remaining is None or after is None or after[0] is not bucket or server is None
+                or self._server_of is not bucket):
+            return False, None
+        rate = bucket.rate
+        level = remaining
+        if reset_s is not None:
+            if remaining > 0:  # a bucket in debt reports 0 left and a reset beyond its size
+                bucket.capacity = min(max(bucket.capacity, remaining + reset_s * rate), rate * MAX_WINDOW_S)
+            level = bucket.capacity - reset_s * rate
+        admitted = permit.granted_at + ARRIVAL_S
+        if reset_s is None and remaining <= 0:
+            # Floored at 0 and no reset to say how deep (Azure sends remaining counts alone): the
+            # server had at most 0, so this can only lower our bucket.
+            bound = server.at_most(permit.seq, permit.granted_at, admitted, 0.0, now, rate, bucket.capacity)
+            if bound is not None:
+                bucket.lower_to(bound, now)
+            return False, None
+        followed = server.follow(permit.seq, permit.granted_at, admitted, level, now, rate, bucket.capacity)
+        if followed is None:
+            return False, None
+        miss, level_now = followed
+        bucket.move_to(level_now, now)
+        return True, miss
+
     def observe(self, info: RateLimitInfo | None, permit: Permit | None = None) -> None:
         """Adopt the limits a server announces (``x-ratelimit-limit-*``) when they are
         tighter than ours (or we have none, or only remembered ones): a run without
@@ -982,7 +1054,15 @@ class RateLimiter:
                     self.requests, permit.requests_after, info.remaining_requests, info.reset_requests_s, now,
                     1.0) is not None:
                 self._followed_requests = permit.seq
-            if permit.seq > self._followed:
+            if permit.seq > self._followed and self.reserves_output and self.shared is None:
+                followed, miss = self._follow_reserved(permit, info.remaining_tokens, info.reset_tokens_s, now)
+                permit.synced = followed
+                if followed:
+                    self._followed = permit.seq
+                    self._settle_through(permit.seq)
+                    if self.followed is not None:
+                        self.followed(permit.seq, miss)
+            elif permit.seq > self._followed:
                 diff = self._follow(self.tokens, permit.tokens_after, info.remaining_tokens,
                                     info.reset_tokens_s, now, permit.estimate)
                 permit.synced = diff is not None
@@ -1005,6 +1085,8 @@ class RateLimiter:
         # (the pause and the headers, if any, correct the rest).
         self._correct(permit, permit.estimate)
         self.rate_limited += 1
+        if self._server is not None:
+            self._server.refused(permit.seq)
         self._admitted_requests -= 1  # refused: the server took nothing
         self._admitted_tokens -= permit.estimate
         now = time.monotonic()

@@ -1,0 +1,159 @@
+"""A reserving server's token bucket, replayed from the last count it sent.
+
+Against a reserving endpoint (:mod:`drscore.engine.runtime.calls.quota_charge`) the server's
+bucket moves at three kinds of moment: it admits a call (charging its prompt guess and the
+whole output cap), an answer leaves it (the unused cap comes back), and time refills it up to
+its size. A count (``remaining``, with an answer) is its level right after it admitted that
+call. Moving our bucket by that count less our level at the grant, less what moved ours since,
+holds only while neither bucket sat full, and only where every give-back that reached us since
+the grant had also reached the server's count. Neither holds with a one-second bucket and calls
+of several times its size: both buckets sit full or in debt nearly all the time, and answers
+come back all through the seconds a count takes to arrive. Logged at both ends (``bench.pacing
+--workload quality --charge reserved``), a give-back the server made two milliseconds after
+admitting a call was read as a miss of ours, the next count undid it, and the bucket ended
+260 tokens above the server's: the next call met a 429.
+
+So the level is replayed instead: from the count, through the calls granted after the one it
+came with and the give-backs that reached us after that call's grant, each in the order it
+happened, with the refill between them capped at the bucket's size. Replayed from one count to
+the next, it also predicts the next count: what the server then reports above the prediction
+is what it charged the prompts of the calls in between less than we did
+(:class:`~drscore.engine.runtime.calls.quota_charge.ReservedCharge` learns its guess from it).
+
+Pure and clock-free: times are passed in.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+# A give-back that reaches us this soon after a call's grant may have left the server before
+# or after it admitted that call, so that call's count is not used: on loopback the mock
+# admitted calls 1.5-3 ms after the grant and its answers reached us about 1 ms after leaving;
+# over a network both take longer.
+AMBIGUOUS_S = 0.05
+# Events kept at most: an endpoint that never sends a count (a told quota without headers)
+# must not grow the record; beyond it the next count predicts nothing.
+EVENTS_MAX = 4096
+
+
+class _Event:
+    """A take (``seq`` > 0: the call's grant order) or a give-back (``seq`` 0) at ``at``."""
+
+    __slots__ = ("at", "delta", "seq")
+
+    def __init__(self, at: float, delta: float, seq: int) -> None:
+        self.at, self.delta, self.seq = at, delta, seq
+
+
+def given_back(level: float, amount: float, capacity: float, recent: float) -> float:
+    """The level after a give-back of ``amount`` reached a bucket at ``level``, ``recent``
+    having been taken by calls granted too shortly before to tell whether the server had
+    admitted them yet: the lower of the two orders. Given back after their admission, the
+    bucket holds ``level + amount``; before it, the server's bucket may have been full and
+    overflowed, then those calls took ``recent``: ``capacity - recent`` (logged at both ends: a
+    give-back that reached us 2 ms after a call was granted at a full bucket had overflowed
+    the server's before it admitted the call, and ours, 961 tokens above it, met a 429)."""
+    return min(level + amount, max(level, capacity - recent))
+
+
+def _replay(level: float, at: float, events: list[_Event], until: float, rate: float, capacity: float) -> float:
+    """``level`` at ``at``, moved by ``events`` in order (none earlier than ``at``) and refilled
+    up to ``capacity``: the level at ``until``."""
+    takes: deque[_Event] = deque()  # those of the last AMBIGUOUS_S
+    for event in events:
+        t = max(event.at, at)
+        level = min(capacity, level + (t - at) * rate)
+        at = t
+        while takes and takes[0].at < t - AMBIGUOUS_S:
+            takes.popleft()
+        if event.seq:
+            level += event.delta
+            takes.append(event)
+        else:
+            level = given_back(level, event.delta, capacity, -sum(e.delta for e in takes))
+    return min(capacity, level + max(0.0, until - at) * rate)
+
+
+class ServerBucket:
+    """The takes and give-backs of a reserving server's token bucket since the last count
+    followed (the anchor: its level when it admitted call ``through``)."""
+
+    def __init__(self, level: float, at: float, through: int) -> None:
+        self._anchor: tuple[float, float, int] | None = (at, level, through)
+        self._events: deque[_Event] = deque()
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def _record(self, event: _Event) -> None:
+        self._events.append(event)
+        if len(self._events) > EVENTS_MAX:
+            self._events.popleft()
+            self._anchor = None  # the replay from it misses an event
+
+    def took(self, seq: int, at: float, amount: float) -> None:
+        """Call ``seq`` was granted at ``at`` and charged ``amount``."""
+        self._record(_Event(at, -amount, seq))
+
+    def refused(self, seq: int) -> None:
+        """Call ``seq`` met a 429: the server charged it nothing."""
+        for event in reversed(self._events):
+            if event.seq == seq:
+                event.delta = 0.0
+                return
+
+    def gave_back(self, at: float, amount: float) -> None:
+        """An answer that reached us at ``at`` showed the server gave ``amount`` back."""
+        self._record(_Event(at, amount, 0))
+
+    def recent(self, at: float) -> float:
+        """What the calls granted in the last AMBIGUOUS_S before ``at`` took (see :func:`given_back`)."""
+        taken = 0.0
+        for event in reversed(self._events):
+            if event.at < at - AMBIGUOUS_S:
+                break
+            if event.seq:
+                taken -= event.delta
+        return taken
+
+    def _split(self, seq: int, granted_at: float) -> tuple[list[_Event], list[_Event]] | None:
+        """The events in call ``seq``'s count and those after it; None when a give-back came
+        too near its grant to tell."""
+        before: list[_Event] = []
+        after: list[_Event] = []
+        for event in self._events:
+            if event.seq:
+                (before if event.seq <= seq else after).append(event)
+            elif event.at <= granted_at:
+                before.append(event)
+            elif event.at <= granted_at + AMBIGUOUS_S:
+                return None
+            else:
+                after.append(event)
+        return before, after
+
+    def follow(self, seq: int, granted_at: float, admitted_at: float, level: float, now: float,
+               rate: float, capacity: float) -> tuple[float | None, float] | None:
+        """The server had ``level`` right after admitting call ``seq`` (granted at ``granted_at``,
+        admitted about ``admitted_at``). Returns the count less what the replay from the
+        previous one predicted (None with nothing to predict from) and the level at ``now``; or
+        None when the count cannot be placed among the give-backs, and nothing changes."""
+        split = self._split(seq, granted_at)
+        if split is None:
+            return None
+        before, after = split
+        predicted = None
+        if self._anchor is not None and self._anchor[2] < seq:
+            at, anchor_level, _ = self._anchor
+            predicted = _replay(anchor_level, at, before, admitted_at, rate, capacity)
+        self._anchor = (admitted_at, level, seq)
+        self._events = deque(after)
+        return (None if predicted is None else level - predicted), _replay(level, admitted_at, after, now, rate,
+                                                                           capacity)
+
+    def at_most(self, seq: int, granted_at: float, admitted_at: float, level: float, now: float, rate: float,
+                capacity: float) -> float | None:
+        """The level at ``now`` if the server had at most ``level`` when it admitted call
+        ``seq`` (a count floored at 0, whose depth is unknown): an upper bound, nothing recorded."""
+        split = self._split(seq, granted_at)
+        return None if split is None else _replay(level, admitted_at, split[1], now, rate, capacity)

@@ -1,0 +1,106 @@
+"""A reserving server's token bucket replayed from its counts: levels computed by hand."""
+from __future__ import annotations
+
+import pytest
+
+from drscore.engine.runtime.calls.server_bucket import EVENTS_MAX, ServerBucket, given_back
+
+RATE, MINUTE = 1_000.0, 60_000.0  # 1,000 tokens a second in a bucket of a minute
+
+
+def test_a_give_back_the_server_made_after_a_count_is_replayed_after_it():
+    server = ServerBucket(MINUTE, 0.0, 0)
+    server.took(1, 0.0, 10_000)
+    server.took(2, 0.0, 10_000)  # 40,000 left
+    server.gave_back(1.0, 9_000)  # call 1's answer: it wrote 1,000 of its cap
+    # call 2's count, taken when the server admitted it (10 ms after the grant): 40,010
+    miss, level = server.follow(2, 0.0, 0.01, 40_010, 2.0, RATE, MINUTE)
+    assert miss == pytest.approx(0.0)  # as predicted: the server charged what we did
+    # 40,010 + 990 of refill + 9,000 given back + 1,000 of refill (a difference from the grant
+    # less every move since would have put it at 41,000: the give-back read as our miss)
+    assert level == pytest.approx(51_000)
+
+
+def test_a_give_back_too_near_the_grant_to_place_leaves_the_count_unused():
+    server = ServerBucket(MINUTE, 0.0, 0)
+    server.took(1, 0.0, 20_000)
+    server.took(2, 1.0, 10_000)
+    server.gave_back(1.02, 9_000)  # 20 ms after call 2's grant: before or after its admission?
+    assert server.follow(2, 1.0, 1.01, 31_010, 2.0, RATE, MINUTE) is None
+    # call 3's count is placed well after it: replayed from the start, the give-back included
+    server.took(3, 1.5, 5_000)
+    miss, level = server.follow(3, 1.5, 1.51, 35_510, 3.0, RATE, MINUTE)
+    # 60,000 - 20,000 (+1,000 of refill by 1 s) - 10,000 + 9,000 - 5,000 (+510 by 1.51 s)
+    assert miss == pytest.approx(0.0)
+    assert level == pytest.approx(35_510 + 1_490)
+
+
+def test_a_give_back_just_after_a_grant_counts_as_made_first_where_that_is_lower():
+    # Logged: a call of 5,978 granted at a full bucket of 4,715; a give-back of 961 reached us 2 ms
+    # later, but the server had made it first, full, and lost it: the level stays where the call left it
+    assert given_back(4_715 - 5_978, 961, 4_715, 5_978) == pytest.approx(4_715 - 5_978)
+    # with no call granted in the last AMBIGUOUS_S it is all kept
+    assert given_back(-1_263, 961, 4_715, 0) == pytest.approx(-302)
+    # the bucket held 4,000 before a take of 3,000: made first, 715 of it fit under the size
+    assert given_back(1_000, 961, 4_715, 3_000) == pytest.approx(1_715)
+    # replayed alike: full, a take of 5,978, the give-back 2 ms later
+    server = ServerBucket(4_715, 0.0, 0)
+    server.took(1, 0.0, 5_978)
+    server.gave_back(0.002, 961)
+    assert server.at_most(0, -1.0, -1.0, 4_715, 0.002, 0.0, 4_715) == pytest.approx(4_715 - 5_978)
+
+
+def test_a_bucket_of_a_second_is_replayed_with_its_debt_and_its_size():
+    capacity = RATE  # one second of quota
+    server = ServerBucket(capacity, 0.0, 0)
+    server.took(1, 0.0, 3_000)  # a prompt of 500 and a cap of 2,500: -2,000
+    server.took(2, 0.6, 1_000)  # -1,400 by then, -2,400 after
+    server.gave_back(0.7, 2_500)  # call 1 wrote nothing: -2,300 + 2,500 = 200
+    miss, level = server.follow(2, 0.6, 0.61, -2_390, 2.0, RATE, capacity)
+    assert miss == pytest.approx(0.0)
+    assert level == pytest.approx(capacity)  # 200 + 1.3 s of refill, held at the bucket's size
+
+
+def test_what_the_count_holds_beyond_the_prediction_is_the_servers_cheaper_prompts():
+    server = ServerBucket(MINUTE, 0.0, 0)
+    server.took(1, 0.0, 5_000)
+    server.took(2, 0.0, 3_000)
+    # the server charged 4,800 and 2,900: 52,300 left, and 10 ms of refill when it counted call 2
+    miss, _ = server.follow(2, 0.0, 0.01, 52_310, 1.0, RATE, MINUTE)
+    assert miss == pytest.approx(300)
+    # the next count is predicted from this one: only the calls since are in it
+    server.took(3, 1.0, 2_000)
+    miss, _ = server.follow(3, 1.0, 1.01, 52_310 + 1_000 - 1_900, 2.0, RATE, MINUTE)
+    assert miss == pytest.approx(100)
+
+
+def test_a_refused_call_was_charged_nothing():
+    server = ServerBucket(MINUTE, 0.0, 0)
+    server.took(1, 0.0, 5_000)
+    server.took(2, 0.0, 5_000)
+    server.refused(2)  # a 429
+    server.took(3, 0.5, 5_000)
+    # 60,000 - 5,000, 500 of refill by 0.5 s, - 5,000, and 10 more by its admission
+    miss, level = server.follow(3, 0.5, 0.51, 50_510, 1.0, RATE, MINUTE)
+    assert miss == pytest.approx(0.0)  # not 5,000 below: call 2 took nothing
+    assert level == pytest.approx(51_000)
+
+
+def test_a_count_floored_at_zero_only_bounds_the_level_and_moves_nothing():
+    server = ServerBucket(MINUTE, 0.0, 0)
+    server.took(1, 0.0, 70_000)  # into debt: the server says 0 left
+    server.took(2, 0.5, 1_000)
+    assert server.at_most(1, 0.0, 0.01, 0.0, 1.0, RATE, MINUTE) == pytest.approx(0.0 + 990 - 1_000)
+    # the anchor is still the start: call 2's count is predicted from there
+    miss, _ = server.follow(2, 0.5, 0.51, -10_000 + 510 - 1_000, 1.0, RATE, MINUTE)
+    assert miss == pytest.approx(0.0)
+
+
+def test_with_no_count_the_record_stays_bounded_and_the_next_count_predicts_nothing():
+    server = ServerBucket(MINUTE, 0.0, 0)
+    for seq in range(1, EVENTS_MAX + 11):
+        server.took(seq, seq * 0.001, 1)
+    assert len(server) == EVENTS_MAX
+    miss, level = server.follow(EVENTS_MAX + 10, (EVENTS_MAX + 10) * 0.001, 5.0, 1_000, 6.0, RATE, MINUTE)
+    assert miss is None  # events were dropped: no prediction to learn from
+    assert level == pytest.approx(2_000) and len(server) == 0
