@@ -953,12 +953,7 @@ class RateLimiter:
             bucket.clamp(remaining, now)  # the store paces: never believe more than remains
             return None
         rate = bucket.rate
-        server = remaining
-        if reset_s is not None:
-            if remaining > 0:  # a bucket in debt reports 0 left and a reset beyond its size
-                bucket.capacity = min(max(bucket.capacity, remaining + reset_s * rate), rate * MAX_WINDOW_S)
-            # the reset is exact to the millisecond where the count is floored, and says how deep a debt is
-            server = bucket.capacity - reset_s * rate
+        server = _server_level(bucket, remaining, reset_s)
         diff = server - after[1] - (bucket.shifted - after[2])
         if reset_s is None and remaining <= 0 and diff > 0:
             # Floored at 0: a bucket in debt says how deep only through its reset, which this
@@ -987,11 +982,7 @@ class RateLimiter:
                 or self._server_of is not bucket):
             return False, None
         rate = bucket.rate
-        level = remaining
-        if reset_s is not None:
-            if remaining > 0:  # a bucket in debt reports 0 left and a reset beyond its size
-                bucket.capacity = min(max(bucket.capacity, remaining + reset_s * rate), rate * MAX_WINDOW_S)
-            level = bucket.capacity - reset_s * rate
+        level = _server_level(bucket, remaining, reset_s)
         admitted = permit.granted_at + ARRIVAL_S
         if reset_s is None and remaining <= 0:
             # Floored at 0 and no reset to say how deep (Azure sends remaining counts alone): the
@@ -1160,6 +1151,18 @@ class RateLimiter:
             "learned_tpm": round(self.token_learner.pace * 60) if self.token_learner.pace is not None else None,
             "binding": self.binding.dimension if not self.announced and self.learner.cuts else None,
         }
+
+
+def _server_level(bucket: TokenBucket, remaining: float, reset_s: float | None) -> float:
+    """The server's level by its count: ``remaining``, or where a reset came with it, the
+    bucket's size less the reset's worth of refill (exact to the millisecond where the count is
+    floored at 0, and how deep a debt is). ``remaining + reset x rate`` is the size of the
+    server's bucket: ``bucket`` takes it (up to MAX_WINDOW_S of quota)."""
+    if reset_s is None:
+        return remaining
+    if remaining > 0:  # a bucket in debt reports 0 left and a reset beyond its size
+        bucket.capacity = min(max(bucket.capacity, remaining + reset_s * bucket.rate), bucket.rate * MAX_WINDOW_S)
+    return bucket.capacity - reset_s * bucket.rate
 
 
 def _believable(seconds: float | None) -> float | None:
