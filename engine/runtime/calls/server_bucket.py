@@ -76,10 +76,11 @@ def _replay(level: float, at: float, events: list[_Event], until: float, rate: f
 
 class ServerBucket:
     """The takes and give-backs of a reserving server's token bucket since the last count
-    followed (the anchor: its level when it admitted call ``through``)."""
+    followed (the anchor: its level when it admitted a call). ``start``, where known, is the
+    first anchor: (when, level, the grant order of the last call before it)."""
 
-    def __init__(self, level: float, at: float, through: int) -> None:
-        self._anchor: tuple[float, float, int] | None = (at, level, through)
+    def __init__(self, start: tuple[float, float, int] | None = None) -> None:
+        self._anchor = start
         self._events: deque[_Event] = deque()
 
     def __len__(self) -> int:

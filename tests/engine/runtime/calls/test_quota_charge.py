@@ -232,6 +232,34 @@ async def test_a_reserving_servers_count_sets_the_bucket_through_the_give_backs_
     assert misses == [pytest.approx(0.0, abs=1e-6)]  # and not read as a cheaper prompt
     await b.done(1_000)
     assert lim.tokens.level == pytest.approx(60_000)
+    # the next count is predicted from b's: c took 10,000, and the server charged it 9,800
+    c = await lim.acquire(10_000)
+    clock.now += 1.0
+    lim.observe(RateLimitInfo(remaining_tokens=50_200 + 10), c)
+    assert misses[1] == pytest.approx(200, abs=1e-6)  # read as a cheaper prompt, as it was
+
+
+async def test_a_bucket_from_announced_limits_predicts_nothing_from_where_it_started(monkeypatch):
+    # Its start is a remaining count floored at 0, whatever debt it hides: no first prediction.
+    clock = _Clock()
+    monkeypatch.setattr(limits, "time", clock)
+    lim = RateLimiter(concurrency=4, margin_s=0.0)
+    lim.reserves_output = True
+    misses: list[float | None] = []
+    lim.followed = lambda seq, miss: misses.append(miss)
+    first = await lim.acquire(5_000)
+    lim.observe(RateLimitInfo(limit_tokens=60_000, remaining_tokens=0), first)  # 1,000 a second, a bucket of 1,000
+    await first.done(5_000)
+    clock.now += 1.0  # 1,000
+    a = await lim.acquire(500)
+    clock.now += 1.0
+    lim.observe(RateLimitInfo(limit_tokens=60_000, remaining_tokens=300), a)
+    assert misses == [None]
+    b = await lim.acquire(500)  # from the count: 300 + 990 of refill, held at 1,000; 500 after b
+    clock.now += 1.0
+    # the server charged b 400: 600 left, and 10 ms of refill when it counted b
+    lim.observe(RateLimitInfo(limit_tokens=60_000, remaining_tokens=610), b)
+    assert misses[1] == pytest.approx(100, abs=1e-6)  # b was charged 400 by the server
 
 
 async def test_a_reserving_servers_give_back_is_made_when_the_answer_leaves_not_replayed_from_the_grant(

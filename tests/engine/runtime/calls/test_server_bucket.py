@@ -9,7 +9,7 @@ RATE, MINUTE = 1_000.0, 60_000.0  # 1,000 tokens a second in a bucket of a minut
 
 
 def test_a_give_back_the_server_made_after_a_count_is_replayed_after_it():
-    server = ServerBucket(MINUTE, 0.0, 0)
+    server = ServerBucket((0.0, MINUTE, 0))
     server.took(1, 0.0, 10_000)
     server.took(2, 0.0, 10_000)  # 40,000 left
     server.gave_back(1.0, 9_000)  # call 1's answer: it wrote 1,000 of its cap
@@ -22,7 +22,7 @@ def test_a_give_back_the_server_made_after_a_count_is_replayed_after_it():
 
 
 def test_a_give_back_too_near_the_grant_to_place_leaves_the_count_unused():
-    server = ServerBucket(MINUTE, 0.0, 0)
+    server = ServerBucket((0.0, MINUTE, 0))
     server.took(1, 0.0, 20_000)
     server.took(2, 1.0, 10_000)
     server.gave_back(1.02, 9_000)  # 20 ms after call 2's grant: before or after its admission?
@@ -44,7 +44,7 @@ def test_a_give_back_just_after_a_grant_counts_as_made_first_where_that_is_lower
     # the bucket held 4,000 before a take of 3,000: made first, 715 of it fit under the size
     assert given_back(1_000, 961, 4_715, 3_000) == pytest.approx(1_715)
     # replayed alike: full, a take of 5,978, the give-back 2 ms later
-    server = ServerBucket(4_715, 0.0, 0)
+    server = ServerBucket((0.0, 4_715, 0))
     server.took(1, 0.0, 5_978)
     server.gave_back(0.002, 961)
     assert server.at_most(0, -1.0, -1.0, 4_715, 0.002, 0.0, 4_715) == pytest.approx(4_715 - 5_978)
@@ -52,7 +52,7 @@ def test_a_give_back_just_after_a_grant_counts_as_made_first_where_that_is_lower
 
 def test_a_bucket_of_a_second_is_replayed_with_its_debt_and_its_size():
     capacity = RATE  # one second of quota
-    server = ServerBucket(capacity, 0.0, 0)
+    server = ServerBucket((0.0, capacity, 0))
     server.took(1, 0.0, 3_000)  # a prompt of 500 and a cap of 2,500: -2,000
     server.took(2, 0.6, 1_000)  # -1,400 by then, -2,400 after
     server.gave_back(0.7, 2_500)  # call 1 wrote nothing: -2,300 + 2,500 = 200
@@ -62,7 +62,7 @@ def test_a_bucket_of_a_second_is_replayed_with_its_debt_and_its_size():
 
 
 def test_what_the_count_holds_beyond_the_prediction_is_the_servers_cheaper_prompts():
-    server = ServerBucket(MINUTE, 0.0, 0)
+    server = ServerBucket((0.0, MINUTE, 0))
     server.took(1, 0.0, 5_000)
     server.took(2, 0.0, 3_000)
     # the server charged 4,800 and 2,900: 52,300 left, and 10 ms of refill when it counted call 2
@@ -75,7 +75,7 @@ def test_what_the_count_holds_beyond_the_prediction_is_the_servers_cheaper_promp
 
 
 def test_a_refused_call_was_charged_nothing():
-    server = ServerBucket(MINUTE, 0.0, 0)
+    server = ServerBucket((0.0, MINUTE, 0))
     server.took(1, 0.0, 5_000)
     server.took(2, 0.0, 5_000)
     server.refused(2)  # a 429
@@ -87,7 +87,7 @@ def test_a_refused_call_was_charged_nothing():
 
 
 def test_a_count_floored_at_zero_only_bounds_the_level_and_moves_nothing():
-    server = ServerBucket(MINUTE, 0.0, 0)
+    server = ServerBucket((0.0, MINUTE, 0))
     server.took(1, 0.0, 70_000)  # into debt: the server says 0 left
     server.took(2, 0.5, 1_000)
     assert server.at_most(1, 0.0, 0.01, 0.0, 1.0, RATE, MINUTE) == pytest.approx(0.0 + 990 - 1_000)
@@ -96,8 +96,18 @@ def test_a_count_floored_at_zero_only_bounds_the_level_and_moves_nothing():
     assert miss == pytest.approx(0.0)
 
 
+def test_without_a_known_start_the_first_count_predicts_nothing():
+    server = ServerBucket()
+    server.took(1, 0.0, 5_000)
+    miss, level = server.follow(1, 0.0, 0.01, 3_000, 1.0, RATE, MINUTE)
+    assert miss is None and level == pytest.approx(3_990)
+    server.took(2, 1.0, 2_000)
+    miss, _ = server.follow(2, 1.0, 1.01, 3_990 + 10 - 1_900, 2.0, RATE, MINUTE)
+    assert miss == pytest.approx(100)  # the second is predicted from the first
+
+
 def test_with_no_count_the_record_stays_bounded_and_the_next_count_predicts_nothing():
-    server = ServerBucket(MINUTE, 0.0, 0)
+    server = ServerBucket((0.0, MINUTE, 0))
     for seq in range(1, EVENTS_MAX + 11):
         server.took(seq, seq * 0.001, 1)
     assert len(server) == EVENTS_MAX
