@@ -536,7 +536,10 @@ class RateLimiter:
     the bucket when they come back. The server admitted the call ``ARRIVAL_S`` or so after
     our grant: where its bucket was below full it refilled meanwhile, and its count is read
     that much lower. ``remaining + reset x rate`` is the size of the server's bucket, so the
-    burst it allows is used (up to ``MAX_WINDOW_S`` of quota).
+    burst it allows is used (up to ``MAX_WINDOW_S`` of quota). A reserving endpoint's count
+    sets the tokens bucket to a replay of the server's bucket from that count instead
+    (:mod:`drscore.engine.runtime.calls.server_bucket`): its give-backs come at answers, not
+    at grants, and a difference taken through them misread the ones made after the count.
     Without headers a bucket holds ``burst_s`` seconds of quota (``--burst``).
 
     A told quota (``--rpm``/``--tpm``) is trusted: without headers its 429s pause everyone
@@ -574,8 +577,9 @@ class RateLimiter:
         # The server reserves each call's output cap and gives back the unused part with the
         # answer (engine.runtime.calls.quota_charge): the pool sets it.
         self.reserves_output = False
-        # Told each server count followed: (the call's grant order, theirs less ours), for a
-        # reserving endpoint's prompt guess (quota_charge.ReservedCharge): the pool sets it.
+        # Told each reserving server's count followed: (the call's grant order, the count less
+        # the replay's prediction of it, or None), for its prompt guess (quota_charge.ReservedCharge):
+        # the pool sets it.
         self.followed: Callable[[int, float | None], None] | None = None
         self.announced = False  # a response carried x-ratelimit-limit-* headers
         # Pacing at the limits the endpoint announced in an earlier run (remember()) until
