@@ -21,7 +21,9 @@ full concurrency at once), then at the first 429 a pace of 0.92 x the rate the e
 had been accepting, growing 15% per second (compounded) until the second 429, which cuts
 it to 0.92 x the lower of the pace and the accepted rate; from then on it grows linearly
 by 0.4% of that rate per second (a token rate by 0.2%) and is cut by 0.92 at each 429
-episode (AIMD). With headers the announced limits pace the run and the learner stays out
+episode (AIMD). A token rate is cut instead to 0.99 x the rate the calls sent prove the
+endpoint holds (:meth:`RateLearner.proven_rate`): the stretch before a 429 drained the
+server's bucket, so that lower bound is about the limit. With headers the announced limits pace the run and the learner stays out
 of the way.
 
 With a :class:`SharedQuota` (``--redis``: :mod:`drscore.engine.runtime.calls.team.quota`) the buckets
@@ -33,6 +35,7 @@ limiter carries on with its local buckets.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import math
 import time
@@ -40,6 +43,7 @@ from collections import deque
 from typing import Any, Callable, Protocol
 
 import msgspec
+import numpy as np
 
 from drscore.engine.runtime.calls.history import BucketHistory, Take
 from drscore.engine.runtime.calls.judging import HINT_CEILING_S, RateLimitInfo
@@ -165,6 +169,25 @@ class TokenBucket:
         self._changed()
 
 
+# The calls a learner keeps for :meth:`RateLearner.proven_rate`: the last this many, sent in the
+# last this many seconds (its search is quadratic in them).
+SENT_KEPT = 256
+SENT_KEPT_S = 120.0
+# The share of the proven rate a noisy learner paces at after a 429 (bench.headerless, tokens,
+# three runs each of an earlier form: limit / span at 0.98 0.948-0.969, at 0.99 0.968-0.971, at
+# 1.0 0.926-0.956 with 4-5 429s of 105 instead of 3)
+PROVEN_SHARE = 0.99
+# 429s in a row met while pacing within the proven rate before proofs are no longer believed
+PROVEN_MISSES = 2
+# How fast a pace grows beyond the proven rate, as a share of its growth below it: past the
+# limit a pace is refused within seconds where it drains a bucket, but where it exceeds the
+# limit by a hair, only after the hair has added up to a large request's size (bench.headerless,
+# tokens: at full speed the third 429 came at 10,250-10,350 tokens a second against the
+# limit's 10,000, 25 s after the second, in every run; at a quarter, at 10,050-10,070 in
+# two runs of five and not in the 38 s of the other three)
+BEYOND_PROOF = 0.25
+
+
 class RateLearner:
     """The rate a header-less endpoint sustains, learned from its 429s alone: requests per
     second, or (``success(units=tokens)``) tokens per second.
@@ -185,7 +208,11 @@ class RateLearner:
     (multiplicative decrease). A ``noisy`` learner (tokens: the estimate of a request's
     size is off by a few percent) never cuts below ``decrease`` x what the endpoint
     admitted since the previous 429, so a 429 the estimate's noise caused below the limit
-    does not cost a deep cut. Between cuts the pace grows by ``increase_per_s`` x the
+    does not cost a deep cut. And told each call sent (:meth:`sent`, :meth:`refused`, the
+    server's count at :meth:`success`), from the second cut on it paces at
+    ``PROVEN_SHARE`` x :meth:`proven_rate` instead, a lower bound of the limit that the
+    stretch before a 429 makes tight (it drained the server's bucket); its first cut
+    starts from the higher of the two. Between cuts the pace grows by ``increase_per_s`` x the
     pace set at the cut per second (additive increase). One cut per episode: the 429s of
     calls already in flight and the pause the server asked for (``Retry-After``) belong
     to the same one. Growth waits for the pause to end. Pure and clock-driven (tests
@@ -210,6 +237,9 @@ class RateLearner:
         self._episode: tuple[float, float] | None = None  # (time, admitted total) at the last cut
         self._successes: deque[tuple[float, float]] = deque()
         self._units = 0.0
+        self._proven_misses = 0  # 429s met while pacing within the proven rate
+        self._proven_ceiling: float | None = None  # the proven rate the pace was last cut to a share of
+        self._sent: list[tuple[int, float, float]] = []  # calls not refused: (number, sent at, units)
 
     def rate(self) -> float | None:
         return self.pace
@@ -234,10 +264,63 @@ class RateLearner:
         if self._episode is None:
             self._episode = (at, 0.0)
 
-    def success(self, units: float = 1.0) -> bool:
-        """Record an answered call (``units`` of it: 1 request, or its tokens); True when
-        the pace changed."""
+    def sent(self, seq: int, at: float, units: float = 1.0) -> None:
+        """Call number ``seq`` (numbered in the order calls leave) of ``units`` left at ``at``,
+        for :meth:`proven_rate`."""
+        self._sent.append((seq, at, units))
+        while len(self._sent) > SENT_KEPT or self._sent[0][1] < at - SENT_KEPT_S:
+            self._sent.pop(0)
+
+    def _sent_index(self, seq: int) -> int | None:
+        i = bisect.bisect_left(self._sent, (seq, -math.inf, -math.inf))
+        return i if i < len(self._sent) and self._sent[i][0] == seq else None
+
+    def proven_rate(self) -> tuple[float, float] | None:
+        """The highest rate the calls sent prove the endpoint holds, and the stretch
+        (seconds) that proves it; None with fewer than two calls sent.
+
+        Over a stretch of ``w`` seconds from one call's send to a later one's that got in,
+        the endpoint took the ``t`` units sent in between; its bucket held at most ``b`` =
+        ``burst_s`` seconds of its rate ``r`` at the start, and still held the later call's
+        ``u`` units (or was full: a call larger than the bucket waits for a full one) when
+        that call got in. So ``r*b + r*w - t >= min(u, r*b)``: ``r >= (t + u) / (w + b)``
+        where ``r*b >= u``, else ``r >= t / w``. A lower bound (a refused call is taken out
+        at its 429, an answered one counts as the server counted it), tight over a stretch
+        that drained a full bucket, as the one before a 429 does.
+        """
+        n = len(self._sent)
+        if n < 2:
+            return None
+        at = np.fromiter((s[1] for s in self._sent), float, n)
+        units = np.fromiter((s[2] for s in self._sent), float, n)
+        before = np.concatenate(([0.0], np.cumsum(units)))[:-1]  # units sent before each call
+        # rows: the call that ends the stretch; columns: the one that starts it
+        taken = before[:, None] - before[None, :]
+        stretch = at[:, None] - at[None, :]
+        later = units[:, None]
+        b = self.burst_s
+        with np.errstate(divide="ignore", invalid="ignore"):  # the pairs without a stretch are dropped below
+            fits = np.maximum(later / b, (taken + later) / (stretch + b))  # rates whose bucket holds the call
+            drains = taken / stretch  # if under later / b, a full bucket let the call in
+        rates = np.where(drains < later / b, np.minimum(fits, drains), fits)
+        rates = np.where(stretch > 0, rates, 0.0)
+        best = int(np.argmax(rates))
+        end, start = divmod(best, n)
+        return float(rates[end, start]), float(stretch[end, start])
+
+    def refused(self, seq: int) -> None:
+        """Call number ``seq`` was refused: the endpoint took nothing of it."""
+        i = self._sent_index(seq)
+        if i is not None:
+            del self._sent[i]
+
+    def success(self, units: float = 1.0, seq: int | None = None) -> bool:
+        """Record an answered call (``units`` of it: 1 request, or its tokens, as the server
+        counted them; ``seq``: its number, see :meth:`sent`); True when the pace changed."""
         now = self.clock()
+        i = self._sent_index(seq) if seq is not None else None
+        if i is not None:
+            self._sent[i] = (*self._sent[i][:2], units)
         self._successes.append((now, units))
         self._units += units
         self._forget(now)  # bounded: a long run without 429s keeps only the window
@@ -251,7 +334,13 @@ class RateLearner:
             # shows where the limit is.
             grown = self.pace * (1.0 + self.first_increase_per_s) ** dt
         else:
-            grown = self.pace + self.increase_per_s * self._base * dt
+            step = self.increase_per_s * self._base * dt
+            grown = self.pace + step
+            ceiling = self._proven_ceiling
+            if ceiling is not None and grown > ceiling:
+                # beyond what was proven the pace probes, at a quarter of the speed
+                below = max(0.0, ceiling - self.pace)
+                grown = self.pace + below + (step - below) * BEYOND_PROOF
         self.pace = min(grown, self.max_rps) if self.max_rps else grown
         return True
 
@@ -269,8 +358,11 @@ class RateLearner:
             # full: its burst (``burst_s``) of quota came on top of the rate
             extra = self.burst_s if self.cuts == 0 else 0.0
             measured = max(0.0, admitted - before) / (now - since + extra)
+        proven = self.proven_rate() if self.noisy else None
         if self.cuts == 0:
             current = measured if measured is not None else accepted
+            if proven is not None:
+                current = max(current or 0.0, proven[0])
         else:
             current = self.pace
             # Right after the pause the window holds only answers from before it, spread over
@@ -290,6 +382,21 @@ class RateLearner:
                 # between refills what it drains) is a floor: a 429 the token estimate's
                 # noise caused below the limit must not cost a deep cut.
                 pace = max(pace, self.decrease * measured)
+        if proven is not None and self.cuts >= 1 and self._proven_misses < PROVEN_MISSES:
+            # The stretch before this 429 drained the server's bucket: the proven rate is about
+            # the limit, where the measures above are rough (the accepted rate counts the drain).
+            if self.pace is not None and self.pace <= proven[0]:
+                # Refused while pacing within what was proven: the estimates' noise, or a server
+                # bucket larger than burst_s, which inflates every proof. No deeper cut than the
+                # proven share; twice in a row, and proofs are no longer believed.
+                self._proven_misses += 1
+                pace = min(self.pace, PROVEN_SHARE * proven[0]) if self._proven_misses < PROVEN_MISSES else pace
+            else:
+                self._proven_misses = 0
+                pace = PROVEN_SHARE * proven[0]
+            self._proven_ceiling = proven[0]
+        else:
+            self._proven_ceiling = None
         self.pace = self._base = max(self.min_rps, pace)
         if self.max_rps:
             self.pace = self._base = min(self.pace, self.max_rps)
@@ -565,12 +672,12 @@ class RateLimiter:
             self.concurrency.limit = 1.0
         # Pacing learned from 429s when no quota headers announce the limits (never above
         # --rpm / --tpm): a request rate and a token rate, and which of the two binds.
-        self.learner = RateLearner(max_rps=rpm * safety / 60 if rpm else None)
+        self.learner = RateLearner(max_rps=rpm * safety / 60 if rpm else None, burst_s=burst_s)
         # A token pace grows half as fast as a request pace: its 429s come from the pace and the
         # estimates' noise together, and each one pauses everyone (bench.headerless, tokens: at
         # 0.4% a second the limit was met again every 12 s, 4 429s of 104 requests; at 0.2%, 3)
         self.token_learner = RateLearner(max_rps=tpm * safety / 60 if tpm else None, noisy=True,
-                                         increase_per_s=TOKEN_INCREASE_PER_S)
+                                         increase_per_s=TOKEN_INCREASE_PER_S, burst_s=burst_s)
         self.binding = BindingGuess()
         # The token estimate's relative error (0.1 = 10%): the pool sets it from its estimator.
         self.estimate_error: Callable[[], float] = lambda: 0.0
@@ -714,6 +821,7 @@ class RateLimiter:
         if not self._sent_requests:
             self.learner.started(now)
             self.token_learner.started(now)
+        self.token_learner.sent(int(self._sent_requests) + 1, now, tokens)
         self._sent_requests += 1
         self._admitted_requests += 1
         self._admitted_tokens += tokens
@@ -870,7 +978,8 @@ class RateLimiter:
         else:
             self._correct(permit, permit.estimate)
         requests_changed = self.learner.success()
-        tokens_changed = self.token_learner.success(actual if actual is not None else permit.estimate)
+        tokens_changed = self.token_learner.success(actual if actual is not None else permit.estimate,
+                                                    seq=permit.seq)
         if (requests_changed or tokens_changed) and not self.announced and (self.learner.cuts or self.token_learner.cuts):
             self._apply_learned()
         self.concurrency.on_success()
@@ -1089,6 +1198,7 @@ class RateLimiter:
         if self._server is not None:
             self._server.refused(permit.seq)
         self._admitted_requests -= 1  # refused: the server took nothing
+        self.token_learner.refused(permit.seq)
         self._admitted_tokens -= permit.estimate
         now = time.monotonic()
         delay = None

@@ -575,3 +575,88 @@ async def test_a_remaining_count_floored_at_zero_without_a_reset_never_raises_a_
     assert limiter.tokens is not None and permit.tokens_after is not None
     limiter.observe(RateLimitInfo(remaining_tokens=0), permit)
     assert not permit.synced and limiter.tokens.level < -1_900  # still in debt, as the server is
+
+
+
+def test_the_proven_rate_by_hand():
+    learner = RateLearner(burst_s=1.0, clock=lambda: 10.0)
+    learner.sent(1, 0.0, 4.0)
+    assert learner.proven_rate() is None  # one call proves nothing
+    learner.sent(2, 1.0, 30.0)
+    # A bucket of 1 s of rate r: r + r x 1 - 4 >= min(30, r). r >= 30 would need 2r - 4 >= 30
+    # (r >= 17: so r = 30 is the least there); below 30, 2r - 4 >= r: r >= 4. A call larger than
+    # the bucket waits for a full one, so it proves little.
+    rate, stretch = learner.proven_rate()
+    assert rate == pytest.approx(4.0) and stretch == pytest.approx(1.0)
+    learner.sent(3, 3.0, 10.0)
+    # 1 -> 3: r + 3r - 34 >= min(10, r): r >= 11 (44 / 4); 2 -> 3: r + 2r - 30 >= min(10, r):
+    # r >= 40 / 3, the best: the 30 units sent at 1.0 drained the bucket before the call at 3.0
+    rate, stretch = learner.proven_rate()
+    assert rate == pytest.approx(40 / 3) and stretch == pytest.approx(2.0)
+    learner.success(34.0, seq=2)  # the server counted 34, not 30: 2 -> 3 proves (34 + 10) / 3
+    assert learner.proven_rate()[0] == pytest.approx(44 / 3)
+    learner.refused(2)  # refused after all: it took nothing. 1 -> 3: r + 3r - 4 >= min(10, r): r >= 4 / 3
+    assert learner.proven_rate()[0] == pytest.approx(4 / 3)
+
+
+def test_the_proven_rate_keeps_the_calls_of_the_last_two_minutes():
+    learner = RateLearner(burst_s=1.0, clock=lambda: 0.0)
+    learner.sent(1, 0.0, 1000.0)
+    learner.sent(2, 0.5, 1000.0)
+    assert learner.proven_rate()[0] == pytest.approx(2000 / 1.5)
+    learner.sent(3, 150.0, 10.0)  # both older calls are over two minutes old by then
+    learner.sent(4, 150.5, 10.0)
+    assert learner.proven_rate()[0] == pytest.approx(20 / 1.5)
+
+
+def test_a_noisy_learner_paces_at_the_proven_rate_from_its_second_cut():
+    now = [0.0]
+    learner = RateLearner(decrease=0.9, burst_s=1.0, noisy=True, clock=lambda: now[0])
+    learner.started(0.0)
+    for seq in range(1, 5):  # 4 calls of 10 units, 1 s apart: 3 -> 4 proves (10 + 10) / 2 = 10 a second
+        learner.sent(seq, seq - 1.0, 10.0)
+    now[0] = 3.5
+    # the first cut: the higher of the measure (40 taken in 3.5 s + 1 s: 8.9) and the proof, x 0.9
+    assert learner.rate_limited(pause_s=1.0, admitted=40.0) and learner.pace == pytest.approx(9.0)
+    for seq, at in ((5, 5.0), (6, 5.5), (7, 6.0)):  # then 20 units a second for 1 s: 5 -> 7 proves 30 / 2
+        learner.sent(seq, at, 10.0)
+    learner.pace = 20.0  # the slow start overshot
+    now[0] = 6.2
+    assert learner.rate_limited(pause_s=1.0, admitted=70.0)
+    assert learner.pace == pytest.approx(0.99 * 15.0)
+    # then 0.4% of 14.85 a second from the pause's end (7.2) up to the proof, 15
+    now[0] = 8.2
+    learner.success()
+    assert learner.pace == pytest.approx(14.85 + 0.0594)
+    # and beyond it at a quarter of that: 10 s more grow 0.594, 0.0906 of it below 15
+    now[0] = 18.2
+    learner.success()
+    assert learner.pace == pytest.approx(15.0 + (0.594 - 0.0906) / 4)
+
+
+def test_proofs_refused_twice_in_a_row_are_no_longer_believed():
+    now = [0.0]
+    learner = RateLearner(decrease=0.9, burst_s=1.0, noisy=True, clock=lambda: now[0])
+    learner.started(0.0)
+    for seq in range(1, 5):
+        learner.sent(seq, seq - 1.0, 10.0)  # proves 10 a second, as above
+    now[0] = 3.5
+    learner.rate_limited(pause_s=1.0, admitted=40.0)  # pace 9
+    now[0] = 5.0
+    # refused at 9 a second, within the proven 10: noise, or a server bucket larger than
+    # burst_s. No deeper cut than 0.99 x the proof: the pace stays at 9.
+    assert learner.rate_limited(pause_s=1.0, admitted=40.0) and learner.pace == pytest.approx(9.0)
+    now[0] = 7.0
+    # again, in a row: the proof is dropped and the cut is multiplicative (0.9 x 9). The 1.5 s
+    # since the last cut admitted nothing, so the noisy floor (0.9 x what it admitted) is 0.
+    assert learner.rate_limited(pause_s=1.0, admitted=40.0) and learner.pace == pytest.approx(8.1)
+
+
+async def test_the_token_learner_is_told_what_each_call_cost_and_what_was_refused():
+    lim = RateLimiter(concurrency=4)  # nothing told, no headers: the learners listen
+    now = time.monotonic()
+    sent = [lim._grant(n, now + i) for i, n in enumerate((100, 200, 300))]
+    assert [units for _, _, units in lim.token_learner._sent] == [100, 200, 300]
+    await sent[0].done(120)  # the server counted 120
+    await lim.rate_limited_release(sent[1], RateLimitInfo(retry_after_s=0.01))  # the server took nothing
+    assert [(seq, units) for seq, _, units in lim.token_learner._sent] == [(1, 120), (3, 300)]
