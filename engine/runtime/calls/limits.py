@@ -18,13 +18,12 @@ Without quota headers (many compatible services and gateways send only ``Retry-A
 on a 429) and without ``--rpm``, :class:`RateLearner` learns the rate the endpoint holds:
 a slow start (after the first answer, one more call in flight per answer instead of the
 full concurrency at once), then at the first 429 a pace of 0.92 x the rate the endpoint
-had been accepting, growing 15% per second (compounded) until the second 429, which cuts
-it to 0.92 x the lower of the pace and the accepted rate; from then on it grows linearly
-by 0.4% of that rate per second (a token rate by 0.2%) and is cut by 0.92 at each 429
-episode (AIMD). A token rate is cut instead to 0.99 x the rate the calls sent prove the
-endpoint holds (:meth:`RateLearner.proven_rate`): the stretch before a 429 drained the
-server's bucket, so that lower bound is about the limit. With headers the announced limits pace the run and the learner stays out
-of the way.
+had been accepting, growing 15% per second (compounded) until the second 429. That and
+every later 429 cut it to 0.99 x the rate the calls sent prove the endpoint holds
+(:meth:`RateLearner.proven_rate`): the stretch before a 429 drained the server's bucket,
+so that lower bound is about the limit. Between 429s it grows linearly by 0.4% of that
+rate per second (a token rate by 0.2%), and beyond the proof at a quarter of that. With
+headers the announced limits pace the run and the learner stays out of the way.
 
 With a :class:`SharedQuota` (``--redis``: :mod:`drscore.engine.runtime.calls.team.quota`) the buckets
 live outside the process: the head of the queue reserves from the shared store instead of
@@ -173,7 +172,7 @@ class TokenBucket:
 # last this many seconds (its search is quadratic in them).
 SENT_KEPT = 256
 SENT_KEPT_S = 120.0
-# The share of the proven rate a noisy learner paces at after a 429 (bench.headerless, tokens,
+# The share of the proven rate a learner paces at after a 429 (bench.headerless, tokens,
 # three runs each of an earlier form: limit / span at 0.98 0.948-0.969, at 0.99 0.968-0.971, at
 # 1.0 0.926-0.956 with 4-5 429s of 105 instead of 3)
 PROVEN_SHARE = 0.99
@@ -202,21 +201,23 @@ class RateLearner:
     With ``admitted`` (the limiter's running total of units the endpoint took: sent, less
     refused, corrected by usage; :meth:`started` marks the first request) the first cut
     measures from the first request instead: admitted units over the time since plus
-    ``burst_s``, the quota the server's full bucket gave on top of its rate. The second
-    cut starts from the lower of the pace and the accepted rate (unless the pause ended
-    under a second ago: the window then holds nothing new); later cuts from the pace
-    (multiplicative decrease). A ``noisy`` learner (tokens: the estimate of a request's
-    size is off by a few percent) never cuts below ``decrease`` x what the endpoint
-    admitted since the previous 429, so a 429 the estimate's noise caused below the limit
-    does not cost a deep cut. And told each call sent (:meth:`sent`, :meth:`refused`, the
-    server's count at :meth:`success`), from the second cut on it paces at
-    ``PROVEN_SHARE`` x :meth:`proven_rate` instead, a lower bound of the limit that the
-    stretch before a 429 makes tight (it drained the server's bucket); its first cut
-    starts from the higher of the two. Between cuts the pace grows by ``increase_per_s`` x the
-    pace set at the cut per second (additive increase). One cut per episode: the 429s of
-    calls already in flight and the pause the server asked for (``Retry-After``) belong
-    to the same one. Growth waits for the pause to end. Pure and clock-driven (tests
-    pass a fake clock).
+    ``burst_s``, the quota the server's full bucket gave on top of its rate.
+
+    Told each call sent (:meth:`sent`; :meth:`refused` at its 429, the server's count at
+    :meth:`success`), from the second cut on it paces at ``PROVEN_SHARE`` x
+    :meth:`proven_rate`, a lower bound of the limit that the stretch before a 429 makes
+    tight (it drained the server's bucket); the first cut starts from the higher of the
+    proof and the measure above. A 429 met while pacing within the proof (a token estimate
+    off by a few percent) costs no deeper cut; two in a row, and proofs are no longer
+    believed. Without proofs, the second cut starts from the lower of the pace and the
+    accepted rate (unless the pause ended under a second ago: the window then holds
+    nothing new), later cuts from the pace (multiplicative decrease), and a ``noisy``
+    learner (tokens) never cuts below ``decrease`` x what the endpoint admitted since the
+    previous 429. Between cuts the pace grows by ``increase_per_s`` x the pace set at the
+    cut per second (additive increase), beyond the proof at ``BEYOND_PROOF`` of that. One
+    cut per episode: the 429s of calls already in flight and the pause the server asked
+    for (``Retry-After``) belong to the same one. Growth waits for the pause to end. Pure
+    and clock-driven (tests pass a fake clock).
     """
 
     def __init__(self, *, decrease: float = 0.92, increase_per_s: float = 0.004, first_increase_per_s: float = 0.15,
@@ -358,7 +359,7 @@ class RateLearner:
             # full: its burst (``burst_s``) of quota came on top of the rate
             extra = self.burst_s if self.cuts == 0 else 0.0
             measured = max(0.0, admitted - before) / (now - since + extra)
-        proven = self.proven_rate() if self.noisy else None
+        proven = self.proven_rate()
         if self.cuts == 0:
             current = measured if measured is not None else accepted
             if proven is not None:
@@ -821,6 +822,7 @@ class RateLimiter:
         if not self._sent_requests:
             self.learner.started(now)
             self.token_learner.started(now)
+        self.learner.sent(int(self._sent_requests) + 1, now)
         self.token_learner.sent(int(self._sent_requests) + 1, now, tokens)
         self._sent_requests += 1
         self._admitted_requests += 1
@@ -977,7 +979,7 @@ class RateLimiter:
                 self._changed.set()  # a refund may let the head go now
         else:
             self._correct(permit, permit.estimate)
-        requests_changed = self.learner.success()
+        requests_changed = self.learner.success(seq=permit.seq)
         tokens_changed = self.token_learner.success(actual if actual is not None else permit.estimate,
                                                     seq=permit.seq)
         if (requests_changed or tokens_changed) and not self.announced and (self.learner.cuts or self.token_learner.cuts):
@@ -1198,6 +1200,7 @@ class RateLimiter:
         if self._server is not None:
             self._server.refused(permit.seq)
         self._admitted_requests -= 1  # refused: the server took nothing
+        self.learner.refused(permit.seq)
         self.token_learner.refused(permit.seq)
         self._admitted_tokens -= permit.estimate
         now = time.monotonic()

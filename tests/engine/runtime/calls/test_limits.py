@@ -609,9 +609,10 @@ def test_the_proven_rate_keeps_the_calls_of_the_last_two_minutes():
     assert learner.proven_rate()[0] == pytest.approx(20 / 1.5)
 
 
-def test_a_noisy_learner_paces_at_the_proven_rate_from_its_second_cut():
+@pytest.mark.parametrize("noisy", [True, False])  # tokens, requests
+def test_a_learner_paces_at_the_proven_rate_from_its_second_cut(noisy):
     now = [0.0]
-    learner = RateLearner(decrease=0.9, burst_s=1.0, noisy=True, clock=lambda: now[0])
+    learner = RateLearner(decrease=0.9, burst_s=1.0, noisy=noisy, clock=lambda: now[0])
     learner.started(0.0)
     for seq in range(1, 5):  # 4 calls of 10 units, 1 s apart: 3 -> 4 proves (10 + 10) / 2 = 10 a second
         learner.sent(seq, seq - 1.0, 10.0)
@@ -652,7 +653,7 @@ def test_proofs_refused_twice_in_a_row_are_no_longer_believed():
     assert learner.rate_limited(pause_s=1.0, admitted=40.0) and learner.pace == pytest.approx(8.1)
 
 
-async def test_the_token_learner_is_told_what_each_call_cost_and_what_was_refused():
+async def test_the_learners_are_told_what_each_call_cost_and_what_was_refused():
     lim = RateLimiter(concurrency=4)  # nothing told, no headers: the learners listen
     now = time.monotonic()
     sent = [lim._grant(n, now + i) for i, n in enumerate((100, 200, 300))]
@@ -660,3 +661,4 @@ async def test_the_token_learner_is_told_what_each_call_cost_and_what_was_refuse
     await sent[0].done(120)  # the server counted 120
     await lim.rate_limited_release(sent[1], RateLimitInfo(retry_after_s=0.01))  # the server took nothing
     assert [(seq, units) for seq, _, units in lim.token_learner._sent] == [(1, 120), (3, 300)]
+    assert [(seq, units) for seq, _, units in lim.learner._sent] == [(1, 1), (3, 1)]  # and the requests
