@@ -349,6 +349,17 @@ def _judge_notes(t: dict[str, Any]) -> list[str]:
     late = t.get("stop_after_all_items")
     if late and late.get("fatal"):  # every item had its answer, but what stopped the judge still matters
         lines.append(f"  note: {terminal(late['message'])}")
+    learned = t.get("learned_quota")
+    if learned:
+        took = [f"{learned[k]:,} {unit}/min" for k, unit in (("proven_rpm", "requests"), ("proven_tpm", "tokens"))
+                if learned.get(k)]
+        option, rate = ("--tpm", learned.get("proven_tpm")) if learned.get("binding") == "tokens" else (
+            "--rpm", learned.get("proven_rpm"))
+        if took and rate:
+            # the binding dimension's proof: telling it paces the next run from its first request
+            lines.append(f"  note: no quota headers, so the pace was learned from 429s ({learned['binding']} bind): "
+                         f"the endpoint took at least {' and '.join(took)}; {option} {rate} paces the next run "
+                         f"from its first request")
     hints = t.get("unusable_rate_limit_hints")
     if hints:
         lines.append(f"  note: {hints['count']} rate-limit answer(s) gave a delay that cannot be believed "

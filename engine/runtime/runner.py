@@ -290,6 +290,9 @@ class Runner:
             totals["judge_server"] = {k: v for k, v in msgspec.to_builtins(server).items() if v is not None}
         if s.timeouts_not_resent:
             totals["timeouts_not_resent"] = s.timeouts_not_resent
+        learned = self.pool.limiter.learned_quota()
+        if learned is not None:  # no headers, nothing told: what the 429s taught, for the next run
+            totals["learned_quota"] = learned
         stopped = self.pool.stopped
         if stopped is not None and not s.stopped_calls and not self.items_not_run:
             # Nothing was refused for the stop: every item has the row its own calls earned.

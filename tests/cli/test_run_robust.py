@@ -133,3 +133,21 @@ def test_isolated_request_faults_still_fail_only_their_items(tmp_path):
     assert summary["stopped"] is None and proc.returncode == 3, proc.stderr
     assert set(reasons) == {"context_length"} and reasons["context_length"] > 10
     assert summary["totals"]["items"] - summary["totals"]["items_failed"] >= 21  # every redundancy row, some quality
+
+
+def test_a_run_that_learned_its_quota_from_429s_says_what_the_endpoint_took(tmp_path):
+    # No quota headers, nothing told: the pace is learned, and the run reports the rate its
+    # calls proved, a lower bound of the quota the next run can be told.
+    with MockServerProcess(MockConfig(rpm=240, profile="vllm")) as mock:
+        proc = _run(mock.url, tmp_path, timeout=90)
+        served = mock.stats()
+    assert proc.returncode == 0, proc.stderr
+    learned = _summary(tmp_path)["totals"]["learned_quota"]
+    assert served["rate_limited"] >= 1 and learned["binding"] in ("requests", "tokens")
+    # a lower bound of the mock's 240 a minute (a few percent over: the client's clock times
+    # the sends, the server's their arrivals)
+    assert 0 < learned["proven_rpm"] <= 240 * 1.05 and learned["proven_tpm"] > 0
+    took = f"the endpoint took at least {learned['proven_rpm']:,} requests/min and {learned['proven_tpm']:,} tokens/min"
+    assert took in proc.stdout
+    option = "--rpm" if learned["binding"] == "requests" else "--tpm"
+    assert f"; {option} {learned[option.replace('--', 'proven_')]} paces the next run from its first request" in proc.stdout

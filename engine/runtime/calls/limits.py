@@ -239,6 +239,7 @@ class RateLearner:
         self._successes: deque[tuple[float, float]] = deque()
         self._units = 0.0
         self._proven_misses = 0  # 429s met while pacing within the proven rate
+        self.proven: float | None = None  # the proof at the last cut after the first (units per second)
         self._proven_ceiling: float | None = None  # the proven rate the pace was last cut to a share of
         self._sent: list[tuple[int, float, float]] = []  # calls not refused: (number, sent at, units)
 
@@ -276,9 +277,10 @@ class RateLearner:
         i = bisect.bisect_left(self._sent, (seq, -math.inf, -math.inf))
         return i if i < len(self._sent) and self._sent[i][0] == seq else None
 
-    def proven_rate(self) -> tuple[float, float] | None:
-        """The highest rate the calls sent prove the endpoint holds, and the stretch
-        (seconds) that proves it; None with fewer than two calls sent.
+    def proven_rate(self, before: int | None = None) -> tuple[float, float] | None:
+        """The highest rate the calls sent (before call number ``before``: at a 429, those
+        sent after the refused call may be refused too) prove the endpoint holds, and the
+        stretch (seconds) that proves it; None with fewer than two calls sent.
 
         Over a stretch of ``w`` seconds from one call's send to a later one's that got in,
         the endpoint took the ``t`` units sent in between; its bucket held at most ``b`` =
@@ -289,14 +291,15 @@ class RateLearner:
         at its 429, an answered one counts as the server counted it), tight over a stretch
         that drained a full bucket, as the one before a 429 does.
         """
-        n = len(self._sent)
+        sent = self._sent if before is None else self._sent[:bisect.bisect_left(self._sent, (before, -math.inf, -math.inf))]
+        n = len(sent)
         if n < 2:
             return None
-        at = np.fromiter((s[1] for s in self._sent), float, n)
-        units = np.fromiter((s[2] for s in self._sent), float, n)
-        before = np.concatenate(([0.0], np.cumsum(units)))[:-1]  # units sent before each call
+        at = np.fromiter((s[1] for s in sent), float, n)
+        units = np.fromiter((s[2] for s in sent), float, n)
+        prior = np.concatenate(([0.0], np.cumsum(units)))[:-1]  # units sent before each call
         # rows: the call that ends the stretch; columns: the one that starts it
-        taken = before[:, None] - before[None, :]
+        taken = prior[:, None] - prior[None, :]
         stretch = at[:, None] - at[None, :]
         later = units[:, None]
         b = self.burst_s
@@ -345,9 +348,10 @@ class RateLearner:
         self.pace = min(grown, self.max_rps) if self.max_rps else grown
         return True
 
-    def rate_limited(self, pause_s: float, admitted: float | None = None) -> bool:
+    def rate_limited(self, pause_s: float, admitted: float | None = None, seq: int | None = None) -> bool:
         """Record a 429 (the server asked for ``pause_s``; ``admitted``: the running total
-        of units the endpoint took so far, see :meth:`started`); True when the pace was cut."""
+        of units the endpoint took so far, see :meth:`started`; ``seq``: the refused call's
+        number, see :meth:`proven_rate`); True when the pace was cut."""
         now = self.clock()
         if now < self._cut_until:
             return False
@@ -359,7 +363,9 @@ class RateLearner:
             # full: its burst (``burst_s``) of quota came on top of the rate
             extra = self.burst_s if self.cuts == 0 else 0.0
             measured = max(0.0, admitted - before) / (now - since + extra)
-        proven = self.proven_rate()
+        proven = self.proven_rate(before=seq)
+        if proven is not None and self.cuts >= 1:  # the first cut's calls are mostly estimates still
+            self.proven = proven[0]
         if self.cuts == 0:
             current = measured if measured is not None else accepted
             if proven is not None:
@@ -1228,8 +1234,8 @@ class RateLimiter:
         if learning:
             self.binding.refused(permit.estimate)
             self.token_learner.unit_guess = max(1.0, float(permit.estimate))
-            requests_cut = self.learner.rate_limited(delay, self._admitted_requests)
-            tokens_cut = self.token_learner.rate_limited(delay, self._admitted_tokens)
+            requests_cut = self.learner.rate_limited(delay, self._admitted_requests, permit.seq)
+            tokens_cut = self.token_learner.rate_limited(delay, self._admitted_tokens, permit.seq)
             if requests_cut or tokens_cut:
                 self._apply_learned()
         if self.shared is not None:
@@ -1262,6 +1268,19 @@ class RateLimiter:
         self._correct(permit, permit.estimate)
         self._end_probe()
         await self.concurrency.release()
+
+    def learned_quota(self) -> dict[str, Any] | None:
+        """What the 429s taught where nothing announced or told the quota: the dimension that
+        binds and, per dimension, the highest rate the calls sent proved (per minute; a lower
+        bound of the limit, so a quota to tell the next run). None where nothing was learned."""
+        if self.announced or self.told_rpm or self.told_tpm or self.remembered or not self.learner.cuts:
+            return None
+        def per_minute(learner: RateLearner) -> int | None:
+            now = learner.proven_rate()  # every call answered by now: the server's own counts
+            best = max(learner.proven or 0.0, now[0] if now else 0.0)
+            return math.floor(best * 60) if best else None
+        return {"binding": self.binding.dimension, "proven_rpm": per_minute(self.learner),
+                "proven_tpm": per_minute(self.token_learner)}
 
     def snapshot(self) -> dict[str, Any]:
         return {

@@ -595,6 +595,8 @@ def test_the_proven_rate_by_hand():
     assert rate == pytest.approx(40 / 3) and stretch == pytest.approx(2.0)
     learner.success(34.0, seq=2)  # the server counted 34, not 30: 2 -> 3 proves (34 + 10) / 3
     assert learner.proven_rate()[0] == pytest.approx(44 / 3)
+    # at call 3's 429, calls sent from 3 on prove nothing (they may be refused as well): 1 -> 2 proves 4
+    assert learner.proven_rate(before=3)[0] == pytest.approx(4.0)
     learner.refused(2)  # refused after all: it took nothing. 1 -> 3: r + 3r - 4 >= min(10, r): r >= 4 / 3
     assert learner.proven_rate()[0] == pytest.approx(4 / 3)
 
