@@ -208,8 +208,9 @@ class RateLearner:
     :meth:`proven_rate`, a lower bound of the limit that the stretch before a 429 makes
     tight (it drained the server's bucket); the first cut starts from the higher of the
     proof and the measure above. A 429 met while pacing within the proof (a token estimate
-    off by a few percent) costs no deeper cut; two in a row, and proofs are no longer
-    believed. Without proofs, the second cut starts from the lower of the pace and the
+    off by a few percent) costs no deeper cut; two in a row (not counting one within
+    ``window_s`` of the last pause's end), and proofs are no longer believed. Once proven,
+    a 429 never raises the pace. Without proofs, the second cut starts from the lower of the pace and the
     accepted rate (unless the pause ended under a second ago: the window then holds
     nothing new), later cuts from the pace (multiplicative decrease), and a ``noisy``
     learner (tokens) never cuts below ``decrease`` x what the endpoint admitted since the
@@ -395,8 +396,11 @@ class RateLearner:
             if self.pace is not None and self.pace <= proven[0]:
                 # Refused while pacing within what was proven: the estimates' noise, or a server
                 # bucket larger than burst_s, which inflates every proof. No deeper cut than the
-                # proven share; twice in a row, and proofs are no longer believed.
-                self._proven_misses += 1
+                # proven share; twice in a row, and proofs are no longer believed. Not counted
+                # within window_s of the last pause's end: an overshoot's last large calls may
+                # have left the server's bucket in debt beyond that pause.
+                echo = now - self._cut_until < self.window_s
+                self._proven_misses += 0 if echo else 1
                 pace = min(self.pace, PROVEN_SHARE * proven[0]) if self._proven_misses < PROVEN_MISSES else pace
             else:
                 self._proven_misses = 0
@@ -404,6 +408,10 @@ class RateLearner:
             self._proven_ceiling = proven[0]
         else:
             self._proven_ceiling = None
+        if self.pace is not None and self.proven is not None:
+            # Once proven, a 429 never raises the pace (the noisy floor, measured over the short
+            # stretch since an echo's pause, may exceed it)
+            pace = min(pace, self.pace)
         self.pace = self._base = max(self.min_rps, pace)
         if self.max_rps:
             self.pace = self._base = min(self.pace, self.max_rps)

@@ -644,15 +644,21 @@ def test_proofs_refused_twice_in_a_row_are_no_longer_believed():
     for seq in range(1, 5):
         learner.sent(seq, seq - 1.0, 10.0)  # proves 10 a second, as above
     now[0] = 3.5
-    learner.rate_limited(pause_s=1.0, admitted=40.0)  # pace 9
-    now[0] = 5.0
+    learner.rate_limited(pause_s=1.0, admitted=40.0)  # pace 9; the pause ends at 4.5
+    now[0] = 9.0
     # refused at 9 a second, within the proven 10: noise, or a server bucket larger than
     # burst_s. No deeper cut than 0.99 x the proof: the pace stays at 9.
     assert learner.rate_limited(pause_s=1.0, admitted=40.0) and learner.pace == pytest.approx(9.0)
-    now[0] = 7.0
-    # again, in a row: the proof is dropped and the cut is multiplicative (0.9 x 9). The 1.5 s
-    # since the last cut admitted nothing, so the noisy floor (0.9 x what it admitted) is 0.
+    now[0] = 10.5  # half a second after that pause: an echo (the server's bucket in debt), not counted
+    assert learner.rate_limited(pause_s=1.0, admitted=40.0) and learner.pace == pytest.approx(9.0)
+    now[0] = 16.0
+    # a second one in a row: the proof is dropped and the cut is multiplicative (0.9 x 9). Nothing
+    # was admitted since the last cut, so the noisy floor (0.9 x what it admitted) is 0.
     assert learner.rate_limited(pause_s=1.0, admitted=40.0) and learner.pace == pytest.approx(8.1)
+    now[0] = 22.0
+    # 60 units taken in the 6 s since: the noisy floor, 0.9 x 10 = 9, is above the pace, which
+    # a 429 does not raise: it stays at 8.1
+    assert learner.rate_limited(pause_s=1.0, admitted=100.0) and learner.pace == pytest.approx(8.1)
 
 
 async def test_the_learners_are_told_what_each_call_cost_and_what_was_refused():
