@@ -210,9 +210,9 @@ class RateLearner:
     proof and the measure above. A 429 met while pacing within the proof (a token estimate
     off by a few percent) costs no deeper cut; two in a row (not counting one within
     ``window_s`` of the last pause's end), and proofs are no longer believed. Once proven,
-    a 429 never raises the pace. Without proofs, the second cut starts from the lower of the pace and the
-    accepted rate (unless the pause ended under a second ago: the window then holds
-    nothing new), later cuts from the pace (multiplicative decrease), and a ``noisy``
+    a 429 never raises the pace. Without proofs, the second cut starts from the lower of
+    the pace and the accepted rate (unless the pause ended under a second ago: the window
+    then holds nothing new), later cuts from the pace (multiplicative decrease), and a ``noisy``
     learner (tokens) never cuts below ``decrease`` x what the endpoint admitted since the
     previous 429. Between cuts the pace grows by ``increase_per_s`` x the pace set at the
     cut per second (additive increase), beyond the proof at ``BEYOND_PROOF`` of that. One
@@ -274,8 +274,12 @@ class RateLearner:
         while len(self._sent) > SENT_KEPT or self._sent[0][1] < at - SENT_KEPT_S:
             self._sent.pop(0)
 
+    def _sent_from(self, seq: int) -> int:
+        """The position of call ``seq`` in the calls kept, or of the first sent after it."""
+        return bisect.bisect_left(self._sent, (seq, -math.inf, -math.inf))
+
     def _sent_index(self, seq: int) -> int | None:
-        i = bisect.bisect_left(self._sent, (seq, -math.inf, -math.inf))
+        i = self._sent_from(seq)
         return i if i < len(self._sent) and self._sent[i][0] == seq else None
 
     def proven_rate(self, before: int | None = None) -> tuple[float, float] | None:
@@ -292,7 +296,7 @@ class RateLearner:
         at its 429, an answered one counts as the server counted it), tight over a stretch
         that drained a full bucket, as the one before a 429 does.
         """
-        sent = self._sent if before is None else self._sent[:bisect.bisect_left(self._sent, (before, -math.inf, -math.inf))]
+        sent = self._sent if before is None else self._sent[:self._sent_from(before)]
         n = len(sent)
         if n < 2:
             return None
@@ -1238,7 +1242,7 @@ class RateLimiter:
         # Without headers and without a told quota the 429s alone set the pace, in the
         # dimension their sizes point to. A told quota is trusted: its 429s (arrival jitter)
         # pause and cut the concurrency, as with headers, but do not pace the run below it.
-        learning = not self.announced and not (self.told_rpm or self.told_tpm or self.remembered)
+        learning = self._learns
         if learning:
             self.binding.refused(permit.estimate)
             self.token_learner.unit_guess = max(1.0, float(permit.estimate))
@@ -1277,11 +1281,16 @@ class RateLimiter:
         self._end_probe()
         await self.concurrency.release()
 
+    @property
+    def _learns(self) -> bool:
+        """Nothing announced, told or remembered: the 429s alone set the pace."""
+        return not self.announced and not (self.told_rpm or self.told_tpm or self.remembered)
+
     def learned_quota(self) -> dict[str, Any] | None:
         """What the 429s taught where nothing announced or told the quota: the dimension that
         binds and, per dimension, the highest rate the calls sent proved (per minute; a lower
         bound of the limit, so a quota to tell the next run). None where nothing was learned."""
-        if self.announced or self.told_rpm or self.told_tpm or self.remembered or not self.learner.cuts:
+        if not self._learns or not self.learner.cuts:
             return None
         def per_minute(learner: RateLearner) -> int | None:
             now = learner.proven_rate()  # every call answered by now: the server's own counts
