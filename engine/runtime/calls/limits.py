@@ -18,11 +18,13 @@ Without quota headers (many compatible services and gateways send only ``Retry-A
 on a 429) and without ``--rpm``, :class:`RateLearner` learns the rate the endpoint holds:
 a slow start (after the first answer, one more call in flight per answer instead of the
 full concurrency at once), then at the first 429 a pace of 0.92 x the rate the endpoint
-had been accepting, growing 15% per second (compounded) until the second 429. That and
-every later 429 cut it to 0.99 x the rate the calls sent prove the endpoint holds
-(:meth:`RateLearner.proven_rate`): the stretch before a 429 drained the server's bucket,
-so that lower bound is about the limit. Between 429s it grows linearly by 0.4% of that
-rate per second (a token rate by 0.2%), and beyond the proof at a quarter of that. With
+had been accepting (no less than 0.99 x what the calls sent prove, below), growing 15% per
+second (compounded) until the second 429. That and every later 429 cut it to 0.99 x the
+rate the calls sent prove the endpoint holds (:meth:`RateLearner.proven_rate`): the stretch
+before a 429 drained the server's bucket, so that lower bound is about the limit. It then
+grows along a cubic in the time since, flat near the proof and back at it after 30 s, ever
+faster beyond (as TCP CUBIC's window near its last maximum). Without a proof it grows
+linearly by 0.4% of the rate set per second (a token rate by 0.2%). With
 headers the announced limits pace the run and the learner stays out of the way.
 
 With a :class:`SharedQuota` (``--redis``: :mod:`drscore.engine.runtime.calls.team.quota`) the buckets
@@ -178,13 +180,14 @@ SENT_KEPT_S = 120.0
 PROVEN_SHARE = 0.99
 # 429s in a row met while pacing within the proven rate before proofs are no longer believed
 PROVEN_MISSES = 2
-# How fast a pace grows beyond the proven rate, as a share of its growth below it: past the
-# limit a pace is refused within seconds where it drains a bucket, but where it exceeds the
-# limit by a hair, only after the hair has added up to a large request's size (bench.headerless,
-# tokens: at full speed the third 429 came at 10,250-10,350 tokens a second against the
-# limit's 10,000, 25 s after the second, in every run; at a quarter, at 10,050-10,070 in
-# two runs of five and not in the 38 s of the other three)
-BEYOND_PROOF = 0.25
+# Seconds from a proven cut's pause until the pace is back at the proof. The pace follows a
+# cubic in the time since (TCP CUBIC's shape): flat near the proof, about the limit, where a
+# linear probe crossed it within the next seconds (bench.headerless, tokens: with a linear
+# step, at a quarter of the speed beyond the proof, a third 429 in 3 runs of 15, once at
+# 9,972 tokens a second against the limit's 10,000; with the cubic, in 2 runs of 40, neither
+# from the probe), then ever faster: at twice this the pace is 7 proof margins beyond the
+# proof, at three times 26.
+PROBE_S = 30.0
 
 
 class RateLearner:
@@ -206,8 +209,8 @@ class RateLearner:
     Told each call sent (:meth:`sent`; :meth:`refused` at its 429, the server's count at
     :meth:`success`), from the second cut on it paces at ``PROVEN_SHARE`` x
     :meth:`proven_rate`, a lower bound of the limit that the stretch before a 429 makes
-    tight (it drained the server's bucket); the first cut starts from the higher of the
-    proof and the measure above. A 429 met while pacing within the proof (a token estimate
+    tight (it drained the server's bucket); the first cut paces at no less than that share
+    of the proof. A 429 met while pacing within the proof (a token estimate
     off by a few percent) costs no deeper cut; two in a row (not counting one within
     ``window_s`` of the last pause's end), and proofs are no longer believed. Once proven,
     a 429 never raises the pace. Without proofs, the second cut starts from the lower of
@@ -215,7 +218,8 @@ class RateLearner:
     then holds nothing new), later cuts from the pace (multiplicative decrease), and a ``noisy``
     learner (tokens) never cuts below ``decrease`` x what the endpoint admitted since the
     previous 429. Between cuts the pace grows by ``increase_per_s`` x the pace set at the
-    cut per second (additive increase), beyond the proof at ``BEYOND_PROOF`` of that. One
+    cut per second (additive increase); after a proven cut, along a cubic in the time since
+    the pause, back at the proof after ``PROBE_S`` and ever faster beyond it. One
     cut per episode: the 429s of calls already in flight and the pause the server asked
     for (``Retry-After``) belong to the same one. Growth waits for the pause to end. Pure
     and clock-driven (tests pass a fake clock).
@@ -342,14 +346,12 @@ class RateLearner:
             # The first cut rests on a rough measure: grow exponentially until the next 429
             # shows where the limit is.
             grown = self.pace * (1.0 + self.first_increase_per_s) ** dt
+        elif self._proven_ceiling is not None:
+            since = max(0.0, now - self._cut_until)
+            gap = max(self._proven_ceiling - self._base, (1.0 - PROVEN_SHARE) * self._base)
+            grown = max(self.pace, self._base + gap * (since / PROBE_S) ** 3)
         else:
-            step = self.increase_per_s * self._base * dt
-            grown = self.pace + step
-            ceiling = self._proven_ceiling
-            if ceiling is not None and grown > ceiling:
-                # beyond what was proven the pace probes, at a quarter of the speed
-                below = max(0.0, ceiling - self.pace)
-                grown = self.pace + below + (step - below) * BEYOND_PROOF
+            grown = self.pace + self.increase_per_s * self._base * dt
         self.pace = min(grown, self.max_rps) if self.max_rps else grown
         return True
 
@@ -387,6 +389,9 @@ class RateLearner:
         if current is None:  # no answer yet to measure: one unit's worth per pause
             current = self.unit_guess / max(1.0, pause_s)
         pace = self.decrease * current
+        if self.cuts == 0 and proven is not None:
+            # a lower bound of the limit: nothing is gained by starting the slow start under it
+            pace = max(pace, PROVEN_SHARE * proven[0])
         if measured is not None and self.cuts >= 1:
             self.limit = measured
             if self.noisy:

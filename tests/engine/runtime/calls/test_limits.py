@@ -619,22 +619,21 @@ def test_a_learner_paces_at_the_proven_rate_from_its_second_cut(noisy):
     for seq in range(1, 5):  # 4 calls of 10 units, 1 s apart: 3 -> 4 proves (10 + 10) / 2 = 10 a second
         learner.sent(seq, seq - 1.0, 10.0)
     now[0] = 3.5
-    # the first cut: the higher of the measure (40 taken in 3.5 s + 1 s: 8.9) and the proof, x 0.9
-    assert learner.rate_limited(pause_s=1.0, admitted=40.0) and learner.pace == pytest.approx(9.0)
+    # the first cut: 0.9 x the higher of the measure (40 taken in 3.5 s + 1 s: 8.9) and the proof,
+    # but no less than 0.99 x the proof, a lower bound of the limit
+    assert learner.rate_limited(pause_s=1.0, admitted=40.0) and learner.pace == pytest.approx(9.9)
     for seq, at in ((5, 5.0), (6, 5.5), (7, 6.0)):  # then 20 units a second for 1 s: 5 -> 7 proves 30 / 2
         learner.sent(seq, at, 10.0)
     learner.pace = 20.0  # the slow start overshot
     now[0] = 6.2
     assert learner.rate_limited(pause_s=1.0, admitted=70.0)
     assert learner.pace == pytest.approx(0.99 * 15.0)
-    # then 0.4% of 14.85 a second from the pause's end (7.2) up to the proof, 15
-    now[0] = 8.2
-    learner.success()
-    assert learner.pace == pytest.approx(14.85 + 0.0594)
-    # and beyond it at a quarter of that: 10 s more grow 0.594, 0.0906 of it below 15
-    now[0] = 18.2
-    learner.success()
-    assert learner.pace == pytest.approx(15.0 + (0.594 - 0.0906) / 4)
+    # then a cubic from the pause's end (7.2): 14.85 + 0.15 x (s / 30)^3, s seconds after it.
+    # 15 s on, an eighth of the way back to the proof; 30 s on, at it; 60 s on, 8 x 0.15 above 14.85
+    for at, pace in ((7.2, 14.85), (22.2, 14.85 + 0.15 / 8), (37.2, 15.0), (67.2, 14.85 + 1.2)):
+        now[0] = at
+        learner.success()
+        assert learner.pace == pytest.approx(pace)
 
 
 def test_proofs_refused_twice_in_a_row_are_no_longer_believed():
@@ -644,21 +643,21 @@ def test_proofs_refused_twice_in_a_row_are_no_longer_believed():
     for seq in range(1, 5):
         learner.sent(seq, seq - 1.0, 10.0)  # proves 10 a second, as above
     now[0] = 3.5
-    learner.rate_limited(pause_s=1.0, admitted=40.0)  # pace 9; the pause ends at 4.5
+    learner.rate_limited(pause_s=1.0, admitted=40.0)  # pace 9.9; the pause ends at 4.5
     now[0] = 9.0
-    # refused at 9 a second, within the proven 10: noise, or a server bucket larger than
-    # burst_s. No deeper cut than 0.99 x the proof: the pace stays at 9.
-    assert learner.rate_limited(pause_s=1.0, admitted=40.0) and learner.pace == pytest.approx(9.0)
+    # refused at 9.9 a second, within the proven 10: noise, or a server bucket larger than
+    # burst_s. No deeper cut than 0.99 x the proof: the pace stays at 9.9.
+    assert learner.rate_limited(pause_s=1.0, admitted=40.0) and learner.pace == pytest.approx(9.9)
     now[0] = 10.5  # half a second after that pause: an echo (the server's bucket in debt), not counted
-    assert learner.rate_limited(pause_s=1.0, admitted=40.0) and learner.pace == pytest.approx(9.0)
+    assert learner.rate_limited(pause_s=1.0, admitted=40.0) and learner.pace == pytest.approx(9.9)
     now[0] = 16.0
-    # a second one in a row: the proof is dropped and the cut is multiplicative (0.9 x 9). Nothing
+    # a second one in a row: the proof is dropped and the cut is multiplicative (0.9 x 9.9). Nothing
     # was admitted since the last cut, so the noisy floor (0.9 x what it admitted) is 0.
-    assert learner.rate_limited(pause_s=1.0, admitted=40.0) and learner.pace == pytest.approx(8.1)
+    assert learner.rate_limited(pause_s=1.0, admitted=40.0) and learner.pace == pytest.approx(8.91)
     now[0] = 22.0
     # 60 units taken in the 6 s since: the noisy floor, 0.9 x 10 = 9, is above the pace, which
-    # a 429 does not raise: it stays at 8.1
-    assert learner.rate_limited(pause_s=1.0, admitted=100.0) and learner.pace == pytest.approx(8.1)
+    # a 429 does not raise: it stays at 8.91
+    assert learner.rate_limited(pause_s=1.0, admitted=100.0) and learner.pace == pytest.approx(8.91)
 
 
 async def test_the_learners_are_told_what_each_call_cost_and_what_was_refused():
