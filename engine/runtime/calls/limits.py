@@ -251,6 +251,12 @@ class RateLearner:
     def rate(self) -> float | None:
         return self.pace
 
+    def settled(self, now: float) -> bool:
+        """Pacing at a proven rate, a bucket's refill (``burst_s``) past the last pause: a 429
+        met now came from that pace, not from a server bucket a burst, the slow start's
+        overshoot or the calls let go at the pause's end drained."""
+        return self._proven_ceiling is not None and now - self._cut_until >= self.burst_s
+
     def _forget(self, now: float) -> None:
         while self._successes and self._successes[0][0] < now - self.window_s:
             _, units = self._successes.popleft()
@@ -445,11 +451,18 @@ class BindingGuess:
     need not: then pacing requests is pacing tokens, and requests it is. The guess is
     revisited at every 429, so a wrong first guess (one refusal is a small sample) is
     corrected by the refusals it causes.
+
+    A 429 met before a proven pace (``settled`` False: the start-up burst, the slow start's
+    overshoot, a pause's echo) found the server's bucket drained, where a call of any size
+    is refused: its rank decides only until a 429 met at a proven pace votes, and from then
+    on only those count (bench.headerless, tokens: a first refusal of the smallest call sent
+    paced requests, and three more 429s were needed to outvote it).
     """
 
     def __init__(self, sizes: int = 64, votes: int = 5, alike_cv: float = 0.25) -> None:
         self._sizes: deque[float] = deque(maxlen=sizes)
-        self._ranks: deque[float] = deque(maxlen=votes)
+        self._ranks: deque[float] = deque(maxlen=votes)  # ranks of the 429s met at a proven pace
+        self._early: deque[float] = deque(maxlen=votes)  # ranks of those met before one
         self.alike_cv = alike_cv
         self.dimension = "requests"
 
@@ -464,15 +477,18 @@ class BindingGuess:
         var = sum((x - mean) ** 2 for x in self._sizes) / n
         return mean <= 0 or var ** 0.5 / mean < self.alike_cv
 
-    def refused(self, tokens: float) -> str:
-        """Record a 429 of a request of ``tokens``; the dimension that binds now."""
+    def refused(self, tokens: float, settled: bool = True) -> str:
+        """Record a 429 of a request of ``tokens`` (``settled``: met at a proven pace, see
+        the class); the dimension that binds now."""
         if self._alike():
             self._ranks.clear()
+            self._early.clear()
             self.dimension = "requests"
             return self.dimension
         below = sum(1.0 if x < tokens else 0.5 if x == tokens else 0.0 for x in self._sizes)
-        self._ranks.append(below / len(self._sizes))
-        mean = sum(self._ranks) / len(self._ranks)
+        (self._ranks if settled else self._early).append(below / len(self._sizes))
+        votes = self._ranks or self._early
+        mean = sum(votes) / len(votes)
         if mean > 0.6:
             self.dimension = "tokens"
         elif mean < 0.4:
@@ -1249,7 +1265,8 @@ class RateLimiter:
         # pause and cut the concurrency, as with headers, but do not pace the run below it.
         learning = self._learns
         if learning:
-            self.binding.refused(permit.estimate)
+            paced = self.token_learner if self.binding.dimension == "tokens" else self.learner
+            self.binding.refused(permit.estimate, settled=paced.settled(now))
             self.token_learner.unit_guess = max(1.0, float(permit.estimate))
             requests_cut = self.learner.rate_limited(delay, self._admitted_requests, permit.seq)
             tokens_cut = self.token_learner.rate_limited(delay, self._admitted_tokens, permit.seq)

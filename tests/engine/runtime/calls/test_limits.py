@@ -286,6 +286,20 @@ def test_binding_guess_by_hand():
     assert g.refused(400) == "requests"  # (7/8 + 0 + 0) / 3 = 0.29
 
 
+def test_a_429_met_at_a_proven_pace_outvotes_those_met_before():
+    g = BindingGuess(sizes=8, votes=3)
+    for x in (1000, 1000, 1000, 1000, 500, 4000, 800, 9000):
+        g.sent(x)
+    # the start-up burst drained the server's bucket and its smallest call was refused: rank 0
+    assert g.refused(400, settled=False) == "requests"
+    # the slow start's overshoot refuses a large one, 7/8: the mean of the two, 0.44, moves nothing
+    assert g.refused(8000, settled=False) == "requests"
+    # the first 429 at a proven pace, 7/8, counts alone from now on: tokens
+    assert g.refused(8000, settled=True) == "tokens"
+    # and another early one (a pause's echo) no longer votes: the mean stays 7/8
+    assert g.refused(400, settled=False) == "tokens"
+
+
 def test_quota_headers_set_the_bucket_size_and_move_the_level_by_the_servers_count():
     lim = RateLimiter(rpm=600, concurrency=4, margin_s=0.0)  # 10 a second; --burst 1 s: capacity 10
     now = lim.requests._t
@@ -360,6 +374,28 @@ async def test_without_headers_the_limiter_learns_a_token_rate_when_large_reques
     assert lim.binding.dimension == "tokens"
     assert lim.tokens is not None and lim.requests is None and lim.token_learner.pace is not None
     assert lim.snapshot()["binding"] == "tokens" and lim.snapshot()["learned_tpm"] > 0
+
+
+async def test_a_429_at_the_proven_request_pace_turns_a_start_up_guess_to_tokens():
+    lim = RateLimiter(concurrency=4)
+    for x in (1000, 9000, 1500, 8000, 1200, 9500, 900, 8500):
+        p = await lim.acquire(x)
+        await p.done(x)
+    p = await lim.acquire(800)  # the start-up burst drained the server's bucket: the smallest is refused
+    await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
+    assert lim.binding.dimension == "requests" and lim.requests is not None
+    # its rank among the 9 sizes sent: half of itself, 0.5 / 9
+    p = await lim.acquire(1100)
+    lim.learner._cut_until = time.monotonic() + 5.0  # refused while still paused: the pause's echo
+    await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
+    assert lim.binding.dimension == "requests"  # rank 3.5 / 10 (above 1000, 900 and 800)
+    p = await lim.acquire(9900)
+    # now paced at a proven request rate, two seconds past the pause: the largest is refused,
+    # rank 10.5 / 11. Counted with the two before, the mean (0.06 + 0.35 + 0.95) / 3 = 0.45
+    # would move nothing; a 429 at a proven pace counts alone: tokens
+    lim.learner._proven_ceiling, lim.learner._cut_until = 5.0, time.monotonic() - 2.0
+    await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
+    assert lim.binding.dimension == "tokens" and lim.tokens is not None
 
 
 async def test_the_token_reserve_covers_the_estimates_still_in_flight():
@@ -626,8 +662,11 @@ def test_a_learner_paces_at_the_proven_rate_from_its_second_cut(noisy):
         learner.sent(seq, at, 10.0)
     learner.pace = 20.0  # the slow start overshot
     now[0] = 6.2
+    assert not learner.settled(6.2)  # the slow start: no proven pace yet
     assert learner.rate_limited(pause_s=1.0, admitted=70.0)
     assert learner.pace == pytest.approx(0.99 * 15.0)
+    # paced at the proof from the pause's end (7.2), settled a bucket's refill (burst_s, 1 s) on
+    assert not learner.settled(8.1) and learner.settled(8.3)
     # then a cubic from the pause's end (7.2): 14.85 + 0.15 x (s / 30)^3, s seconds after it.
     # 15 s on, an eighth of the way back to the proof; 30 s on, at it; 60 s on, 8 x 0.15 above 14.85
     for at, pace in ((7.2, 14.85), (22.2, 14.85 + 0.15 / 8), (37.2, 15.0), (67.2, 14.85 + 1.2)):
