@@ -383,8 +383,8 @@ async def test_a_429_at_the_proven_request_pace_turns_a_start_up_guess_to_tokens
         await p.done(x)
     p = await lim.acquire(800)  # the start-up burst drained the server's bucket: the smallest is refused
     await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
-    assert lim.binding.dimension == "requests" and lim.requests is not None
     # its rank among the 9 sizes sent: half of itself, 0.5 / 9
+    assert lim.binding.dimension == "requests" and lim.requests is not None
     p = await lim.acquire(1100)
     lim.learner._cut_until = time.monotonic() + 5.0  # refused while still paused: the pause's echo
     await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
