@@ -1195,7 +1195,11 @@ class RateLimiter:
             if old is not None:
                 self.tokens.clamp(old.level, now)
             if info.remaining_tokens is not None:
-                self.tokens.clamp(info.remaining_tokens, now)
+                if old is None and permit is not None and self._count_makes_bucket(
+                        permit, info.remaining_tokens, info.reset_tokens_s):
+                    self._start_from_count(permit, info.remaining_tokens, info.reset_tokens_s, now)
+                else:
+                    self.tokens.clamp(info.remaining_tokens, now)
         if permit is not None:
             # Answers come back out of order: one of a call granted before the last one
             # followed says nothing newer. Each bucket moves on only when the answer had its
@@ -1223,6 +1227,33 @@ class RateLimiter:
                     if self.followed is not None:
                         self.followed(permit.seq, diff)
             self._changed.set()  # the level may have risen: the head re-reads it
+
+    def _count_makes_bucket(self, permit: Permit, remaining: float, reset_s: float | None) -> bool:
+        """Whether the count that came with ``permit`` sets the level of a tokens bucket just
+        made from announced limits: the call was granted before any bucket existed (the
+        preflight of a run told nothing) and no later call is in flight, so the count holds
+        every call the server took. Not a count floored at 0 without a reset to say how deep
+        the debt is, nor for a reserving server (its bucket is replayed from its counts) or a
+        shared quota (the store paces)."""
+        return ((remaining > 0 or reset_s is not None) and permit.tokens_after is None
+                and permit.seq > self._followed and not self.reserves_output and self.shared is None
+                and all(seq <= permit.seq for seq in self._unsettled))
+
+    def _start_from_count(self, permit: Permit, remaining: float, reset_s: float | None, now: float) -> None:
+        """Level the new tokens bucket with the server's count for ``permit`` (a debt the floor
+        at 0 hides, by its reset), refilled since the server admitted the call: that count
+        holds the real charge of every call granted so far, so their estimates leave the
+        in-flight spread and their answers do not correct the bucket again. Clamped to the
+        count alone, the first call's prior error (30%) held the next call until its answer,
+        half a second past a full bucket (bench.pacing, quality alone, announced)."""
+        bucket = self.tokens
+        assert bucket is not None
+        level = _server_level(bucket, remaining, reset_s)
+        refilled = max(0.0, now - (permit.granted_at + ARRIVAL_S)) * bucket.rate
+        bucket.move_to(min(bucket.capacity, level + refilled), now)
+        permit.synced = True
+        self._followed = permit.seq
+        self._settle_through(permit.seq)
 
     async def rate_limited_release(self, permit: Permit, info: RateLimitInfo | None, *,
                                    unusable_wait_s: float = 1.0) -> float:

@@ -3,6 +3,7 @@ the mock judge's real 429 + Retry-After answers."""
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 
 import aiohttp
@@ -10,7 +11,7 @@ import pytest
 
 from drscore.engine.runtime.calls.judging import RateLimitInfo
 from drscore.engine.runtime.calls.limits import (
-    AdaptiveConcurrency, BindingGuess, KnownQuota, RateLearner, RateLimiter, TokenBucket,
+    ARRIVAL_S, AdaptiveConcurrency, BindingGuess, KnownQuota, RateLearner, RateLimiter, TokenBucket,
 )
 from drscore.engine.runtime.calls.pool import JudgePool
 from support.fakes import ScoreVerdict as V, one_line_templates
@@ -482,6 +483,40 @@ async def test_answers_out_of_order_the_later_calls_count_holds_the_earlier_ones
     p = told._grant(400, told.tokens._t)
     await p.done(370)
     assert told.tokens.level == pytest.approx(630, abs=5)
+
+
+async def test_the_first_count_of_an_announced_quota_levels_its_new_bucket_and_settles_that_call():
+    # Nothing told: the first call is granted before any bucket exists, its estimate as
+    # uncertain as the prior error (30%). Its headers announce 60,000 a minute (1,000 a second,
+    # a bucket of 1,000) and, by a reset of 1.2 s behind a count floored at 0, a debt of 200.
+    # That count holds the call's real charge, so the call leaves the in-flight spread now,
+    # not at its answer (which came half a second past a full bucket), and its usage does not
+    # move the bucket again.
+    lim = RateLimiter(concurrency=4, margin_s=0.0)
+    lim.estimate_error = lambda: 0.3
+    first = await lim.acquire(1_200)
+    assert lim.tokens is None
+    assert lim.spread(500) == pytest.approx(2 * math.hypot(150, 360))  # its 360 in flight beside 150 of the next
+    first.granted_at -= 0.5  # the count is read half a second after the grant (an answer's headers)
+    lim.observe(RateLimitInfo(limit_tokens=60_000, remaining_tokens=0, reset_tokens_s=1.2), first)
+    bucket = lim.tokens
+    assert bucket is not None and first.synced
+    assert lim.spread(500) == pytest.approx(2 * 150)  # the next call's own error alone
+    # -200 when the server admitted it (ARRIVAL_S after the grant), and 0.49 s of refill since: 290
+    assert bucket.level == pytest.approx(-200 + (bucket._t - first.granted_at - ARRIVAL_S) * 1_000, abs=1)
+    assert bucket.level == pytest.approx(290, abs=10)
+    shifted = bucket.shifted
+    await first.done(1_250)
+    assert bucket.shifted == shifted
+
+    # A count floored at 0 with no reset hides how deep the debt is: the bucket is only
+    # clamped to it, and the call stays uncertain until its usage comes back
+    lim = RateLimiter(concurrency=4, margin_s=0.0)
+    lim.estimate_error = lambda: 0.3
+    first = await lim.acquire(1_200)
+    lim.observe(RateLimitInfo(limit_tokens=60_000, remaining_tokens=0), first)
+    assert lim.tokens is not None and lim.tokens.level <= 0 and not first.synced
+    assert lim.spread(500) == pytest.approx(2 * math.hypot(150, 360))
 
 
 async def test_an_answer_without_the_servers_count_leaves_the_usage_to_correct_the_bucket():
