@@ -502,9 +502,10 @@ async def test_the_first_count_of_an_announced_quota_levels_its_new_bucket_and_s
     bucket = lim.tokens
     assert bucket is not None and first.synced
     assert lim.spread(500) == pytest.approx(2 * 150)  # the next call's own error alone
-    # -200 when the server admitted it (ARRIVAL_S after the grant), and 0.49 s of refill since: 290
+    # -200 when the server admitted it (ARRIVAL_S after the grant), and 0.49 s of refill since:
+    # 290, and more by however long the test took since the grant
     assert bucket.level == pytest.approx(-200 + (bucket._t - first.granted_at - ARRIVAL_S) * 1_000, abs=1)
-    assert bucket.level == pytest.approx(290, abs=10)
+    assert 289 <= bucket.level < 1_000
     shifted = bucket.shifted
     await first.done(1_250)
     assert bucket.shifted == shifted
