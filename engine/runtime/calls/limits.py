@@ -1211,19 +1211,15 @@ class RateLimiter:
                 self._followed_requests = permit.seq
             if permit.seq > self._followed and self.reserves_output and self.shared is None:
                 followed, miss = self._follow_reserved(permit, info.remaining_tokens, info.reset_tokens_s, now)
-                permit.synced = followed
                 if followed:
-                    self._followed = permit.seq
-                    self._settle_through(permit.seq)
+                    self._took_count(permit)
                     if self.followed is not None:
                         self.followed(permit.seq, miss)
             elif permit.seq > self._followed:
                 diff = self._follow(self.tokens, permit.tokens_after, info.remaining_tokens,
                                     info.reset_tokens_s, now, permit.estimate)
-                permit.synced = diff is not None
                 if diff is not None:
-                    self._followed = permit.seq
-                    self._settle_through(permit.seq)
+                    self._took_count(permit)
                     if self.followed is not None:
                         self.followed(permit.seq, diff)
             self._changed.set()  # the level may have risen: the head re-reads it
@@ -1251,6 +1247,11 @@ class RateLimiter:
         level = _server_level(bucket, remaining, reset_s)
         refilled = max(0.0, now - (permit.granted_at + ARRIVAL_S)) * bucket.rate
         bucket.move_to(min(bucket.capacity, level + refilled), now)
+        self._took_count(permit)
+
+    def _took_count(self, permit: Permit) -> None:
+        """The tokens bucket took the server's count for ``permit``, which holds the real
+        charges of every call granted up to it: their answers do not correct it again."""
         permit.synced = True
         self._followed = permit.seq
         self._settle_through(permit.seq)
