@@ -449,6 +449,39 @@ def test_a_spread_that_does_not_fit_is_waited_in_full_and_the_margin_at_most_15_
     assert b.wait_time(400, t + 1.1, reserve=100, spread=200) == pytest.approx(0.7)
 
 
+def test_an_estimated_call_just_under_the_buckets_size_waits_for_a_full_bucket_where_its_reserve_does_not_fit():
+    b = TokenBucket(per_minute=60_000, burst_s=1.0, minimum_capacity=0.0)  # 1,000 a second, capacity 1,000
+    t = b._t
+    b.take(1000, t)
+    # 800 estimated, spread 60 (2 x 3.75%), reserve 250: 1,110 does not fit. Going at 800 + 60
+    # + 15 would meet a 429 if the server counted 900; a full bucket admits it whatever its
+    # count: full at t + 1.0, then 15 ms (LAG_S of refill)
+    assert b.wait_time(800, t, reserve=250, spread=60, estimated=True) == pytest.approx(1.0 + 0.015)
+    # a size the server counted (or a charge known exactly) keeps the level: 800 + 60 + 15
+    assert b.wait_time(800, t, reserve=250, spread=60) == pytest.approx(0.875)
+    # where all three fit, the reserve stays a level: 600 + 60 + 250 = 910, 0.91 s from empty
+    assert b.wait_time(600, t, reserve=250, spread=60, estimated=True) == pytest.approx(0.91)
+    # a spread larger than the room beside the call is still waited in full: 900 + 200 + 15
+    assert b.wait_time(900, t, reserve=250, spread=200, estimated=True) == pytest.approx(0.9 + 0.2 + 0.015)
+    # without a reserve nothing changes: 800 + 60 is a level
+    assert b.wait_time(800, t, spread=60, estimated=True) == pytest.approx(0.86)
+
+
+async def test_a_call_estimated_just_under_the_bucket_is_not_sent_below_full_on_a_small_recent_error():
+    lim = RateLimiter(tpm=431_400, concurrency=4)  # 7,190 a second, capacity 7,190; reserve 0.25 s
+    lim.estimate_error = lambda: 0.04  # the recent error after a run of good estimates
+    now = lim.tokens._t
+    lim._grant(7190, now, sd=0.0)  # empty, by a call the server had counted (no spread in flight)
+    # 5,900 estimated: two deviations take it to 6,372, short of a server count of 6,509 (a
+    # prompt the fit puts 9% short); the reserve (1,797.5) does not fit beside it, so it waits
+    # for the full bucket (1.0 s) and 15 ms past it
+    assert lim._wait(5900, now) == pytest.approx(1.015, abs=1e-6)
+    # a small call keeps its reserve as a level: 3,000 + 240 + 1,797.5 of 7,190
+    assert lim._wait(3000, now) == pytest.approx((3000 + 240 + 1797.5) / 7190, abs=1e-6)
+    # the server counted the prompt (sd: the answer's length alone, 100): 5,900 + 200 + 15 ms of refill
+    assert lim._wait(5900, now, sd=100.0) == pytest.approx((5900 + 200 + 107.85) / 7190, abs=1e-6)
+
+
 async def test_the_servers_count_moves_the_bucket_both_ways_and_the_usage_it_holds_is_not_counted_again():
     lim = RateLimiter(tpm=60_000, concurrency=4, margin_s=0.0)  # 1,000 a second, capacity 1,000
     now = lim.tokens._t
