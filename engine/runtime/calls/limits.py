@@ -103,8 +103,8 @@ class TokenBucket:
         full bucket (which admits any request it covers, whatever its real size) and LAG_S."""
         self._refill(now)
         need = min(amount, self.capacity)
-        lag = reserve if need + reserve <= self.capacity else min(reserve, LAG_S * self.rate)
-        total = lag + spread
+        trimmed = min(reserve, LAG_S * self.rate)
+        total = (reserve if need + reserve <= self.capacity else trimmed) + spread
         if estimated and need + spread + reserve > self.capacity:
             # Trimmed to LAG_S, the reserve let a call just under the bucket's size go below
             # full on an estimate short by more than its spread, and meet a 429 (two deviations
@@ -113,7 +113,7 @@ class TokenBucket:
             # server counted or a charge known exactly keeps the level: there, waiting for our
             # full bucket idled the server's (told, quality alone: a counting server 0.964-0.969
             # against 0.971-0.974, a reserving one 0.933-0.958 against 0.960 and 0.960).
-            total = max(spread, self.capacity - need) + min(reserve, LAG_S * self.rate)
+            total = max(spread, self.capacity - need) + trimmed
         if need + total <= self.capacity:  # a level to reach, no time lost
             return 0.0 if self.level >= need + total else (need + total - self.level) / self.rate
         # It does not fit (a bucket of one request, a request near the bucket's size): wait
