@@ -18,7 +18,11 @@ built from the providers' documentation and their users' reports, not the live s
   status}}]`` with ``INVALID_ARGUMENT`` / ``RESOURCE_EXHAUSTED`` / ``UNAVAILABLE``; no quota
   headers, and a 429 says when to come back only in the body (``RetryInfo.retryDelay``);
   a context overflow is "The input token count (N) exceeds the maximum number of tokens
-  allowed (W)" (input tokens only); safety blocks end with ``finish_reason``
+  allowed (W)" (input tokens only); the native API's ``POST /v1beta/models/NAME:countTokens``
+  counts a ``generateContentRequest``'s texts (``{"totalTokens"}``), without the few tokens
+  each message adds to the usage (Google's own example counts a prompt one below its usage),
+  and answers 401 ``UNAUTHENTICATED`` to a bearer token, which that API reads as OAuth (its
+  users' reports: the key goes as ``x-goog-api-key``); safety blocks end with ``finish_reason``
   ``content_filter``; hidden thinking counted in ``completion_tokens_details``.
 * **anthropic** (the OpenAI SDK compatibility layer): ``response_format`` is ignored (the
   answer is prose unless the prompt itself carries the schema); errors
@@ -64,13 +68,14 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
     filter: str = "none"  # how --filter-word shows: error | finish | none
     overload_status: int = 503  # what a poisoned body is answered with
     tokenize: bool = False  # POST /tokenize counts a chat prompt as the completion would (vLLM's route)
+    count_tokens: bool = False  # Gemini's native models.countTokens beside /v1beta/openai
 
 
 _ALL: dict[str, Profile] = {
     "openai": Profile(name="openai", quota_headers="openai", filter="error"),
     "azure": Profile(name="azure", quota_headers="azure", filter="error"),
     "gemini": Profile(name="gemini", quota_headers="none", retry_after_header=False, cached_tokens=False,
-                      window_counts_output=False, filter="finish"),
+                      window_counts_output=False, filter="finish", count_tokens=True),
     "anthropic": Profile(name="anthropic", quota_headers="anthropic", reasoning_details=False, cached_tokens=False,
                          structured_output=False, window_counts_output=False, filter="finish",
                          overload_status=529),

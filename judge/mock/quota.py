@@ -12,7 +12,7 @@ from typing import Callable
 __all__ = ["TPM_CHARGES", "UNCAPPED_RESERVATION", "Quota", "TokenBucket", "ceil_ms", "character_guess", "format_duration"]
 
 # What a token quota charges a request (MockConfig.tpm_charge).
-TPM_CHARGES = ("counted", "reserved")
+TPM_CHARGES = ("counted", "reserved", "input")
 # The output a reserving limiter assumes when the request set no cap: Azure's documents say the
 # model's whole context; the mock's window when one is set, else this.
 UNCAPPED_RESERVATION = 16_384

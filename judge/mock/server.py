@@ -112,7 +112,8 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # What the token quota charges a request (judge.mock.quota): "counted", its prompt and
     # answer as usage counts them, at admission; "reserved", as OpenAI's and Azure's limiters
     # are documented to: a character guess at the prompt plus the whole output cap, the unused
-    # part of the cap given back when the answer leaves.
+    # part of the cap given back when the answer leaves; "input", the prompt alone as usage
+    # counts it, at admission (Gemini's token quota is of input tokens per minute).
     tpm_charge: str = "counted"
     # False: a streamed body is refused with a 400 naming stream_options, as Azure OpenAI's
     # API versions before stream_options did (and some gateways still do)
@@ -172,7 +173,7 @@ class _Stats(msgspec.Struct, kw_only=True):
     truncated_prompts: int = 0  # over --context-window and cut silently (the ollama profile)
     filtered: int = 0  # met the content filter (--filter-word)
     streamed: int = 0  # admitted and answered as server-sent events (the body asked "stream": true)
-    tokenize_requests: int = 0  # prompts counted at POST /tokenize (the vllm profile's route)
+    tokenize_requests: int = 0  # prompts counted at POST /tokenize (vllm) or countTokens (gemini)
     quota_tokens: int = 0  # what the token quota kept of the admitted requests (their charge less what it gave back)
 
 
@@ -292,7 +293,9 @@ class _MockJudge:
         # A reserving limiter holds the output cap (without one, the window) until the answer leaves
         reserved = (output_cap(payload) or cfg.context_window or UNCAPPED_RESERVATION) \
             if cfg.tpm_charge == "reserved" else None
-        if reserved is None:
+        if cfg.tpm_charge == "input":
+            charge = prep.prompt_tokens
+        elif reserved is None:
             charge = prep.prompt_tokens + prep.completion_tokens + planned_reasoning(payload, cfg.reasoning_tokens)
         else:
             charge = character_guess(prep.texts) + reserved
@@ -496,12 +499,43 @@ class _MockJudge:
         body = {"count": n, "max_model_len": self.cfg.context_window or 131_072, "tokens": list(range(n))}
         return web.Response(body=orjson.dumps(body), content_type=_JSON)
 
+    async def count_tokens(self, request: web.Request) -> web.Response:
+        """Gemini's native ``models.countTokens``: the texts of a ``generateContentRequest`` (or
+        of ``contents``) by the configured tokenizer, without the per-message overhead the
+        completion's usage adds; not charged to the quota. Only the profiles that have it."""
+        if self.profile is None or not self.profile.count_tokens:
+            raise web.HTTPNotFound()
+        if "Authorization" in request.headers:  # the native API reads a bearer token as OAuth
+            body = {"error": {"code": 401, "status": "UNAUTHENTICATED", "message": (
+                "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie "
+                "or other valid authentication credential.")}}
+            return web.Response(status=401, body=orjson.dumps(body), content_type=_JSON)
+        try:
+            payload = orjson.loads(await request.read())
+        except orjson.JSONDecodeError as e:
+            body = {"error": {"code": 400, "status": "INVALID_ARGUMENT", "message": f"Invalid JSON payload: {e}"}}
+            return web.Response(status=400, body=orjson.dumps(body), content_type=_JSON)
+        texts = gemini_texts(payload)
+        n = await asyncio.get_running_loop().run_in_executor(None, lambda: sum(map(self._count_text, texts)))
+        self.stats.tokenize_requests += 1
+        return web.Response(body=orjson.dumps({"totalTokens": n}), content_type=_JSON)
+
     async def props(self, request: web.Request) -> web.Response:
         """llama-server's /props: its slots and the window of each."""
         if self.recorded is None or not self.recorded.has_props:
             raise web.HTTPNotFound()
         body = {"total_slots": llamacpp.SLOTS, "default_generation_settings": {"n_ctx": self.cfg.context_window}}
         return web.Response(body=orjson.dumps(body), content_type=_JSON)
+
+
+def gemini_texts(payload: Any) -> list[str]:
+    """The texts of a countTokens body: its ``generateContentRequest``'s system instruction
+    and turns, or its ``contents``."""
+    request = payload.get("generateContentRequest") if isinstance(payload, dict) else None
+    source = request if isinstance(request, dict) else payload if isinstance(payload, dict) else {}
+    blocks = [source.get("systemInstruction")] + list(source.get("contents") or [])
+    return [part["text"] for block in blocks if isinstance(block, dict)
+            for part in block.get("parts") or [] if isinstance(part, dict) and isinstance(part.get("text"), str)]
 
 
 def _clamp_to_window(body: dict[str, Any], window: int) -> dict[str, Any]:
@@ -538,6 +572,7 @@ def build_app(cfg: MockConfig, *, clock: Callable[[], float] = time.monotonic) -
     app.router.add_get("/models", judge.models)
     app.router.add_get("/props", judge.props)
     app.router.add_post("/tokenize", judge.tokenize)
+    app.router.add_post("/v1beta/models/{model}:countTokens", judge.count_tokens)  # Gemini's native API
     judge.batches.routes(app)
     return app
 
@@ -635,8 +670,9 @@ _FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
                 "answer streamed bodies (false: refuse them with a 400 naming stream_options, as old Azure API "
                 "versions did)"),
     "tpm_charge": (str, "what the token quota charges a request: counted (its prompt and answer as usage counts "
-                        "them, at admission) or reserved (as OpenAI's and Azure's limiters do: a character guess at "
-                        "the prompt plus the whole max_tokens, the unused part given back with the answer)"),
+                        "them, at admission), reserved (as OpenAI's and Azure's limiters do: a character guess at "
+                        "the prompt plus the whole max_tokens, the unused part given back with the answer) or input "
+                        "(the prompt alone, at admission, as Gemini's input-token quota does)"),
     "tokenizer": (str, "how usage counts tokens: words (the mock's own rule) or cl100k (GPT-4's byte-pair "
                        "encoding; needs drscore[bench])"),
 }

@@ -17,6 +17,7 @@ import pytest
 
 from drscore.cli import main
 from drscore.commands import mock_judge as mock_judge_command
+from drscore.judge.mock.completions import TOKENS_PER_MESSAGE
 from drscore.judge.mock.server import (
     MockConfig,
     MockServerProcess,
@@ -445,6 +446,42 @@ async def test_a_reserving_quota_charges_the_cap_and_gives_back_what_the_answer_
         assert status == 200 and headers["x-ratelimit-remaining-tokens"] == str(60_000 - 4 - 8000)
 
 
+async def test_an_input_token_quota_charges_the_prompt_alone() -> None:
+    # Gemini's quota is of input tokens a minute, counted at admission: the answer is not charged.
+    clock = FakeClock()
+    async with served(MockConfig(tpm=6000, burst=60, tpm_charge="input"), clock) as (s, url):
+        status, _, reply = await post(s, url, chat("Hello, world!", schema=None))
+        assert status == 200 and reply["usage"]["completion_tokens"] > 0
+        async with s.get(url + "/stats") as r:
+            stats = await r.json()
+        assert stats["quota_tokens"] == reply["usage"]["prompt_tokens"]
+        assert stats["tokens_level"] == 6000 - reply["usage"]["prompt_tokens"]
+
+
+async def test_the_gemini_profile_counts_a_prompt_at_its_native_count_tokens() -> None:
+    async with served(MockConfig(profile="gemini")) as (s, url):
+        body = chat("Rate this report on its depth.", schema=None, system="You judge reports.")
+        async with s.post(url + "/v1beta/openai/chat/completions", json=body) as r:
+            usage = (await r.json())["usage"]
+        native = {"generateContentRequest": {
+            "model": "models/judge-x", "systemInstruction": {"parts": [{"text": "You judge reports."}]},
+            "contents": [{"role": "user", "parts": [{"text": "Rate this report on its depth."}]}]}}
+        async with s.post(url + "/v1beta/models/judge-x:countTokens", json=native,
+                          headers={"x-goog-api-key": "k"}) as r:
+            assert r.status == 200
+            counted = (await r.json())["totalTokens"]
+        # the texts alone: the usage adds each message's overhead
+        assert counted == usage["prompt_tokens"] - TOKENS_PER_MESSAGE * 2
+        async with s.post(url + "/v1beta/models/judge-x:countTokens", json=native,
+                          headers={"Authorization": "Bearer k"}) as r:
+            assert r.status == 401 and (await r.json())["error"]["status"] == "UNAUTHENTICATED"
+        async with s.get(url + "/stats") as r:
+            assert (await r.json())["tokenize_requests"] == 1  # the refused one not counted
+    async with served(MockConfig(profile="openai")) as (s, url):
+        async with s.post(url + "/v1beta/models/judge-x:countTokens", json={"contents": []}) as r:
+            assert r.status == 404
+
+
 def test_the_quota_charge_must_be_one_the_mock_knows() -> None:
-    with pytest.raises(ValueError, match="tpm_charge must be one of counted, reserved"):
+    with pytest.raises(ValueError, match="tpm_charge must be one of counted, reserved, input"):
         MockConfig(tpm_charge="estimated")
