@@ -25,6 +25,7 @@ from drscore.engine.runtime.calls.judging import (
 from drscore.engine.runtime.calls.redact import redact, redact_url, register_secret, register_url_secrets
 from drscore.engine.runtime.calls.slots import ServerFacts
 from drscore.engine.runtime.calls.tokens import estimate_messages, estimate_tokens
+from drscore.judge.counting import count_route
 from drscore.judge.ratelimit_headers import parse_rate_limit_headers, retry_hint_from_text
 from drscore.judge.sse import fold_events
 from drscore.engine.runtime.calls.thinking import split_thinking
@@ -193,11 +194,14 @@ class HttpBackend:
         self._url = endpoint_url(base_url, "/chat/completions")
         self._base_url = base_url
         self._headers = {"Content-Type": "application/json", **(extra_headers or {})}
+        # Gemini's native API (its countTokens, judge.counting) takes the key in its own header
+        self._google_headers = {k: v for k, v in self._headers.items() if k.lower() != "authorization"}
         if api_key:
             register_secret(api_key)  # from here on, no message can carry it
             # Most endpoints take "Authorization: Bearer KEY"; Azure OpenAI keys go in "api-key".
             self._headers[api_key_header] = f"Bearer {api_key}" if api_key_header.lower() == "authorization" \
                 else api_key
+            self._google_headers["x-goog-api-key"] = api_key
         self.timeout_s = timeout_s
         self._timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=min(timeout_s, CONNECT_TIMEOUT_S))
         self._connections = connections
@@ -333,18 +337,18 @@ class HttpBackend:
         return ServerFacts()
 
     async def count_prompt(self, request: ChatRequest) -> int | None:
-        """The server's own count of ``request``'s prompt, from vLLM's ``POST /tokenize`` (beside
-        ``/v1``) in its chat form, which applies the chat template as the completion does. None
-        where the server has no such route (:attr:`counts_prompts` then turns False, and it is
-        not asked again) or could not answer now."""
+        """The server's own count of ``request``'s prompt (:mod:`drscore.judge.counting`: vLLM's
+        ``POST /tokenize``, Gemini's ``countTokens``). None where the server has no such route
+        (:attr:`counts_prompts` then turns False, and it is not asked again) or could not
+        answer now."""
         if self.counts_prompts is False:
             return None
-        body = {"model": self.model, "messages": request_body(request, self.model, self.wire)["messages"],
-                "add_generation_prompt": True}
+        route = count_route(self._base_url, _server_root(self._base_url), self.model,
+                            request_body(request, self.model, self.wire)["messages"])
         timeout = aiohttp.ClientTimeout(total=min(self.timeout_s, CONNECT_TIMEOUT_S))
         try:
-            async with self._get_session().post(endpoint_url(_server_root(self._base_url), "/tokenize"),
-                                                data=orjson.dumps(body), headers=self._headers,
+            async with self._get_session().post(route.url, data=orjson.dumps(route.body),
+                                                headers=self._google_headers if route.google_key else self._headers,
                                                 timeout=timeout) as resp:
                 status, raw = resp.status, await resp.read()
         except (aiohttp.ClientError, asyncio.TimeoutError):
@@ -359,7 +363,7 @@ class HttpBackend:
                 answer = orjson.loads(raw)
             except orjson.JSONDecodeError:
                 answer = None
-            count = answer.get("count") if isinstance(answer, dict) else None
+            count = answer.get(route.field) if isinstance(answer, dict) else None
         if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
             # no such route (404, 405), or one of another shape (llama.cpp's /tokenize takes a
             # "content" string): the server does not count chat prompts this way

@@ -62,11 +62,12 @@ judge_options: Callable[[F], F] = options(
            "built-in ones of that name (same placeholders; see `drscore prompts list`)"),
     option("--rpm", section=_L, type=float, default=0.0, help="requests per minute (0 = unlimited)"),
     option("--tpm", section=_L, type=float, default=0.0, help="tokens per minute (0 = unlimited)"),
-    option("--tpm-charge", section=_L, type=click.Choice(["auto", "counted", "reserved"]), default="auto",
+    option("--tpm-charge", section=_L, type=click.Choice(["auto", "counted", "reserved", "input"]), default="auto",
            help="what the endpoint's token quota charges a call: counted (prompt and answer as usage reports "
-                "them) or reserved (a character guess at the prompt plus the whole output cap, as OpenAI's and "
-                "Azure's limiters do); auto: reserved for api.openai.com, Azure OpenAI, api.anthropic.com and "
-                "api.cerebras.ai, counted elsewhere (default auto)"),
+                "them), reserved (a character guess at the prompt plus the whole output cap, as OpenAI's and "
+                "Azure's limiters do) or input (the prompt alone, as Gemini's input-token quota does); auto: "
+                "reserved for api.openai.com, Azure OpenAI, api.anthropic.com and api.cerebras.ai, input for "
+                "generativelanguage.googleapis.com, counted elsewhere (default auto)"),
     option("--concurrency", section=_L, type=int, default=16, help="max judge calls in flight (default 16)"),
     option("--burst", section=_L, type=float, default=1.0, metavar="SECONDS",
            help="quota that may be used at once, in seconds of quota (default 1)"),

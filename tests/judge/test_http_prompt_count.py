@@ -123,3 +123,46 @@ async def test_a_route_that_never_counts_is_given_up():
         got = [await backend.count_prompt(_request("a report")) for _ in range(COUNT_TRIES + 2)]
     assert got == [None] * (COUNT_TRIES + 2) and backend.counts_prompts is False
     assert len(seen) == COUNT_TRIES  # asked no more once given up
+
+
+async def test_gemini_counts_at_its_native_count_tokens_with_the_key_in_googles_header():
+    # The mock's gemini profile answers 401 to a bearer token there, as Google's native API
+    # does; its count leaves out the few tokens each message adds to the usage.
+    runner, port = await start(MockConfig(profile="gemini", seed=1))
+    backend = HttpBackend(f"http://127.0.0.1:{port}/v1beta/openai/", "gemini-2.0-flash", api_key="sk-test-key")
+    async with _backend(runner, f"http://127.0.0.1:{port}") as unused:
+        del unused
+        try:
+            text = "A report on trade, with figures. " * 30
+            count = await backend.count_prompt(_request(text))
+            answer, _ = await backend.complete(_request(text))
+        finally:
+            await backend.close()
+    assert backend.counts_prompts is True and count is not None
+    assert answer.input_tokens - count == 2 * 3  # two messages' overhead in the mock's usage
+    assert count > 100  # the prompt's own count
+
+
+async def test_the_count_tokens_request_is_googles_shape():
+    seen: list[tuple[str, dict, dict]] = []
+
+    async def count_tokens(request: web.Request) -> web.Response:
+        seen.append((request.path, dict(request.headers), await request.json()))
+        return web.json_response({"totalTokens": 42})
+
+    app = web.Application()
+    app.router.add_post("/v1beta/models/{model}:countTokens", count_tokens)
+    runner, base = await serve_app(app)
+    backend = HttpBackend(f"{base}/v1beta/openai", "gemini-2.0-flash", api_key="sk-test-key")
+    async with _backend(runner, base) as unused:
+        del unused
+        try:
+            assert await backend.count_prompt(_request("a report")) == 42
+        finally:
+            await backend.close()
+    path, headers, body = seen[0]
+    assert path == "/v1beta/models/gemini-2.0-flash:countTokens"
+    assert headers.get("x-goog-api-key") == "sk-test-key" and "Authorization" not in headers
+    assert body == {"generateContentRequest": {
+        "model": "models/gemini-2.0-flash", "systemInstruction": {"parts": [{"text": "Judge the report."}]},
+        "contents": [{"role": "user", "parts": [{"text": "a report"}]}]}}

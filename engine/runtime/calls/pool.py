@@ -228,8 +228,8 @@ class JudgePool:
         ``preflight`` sends the first call alone (see :mod:`drscore.engine.runtime.calls.health`);
         ``systematic_after`` request faults of one kind that are all a template's calls so far
         stop the run (:class:`drscore.engine.runtime.calls.health.SystematicFaults`);
-        ``tpm_charge`` is what the endpoint's token quota charges a call, ``counted`` or
-        ``reserved`` (:mod:`drscore.engine.runtime.calls.quota_charge`)."""
+        ``tpm_charge`` is what the endpoint's token quota charges a call, ``counted``,
+        ``reserved`` or ``input`` (:mod:`drscore.engine.runtime.calls.quota_charge`)."""
         self.backend = backend
         # Where templates come from (``--prompts DIR`` overrides); looked up per call so
         # the hash of the template actually used goes into the cache key.
@@ -289,6 +289,8 @@ class JudgePool:
         limiter.estimate_error = self.tokens.relative_error if self.reserved is None else (lambda: 0.0)
         limiter.reserves_output = self.reserved is not None
         limiter.followed = self.reserved.followed if self.reserved is not None else None
+        # A quota of input tokens (Gemini's) charges the prompt alone: the answer is not guessed
+        self.charges_input = tpm_charge == "input"
         # The server's own prompt counts, where it gives them (vLLM's /tokenize): see prompt_counts
         self.prompt_counts = PromptCounts(backend if isinstance(backend, Counting) else None)
         self._identity = {"backend": backend.name, **backend.identity()}
@@ -762,8 +764,18 @@ class JudgePool:
             return None
         count = await self.prompt_counts.count(current)
         if count is not None and features is not None:
-            self.tokens.counted(features, current.template, count, prompt_id(current.messages))
+            self.tokens.counted(features, current.template, self.prompt_counts.drift.charge(count),
+                                prompt_id(current.messages))
         return count
+
+    def _counted_sd(self, template: str, expected_output: int) -> float:
+        """The standard deviation (tokens) of a call whose prompt the server counted: the
+        count's usual difference from the usage, and the answer's length where the quota
+        counts it too."""
+        drift = self.prompt_counts.drift.sd
+        if self.charges_input:
+            return drift
+        return math.hypot(drift, self.tokens.completion_error(template, expected_output))
 
     def _output_room(self, tpl: prompts.Template, current: ChatRequest, ceiling: int | None) -> int:
         """The output cap the next attempt of ``current`` is sent with: the template's (room to
@@ -795,7 +807,11 @@ class JudgePool:
             if self.reserved is not None:  # what the server will charge: see quota_charge
                 return charge_prompt() + self._output_room(tpl, current, ceiling)
             if counted is not None:
-                return counted + math.ceil(self.tokens.completion(req.template, tpl.expected_output_tokens))
+                prompt = self.prompt_counts.drift.charge(counted)
+                return prompt if self.charges_input else \
+                    prompt + math.ceil(self.tokens.completion(req.template, tpl.expected_output_tokens))
+            if self.charges_input:
+                return max(1, math.ceil(self.tokens.prompt(features)))
             return self.tokens.estimate(features, req.template, tpl.expected_output_tokens)
 
         attempts = rate_limited = reasks = 0
@@ -841,7 +857,7 @@ class JudgePool:
                         # the estimator learns the request's own prompt once, not again at each retry
                         counted = await self._count_prompt(
                             current, features if current.messages is req.messages and counted is None else None)
-                        permit = await limiter.acquire(estimate, None if counted is None else self.tokens.completion_error(
+                        permit = await limiter.acquire(estimate, None if counted is None else self._counted_sd(
                             req.template, tpl.expected_output_tokens))
                     except LimiterStopped:
                         raise self._stopped_error() from None
@@ -1015,12 +1031,15 @@ class JudgePool:
             if permit is not None:
                 self.limiter.observe(info, permit)
                 # a reserving server keeps its prompt guess and the output used (quota_charge)
-                await permit.done(None if resp.usage_estimated else resp.output_tokens + (
-                    prompt_charge if self.reserved is not None else resp.input_tokens))
+                await permit.done(None if resp.usage_estimated else resp.input_tokens if self.charges_input
+                                  else resp.output_tokens + (prompt_charge if self.reserved is not None
+                                                             else resp.input_tokens))
                 if admitted is not None and resp.usage_estimated:
                     # a stream without its usage (stream_options ignored): the bill would rest on
                     # estimates; the rest go unstreamed, their usage counted
                     self.follows_streams = False
+            if counted is not None and not resp.usage_estimated:
+                self.prompt_counts.drift.observe(counted, resp.input_tokens)
             if not resp.usage_estimated and reasks == 0:
                 # re-asks carry extra messages: not the features we measured
                 self.tokens.observe(features, req.template, resp.input_tokens, resp.output_tokens,

@@ -10,10 +10,15 @@ by ``counts_prompts`` (None until known) whether the server has the route.
 
 The first call asks alone and the others wait for its outcome, so a server without the
 route is asked once, not once per call in flight.
+
+A count need not be the usage to the token: Gemini's own example counts a prompt one token
+below what its answer's usage reports. :class:`CountDrift` learns that difference from the
+answers, so a call is charged its count plus the usual difference, give or take its spread.
 """
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -24,12 +29,44 @@ class Counting(Protocol):
     async def count_prompt(self, request: Any) -> int | None: ...
 
 
+class CountDrift:
+    """How the usage of a counted prompt differs from its count: an exponentially weighted
+    mean and standard deviation of (usage - count), in tokens; 0 and 0 until an answer shows
+    one (vLLM's count is the usage exactly)."""
+
+    WEIGHT = 0.2  # of the newest difference: a few answers settle it
+
+    def __init__(self) -> None:
+        self.mean = 0.0
+        self._var = 0.0
+        self.seen = 0
+
+    def observe(self, counted: int, used: int) -> None:
+        miss = used - counted
+        if self.seen == 0:
+            self.mean = float(miss)
+        else:
+            d = miss - self.mean
+            self.mean += self.WEIGHT * d
+            self._var = (1.0 - self.WEIGHT) * (self._var + self.WEIGHT * d * d)
+        self.seen += 1
+
+    def charge(self, counted: int) -> int:
+        """What the server will count of a prompt it counted ``counted``."""
+        return max(1, counted + math.ceil(self.mean))
+
+    @property
+    def sd(self) -> float:
+        return math.sqrt(self._var)
+
+
 class PromptCounts:
     """Asks ``backend`` (one with ``count_prompt``; None: nothing to ask) for prompt counts."""
 
     def __init__(self, backend: Counting | None) -> None:
         self.backend = backend
         self.counted = 0  # prompts the server counted this run
+        self.drift = CountDrift()
         self._first: asyncio.Future[None] | None = None  # the first ask, while in flight
 
     @property

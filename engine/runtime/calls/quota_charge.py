@@ -1,12 +1,16 @@
 """What an endpoint's token quota charges a call, so the limiter can charge the same.
 
-Two ways are in use. A server that counts (vLLM or llama.cpp behind a gateway, the mock by
+Three ways are in use. A server that counts (vLLM or llama.cpp behind a gateway, the mock by
 default) charges the prompt and the answer as its usage reports them. OpenAI's and Azure
 OpenAI's limiters cannot know the answer's length when a request arrives, and their documents
 say what they charge instead: a guess at the prompt from its character count (the request is
 not tokenized) plus the whole output cap (``max_tokens``, or the model's context when none is
 set); Azure adds that the part of the cap left unused stops weighing on the quota once the
 request finishes. Anthropic (output tokens) and Cerebras reserve the cap the same way.
+Gemini's token quota counts input tokens only (its rate-limit guide: "tokens per minute
+(input)"; its quota is named the GenerateContent input token count), charged at admission: a
+request refused with a 400 for its length still used its count. A client that charges such a
+server the answer too leaves the answer's share of the quota idle.
 
 A client that charges such a server what the answer will probably use (the template's usual
 output) sends more than the quota admits: against a told quota the mock, reserving like
@@ -22,7 +26,7 @@ import math
 from collections import deque
 from urllib.parse import urlsplit
 
-TPM_CHARGES = ("auto", "counted", "reserved")
+TPM_CHARGES = ("auto", "counted", "reserved", "input")
 
 # Hosts whose token limiter reserves the output cap (their documents, see above). ``auto``
 # resolves to "reserved" for these (and their subdomains), to "counted" for any other.
@@ -34,18 +38,24 @@ RESERVING_HOSTS = (
     "api.anthropic.com",
     "api.cerebras.ai",
 )
+# Hosts whose token quota counts the prompt alone: ``auto`` resolves to "input" for these.
+INPUT_HOSTS = ("generativelanguage.googleapis.com",)
 
 
 def resolve(charge: str, url: str | None) -> str:
-    """``counted`` or ``reserved`` for ``charge`` (one of :data:`TPM_CHARGES`) at ``url``:
-    ``auto`` is ``reserved`` for the hosts of :data:`RESERVING_HOSTS`."""
+    """``counted``, ``reserved`` or ``input`` for ``charge`` (one of :data:`TPM_CHARGES`) at
+    ``url``: ``auto`` is ``reserved`` for the hosts of :data:`RESERVING_HOSTS`, ``input`` for
+    those of :data:`INPUT_HOSTS`."""
     if charge not in TPM_CHARGES:
         raise ValueError(f"--tpm-charge must be one of {', '.join(TPM_CHARGES)}, got {charge!r}")
     if charge != "auto":
         return charge
     host = (urlsplit(url).hostname or "").lower() if url else ""
-    reserving = any(host == h or host.endswith("." + h) for h in RESERVING_HOSTS)
-    return "reserved" if reserving else "counted"
+
+    def at(hosts: tuple[str, ...]) -> bool:
+        return any(host == h or host.endswith("." + h) for h in hosts)
+
+    return "reserved" if at(RESERVING_HOSTS) else "input" if at(INPUT_HOSTS) else "counted"
 
 
 # Granted calls whose prompt charge the server's count has not yet covered, kept at most: a

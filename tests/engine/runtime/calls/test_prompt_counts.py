@@ -15,7 +15,7 @@ from drscore.engine.runtime.calls.judging import ChatResponse
 from drscore.engine.runtime.calls.limits import SPREAD_Z, RateLimiter
 from drscore.engine.runtime.calls.pool import JudgePool
 from drscore.engine.runtime.calls.pricing import Price, PriceTable
-from drscore.engine.runtime.calls.prompt_counts import PromptCounts
+from drscore.engine.runtime.calls.prompt_counts import CountDrift, PromptCounts
 
 
 class Verdict(msgspec.Struct):
@@ -34,8 +34,9 @@ class CountingBackend:
     cacheable = True
     model = "m1"
 
-    def __init__(self, limiter: RateLimiter | None, count: int | None, delay: float = 0.05) -> None:
+    def __init__(self, limiter: RateLimiter | None, count: int | None, delay: float = 0.05, extra: int = 0) -> None:
         self.limiter, self.count, self.delay = limiter, count, delay
+        self.extra = extra  # what the usage reports beyond the count (Gemini's example: one)
         self.counts_prompts: bool | None = None
         self.asked = 0
         self.levels: list[float] = []
@@ -53,7 +54,7 @@ class CountingBackend:
         if self.limiter is not None and self.limiter.tokens is not None:
             self.levels.append(self.limiter.tokens.level)
         await asyncio.sleep(self.delay)
-        return ChatResponse(text='{"score": 3}', input_tokens=self.count or 40, output_tokens=20), None
+        return ChatResponse(text='{"score": 3}', input_tokens=(self.count or 40) + self.extra, output_tokens=20), None
 
     async def close(self):
         pass
@@ -73,14 +74,15 @@ async def test_a_server_with_the_route_counts_every_prompt():
     assert got == [123] * 8 and backend.asked == 8 and counts.counted == 8
 
 
-async def _ask(tmp_path, monkeypatch, count: int | None, texts: list[str]) -> tuple[CountingBackend, JudgePool, float]:
+async def _ask(tmp_path, monkeypatch, count: int | None, texts: list[str], *, extra: int = 0,
+               tpm_charge: str = "counted") -> tuple[CountingBackend, JudgePool, float]:
     monkeypatch.setattr(prompts, "load", lambda name: prompts.parse(name, TEMPLATE))
     # 600 tokens a minute in a bucket of ten minutes: 6,000 tokens, refilled at 10 a second
     limiter = RateLimiter(tpm=600, concurrency=4, burst_s=600)
-    backend = CountingBackend(limiter, count)
+    backend = CountingBackend(limiter, count, extra=extra)
     cache = await JudgeCache.open(tmp_path / "judge.sqlite")
     pool = JudgePool(backend, cache=cache, limiter=limiter, prices=PriceTable({"m1": Price(1.0, 2.0)}),
-                     preflight=False)
+                     preflight=False, tpm_charge=tpm_charge)
     t0 = time.monotonic()
     for text in texts:
         await pool.ask("alpha", Verdict, {"text": text})
@@ -99,6 +101,35 @@ async def test_a_counted_prompt_is_charged_at_its_count_and_teaches_the_estimato
     # 1,000 tokens for 16.5 by the rule (two messages' text and overhead, all ASCII): 61 a rule
     # token, beyond the estimator's ceiling of 8
     assert pool.tokens.weights[0] == 8.0
+
+
+def test_the_drift_of_the_usage_from_the_count_is_learned_from_the_answers():
+    drift = CountDrift()
+    assert (drift.mean, drift.sd, drift.charge(100)) == (0.0, 0.0, 100)  # vLLM's: none until shown
+    drift.observe(10, 11)  # the first difference is taken whole
+    assert (drift.mean, drift.sd, drift.charge(100)) == (1.0, 0.0, 101)
+    drift.observe(10, 16)  # 5 from the mean: mean 1 + 0.2 x 5 = 2, variance 0.8 x 0.2 x 25 = 4
+    assert drift.mean == 2.0 and abs(drift.sd - 2.0) < 1e-12 and drift.charge(100) == 102
+
+
+async def test_a_count_below_the_usage_is_charged_with_the_usual_difference(tmp_path, monkeypatch):
+    # Each prompt is counted 1,000 and its usage says 1,008: the first call goes at its count
+    # (6,000 less 1,000 and the 10 expected out), the second at the count and the 8 learned.
+    backend, pool, refill = await _ask(tmp_path, monkeypatch, 1_000, ["a report", "another report"], extra=8)
+    assert 6_000 - 1_010 <= backend.levels[0] <= 6_000 - 1_010 + refill + 1
+    # the first call's 1,008 in and 20 out are spent; the second then holds its count, the 8
+    # learned and the 20 out the first answer showed: 1,028 more
+    assert 6_000 - 1_028 - 1_028 <= backend.levels[1] <= 6_000 - 1_028 - 1_028 + refill + 1
+    assert pool.prompt_counts.drift.mean == 8.0 and pool.prompt_counts.drift.seen == 2
+
+
+async def test_a_quota_of_input_tokens_is_charged_the_counted_prompt_alone(tmp_path, monkeypatch):
+    # Gemini's quota counts the prompt, not the answer: the call is out at 6,000 less its
+    # count of 1,000 (no expected output), and after the answer the 20 written are not charged.
+    backend, pool, refill = await _ask(tmp_path, monkeypatch, 1_000, ["a report"], tpm_charge="input")
+    assert pool.limiter.tokens is not None
+    assert 6_000 - 1_000 <= backend.levels[0] <= 6_000 - 1_000 + refill + 1
+    assert 6_000 - 1_000 <= pool.limiter.tokens.level <= 6_000 - 1_000 + refill + 1
 
 
 async def test_without_the_route_the_prompt_is_charged_its_estimate(tmp_path, monkeypatch):

@@ -27,6 +27,7 @@ from drscore.engine.runtime.calls.tokens import estimate_messages
     ("https://my-team.openai.azure.com/openai/deployments/gpt-4o?api-version=2024-10-21", "reserved"),
     ("https://api.anthropic.com/v1/", "reserved"),
     ("https://api.cerebras.ai/v1", "reserved"),
+    ("https://generativelanguage.googleapis.com/v1beta/openai/", "input"),  # Gemini: input tokens a minute
     ("http://127.0.0.1:8000/v1", "counted"),  # vLLM, llama.cpp, a gateway: they count
     ("https://openai.azure.com.example.net/v1", "counted"),  # only the host itself or its subdomains
     (None, "counted"),  # the offline judge
@@ -38,7 +39,7 @@ def test_auto_reserves_for_the_hosts_documented_to_reserve(url, charge):
 
 
 def test_an_unknown_charge_is_refused_naming_the_flag():
-    with pytest.raises(ValueError, match="--tpm-charge must be one of auto, counted, reserved"):
+    with pytest.raises(ValueError, match="--tpm-charge must be one of auto, counted, reserved, input"):
         resolve("estimated", None)
     with pytest.raises(ValueError, match="--tpm-charge"):
         JudgeConfig(url="http://127.0.0.1:1/v1", tpm_charge="estimated").validate()
@@ -183,6 +184,14 @@ async def test_a_counting_endpoint_is_charged_the_estimate_then_the_usage(tmp_pa
     prompt = estimate_messages(backend.sent[0].messages)
     assert 6000 - prompt - 10 <= backend.levels[0] <= 6000 - prompt - 10 + refill  # the expected output
     assert 6000 - 40 - 20 <= limiter.tokens.level <= min(6000, 6000 - 40 - 20 + refill)  # the usage
+
+
+async def test_an_input_token_quota_is_charged_the_prompt_estimate_then_the_prompt_used(tmp_path, monkeypatch):
+    backend, limiter, refill = await _ask_once(tmp_path, monkeypatch, "input")
+    assert limiter.tokens is not None
+    prompt = estimate_messages(backend.sent[0].messages)
+    assert 6000 - prompt <= backend.levels[0] <= 6000 - prompt + refill  # no expected output
+    assert 6000 - 40 <= limiter.tokens.level <= min(6000, 6000 - 40 + refill)  # the 40 in, not the 20 out
 
 
 async def test_a_reserving_endpoints_give_back_corrects_a_bucket_its_count_already_followed():
