@@ -5,7 +5,8 @@ about 1,090 real request bodies of 0.3-106 KB) against the mock judge with a lat
 2 s +/- 1 s and a one-second burst, bound by requests (600/min) or by tokens (a limit that
 makes the run last about 110 s), and the quota either told (``--rpm``/``--tpm``, the mock's
 ``vllm`` profile, which sends no quota headers and counts a prompt before its call at
-``POST /tokenize`` as vLLM does; ``--told-profile gemini``: no such route either), announced (nothing told, the ``openai``
+``POST /tokenize`` as vLLM does; ``--told-profile gemini``: at its native ``countTokens``;
+``ollama``: no count at all), announced (nothing told, the ``openai``
 profile's ``x-ratelimit-*`` headers), or remembered (announced, and kept in the cache by an
 earlier run against the same endpoint: ``rpm-remembered``, ``tpm-remembered``), or told
 with the model's token counting already learned (``tpm-fitted``: the cache holds the fit an
@@ -17,6 +18,8 @@ documented to (a character guess at the prompt plus the whole ``max_tokens``, th
 given back with the answer; the limit is then what the quota kept, not the usage), told quotas
 then against the ``azure`` profile (remaining counts without limits, as Azure sends), and
 ``--client-charge counted`` shows a client that charges the usage it expects instead.
+``--charge input`` charges the prompt alone, as Gemini's input-token quota does (told quotas
+then against the ``gemini`` profile).
 
 limit = max(answered / RPM, tokens charged / TPM) (the mock's own count); span = the
 mock's first request to its last answer. A client that used the whole quota from the
@@ -100,7 +103,9 @@ def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tas
     with MockServerProcess(cfg) as mock:
         if remembered:
             asyncio.run(_remembered(cache, mock.url, rpm, tpm))
-        judge = JudgeConfig(url=mock.url, model="mock", concurrency=concurrency, no_cache=not (remembered or fitted),
+        # Gemini's OpenAI-compatible path, beside which its native countTokens lives
+        url = f"{mock.base}/v1beta/openai" if profile == "gemini" else mock.url
+        judge = JudgeConfig(url=url, model="mock", concurrency=concurrency, no_cache=not (remembered or fitted),
                             cache_dir=str(cache),
                             rpm=rpm if told else 0, tpm=tpm if told else 0, burst_s=burst if told else 1.0,
                             tpm_charge=client_charge if client_charge != "auto" else charge)
@@ -108,7 +113,7 @@ def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tas
                         judge=judge, method_options={"segmentation": "sections"})
         wall, summary = asyncio.run(timed_run(run))
         s = mock.stats()
-    use = quota_use(s, rpm, tpm, reserved=charge == "reserved")
+    use = quota_use(s, rpm, tpm, charge=charge)
     limit, span = use.limit, use.span
     return {"quota": "told, token counting learned earlier" if fitted else "told" if told
             else "remembered" if remembered else "headers", "profile": profile, "rpm": rpm, "tpm": tpm,
@@ -143,16 +148,18 @@ def main() -> None:
     ap.add_argument("--tokenizer", default="words", choices=("words", "cl100k"),
                     help="how the mock counts tokens: its words rule (a line of Chinese is one token, about "
                          "half of what the character rule estimates for these reports) or cl100k (GPT-4's)")
-    ap.add_argument("--charge", default="counted", choices=("counted", "reserved"),
-                    help="what the mock's token quota charges: the count (default), or as OpenAI's and Azure's "
-                         "limiters are documented to (a character guess at the prompt plus the whole max_tokens, "
-                         "the unused part given back with the answer); told quotas then use the azure profile, "
-                         "which sends remaining counts without limits")
-    ap.add_argument("--told-profile", default="", choices=("", "vllm", "azure", "gemini"),
-                    help="the mock's profile for told quotas (default: azure with --charge reserved, else vllm, "
-                         "which sends no quota headers and counts a prompt at POST /tokenize, as vLLM does; "
-                         "gemini: no quota headers and no such route, so the client paces on its estimates)")
-    ap.add_argument("--client-charge", default="auto", choices=("auto", "counted", "reserved"),
+    ap.add_argument("--charge", default="counted", choices=("counted", "reserved", "input"),
+                    help="what the mock's token quota charges: the count (default), as OpenAI's and Azure's "
+                         "limiters are documented to (reserved: a character guess at the prompt plus the whole "
+                         "max_tokens, the unused part given back with the answer; told quotas then use the azure "
+                         "profile, which sends remaining counts without limits), or the prompt alone (input, as "
+                         "Gemini's quota; told quotas then use the gemini profile)")
+    ap.add_argument("--told-profile", default="", choices=("", "vllm", "azure", "gemini", "ollama"),
+                    help="the mock's profile for told quotas (default: azure with --charge reserved, gemini with "
+                         "--charge input, else vllm, which sends no quota headers and counts a prompt at POST "
+                         "/tokenize, as vLLM does; gemini counts it at its native countTokens; ollama: no quota "
+                         "headers and no count, so the client paces on its estimates)")
+    ap.add_argument("--client-charge", default="auto", choices=("auto", "counted", "reserved", "input"),
                     help="the client's --tpm-charge (auto: the mock's --charge; counted against --charge reserved "
                          "is what a client that ignores the reservation does)")
     ap.add_argument("--drb", default=str(DRB), help="the folder of DeepResearch Bench's reports and tasks")
@@ -169,9 +176,12 @@ def main() -> None:
                 ("cl100k", False): 2_516_857, ("cl100k", True): 719_039}[(args.tokenizer, alone)]
     if args.charge == "reserved":  # what the reserving quota keeps: the character guess and the output used
         workload = 471_523 if alone else 1_803_260
+    elif args.charge == "input":  # the prompts alone (measured against an unlimited mock)
+        workload = {("words", False): 1_369_498, ("words", True): 367_410,
+                    ("cl100k", False): 2_499_314, ("cl100k", True): 714_518}[(args.tokenizer, alone)]
     tpm = args.tpm or workload * 60 / (100 if alone else 110)
     rpm = args.rpm or (60.0 if alone else 600.0)
-    told_profile = args.told_profile or ("azure" if args.charge == "reserved" else "vllm")
+    told_profile = args.told_profile or {"reserved": "azure", "input": "gemini"}.get(args.charge, "vllm")
     runs = []
     with tempfile.TemporaryDirectory() as d:
         for i, setting in enumerate(s.strip() for s in args.settings.split(",") if s.strip()):

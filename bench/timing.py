@@ -35,10 +35,10 @@ class QuotaUse(NamedTuple):
         return "tpm" if self.by_tokens > self.by_requests else "rpm"
 
 
-def quota_use(stats: dict, rpm: float, tpm: float, *, reserved: bool = False) -> QuotaUse:
-    """The mock's ``stats()`` read against an ``rpm``/``tpm`` quota (0: none); ``reserved``:
-    its quota reserves (``--tpm-charge reserved``), so what it kept is not the usage."""
-    charged = stats["quota_tokens"] if reserved else stats["prompt_tokens"] + stats["completion_tokens"]
+def quota_use(stats: dict, rpm: float, tpm: float, *, charge: str = "counted") -> QuotaUse:
+    """The mock's ``stats()`` read against an ``rpm``/``tpm`` quota (0: none); ``charge``: its
+    ``--tpm-charge`` (reserved or input: what its quota kept is not the whole usage)."""
+    charged = stats["quota_tokens"] if charge != "counted" else stats["prompt_tokens"] + stats["completion_tokens"]
     return QuotaUse(charged=charged, by_requests=stats["ok"] / rpm * 60 if rpm else 0.0,
                     by_tokens=charged / tpm * 60 if tpm else 0.0,
                     span=(stats["last_answer_at"] or 0.0) - (stats["first_request_at"] or 0.0))
