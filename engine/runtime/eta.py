@@ -138,6 +138,13 @@ class Estimate(msgspec.Struct, frozen=True):
     paused_s: float = 0.0
 
 
+def quota_tokens(snap: dict[str, Any]) -> int:
+    """The tokens the run's calls spent of a token quota: ``quota_tokens`` where the runner
+    says (a quota of input tokens is not spent by the answers), else input and output."""
+    said = snap.get("quota_tokens")
+    return int(said) if said is not None else int(snap.get("input_tokens", 0)) + int(snap.get("output_tokens", 0))
+
+
 def request_rate(snap: dict[str, Any]) -> float:
     """Requests per minute the run may send: the lowest of the configured or announced
     ``rpm`` and the pace learned from 429s (0: no request quota)."""
@@ -169,7 +176,7 @@ def estimate(snap: dict[str, Any], per_method: dict[str, int], elapsed_s: float)
         return Estimate(0.0, "done", rate_limited=rate_limited)
     works = snap.get("work") or {}
     by_method = snap.get("done_by_method") or {}
-    calls, tokens = int(snap.get("calls", 0)), int(snap.get("input_tokens", 0)) + int(snap.get("output_tokens", 0))
+    calls, tokens = int(snap.get("calls", 0)), quota_tokens(snap)
     run_tpc = tokens / calls if calls else None
     weights = tuple(snap.get("token_weights") or (1.0, 1.0))
     lefts = [method_left(works[m], n, int(by_method.get(m, 0)), run_tpc, (float(weights[0]), float(weights[1])))

@@ -22,7 +22,7 @@ import threading
 import time
 from typing import Any, Callable, NamedTuple, TextIO
 
-from drscore.engine.runtime.eta import EtaTracker, Shown, estimate, method_left
+from drscore.engine.runtime.eta import EtaTracker, Shown, estimate, method_left, quota_tokens
 from drscore.engine.runtime.usage_window import UsageWindow
 
 Snapshot = Callable[[], dict[str, Any]]
@@ -203,8 +203,7 @@ class Progress:
             snap = dict(self._snapshot())
         except RuntimeError:  # a dict grew in the loop thread while this thread read it
             return self._last
-        self._usage.observe(self._clock(), int(snap.get("calls", 0)),
-                            int(snap.get("input_tokens", 0)) + int(snap.get("output_tokens", 0)))
+        self._usage.observe(self._clock(), int(snap.get("calls", 0)), quota_tokens(snap))
         rates = self._usage.rates()
         if rates is not None:
             snap["usage_rate"] = rates

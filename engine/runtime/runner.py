@@ -63,7 +63,9 @@ class Runner:
         self.aggregate = Aggregator()
         self.per_method: dict[str, Meter] = {m.name: Meter() for m in methods}
         # asks made and expected per method, time per network call: the progress display's ETA
-        self.work: dict[str, MethodWork] = {m.name: MethodWork() for m in methods}
+        # (a quota of input tokens, Gemini's, is spent by the prompts alone)
+        self.work: dict[str, MethodWork] = {m.name: MethodWork(quota_counts_output=not pool.charges_input)
+                                            for m in methods}
         self.call_times = CallTimes()
         self.status_counts: dict[str, dict[str, int]] = {m.name: {} for m in methods}
         self.items_done = 0
@@ -84,6 +86,8 @@ class Runner:
                 "done_by_method": {m: sum(c.values()) for m, c in list(self.status_counts.items())},
                 "rpm": self.pool.limiter.rpm, "tpm": self.pool.limiter.tpm,
                 "input_tokens": s.input_tokens, "output_tokens": s.output_tokens,
+                # what the token quota was spent on: a quota of input tokens not by the answers
+                "quota_tokens": s.input_tokens + (0 if self.pool.charges_input else s.output_tokens),
                 # asks made and said per method and template: the calls left and the ETA
                 "work": {m: w.snapshot() for m, w in self.work.items()},
                 "token_weights": self.pool.tokens.weights,  # the server's counting, as learned

@@ -32,7 +32,7 @@ class TemplateWork(msgspec.Struct):
 
     asks: int = 0  # made, answered from anywhere (network, cache, a call in flight) or failed
     calls: int = 0  # of them, sent over the network and answered
-    tokens: int = 0  # input + output tokens of those network calls
+    tokens: int = 0  # input + output tokens of those network calls (input alone: MethodWork.quota_counts_output)
     finished_asks: int = 0  # made by finished items
     announced_asks: int = 0  # made by running items that said what they ask
     announced_left: int = 0  # still to make, as those items said
@@ -61,6 +61,8 @@ class MethodWork(msgspec.Struct):
     done: int = 0  # items finished (any status)
     announced: int = 0  # running items that said what they ask
     templates: dict[str, TemplateWork] = msgspec.field(default_factory=dict)
+    # False where the token quota counts the prompt alone (Gemini's): a call's tokens are then its input
+    quota_counts_output: bool = True
 
     def start(self) -> ItemWork:
         self.started += 1
@@ -130,7 +132,7 @@ class ItemWork:
         else:
             work.unannounced_asks += 1
         if judged is not None and judged.source == "network":
-            tokens = judged.input_tokens + judged.output_tokens
+            tokens = judged.input_tokens + (judged.output_tokens if self.method.quota_counts_output else 0)
             work.calls += 1
             work.tokens += tokens
             size = self.sizes.get(template)

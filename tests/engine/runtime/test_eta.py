@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from drscore.engine.runtime.eta import EtaTracker, Estimate, estimate, method_left, quota_time
+from drscore.engine.runtime.eta import EtaTracker, Estimate, estimate, method_left, quota_time, quota_tokens
 from support.fakes import template_work as tw
 
 
@@ -44,6 +44,18 @@ def test_the_token_quota_binds_with_each_methods_tokens_per_call():
     # at 20,000 tokens/min that is 258 s (the request quota allows 166 s)
     est = estimate(snap(tpm=20_000), PER_METHOD, elapsed_s=30.0)
     assert (est.basis, est.seconds) == ("token quota", pytest.approx(258.0))
+
+
+def test_a_quota_of_input_tokens_is_spent_by_the_prompts_alone():
+    # the runner says what the token quota was spent on; an older snapshot counts both
+    assert quota_tokens(snap()) == 44_000
+    assert quota_tokens(snap(quota_tokens=34_000)) == 34_000
+    # a template with neither answers nor a said size takes the run's tokens per call:
+    # 34,000 over 84 calls, not 44,000 over 84
+    unsized = work({"t": tw(announced_left=84)}, started=1, announced=1)
+    both, inputs = (estimate(snap(tpm=60_000, rpm=0, items_done=0, work={"m": unsized}, done_by_method={"m": 0}, **kw),
+                             {"m": 1}, 30.0) for kw in ({}, {"quota_tokens": 34_000}))
+    assert (both.seconds, inputs.seconds) == (pytest.approx(44.0), pytest.approx(34.0))
 
 
 def test_calls_in_flight_times_latency_bind_without_a_quota():

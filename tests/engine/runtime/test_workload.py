@@ -89,3 +89,11 @@ async def test_progress_counts_calls_while_no_redundancy_item_has_finished(tmp_p
     assert 5 <= asks < 20
     # ETA: the calls left at 600 requests/min (quota), about (20 - asks) / 10 s
     assert "(quota)" in line
+
+
+def test_against_a_quota_of_input_tokens_a_call_spends_its_prompt_alone():
+    # Gemini's token quota counts the prompt only: the ETA's tokens per call leave the answer out
+    counted, gemini = MethodWork(), MethodWork(quota_counts_output=False)
+    for m in (counted, gemini):
+        m.start().asked("quality", SimpleNamespace(source="network", input_tokens=900, output_tokens=100))
+    assert (counted.templates["quality"].tokens, gemini.templates["quality"].tokens) == (1000, 900)
