@@ -9,8 +9,9 @@ its usage will give:
   (``.../v1beta/openai`` → ``.../v1beta/models/NAME:countTokens``): a
   ``generateContentRequest`` with the system instruction and the turns, ``{"totalTokens": N}``.
   It takes the key as ``x-goog-api-key`` (Google's documents), not as the compatible
-  endpoint's bearer token; Google's Firebase documents say it is free of charge, with its own
-  quota (3,000 requests a minute), outside the model's. Its own example counts a prompt one
+  endpoint's bearer token. Google's Firebase documents (for Gemini through Vertex AI) say
+  counting is free, with a quota of its own (3,000 requests a minute); a busy answer there
+  leaves that call to its estimate. Its own example counts a prompt one
   token below what the same prompt's usage reports, so the pool learns the difference
   (:class:`~drscore.engine.runtime.calls.prompt_counts.CountDrift`).
 
@@ -47,6 +48,11 @@ def gemini_native_root(base_url: str) -> str | None:
     return urlunsplit(parts._replace(path=root))
 
 
+def _model_name(model: str) -> str:
+    """The native API's resource name of ``model`` (``models/NAME``)."""
+    return model if model.startswith("models/") else f"models/{model}"
+
+
 def _text(content: Any) -> str:
     """A message's text: a string, or the text parts of a list of parts joined."""
     if isinstance(content, str):
@@ -59,11 +65,10 @@ def _text(content: Any) -> str:
 def gemini_count_body(messages: list[dict[str, Any]], model: str) -> dict[str, Any]:
     """``models.countTokens``'s body for a chat prompt: system and developer messages as the
     system instruction, the others as turns (an assistant's as the model's)."""
-    name = model if model.startswith("models/") else f"models/{model}"
     system = [{"text": _text(m.get("content"))} for m in messages if m.get("role") in ("system", "developer")]
     contents = [{"role": "model" if m.get("role") == "assistant" else "user", "parts": [{"text": _text(m.get("content"))}]}
                 for m in messages if m.get("role") not in ("system", "developer")]
-    request: dict[str, Any] = {"model": name, "contents": contents}
+    request: dict[str, Any] = {"model": _model_name(model), "contents": contents}
     if system:
         request["systemInstruction"] = {"parts": system}
     return {"generateContentRequest": request}
@@ -75,8 +80,7 @@ def count_route(base_url: str, server_root: str, model: str, messages: list[dict
     native = gemini_native_root(base_url)
     if native is not None:
         parts = urlsplit(native)
-        name = model if model.startswith("models/") else f"models/{model}"
-        url = urlunsplit(parts._replace(path=f"{parts.path}/{name}:countTokens"))
+        url = urlunsplit(parts._replace(path=f"{parts.path}/{_model_name(model)}:countTokens"))
         return CountRoute(url=url, body=gemini_count_body(messages, model), field="totalTokens", google_key=True)
     parts = urlsplit(server_root)
     url = urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/tokenize"))
