@@ -30,9 +30,8 @@ _GEMINI_VERSIONS = ("v1beta", "v1", "v1alpha")
 
 class CountRoute(msgspec.Struct, frozen=True, kw_only=True):
     url: str
-    body: dict[str, Any]
     field: str  # the answer's field holding the count
-    google_key: bool = False  # the key goes as x-goog-api-key (Gemini's native API)
+    google_key: bool = False  # Gemini's native API: its body, and the key as x-goog-api-key
 
 
 def gemini_native_root(base_url: str) -> str | None:
@@ -74,15 +73,19 @@ def gemini_count_body(messages: list[dict[str, Any]], model: str) -> dict[str, A
     return {"generateContentRequest": request}
 
 
-def count_route(base_url: str, server_root: str, model: str, messages: list[dict[str, Any]]) -> CountRoute:
-    """How to ask the server behind ``base_url`` (``server_root``: it without ``/v1``) for the
-    count of a prompt of ``messages``."""
+def count_route(base_url: str, tokenize_url: str, model: str) -> CountRoute:
+    """Where the server behind ``base_url`` counts a prompt: Gemini's countTokens behind its
+    compatible path, else ``tokenize_url`` (vLLM's ``/tokenize``). The same for every call."""
     native = gemini_native_root(base_url)
-    if native is not None:
-        parts = urlsplit(native)
-        url = urlunsplit(parts._replace(path=f"{parts.path}/{_model_name(model)}:countTokens"))
-        return CountRoute(url=url, body=gemini_count_body(messages, model), field="totalTokens", google_key=True)
-    parts = urlsplit(server_root)
-    url = urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/tokenize"))
-    return CountRoute(url=url, body={"model": model, "messages": messages, "add_generation_prompt": True},
-                      field="count")
+    if native is None:
+        return CountRoute(url=tokenize_url, field="count")
+    parts = urlsplit(native)
+    url = urlunsplit(parts._replace(path=f"{parts.path}/{_model_name(model)}:countTokens"))
+    return CountRoute(url=url, field="totalTokens", google_key=True)
+
+
+def count_body(route: CountRoute, model: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """What ``route`` is sent to count a prompt of ``messages``."""
+    if route.google_key:
+        return gemini_count_body(messages, model)
+    return {"model": model, "messages": messages, "add_generation_prompt": True}

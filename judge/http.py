@@ -25,7 +25,7 @@ from drscore.engine.runtime.calls.judging import (
 from drscore.engine.runtime.calls.redact import redact, redact_url, register_secret, register_url_secrets
 from drscore.engine.runtime.calls.slots import ServerFacts
 from drscore.engine.runtime.calls.tokens import estimate_messages, estimate_tokens
-from drscore.judge.counting import count_route
+from drscore.judge.counting import count_body, count_route
 from drscore.judge.ratelimit_headers import parse_rate_limit_headers, retry_hint_from_text
 from drscore.judge.sse import fold_events
 from drscore.engine.runtime.calls.thinking import split_thinking
@@ -194,20 +194,23 @@ class HttpBackend:
         self._url = endpoint_url(base_url, "/chat/completions")
         self._base_url = base_url
         self._headers = {"Content-Type": "application/json", **(extra_headers or {})}
-        # Gemini's native API (its countTokens, judge.counting) takes the key in its own header
-        self._google_headers = {k: v for k, v in self._headers.items() if k.lower() != "authorization"}
         if api_key:
             register_secret(api_key)  # from here on, no message can carry it
             # Most endpoints take "Authorization: Bearer KEY"; Azure OpenAI keys go in "api-key".
             self._headers[api_key_header] = f"Bearer {api_key}" if api_key_header.lower() == "authorization" \
                 else api_key
-            self._google_headers["x-goog-api-key"] = api_key
         self.timeout_s = timeout_s
         self._timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=min(timeout_s, CONNECT_TIMEOUT_S))
         self._connections = connections
         self._session: aiohttp.ClientSession | None = None
         self.streams = True  # False once the endpoint refused a streamed body (complete_streamed)
         self.counts_prompts: bool | None = None  # whether the server counts a prompt (count_prompt); None: not known
+        self._count_route = count_route(base_url, endpoint_url(_server_root(base_url), "/tokenize"), model)
+        self._count_headers = self._headers
+        if self._count_route.google_key:  # Gemini's native API reads a bearer token as OAuth: its own header
+            self._count_headers = {k: v for k, v in self._headers.items() if k.lower() != "authorization"}
+            if api_key:
+                self._count_headers["x-goog-api-key"] = api_key
         self._count_failures = 0
 
     def identity(self) -> dict[str, Any]:
@@ -343,12 +346,12 @@ class HttpBackend:
         answer now."""
         if self.counts_prompts is False:
             return None
-        route = count_route(self._base_url, _server_root(self._base_url), self.model,
-                            request_body(request, self.model, self.wire)["messages"])
+        route = self._count_route
+        body = count_body(route, self.model, request_body(request, self.model, self.wire)["messages"])
         timeout = aiohttp.ClientTimeout(total=min(self.timeout_s, CONNECT_TIMEOUT_S))
         try:
-            async with self._get_session().post(route.url, data=orjson.dumps(route.body),
-                                                headers=self._google_headers if route.google_key else self._headers,
+            async with self._get_session().post(route.url, data=orjson.dumps(body),
+                                                headers=self._count_headers,
                                                 timeout=timeout) as resp:
                 status, raw = resp.status, await resp.read()
         except (aiohttp.ClientError, asyncio.TimeoutError):

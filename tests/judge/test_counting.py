@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from drscore.judge.counting import count_route, gemini_count_body, gemini_native_root
+from drscore.judge.counting import count_body, count_route, gemini_count_body, gemini_native_root
 
 
 @pytest.mark.parametrize(("base", "root"), [
@@ -29,9 +29,11 @@ def test_the_system_message_is_the_instruction_and_an_assistants_turn_the_models
 
 
 def test_any_other_server_is_asked_at_tokenize_beside_v1():
-    route = count_route("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000", "qwen", [{"role": "user", "content": "x"}])
+    route = count_route("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/tokenize", "qwen")
     assert route.url == "http://127.0.0.1:8000/tokenize" and route.field == "count" and not route.google_key
-    assert route.body == {"model": "qwen", "messages": [{"role": "user", "content": "x"}], "add_generation_prompt": True}
-    gemini = count_route("https://generativelanguage.googleapis.com/v1beta/openai/", "unused", "gemini-2.0-flash", [])
+    assert count_body(route, "qwen", [{"role": "user", "content": "x"}]) == {
+        "model": "qwen", "messages": [{"role": "user", "content": "x"}], "add_generation_prompt": True}
+    gemini = count_route("https://generativelanguage.googleapis.com/v1beta/openai/", "unused", "gemini-2.0-flash")
     assert gemini.url == "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.0-flash:countTokens"
     assert gemini.field == "totalTokens" and gemini.google_key
+    assert count_body(gemini, "gemini-2.0-flash", []) == gemini_count_body([], "gemini-2.0-flash")
