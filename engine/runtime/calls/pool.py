@@ -859,6 +859,8 @@ class JudgePool:
                             current, features if current.messages is req.messages and counted is None else None)
                         permit = await limiter.acquire(estimate, None if counted is None else self._counted_sd(
                             req.template, tpl.expected_output_tokens))
+                        if counted is not None:
+                            self.prompt_counts.asking.used()
                     except LimiterStopped:
                         raise self._stopped_error() from None
                     finally:

@@ -15,7 +15,7 @@ from drscore.engine.runtime.calls.judging import ChatResponse
 from drscore.engine.runtime.calls.limits import SPREAD_Z, RateLimiter
 from drscore.engine.runtime.calls.pool import JudgePool
 from drscore.engine.runtime.calls.pricing import Price, PriceTable
-from drscore.engine.runtime.calls.prompt_counts import CountDrift, PromptCounts
+from drscore.engine.runtime.calls.prompt_counts import MIN_ASKING, AskingLimit, CountDrift, PromptCounts
 
 
 class Verdict(msgspec.Struct):
@@ -72,6 +72,81 @@ async def test_a_server_with_the_route_counts_every_prompt():
     counts = PromptCounts(backend)
     got = await asyncio.gather(*(counts.count(object()) for _ in range(8)))
     assert got == [123] * 8 and backend.asked == 8 and counts.counted == 8
+
+
+class SlowCounter:
+    """Counts every prompt as 100 tokens after ``delay`` s, noting how many counts were out at once."""
+
+    def __init__(self, delay: float = 0.005) -> None:
+        self.counts_prompts: bool | None = True
+        self.delay, self.out, self.most = delay, 0, 0
+
+    async def count_prompt(self, request) -> int | None:
+        self.out += 1
+        self.most = max(self.most, self.out)
+        await asyncio.sleep(self.delay)
+        self.out -= 1
+        return 100
+
+
+async def test_calls_waiting_for_quota_ask_a_few_counts_at_a_time_not_all_at_once():
+    backend = SlowCounter()
+    counts = PromptCounts(backend)
+    got = await asyncio.gather(*(counts.count(object()) for _ in range(64)))
+    assert got == [100] * 64 and counts.counted == 64
+    assert backend.most == MIN_ASKING == 4
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_the_counts_out_at_once_keep_up_with_the_rate_calls_are_granted_at():
+    clock = FakeClock()
+    limit = AskingLimit(clock=clock)
+    assert limit.limit() == 4  # nothing measured yet
+    async with limit.asking():
+        clock.now += 0.125  # one count took 0.125 s
+    assert limit.took == 0.125
+    for _ in range(40):  # 40 counted calls granted within the last second: 40 a second
+        limit.used()
+        clock.now += 0.02
+    # twice 40 a second x 0.125 s: 10 counts out keep one ready for each call let go
+    assert limit.limit() == 10
+    clock.now += 1.0  # those grants are more than a second old: the rate is forgotten
+    assert limit.limit() == 4
+
+
+async def test_a_caller_cancelled_while_waiting_to_ask_leaves_no_place_taken():
+    limit = AskingLimit(minimum=1)
+    held = asyncio.Event()
+    release = asyncio.Event()
+
+    async def hold() -> None:
+        async with limit.asking():
+            held.set()
+            await release.wait()
+
+    holder = asyncio.create_task(hold())
+    await held.wait()
+
+    async def wait_to_ask() -> None:
+        async with limit.asking():
+            pass
+
+    waiter = asyncio.create_task(wait_to_ask())
+    await asyncio.sleep(0)
+    assert limit.out == 1 and not waiter.done()
+    waiter.cancel()
+    release.set()
+    await holder
+    assert waiter.cancelled() and limit.out == 0
+    async with limit.asking():  # the place is free again
+        assert limit.out == 1
 
 
 async def _ask(tmp_path, monkeypatch, count: int | None, texts: list[str], *, extra: int = 0,
