@@ -23,7 +23,7 @@ import contextlib
 import math
 import time
 from collections import deque
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, AsyncIterator, Callable, Protocol, runtime_checkable
 
 
 @runtime_checkable
@@ -66,9 +66,10 @@ class CountDrift:
 
 # Counts out at once, at least. A count costs the server a millisecond, but the 64 a run's
 # calls asked at its start held up its admission of the calls already granted by up to 0.7 s
-# (bench.pacing, 1,090 calls, logged at both ends: the mock counts on its own event loop, as
-# vLLM's API server tokenizes in its own process). Its bucket refilled past full meanwhile, a
-# loss ours never saw, and a call sized to our full bucket met a 429 up to a minute later.
+# (bench.pacing, 1,090 calls, logged at both ends: the mock counts on worker threads of the
+# process that admits the calls, as vLLM's API server tokenizes in its own). Its bucket refilled
+# past full meanwhile, a loss ours never saw, and a call sized to our full bucket met a 429 up
+# to a minute later.
 MIN_ASKING = 4
 # How long the rate counted calls are granted at is measured over (seconds)
 USE_WINDOW_S = 1.0
@@ -99,7 +100,7 @@ class AskingLimit:
         return max(self.minimum, math.ceil(2.0 * rate * self.took))
 
     @contextlib.asynccontextmanager
-    async def asking(self) -> Any:
+    async def asking(self) -> AsyncIterator[None]:
         """Hold one of the counts out while the body runs, waiting for one first."""
         while self.out >= self.limit():
             turn = asyncio.get_running_loop().create_future()
