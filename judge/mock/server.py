@@ -174,6 +174,8 @@ class _Stats(msgspec.Struct, kw_only=True):
     filtered: int = 0  # met the content filter (--filter-word)
     streamed: int = 0  # admitted and answered as server-sent events (the body asked "stream": true)
     tokenize_requests: int = 0  # prompts counted at POST /tokenize (vllm) or countTokens (gemini)
+    counting: int = 0  # prompts being counted now
+    max_counting: int = 0  # the most prompts ever being counted at once
     quota_tokens: int = 0  # what the token quota kept of the admitted requests (their charge less what it gave back)
 
 
@@ -491,13 +493,24 @@ class _MockJudge:
             texts = prompt_texts(payload)
         except BadRequest as e:
             return web.Response(status=400, body=error_body(str(e), "BadRequestError"), content_type=_JSON)
-        # Counted off the event loop, as vLLM's server tokenizes: the chat calls' admissions do
-        # not wait behind a wave of long prompts being counted.
-        n = await asyncio.get_running_loop().run_in_executor(None, self._prompt_tokens, texts)
-        self.stats.tokenize_requests += 1
+        n = await self._count_off_loop(lambda: self._prompt_tokens(texts))
         # vLLM always states its window; the mock's is unlimited without --context-window
         body = {"count": n, "max_model_len": self.cfg.context_window or 131_072, "tokens": list(range(n))}
         return web.Response(body=orjson.dumps(body), content_type=_JSON)
+
+    async def _count_off_loop(self, count: Callable[[], int]) -> int:
+        """A prompt counted on a worker thread, as vLLM's server tokenizes off its event loop.
+        The threads still share the process (and here two cores) with the loop: a wave of 64
+        long prompts held the chat calls' admissions back by up to 0.7 s (docs/providers.md)."""
+        st = self.stats
+        st.counting += 1
+        st.max_counting = max(st.max_counting, st.counting)
+        try:
+            n = await asyncio.get_running_loop().run_in_executor(None, count)
+        finally:
+            st.counting -= 1
+        st.tokenize_requests += 1
+        return n
 
     async def count_tokens(self, request: web.Request) -> web.Response:
         """Gemini's native ``models.countTokens``: the texts of a ``generateContentRequest`` (or
@@ -516,8 +529,7 @@ class _MockJudge:
             body = {"error": {"code": 400, "status": "INVALID_ARGUMENT", "message": f"Invalid JSON payload: {e}"}}
             return web.Response(status=400, body=orjson.dumps(body), content_type=_JSON)
         texts = gemini_texts(payload)
-        n = await asyncio.get_running_loop().run_in_executor(None, lambda: sum(map(self._count_text, texts)))
-        self.stats.tokenize_requests += 1
+        n = await self._count_off_loop(lambda: sum(map(self._count_text, texts)))
         return web.Response(body=orjson.dumps({"totalTokens": n}), content_type=_JSON)
 
     async def props(self, request: web.Request) -> web.Response:
