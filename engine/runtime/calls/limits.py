@@ -509,21 +509,13 @@ class BindingGuess:
         return self.dimension
 
 
-class AdaptiveConcurrency:
-    """A semaphore whose limit moves: halved on rate limiting (once per cooldown),
-    +1/limit per success (about +1 per round trip of the whole window). Acquiring a free
-    slot does not await: this sits on every judge call."""
+class MovingSemaphore:
+    """A semaphore whose limit moves (:meth:`set_limit`): waiters are handed a slot in arrival
+    order as a release or a raised limit frees one. Acquiring a free slot does not await."""
 
-    def __init__(self, maximum: int, cooldown_s: float = 5.0) -> None:
-        self.maximum = max(1, maximum)
-        self.limit = float(self.maximum)
-        self.cooldown_s = cooldown_s
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
         self.in_use = 0
-        self.cuts = 0
-        # Slow start (quota unknown, no headers): +1 per answered call up to the maximum
-        # instead of +1/limit; ends at the maximum or at the first rate limiting.
-        self.slow_start = False
-        self._cut_until = 0.0
         self._waiters: deque[asyncio.Future[None]] = deque()
 
     async def acquire(self) -> None:
@@ -547,12 +539,32 @@ class AdaptiveConcurrency:
         self.in_use -= 1
         self._wake()
 
+    def set_limit(self, limit: float) -> None:
+        self.limit = limit
+        self._wake()
+
     def _wake(self) -> None:
         while self._waiters and self.in_use < int(self.limit):
             fut = self._waiters.popleft()
             if not fut.done():
                 self.in_use += 1
                 fut.set_result(None)
+
+
+class AdaptiveConcurrency(MovingSemaphore):
+    """A semaphore whose limit moves: halved on rate limiting (once per cooldown),
+    +1/limit per success (about +1 per round trip of the whole window). Acquiring a free
+    slot does not await: this sits on every judge call."""
+
+    def __init__(self, maximum: int, cooldown_s: float = 5.0) -> None:
+        self.maximum = max(1, maximum)
+        super().__init__(float(self.maximum))
+        self.cooldown_s = cooldown_s
+        self.cuts = 0
+        # Slow start (quota unknown, no headers): +1 per answered call up to the maximum
+        # instead of +1/limit; ends at the maximum or at the first rate limiting.
+        self.slow_start = False
+        self._cut_until = 0.0
 
     def on_success(self) -> None:
         if self.slow_start:

@@ -25,6 +25,8 @@ import time
 from collections import deque
 from typing import Any, AsyncIterator, Callable, Protocol, runtime_checkable
 
+from drscore.engine.runtime.calls.limits import MovingSemaphore
+
 
 @runtime_checkable
 class Counting(Protocol):
@@ -85,10 +87,14 @@ class AskingLimit:
 
     def __init__(self, minimum: int = MIN_ASKING, clock: Callable[[], float] = time.monotonic) -> None:
         self.minimum, self.clock = minimum, clock
-        self.out = 0
         self.took: float | None = None  # a count's mean duration (seconds)
         self._used: deque[float] = deque()  # grants of counted calls over the last USE_WINDOW_S
-        self._waiting: deque[asyncio.Future[None]] = deque()
+        self._slots = MovingSemaphore(minimum)
+
+    @property
+    def out(self) -> int:
+        """Counts out now."""
+        return self._slots.in_use
 
     def limit(self) -> int:
         now = self.clock()
@@ -102,41 +108,21 @@ class AskingLimit:
     @contextlib.asynccontextmanager
     async def asking(self) -> AsyncIterator[None]:
         """Hold one of the counts out while the body runs, waiting for one first."""
-        while self.out >= self.limit():
-            turn = asyncio.get_running_loop().create_future()
-            self._waiting.append(turn)
-            try:
-                await turn
-            except BaseException:
-                if turn.done() and not turn.cancelled():
-                    self._wake()  # handed a free place it will not take: the next one may
-                raise
-            finally:
-                with contextlib.suppress(ValueError):
-                    self._waiting.remove(turn)
-        self.out += 1
+        self._slots.set_limit(self.limit())  # the grants' rate may have aged out since
+        await self._slots.acquire()
         started = self.clock()
         try:
             yield
         finally:
             took = self.clock() - started
             self.took = took if self.took is None else self.took + self.WEIGHT * (took - self.took)
-            self.out -= 1
-            self._wake()
+            self._slots.limit = self.limit()
+            await self._slots.release()
 
     def used(self) -> None:
         """A counted call was granted (the limit may grow)."""
         self._used.append(self.clock())
-        self._wake()
-
-    def _wake(self) -> None:
-        free = self.limit() - self.out
-        for turn in list(self._waiting):
-            if free <= 0:
-                return
-            if not turn.done():
-                turn.set_result(None)
-                free -= 1
+        self._slots.set_limit(self.limit())
 
 
 class PromptCounts:
