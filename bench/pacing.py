@@ -94,7 +94,7 @@ def _learn_token_counting(*, reports: Path, tasks: Path, methods: list[str], tok
 def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tasks: Path, latency: float,
          jitter: float, concurrency: int, methods: list[str], tmp: Path, burst: float = 1.0,
          remembered: bool = False, fitted: bool = False, tokenizer: str = "words", charge: str = "counted",
-         client_charge: str = "auto") -> dict:
+         client_charge: str = "auto", client_tokenizer: str | None = None) -> dict:
     cfg = MockConfig(profile=profile, rpm=rpm, tpm=tpm, latency=latency, jitter=jitter, seed=11, burst=burst,
                      tokenizer=tokenizer, tpm_charge=charge)
     cache = tmp.with_name(f"{tmp.name}-cache")
@@ -108,7 +108,8 @@ def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tas
         judge = JudgeConfig(url=url, model="mock", concurrency=concurrency, no_cache=not (remembered or fitted),
                             cache_dir=str(cache),
                             rpm=rpm if told else 0, tpm=tpm if told else 0, burst_s=burst if told else 1.0,
-                            tpm_charge=client_charge if client_charge != "auto" else charge)
+                            tpm_charge=client_charge if client_charge != "auto" else charge,
+                            tokenizer=client_tokenizer)
         run = RunConfig(methods=methods, reports=[str(reports)], tasks=str(tasks), out=str(tmp),
                         judge=judge, method_options={"segmentation": "sections"})
         wall, summary = asyncio.run(timed_run(run))
@@ -117,7 +118,7 @@ def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tas
     limit, span = use.limit, use.span
     return {"quota": "told, token counting learned earlier" if fitted else "told" if told
             else "remembered" if remembered else "headers", "profile": profile, "rpm": rpm, "tpm": tpm,
-            "client_tpm_charge": judge.tpm_charge,
+            "client_tpm_charge": judge.tpm_charge, "client_tokenizer": client_tokenizer,
             "binding": use.binding,
             "requests_sent": s["requests"], "requests_ok": s["ok"], "responses_429": s["rate_limited"],
             "prompts_counted_at_tokenize": s.get("tokenize_requests", 0),
@@ -162,6 +163,9 @@ def main() -> None:
     ap.add_argument("--client-charge", default="auto", choices=("auto", "counted", "reserved", "input"),
                     help="the client's --tpm-charge (auto: the mock's --charge; counted against --charge reserved "
                          "is what a client that ignores the reservation does)")
+    ap.add_argument("--client-tokenizer", default=None, metavar="SPEC",
+                    help="the client's --tokenizer: each prompt counted here (tiktoken:cl100k_base against "
+                         "--tokenizer cl100k; default: none, estimates corrected by the usage)")
     ap.add_argument("--drb", default=str(DRB), help="the folder of DeepResearch Bench's reports and tasks")
     args = ap.parse_args()
     drb = Path(args.drb)
@@ -192,7 +196,8 @@ def main() -> None:
                              reports=reports, tasks=tasks, latency=args.latency, jitter=args.jitter,
                              concurrency=args.concurrency, methods=methods, tmp=Path(d) / str(i), burst=args.burst,
                              remembered=quota == "remembered", fitted=quota == "fitted",
-                             tokenizer=args.tokenizer, charge=args.charge, client_charge=args.client_charge))
+                             tokenizer=args.tokenizer, charge=args.charge, client_charge=args.client_charge,
+                             client_tokenizer=args.client_tokenizer))
     out = {"benchmark": "pacing", "methods": methods, "reports": "DeepResearch Bench, 100 reports",
            "mock_latency_s": args.latency, "mock_jitter_s": args.jitter, "mock_burst_s": args.burst,
            "mock_tokenizer": args.tokenizer, "mock_tpm_charge": args.charge, "client_concurrency": args.concurrency, "runs": runs, "machine": machine()}

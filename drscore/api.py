@@ -37,6 +37,7 @@ from drscore.engine.methods.language import task_language
 from drscore.engine.runtime.calls.ledger import LEDGER_FILE, RunLedger, check_budget
 from drscore.engine.runtime.calls.pool import JudgePool
 from drscore.engine.runtime.calls.pricing import PriceTable, known_cost, unknown_price_message
+from drscore.judge.local_tokenizer import LocalTokenizer, load_counter
 from drscore.engine.runtime.calls.redact import endpoint_host, redact_url as redact_judge_url, register_url_secrets
 from drscore.engine.runtime.rundir import RunWriter, open_run_dir
 from drscore.engine.runtime.runner import Runner
@@ -67,6 +68,9 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     # What the endpoint's token quota charges a call (engine.runtime.calls.quota_charge): auto
     # (reserved for OpenAI's, Azure's, Anthropic's and Cerebras's hosts, else counted), counted, reserved.
     tpm_charge: str = "auto"
+    # The model's tokenizer, to count each prompt here (judge.local_tokenizer): tiktoken:ENCODING.
+    # None: the server's count where it has a route, else an estimate corrected by the usage.
+    tokenizer: str | None = None
     cache_dir: str | None = None
     no_cache: bool = False
     prices: str | None = None
@@ -98,6 +102,8 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
         """Every numeric setting in its range: a ValueError naming the flag otherwise."""
         check_all(self, JUDGE_RANGES)
         quota_charge.resolve(self.tpm_charge, self.url)
+        if self.tokenizer:
+            load_counter(self.tokenizer)  # a TokenizerError (a ValueError) naming the option
 
 
 class RunConfig(msgspec.Struct, kw_only=True):
@@ -383,6 +389,7 @@ async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePoo
             timeout_s=jc.timeout_s, max_rate_limit_wait_s=jc.max_rate_limit_wait_s,
             prefix_warmup=jc.prefix_warmup, thinking=thinking_policy(jc, backend.model),
             tpm_charge=quota_charge.resolve(jc.tpm_charge, jc.url),
+            prompt_counter=LocalTokenizer(jc.tokenizer) if jc.tokenizer else None,
         )
     except BaseException:
         try:

@@ -52,7 +52,7 @@ def _model_name(model: str) -> str:
     return model if model.startswith("models/") else f"models/{model}"
 
 
-def _text(content: Any) -> str:
+def content_text(content: Any) -> str:
     """A message's text: a string, or the text parts of a list of parts joined."""
     if isinstance(content, str):
         return content
@@ -64,8 +64,8 @@ def _text(content: Any) -> str:
 def gemini_count_body(messages: list[dict[str, Any]], model: str) -> dict[str, Any]:
     """``models.countTokens``'s body for a chat prompt: system and developer messages as the
     system instruction, the others as turns (an assistant's as the model's)."""
-    system = [{"text": _text(m.get("content"))} for m in messages if m.get("role") in ("system", "developer")]
-    contents = [{"role": "model" if m.get("role") == "assistant" else "user", "parts": [{"text": _text(m.get("content"))}]}
+    system = [{"text": content_text(m.get("content"))} for m in messages if m.get("role") in ("system", "developer")]
+    contents = [{"role": "model" if m.get("role") == "assistant" else "user", "parts": [{"text": content_text(m.get("content"))}]}
                 for m in messages if m.get("role") not in ("system", "developer")]
     request: dict[str, Any] = {"model": _model_name(model), "contents": contents}
     if system:

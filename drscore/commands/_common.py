@@ -68,6 +68,11 @@ judge_options: Callable[[F], F] = options(
                 "Azure's limiters do) or input (the prompt alone, as Gemini's input-token quota does); auto: "
                 "reserved for api.openai.com, Azure OpenAI, api.anthropic.com and api.cerebras.ai, input for "
                 "generativelanguage.googleapis.com, counted elsewhere (default auto)"),
+    option("--tokenizer", section=_L, metavar="SPEC", default=None,
+           help="the judge model's tokenizer, to count each prompt here for the token quota: "
+                "tiktoken:ENCODING (o200k_base for GPT-4o and later, cl100k_base for GPT-4); for a server "
+                "that counts no prompts itself (no /tokenize) and sends no quota headers (default: none; "
+                "needs drscore[tokenizer])"),
     option("--concurrency", section=_L, type=int, default=16, help="max judge calls in flight (default 16)"),
     option("--burst", section=_L, type=float, default=1.0, metavar="SECONDS",
            help="quota that may be used at once, in seconds of quota (default 1)"),
@@ -114,7 +119,8 @@ def judge_config_from_args(args: Any) -> JudgeConfig:
         url=a["judge_url"], model=a["judge_model"], transport=a["transport"], api_key_env=a["api_key_env"],
         api_key_header=a["api_key_header"],
         json_mode=not a["no_json_schema"], timeout_s=a["timeout"], rpm=a["rpm"], tpm=a["tpm"],
-        concurrency=a["concurrency"], burst_s=a["burst"], tpm_charge=a.get("tpm_charge") or "auto", max_rate_limit_wait_s=a["max_rate_limit_wait"],
+        concurrency=a["concurrency"], burst_s=a["burst"], tpm_charge=a.get("tpm_charge") or "auto", tokenizer=a.get("tokenizer"),
+        max_rate_limit_wait_s=a["max_rate_limit_wait"],
         cache_dir=a["cache"], no_cache=a["no_cache"],
         prices=a["prices"], price_as=a["price_as"], max_cost=a["max_cost"], max_retries=a["max_retries"],
         prompts_dir=a.get("prompts"),

@@ -294,6 +294,10 @@ class Runner:
             totals["judge_server"] = {k: v for k, v in msgspec.to_builtins(server).items() if v is not None}
         if s.timeouts_not_resent:
             totals["timeouts_not_resent"] = s.timeouts_not_resent
+        counts = self.pool.prompt_counts
+        if counts.counted:  # prompts counted before their calls (a server's route or --tokenizer)
+            totals["prompts_counted"] = {"by": counts.counted_by, "prompts": counts.counted,
+                                         "usage_less_count": round(counts.drift.mean, 2)}
         learned = self.pool.limiter.learned_quota()
         if learned is not None:  # no headers, nothing told: what the 429s taught, for the next run
             totals["learned_quota"] = learned

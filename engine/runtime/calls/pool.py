@@ -221,6 +221,7 @@ class JudgePool:
         thinking: ThinkingPolicy | None = None,
         systematic_after: int = 10,
         tpm_charge: str = "counted",
+        prompt_counter: Counting | None = None,
     ) -> None:
         """``timeout_s`` bounds each attempt (None: only the backend's own timeout);
         ``max_rate_limit_wait_s`` is the longest 429 reset the pool waits for before it
@@ -229,7 +230,9 @@ class JudgePool:
         ``systematic_after`` request faults of one kind that are all a template's calls so far
         stop the run (:class:`drscore.engine.runtime.calls.health.SystematicFaults`);
         ``tpm_charge`` is what the endpoint's token quota charges a call, ``counted``,
-        ``reserved`` or ``input`` (:mod:`drscore.engine.runtime.calls.quota_charge`)."""
+        ``reserved`` or ``input`` (:mod:`drscore.engine.runtime.calls.quota_charge`);
+        ``prompt_counter`` counts prompts in place of the server (``--tokenizer``:
+        :mod:`drscore.judge.local_tokenizer`)."""
         self.backend = backend
         # Where templates come from (``--prompts DIR`` overrides); looked up per call so
         # the hash of the template actually used goes into the cache key.
@@ -291,8 +294,10 @@ class JudgePool:
         limiter.followed = self.reserved.followed if self.reserved is not None else None
         # A quota of input tokens (Gemini's) charges the prompt alone: the answer is not guessed
         self.charges_input = tpm_charge == "input"
-        # The server's own prompt counts, where it gives them (vLLM's /tokenize): see prompt_counts
-        self.prompt_counts = PromptCounts(backend if isinstance(backend, Counting) else None)
+        # The server's own prompt counts, where it gives them (vLLM's /tokenize), or the model's
+        # tokenizer's here where the user named it (--tokenizer): see prompt_counts
+        self.prompt_counts = PromptCounts(prompt_counter if prompt_counter is not None
+                                          else backend if isinstance(backend, Counting) else None)
         self._identity = {"backend": backend.name, **backend.identity()}
         self._inflight: dict[str, asyncio.Future[Judged[Any]]] = {}
         self._planned: set[str] = set()

@@ -126,11 +126,14 @@ class AskingLimit:
 
 
 class PromptCounts:
-    """Asks ``backend`` (one with ``count_prompt``; None: nothing to ask) for prompt counts."""
+    """Asks ``backend`` (one with ``count_prompt``; None: nothing to ask) for prompt counts:
+    the server's, or a counter's on this machine (``--tokenizer``) in its place."""
 
     def __init__(self, backend: Counting | None) -> None:
         self.backend = backend
-        self.counted = 0  # prompts the server counted this run
+        # who counts: "server" (its route), or what a counter here says it is (--tokenizer's spec)
+        self.counted_by: str = getattr(backend, "counted_by", "server")
+        self.counted = 0  # prompts counted this run
         self.drift = CountDrift()
         self._first: asyncio.Future[None] | None = None  # the first ask, while in flight
         self.asking = AskingLimit()

@@ -1,0 +1,47 @@
+"""``drscore run --tokenizer`` against a server that counts no prompts and sends no quota
+headers (the mock's ``ollama`` profile), counting as GPT-4's tokenizer does, with a told token
+quota: each prompt is counted here with the same tokenizer before its call."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from drscore.judge.mock.server import MockConfig, MockServerProcess
+from support.data import ROOT
+
+EXAMPLES = ROOT / "examples"
+
+
+def _run(mock_url: str, out, cache, *extra: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "drscore.cli", "run", "--methods", "quality",
+           "--tasks", str(EXAMPLES / "tasks.jsonl"), "--reports", str(EXAMPLES / "reports.claude-3-7-sonnet.jsonl"),
+           "--judge-url", mock_url, "--judge-model", "gpt-4", "--tpm", "300000",
+           "--cache", str(cache), "--out", str(out), *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+
+
+def test_each_prompt_is_counted_here_with_the_named_tokenizer(tmp_path):
+    # 10 quality calls of about 5,000-27,000 tokens against 300,000 a minute: the quota binds
+    with MockServerProcess(MockConfig(profile="ollama", tokenizer="cl100k", tpm=300_000, latency=0.2)) as mock:
+        proc = _run(mock.url, tmp_path / "run", tmp_path / "cache", "--tokenizer", "tiktoken:cl100k_base")
+        served = mock.stats()
+    assert proc.returncode == 0, proc.stderr
+    totals = json.loads((tmp_path / "run" / "summary.json").read_text())["totals"]
+    assert totals["items"] == 10 and totals["items_failed"] == 0 and totals["calls"] == 10
+    assert served["ok"] == 10 and served["rate_limited"] == 0
+    assert served["tokenize_requests"] == 0  # the server was never asked: it has no route
+    # Every prompt counted here. The server counts each message's text and 3 tokens a message;
+    # we count the same texts, 3 a message and 3 for the reply's opening, so its usage is ours
+    # less 3 on every call: a tokenizer that counted the texts differently would move this.
+    assert totals["prompts_counted"] == {"by": "tiktoken:cl100k_base", "prompts": 10, "usage_less_count": -3.0}
+
+
+def test_a_tokenizer_that_cannot_be_loaded_stops_the_run_before_any_call(tmp_path):
+    with MockServerProcess(MockConfig(profile="ollama")) as mock:
+        proc = _run(mock.url, tmp_path / "run", tmp_path / "cache", "--tokenizer", "tiktoken:o100k_typo")
+        served = mock.stats()
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # as every setting out of its range
+    assert "--tokenizer tiktoken:o100k_typo: could not be loaded (o100k_typo: unknown)" in proc.stderr
+    assert "o200k_base" in proc.stderr  # the encodings it could have named
+    assert served["requests"] == 0
