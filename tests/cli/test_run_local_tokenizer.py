@@ -29,12 +29,36 @@ def test_each_prompt_is_counted_here_with_the_named_tokenizer(tmp_path):
     assert proc.returncode == 0, proc.stderr
     totals = json.loads((tmp_path / "run" / "summary.json").read_text())["totals"]
     assert totals["items"] == 10 and totals["items_failed"] == 0 and totals["calls"] == 10
-    assert served["ok"] == 10 and served["rate_limited"] == 0
+    assert served["ok"] == 10
     assert served["tokenize_requests"] == 0  # the server was never asked: it has no route
-    # Every prompt counted here. The server counts each message's text and 3 tokens a message;
-    # we count the same texts, 3 a message and 3 for the reply's opening, so its usage is ours
-    # less 3 on every call: a tokenizer that counted the texts differently would move this.
-    assert totals["prompts_counted"] == {"by": "tiktoken:cl100k_base", "prompts": 10, "usage_less_count": -3.0}
+    # Every request's prompt counted here (one the quota refused is counted again when resent).
+    # The server counts each message's text and 3 tokens a message; we count the same texts, 3
+    # a message and 3 for the reply's opening, so its usage is ours less 3 on every call: a
+    # tokenizer that counted the texts differently would move this.
+    assert totals["prompts_counted"] == {"by": "tiktoken:cl100k_base", "prompts": served["requests"],
+                                         "usage_less_count": -3.0}
+
+
+def test_an_open_weights_models_tokenizer_json_counts_each_prompt(tmp_path):
+    # Ollama serving a model whose tokenizer.json the user has: the server counts with it (here a
+    # tiny word-level one, each word or punctuation run a token), and so do we
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tokenizer = Tokenizer(models.WordLevel({"[UNK]": 0, "the": 1}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    spec = f"hf:{tmp_path / 'tokenizer.json'}"
+    with MockServerProcess(MockConfig(profile="ollama", tokenizer=spec, tpm=300_000, latency=0.2)) as mock:
+        proc = _run(mock.url, tmp_path / "run", tmp_path / "cache", "--judge-model", "qwen2.5:7b",
+                    "--tokenizer", f"hf:{tmp_path}")
+        served = mock.stats()
+    assert proc.returncode == 0, proc.stderr
+    totals = json.loads((tmp_path / "run" / "summary.json").read_text())["totals"]
+    assert totals["items"] == 10 and totals["items_failed"] == 0
+    assert served["ok"] == 10 and served["tokenize_requests"] == 0
+    # each request's prompt counted here, its usage ours less 3
+    assert totals["prompts_counted"] == {"by": f"hf:{tmp_path}", "prompts": served["requests"],
+                                         "usage_less_count": -3.0}
 
 
 def test_a_tokenizer_that_cannot_be_loaded_stops_the_run_before_any_call(tmp_path):

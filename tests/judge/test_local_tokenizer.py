@@ -45,9 +45,10 @@ async def test_counting_runs_on_a_worker_thread_not_the_event_loop():
 
 
 @pytest.mark.parametrize("spec, says", [
-    ("cl100k_base", "expected tiktoken:ENCODING"),
+    ("cl100k_base", "expected tiktoken:ENCODING (e.g. tiktoken:o200k_base) or hf:PATH"),
     ("sentencepiece:foo", "expected tiktoken:ENCODING"),
     ("tiktoken:", "expected tiktoken:ENCODING"),
+    ("hf:", "expected tiktoken:ENCODING"),
     ("tiktoken:no_such_encoding", "Encodings: "),
 ])
 def test_a_spec_that_names_no_tokenizer_is_refused_naming_the_option(spec, says):
@@ -56,3 +57,31 @@ def test_a_spec_that_names_no_tokenizer_is_refused_naming_the_option(spec, says)
     assert "--tokenizer" in str(e.value) and says in str(e.value)
     if spec.endswith("no_such_encoding"):
         assert "cl100k_base" in str(e.value)  # the encodings it could have named
+
+
+def _word_tokenizer(path) -> str:
+    """A tokenizer.json of a tiny word-level vocabulary: words and punctuation runs split
+    apart, each a token (an unknown one too)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tokenizer = Tokenizer(models.WordLevel({"[UNK]": 0, "score": 1, "it": 2}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.save(str(path / "tokenizer.json"))
+    return str(path / "tokenizer.json")
+
+
+def test_an_open_weights_models_tokenizer_json_counts_as_it_splits(tmp_path):
+    file = _word_tokenizer(tmp_path)
+    # "score it, now" splits score / it / , / now: 4 tokens; "hello world" 2; 2 messages of 3
+    # and the reply's 3: 4 + 2 + 6 + 3 = 15
+    req = _request(("system", "score it, now"), ("user", "hello world"))
+    assert LocalTokenizer(f"hf:{file}").count_messages(req.messages) == 15
+    assert LocalTokenizer(f"hf:{tmp_path}").count_messages(req.messages) == 15  # the folder holding it
+
+
+def test_an_hf_spec_that_is_no_tokenizer_is_refused_naming_the_file(tmp_path):
+    with pytest.raises(TokenizerError, match="no such file"):
+        load_counter(f"hf:{tmp_path / 'missing.json'}")
+    (tmp_path / "tokenizer.json").write_text('{"not": "a tokenizer"}')
+    with pytest.raises(TokenizerError, match="is not a tokenizer the tokenizers library reads"):
+        load_counter(f"hf:{tmp_path}")
