@@ -26,10 +26,11 @@ def _split(tmp, target_ids):
     return history, target
 
 
-async def _run(url: str, reports, cache, *, dry: bool, out=None, method: str = "quality") -> dict:
+async def _run(url: str, reports, cache, *, dry: bool, out=None, method: str = "quality",
+               tokenizer: str | None = None) -> dict:
     cfg = RunConfig(methods=[method], reports=[str(reports)], tasks=str(EXAMPLES / "tasks.jsonl"),
                     out=str(out) if out else None, dry_run=dry,
-                    judge=JudgeConfig(url=url, model="gpt-4.1", cache_dir=str(cache)))
+                    judge=JudgeConfig(url=url, model="gpt-4.1", cache_dir=str(cache), tokenizer=tokenizer))
     async with Run(cfg) as run:
         async for _ in run.rows():
             pass
@@ -120,3 +121,21 @@ async def test_each_template_is_planned_with_its_own_recorded_counting_and_the_t
     assert all("no record of this template" in p["basis"] for p in model_wide["planned_input_by_template"].values())
     assert model_wide["planned_input_tokens_error_total"] == pytest.approx(
         2 * model_wide["planned_input_tokens_error"], abs=1e-3)
+
+
+async def test_a_dry_run_counts_its_prompts_with_the_models_tokenizer_where_named(tmp_path):
+    _, target = _split(tmp_path, (3, 4, 54, 55))  # Chinese and English
+    runner, port = await start(MockConfig(tokenizer="cl100k"), "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        planned = await _run(url, target, tmp_path / "a", dry=True, tokenizer="tiktoken:cl100k_base")
+        counted = await _run(url, target, tmp_path / "b", dry=False, out=tmp_path / "run")
+    finally:
+        await runner.cleanup()
+    assert planned["planned_calls"] == counted["calls"] == 4
+    # The endpoint counts each message's text and 3 tokens a message; the dry run counted the
+    # same texts with 3 a message and 3 for the reply: 3 more a call, and nothing else apart.
+    assert planned["planned_input_tokens"] == counted["input_tokens"] + 3 * 4
+    assert planned["planned_input_tokens_basis"].startswith("counted with tiktoken:cl100k_base")
+    # the bar: the chat format's 12 tokens a prompt, over the prompts' mean size
+    assert planned["planned_input_tokens_error"] == round(12 * 4 / planned["planned_input_tokens"], 4)

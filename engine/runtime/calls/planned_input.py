@@ -5,7 +5,8 @@ fixed text and inputs of one kind, so under the model-wide ratios (all templates
 together) they miss alike: the total by about as much as a call. A template's own recorded
 ratios (:meth:`TokenEstimator.planned_prompt`) remove that shared miss; what is left is its
 per-call error, averaged over the distinct prompts planned and those it was learned from.
-Each bar is two standard deviations, relative to the template's planned tokens.
+Each bar is two standard deviations, relative to the template's planned tokens. Prompts
+counted with the model's tokenizer (``--tokenizer``) are exact but for the chat format's tokens.
 """
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ from drscore.engine.runtime.calls.tokens import TokenEstimator, TokenFit
 
 # Standard deviations a bar spans: the total falls outside it about one time in twenty.
 BAR_Z = 2.0
+# Prompts counted with the model's tokenizer (--tokenizer) are exact but for the chat format's
+# tokens, counted as OpenAI's 3 a message and 3 for the reply: a chat template adds up to about
+# this many more or fewer to a prompt of two messages (Llama 3's and Qwen's add 4-5 a message).
+COUNT_SLACK = 12
 
 
 class PlannedInput(msgspec.Struct, kw_only=True):
@@ -26,13 +31,16 @@ class PlannedInput(msgspec.Struct, kw_only=True):
     tokens: int = 0
     own_tokens: int = 0  # planned with the template's own ratios
     own_prompts: int = 0  # distinct prompts among those (a prompt asked again adds no news)
+    counted_tokens: int = 0  # counted with the model's tokenizer (--tokenizer)
     error: float = 0.0  # relative, BAR_Z standard deviations of the total
     basis: str = ""
 
-    def add(self, tokens: int, own: bool, new_prompt: bool) -> None:
+    def add(self, tokens: int, own: bool, new_prompt: bool, counted: bool = False) -> None:
         self.calls += 1
         self.tokens += tokens
-        if own:
+        if counted:
+            self.counted_tokens += tokens
+        elif own:
             self.own_tokens += tokens
             self.own_prompts += new_prompt
 
@@ -55,11 +63,22 @@ def shared_error(model: TokenFit | None) -> tuple[float, str]:
         "the character rule; real tokenizers differ from it by up to about 30% on text of one language"
 
 
-def with_errors(planned: dict[str, PlannedInput], tokens: TokenEstimator) -> dict[str, PlannedInput]:
-    """``planned`` with each template's error bar filled in from what ``tokens`` was seeded with."""
+def counted_basis(counted_by: str) -> str:
+    return f"counted with {counted_by}, the chat format's tokens within about {COUNT_SLACK} a prompt"
+
+
+def with_errors(planned: dict[str, PlannedInput], tokens: TokenEstimator,
+                counted_by: str | None = None) -> dict[str, PlannedInput]:
+    """``planned`` with each template's error bar filled in from what ``tokens`` was seeded
+    with; prompts counted with the model's tokenizer (``counted_by``) miss only the chat
+    format's few tokens (:data:`COUNT_SLACK`)."""
     out: dict[str, PlannedInput] = {}
     shared, shared_basis = shared_error(tokens.seeded)
     for template, p in sorted(planned.items()):
+        if counted_by is not None and p.tokens and p.counted_tokens == p.tokens:
+            out[template] = msgspec.structs.replace(p, error=COUNT_SLACK * p.calls / p.tokens,
+                                                    basis=counted_basis(counted_by))
+            continue
         own = tokens.template_record(template)
         recorded = tokens.seeded_templates.get(template)
         if own is not None and p.own_tokens:

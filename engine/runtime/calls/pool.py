@@ -86,7 +86,7 @@ from drscore.engine.runtime.calls.samples import key_component
 from drscore.engine.runtime.calls.slots import ServerFacts, ServerSlots
 from drscore.engine.runtime.calls.thinking import ThinkingPolicy, is_cut_off, split_thinking
 from drscore.engine.runtime.calls.follow_ups import MAX_RECORDED, AnswerList, ListLength, list_lengths, resized
-from drscore.engine.runtime.calls.planned_input import PlannedInput, with_errors
+from drscore.engine.runtime.calls.planned_input import COUNT_SLACK, PlannedInput, counted_basis, with_errors
 from drscore.engine.runtime.calls.prompt_counts import Counting, PromptCounts
 from drscore.engine.runtime.calls.quota_charge import ReservedCharge
 from drscore.engine.runtime.calls.tokens import (
@@ -298,6 +298,7 @@ class JudgePool:
         # tokenizer's here where the user named it (--tokenizer): see prompt_counts
         self.prompt_counts = PromptCounts(prompt_counter if prompt_counter is not None
                                           else backend if isinstance(backend, Counting) else None)
+        self.local_counter = prompt_counter  # counts here, without the server: a dry run's prompts too
         self._identity = {"backend": backend.name, **backend.identity()}
         self._inflight: dict[str, asyncio.Future[Judged[Any]]] = {}
         self._planned: set[str] = set()
@@ -363,6 +364,10 @@ class JudgePool:
 
     def input_estimate_error(self) -> tuple[float, str]:
         """The relative error of a planned input count per call (RMS), and its basis."""
+        if self.local_counter is not None:
+            s = self.stats
+            return COUNT_SLACK * s.planned_calls / max(1, s.planned_input_tokens), \
+                counted_basis(self.prompt_counts.counted_by)
         seeded = self.tokens.seeded
         if seeded is None:
             return self.tokens.PRIOR_RELATIVE_ERROR, "the character rule (no recorded usage of this model)"
@@ -370,7 +375,8 @@ class JudgePool:
 
     def planned_input(self) -> dict[str, PlannedInput]:
         """A dry run's planned input per template, each total with its error bar."""
-        return with_errors(self.planned_inputs, self.tokens)
+        return with_errors(self.planned_inputs, self.tokens,
+                           self.prompt_counts.counted_by if self.local_counter is not None else None)
 
     @property
     def budget_exhausted(self) -> bool:
@@ -591,12 +597,18 @@ class JudgePool:
         # the template's or the model's own counting where earlier runs recorded it
         # (load_token_counting), else the character rule
         features = message_features(req.messages)
-        estimate, own = self.tokens.planned_prompt(features, req.template)
-        tin, tout = math.ceil(estimate), tpl.expected_output_tokens + reasoning
+        counted = None if self.local_counter is None else await self.local_counter.count_prompt(req)
+        if counted is not None:  # the model's tokenizer, here (--tokenizer)
+            tin, own = counted, False
+        else:
+            estimate, own = self.tokens.planned_prompt(features, req.template)
+            tin = math.ceil(estimate)
+        tout = tpl.expected_output_tokens + reasoning
         planned = self.planned_inputs.get(req.template)
         if planned is None:
             planned = self.planned_inputs[req.template] = PlannedInput()
-        planned.add(tin, own, self._planned_prompts.first_time((req.template, prompt_id(req.messages))))
+        planned.add(tin, own, self._planned_prompts.first_time((req.template, prompt_id(req.messages))),
+                    counted=counted is not None)
         cached = self._cache_estimate.cached_tokens(req.messages, tin) if not self.batched else 0
         cost = self.prices.cost(self.price_model, tin, tout, cached, batch=self.batched)
         s = self.stats

@@ -39,6 +39,22 @@ def test_without_its_own_record_a_templates_total_is_as_uncertain_as_one_call():
     assert error == TokenEstimator.PRIOR_RELATIVE_ERROR and basis.startswith("the character rule")
 
 
+def test_prompts_counted_with_the_models_tokenizer_are_barred_by_the_chat_formats_few_tokens():
+    counted = PlannedInput()
+    for tokens in (4_000, 6_000):
+        counted.add(tokens, own=False, new_prompt=True, counted=True)
+    estimated = PlannedInput()
+    estimated.add(5_000, own=False, new_prompt=True)
+    out = with_errors({"counted": counted, "estimated": estimated}, TokenEstimator(), "tiktoken:o200k_base")
+    # 12 tokens on each of 2 prompts over their 10,000: 0.24%
+    assert out["counted"].error == pytest.approx(12 * 2 / 10_000)
+    assert out["counted"].basis.startswith("counted with tiktoken:o200k_base")
+    # a template estimated in the same plan keeps the character rule's bar
+    assert out["estimated"].error == TokenEstimator.PRIOR_RELATIVE_ERROR
+    # without the counter named, the counted tokens are not believed counted
+    assert with_errors({"counted": counted}, TokenEstimator())["counted"].error == TokenEstimator.PRIOR_RELATIVE_ERROR
+
+
 def test_the_plans_bar_is_the_token_weighted_mean_of_its_templates():
     planned = {"a": PlannedInput(calls=1, tokens=100, error=0.1), "b": PlannedInput(calls=9, tokens=300, error=0.02)}
     assert overall_error(planned) == pytest.approx((100 * 0.1 + 300 * 0.02) / 400)  # 0.04
