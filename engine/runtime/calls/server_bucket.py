@@ -18,7 +18,8 @@ came with and the give-backs that reached us after that call's grant, each in th
 happened, with the refill between them capped at the bucket's size. Replayed from one count to
 the next, it also predicts the next count: what the server then reports above the prediction
 is what it charged the prompts of the calls in between less than we did
-(:class:`~drscore.engine.runtime.calls.quota_charge.ReservedCharge` learns its guess from it).
+(:class:`~drscore.engine.runtime.calls.quota_charge.ReservedCharge` learns its guess from it),
+unless a give-back whose order against a grant could not be told lowered the prediction.
 
 Pure and clock-free: times are passed in.
 """
@@ -56,10 +57,13 @@ def given_back(level: float, amount: float, capacity: float, recent: float) -> f
     return min(level + amount, max(level, capacity - recent))
 
 
-def _replay(level: float, at: float, events: list[_Event], until: float, rate: float, capacity: float) -> float:
+def _replay(level: float, at: float, events: list[_Event], until: float, rate: float,
+            capacity: float) -> tuple[float, bool]:
     """``level`` at ``at``, moved by ``events`` in order (none earlier than ``at``) and refilled
-    up to ``capacity``: the level at ``until``."""
+    up to ``capacity``: the level at ``until``, and whether a give-back's unknown order lowered
+    it (the lower order taken, which the server's may not have been)."""
     takes: deque[_Event] = deque()  # those of the last AMBIGUOUS_S
+    lowered = False
     for event in events:
         t = max(event.at, at)
         level = min(capacity, level + (t - at) * rate)
@@ -70,8 +74,10 @@ def _replay(level: float, at: float, events: list[_Event], until: float, rate: f
             level += event.delta
             takes.append(event)
         else:
-            level = given_back(level, event.delta, capacity, -sum(e.delta for e in takes))
-    return min(capacity, level + max(0.0, until - at) * rate)
+            kept = given_back(level, event.delta, capacity, -sum(e.delta for e in takes))
+            lowered = lowered or kept < min(capacity, level + event.delta) - 1.0
+            level = kept
+    return min(capacity, level + max(0.0, until - at) * rate), lowered
 
 
 class ServerBucket:
@@ -146,15 +152,22 @@ class ServerBucket:
         predicted = None
         if self._anchor is not None and self._anchor[2] < seq:
             at, anchor_level, _ = self._anchor
-            predicted = _replay(anchor_level, at, before, admitted_at, rate, capacity)
+            predicted, lowered = _replay(anchor_level, at, before, admitted_at, rate, capacity)
+            if lowered:
+                # A give-back replayed as made before a call it may have followed: the count
+                # holds it where the server had it later, and what it then holds above the
+                # prediction is that give-back, not cheaper prompts (logged: +434 tokens of a
+                # 959 give-back that reached us 7 ms after a grant, read as the prompts' miss;
+                # the wide-character ratio fell below the server's, and a call met a 429).
+                predicted = None
         self._anchor = (admitted_at, level, seq)
         self._events = deque(after)
         return (None if predicted is None else level - predicted), _replay(level, admitted_at, after, now, rate,
-                                                                           capacity)
+                                                                           capacity)[0]
 
     def at_most(self, seq: int, granted_at: float, admitted_at: float, level: float, now: float, rate: float,
                 capacity: float) -> float | None:
         """The level at ``now`` if the server had at most ``level`` when it admitted call
         ``seq`` (a count floored at 0, whose depth is unknown): an upper bound, nothing recorded."""
         split = self._split(seq, granted_at)
-        return None if split is None else _replay(level, admitted_at, split[1], now, rate, capacity)
+        return None if split is None else _replay(level, admitted_at, split[1], now, rate, capacity)[0]

@@ -50,6 +50,28 @@ def test_a_give_back_just_after_a_grant_counts_as_made_first_where_that_is_lower
     assert server.at_most(0, -1.0, -1.0, 4_715, 0.002, 0.0, 4_715) == pytest.approx(4_715 - 5_978)
 
 
+def test_a_prediction_lowered_by_a_give_back_of_unknown_order_teaches_nothing():
+    capacity = RATE  # one second of quota
+    server = ServerBucket((0.0, capacity, 0))
+    server.took(1, 1.5, 1_200)  # full at 1.5 s: -200
+    # 2 ms after that grant: replayed as made first, at a full bucket, and lost (-198)
+    server.gave_back(1.502, 900)
+    server.took(2, 2.0, 300)  # -198 + 498 of refill - 300 = 0; 10 by its admission
+    # The server had made it after admitting call 1: 702, full by 2.0 s, 700 after call 2, and 710
+    # when it counted. The 700 above the prediction is the give-back, not prompts charged 700 less.
+    miss, level = server.follow(2, 2.0, 2.01, 710, 3.0, RATE, capacity)
+    assert miss is None
+    assert level == pytest.approx(capacity)  # the count is followed all the same: 710 + 990, held at the size
+
+    # A give-back as near a grant that fits either way (the bucket far from full) still teaches
+    server = ServerBucket((0.0, -1_300, 0))  # 200 by 1.5 s
+    server.took(1, 1.5, 100)
+    server.gave_back(1.502, 50)  # 152 in either order: the call took 100 of a bucket with room
+    server.took(2, 2.0, 300)  # 152 + 498 - 300 = 350; 360 by its admission
+    miss, _ = server.follow(2, 2.0, 2.01, 410, 3.0, RATE, capacity)  # the server charged call 2 250
+    assert miss == pytest.approx(50)
+
+
 def test_a_bucket_of_a_second_is_replayed_with_its_debt_and_its_size():
     capacity = RATE  # one second of quota
     server = ServerBucket((0.0, capacity, 0))
