@@ -68,7 +68,8 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     # What the endpoint's token quota charges a call (engine.runtime.calls.quota_charge): auto
     # (reserved for OpenAI's, Azure's, Anthropic's and Cerebras's hosts, else counted), counted, reserved.
     tpm_charge: str = "auto"
-    # The model's tokenizer, to count each prompt here (judge.local_tokenizer): tiktoken:ENCODING.
+    # The model's tokenizer, to count each prompt here (judge.local_tokenizer): tiktoken:ENCODING
+    # or hf:PATH (a tokenizer.json).
     # None: the server's count where it has a route, else an estimate corrected by the usage.
     tokenizer: str | None = None
     cache_dir: str | None = None

@@ -156,9 +156,10 @@ class ServerBucket:
             if lowered:
                 # A give-back replayed as made before a call it may have followed: the count
                 # holds it where the server had it later, and what it then holds above the
-                # prediction is that give-back, not cheaper prompts (logged: +434 tokens of a
-                # 959 give-back that reached us 7 ms after a grant, read as the prompts' miss;
-                # the wide-character ratio fell below the server's, and a call met a 429).
+                # prediction is that give-back, not cheaper prompts (logged: a count 485 above
+                # the prediction, 434 of it a give-back of 959 that reached us 7 ms after a
+                # grant; in another run the wide-character ratio so learned fell below the
+                # server's, and a call met a 429).
                 predicted = None
         self._anchor = (admitted_at, level, seq)
         self._events = deque(after)
