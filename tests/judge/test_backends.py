@@ -199,3 +199,28 @@ def test_key_header_bearer_by_default_or_named_for_azure():
     azure = HttpBackend("http://x/v1", "m", api_key="k2", api_key_header="api-key")._headers
     assert azure["api-key"] == "k2" and "Authorization" not in azure
     assert "Authorization" not in HttpBackend("http://x/v1", "m")._headers  # local servers: no key
+
+
+async def test_the_quickest_connection_sets_the_limiters_margins(mock, monkeypatch):
+    from drscore import prompts
+    from drscore.engine.runtime.calls.limits import LAG_S, NEAR_LAG_S
+    from drscore.engine.runtime.calls.server_bucket import AMBIGUOUS_S, NEAR_AMBIGUOUS_S
+
+    monkeypatch.setattr(prompts, "load", lambda name: prompts.parse(
+        "t", "---\nmax_tokens: 60\nexpected_output_tokens: 20\n---\n## user\nCase ${i}"))
+    url = await mock(seed=3)
+    backend = HttpBackend(url, "mock")
+    limiter = RateLimiter(concurrency=4)
+    pool = JudgePool(backend, cache=None, limiter=limiter, prices=PriceTable())
+    assert backend.connect_s is None and (limiter.lag_s, limiter.ambiguous_s) == (LAG_S, AMBIGUOUS_S)
+    try:
+        await pool.ask("t", Verdict, {"i": 0})
+        first = backend.connect_s
+        assert first is not None and 0.0 < first < 10.0  # timed: a new connection was made
+        await pool.ask("t", Verdict, {"i": 1})  # over the kept connection: nothing to time
+        assert backend.connect_s == first
+    finally:
+        await backend.close()
+    # the limiter was told: its margins follow the connection where it is quicker than they allow
+    assert limiter.lag_s == pytest.approx(min(LAG_S, NEAR_LAG_S + first))
+    assert limiter.ambiguous_s == pytest.approx(min(AMBIGUOUS_S, NEAR_AMBIGUOUS_S + 2 * first))

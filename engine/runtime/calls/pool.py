@@ -646,6 +646,10 @@ class JudgePool:
         except JudgeError as e:
             e.args = (redact(str(e)),)
             raise
+        finally:
+            connect_s = getattr(self.backend, "connect_s", None)
+            if connect_s is not None:
+                self.limiter.measured_connect(connect_s)
 
     def _preflight_admitted(self, gate: EndpointGate, permit: Permit | None,
                             ) -> Callable[[RateLimitInfo | None], None] | None:

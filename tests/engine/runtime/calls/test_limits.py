@@ -354,6 +354,9 @@ def test_a_reserve_holds_back_a_bucket_of_one_request():
     assert b.wait_time(1, t, reserve=0.1) == pytest.approx(1.015)
     assert b.wait_time(1, t + 5.0, reserve=0.1) == 0.0  # full for seconds: nothing to wait
     assert b.wait_time(1, t + 1.01, reserve=0.1) == pytest.approx(0.005)  # full at t + 1, for 0.01 s
+    # a lag of 8 ms (a near endpoint's): 1.008, and nothing left to wait 10 ms after full
+    assert b.wait_time(1, t, reserve=0.1, lag_s=0.008) == pytest.approx(1.008)
+    assert b.wait_time(1, t + 1.01, reserve=0.1, lag_s=0.008) == 0.0
     # the lag is time: at 6 a minute (10 s a request) still 15 ms, 0.015 of a request at 1/s
     # being 0.0015 of one at 0.1/s
     slow = TokenBucket(per_minute=6, burst_s=1.0)
@@ -777,3 +780,16 @@ async def test_the_learners_are_told_what_each_call_cost_and_what_was_refused():
     await lim.rate_limited_release(sent[1], RateLimitInfo(retry_after_s=0.01))  # the server took nothing
     assert [(seq, units) for seq, _, units in lim.token_learner._sent] == [(1, 120), (3, 300)]
     assert [(seq, units) for seq, _, units in lim.learner._sent] == [(1, 1), (3, 1)]  # and the requests
+
+
+def test_margins_follow_a_measured_connection_only_where_it_is_quicker():
+    lim = RateLimiter(tpm=60_000)
+    assert (lim.lag_s, lim.ambiguous_s) == (0.015, 0.05)  # nothing measured: the fixed margins
+    lim.measured_connect(0.0004)  # a loopback connection: 8 ms + 0.4 ms, 10 ms + 2 x 0.4 ms
+    assert lim.lag_s == pytest.approx(0.0084) and lim.ambiguous_s == pytest.approx(0.0108)
+    lim.measured_connect(0.03)  # an endpoint 30 ms away: the fixed margins, never wider
+    assert (lim.lag_s, lim.ambiguous_s) == (0.015, 0.05)
+    lim.measured_connect(0.005)  # 13 ms of lag, 20 ms of window
+    assert lim.lag_s == pytest.approx(0.013) and lim.ambiguous_s == pytest.approx(0.02)
+    lim.measured_connect(0.008)  # the lag at 15 ms again, the window 26 ms
+    assert lim.lag_s == pytest.approx(0.015) and lim.ambiguous_s == pytest.approx(0.026)

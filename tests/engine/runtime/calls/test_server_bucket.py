@@ -35,6 +35,25 @@ def test_a_give_back_too_near_the_grant_to_place_leaves_the_count_unused():
     assert level == pytest.approx(35_510 + 1_490)
 
 
+def test_a_narrower_window_places_a_give_back_the_fixed_one_cannot():
+    # As above, for an endpoint whose connections take 0.5 ms: a window of 11 ms, and the
+    # give-back 20 ms after call 2's grant was made after the server admitted it
+    server = ServerBucket((0.0, MINUTE, 0), ambiguous_s=0.011)
+    server.took(1, 0.0, 20_000)
+    server.took(2, 1.0, 10_000)
+    server.gave_back(1.02, 9_000)
+    miss, level = server.follow(2, 1.0, 1.01, 31_010, 2.0, RATE, MINUTE)
+    # 60,000 - 20,000 (+1,000 of refill by 1 s) - 10,000 (+10 by 1.01 s) = 31,010, as counted
+    assert miss == pytest.approx(0.0)
+    # 31,010 + 10 of refill + 9,000 given back + 980 of refill by 2 s
+    assert level == pytest.approx(41_000)
+    # the window is the limiter's to change: widened again, the next give-back as near is not placed
+    server.ambiguous_s = 0.05
+    server.took(3, 2.5, 1_000)
+    server.gave_back(2.52, 500)
+    assert server.follow(3, 2.5, 2.51, 41_010, 3.0, RATE, MINUTE) is None
+
+
 def test_a_give_back_just_after_a_grant_counts_as_made_first_where_that_is_lower():
     # Logged: a call of 5,978 granted at a full bucket of 4,715; a give-back of 961 reached us 2 ms
     # later, but the server had made it first, full, and lost it: the level stays where the call left it
