@@ -58,7 +58,8 @@ from drscore.engine.runtime.calls.server_bucket import AMBIGUOUS_S, NEAR_AMBIGUO
 # before) cost 30 ms a request at 60/min and 3 ms at 600/min.
 LAG_S = 0.015
 # Of that, how much more our own event loop may delay one call than the next between its grant
-# and its arrival: logged at both ends on loopback (bench.pacing, quality alone, eight runs),
+# and its arrival: logged at both ends on loopback (bench.pacing, quality alone against a
+# reserving server, which counts no prompts, eight runs),
 # grant to admission took 2.2-2.6 ms median and 4-9 ms at most a run, and a call's took longer
 # than the next one's by 6.1 ms at most over 792 pairs (by more than 4 ms in two). The rest of
 # LAG_S covers the way to the server: an endpoint whose connections are measured quicker than
@@ -812,7 +813,7 @@ class RateLimiter:
         that way is shorter than the fixed margins allow for, they shrink to our own loop's
         delays plus it: a call larger than the bucket waits for the server's full bucket and
         no longer (bench.pacing, quality alone, told, a reserving server on loopback: 0.951-0.968
-        of the quota at the fixed margins, 0.967-0.977 following the connection, 0 429s in each
+        of the quota at the fixed margins, 0.962-0.977 following the connection, 0 429s in each
         of four runs apiece)."""
         self.lag_s = min(LAG_S, NEAR_LAG_S + seconds)
         self.ambiguous_s = min(AMBIGUOUS_S, NEAR_AMBIGUOUS_S + 2 * seconds)
