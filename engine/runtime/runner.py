@@ -298,6 +298,14 @@ class Runner:
         if counts.counted:  # prompts counted before their calls (a server's route or --tokenizer)
             totals["prompts_counted"] = {"by": counts.counted_by, "prompts": counts.counted,
                                          "usage_less_count": round(counts.drift.mean, 2)}
+        limiter = self.pool.limiter
+        if limiter.requests is not None or limiter.tokens is not None:
+            # what a call larger than the bucket waited past a full one, and why (providers.md,
+            # "Margins that follow the connection")
+            connect_s = getattr(self.pool.backend, "connect_s", None)
+            totals["quota_margins"] = {"connect_ms": None if connect_s is None else round(connect_s * 1000, 3),
+                                       "lag_ms": round(limiter.lag_s * 1000, 3),
+                                       "ambiguous_ms": round(limiter.ambiguous_s * 1000, 3)}
         learned = self.pool.limiter.learned_quota()
         if learned is not None:  # no headers, nothing told: what the 429s taught, for the next run
             totals["learned_quota"] = learned
