@@ -390,7 +390,7 @@ async def test_a_429_at_the_proven_request_pace_turns_a_start_up_guess_to_tokens
     # its rank among the 9 sizes sent: half of itself, 0.5 / 9
     assert lim.binding.dimension == "requests" and lim.requests is not None
     p = await lim.acquire(1100)
-    lim.learner._cut_until = time.monotonic() + 5.0  # refused while still paused: the pause's echo
+    lim.learner._cut_until = time.monotonic() - 0.5  # the slow start's overshoot, past the pause
     await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
     assert lim.binding.dimension == "requests"  # rank 3.5 / 10 (above 1000, 900 and 800)
     p = await lim.acquire(9900)
@@ -400,6 +400,27 @@ async def test_a_429_at_the_proven_request_pace_turns_a_start_up_guess_to_tokens
     lim.learner._proven_ceiling, lim.learner._cut_until = 5.0, time.monotonic() - 2.0
     await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
     assert lim.binding.dimension == "tokens" and lim.tokens is not None
+
+
+async def test_a_429_within_the_pause_of_the_one_before_does_not_vote():
+    lim = RateLimiter(concurrency=4)
+    for x in (1000, 9000, 1500, 8000, 1200, 9500, 900, 8500):
+        p = await lim.acquire(x)
+        await p.done(x)
+    # the start-up burst: a large call refused (rank 8.5 / 10 among the ten sizes sent), and
+    # one sent with it, the smallest (rank 0.5 / 10), within the pause the first began
+    first, second = await lim.acquire(9200), await lim.acquire(850)
+    await lim.rate_limited_release(first, RateLimitInfo(retry_after_s=5.0))
+    assert lim.binding.dimension == "tokens" and lim.token_learner.pausing(time.monotonic())
+    await lim.rate_limited_release(second, RateLimitInfo(retry_after_s=5.0))
+    # as a vote, (0.85 + 0.05) / 2 = 0.45 would stay; then the overshoot's small refusal past the
+    # pause, 2.5 / 11 = 0.23, would turn it: (0.85 + 0.05 + 0.23) / 3 = 0.38 < 0.4
+    assert lim.binding.dimension == "tokens"
+    p = await lim.acquire(950)
+    lim.token_learner._cut_until = lim.learner._cut_until = time.monotonic() - 0.5
+    await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
+    # the two votes, (0.85 + 0.23) / 2 = 0.54: tokens still bind
+    assert lim.binding.dimension == "tokens" and lim.tokens is not None and lim.requests is None
 
 
 async def test_the_token_reserve_covers_the_estimates_still_in_flight():
