@@ -69,9 +69,11 @@ def test_the_prompt_guess_is_learned_from_the_counts_followed():
         mix = [english if (i + k) % 2 else chinese for k in range(n)]
         _window(charge, range(seq + 1, seq + n + 1), mix, (1.0, 0.25))
         seq += n
-    # within the few percent the fit's pull towards the character rule leaves
-    assert charge.prompt(chinese) == pytest.approx(1_100, rel=0.05)
-    assert charge.prompt(english) == pytest.approx(2_000, rel=0.05)
+    # the fit's pull towards the character rule fades with the counts: after 40 windows it
+    # leaves 0.75 x 0.01 / 40 of a token a wide character, 0.75 tokens on this prompt (a pull
+    # that did not fade left 3%: 0.2574, 1,130)
+    assert charge.prompt(chinese) == pytest.approx(1_100, abs=2)
+    assert charge.prompt(english) == 2_000
 
 
 def test_a_refused_call_counts_as_charged_nothing_by_the_server():
