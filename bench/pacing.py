@@ -128,6 +128,9 @@ def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tas
             # where the span went beyond the limit: seconds the server's bucket sat full (quota
             # offered and not taken) and from the last request it received to its last answer
             "server_bucket_full_s": s.get(f"{'tokens' if use.binding == 'tpm' else 'requests'}_full_s"),
+            # a reserving quota's give-backs that met a full bucket and were dropped by the server
+            # (seconds of quota): its loss that no pacing of ours can prevent
+            "given_back_dropped_s": round(s.get("tokens_given_back_dropped", 0.0) / (tpm / 60), 2) if tpm else None,
             "last_request_to_last_answer_s": round((s["last_answer_at"] or 0.0) - (s["last_request_at"] or 0.0), 2),
             "items_failed": summary["totals"]["items_failed"]}
 

@@ -61,6 +61,9 @@ class TokenBucket:
         self.level = self.capacity
         self._updated = now
         self.full_s = 0.0  # seconds spent full since the first charge: quota offered and not taken
+        # units given back (a reservation's unused part) past a full bucket, and so lost: a
+        # reserving quota's loss that no client's pacing can prevent (docs/providers.md)
+        self.dropped = 0.0
         self._charged = False
 
     def refill(self, now: float) -> None:
@@ -92,6 +95,7 @@ class TokenBucket:
     def give_back(self, amount: float, now: float) -> None:
         """Return ``amount`` of an earlier charge (a reservation's unused part), never above capacity."""
         self.refill(now)
+        self.dropped += max(0.0, self.level + amount - self.capacity)
         self.level = min(self.capacity, self.level + amount)
 
     def remaining(self) -> int:
@@ -106,7 +110,7 @@ class TokenBucket:
         """Forget all charges (used by ``POST /reset``)."""
         self.level = self.capacity
         self._updated = now
-        self.full_s, self._charged = 0.0, False
+        self.full_s, self.dropped, self._charged = 0.0, 0.0, False
 
 
 class Quota:

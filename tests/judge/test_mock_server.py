@@ -430,6 +430,7 @@ async def test_a_reserving_quota_charges_the_cap_and_gives_back_what_the_answer_
         async with s.get(url + "/stats") as r:
             stats = await r.json()
         assert stats["tokens_level"] == 6000 - 4 - 2 and stats["quota_tokens"] == 6
+        assert stats["tokens_given_back_dropped"] == 0  # 198 back to 5,796: under the top
         # A cap the bucket cannot hold waits, however short the answer: 4 + 5995 = 5999 against
         # 5994 left is (5999 - 5994) / 100 = 0.05 s.
         status, headers, _ = await post(s, url, {**body, "max_tokens": 5995})

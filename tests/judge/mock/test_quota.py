@@ -21,6 +21,17 @@ def test_a_bucket_counts_the_seconds_it_sat_full_after_its_first_charge():
     assert b.full_s == pytest.approx(2.5)
 
 
+def test_a_give_back_past_a_full_bucket_is_dropped_and_counted():
+    b = TokenBucket(600, 1.0, now=0.0)  # 10 a second, capacity 10
+    b.take(16)  # a reservation of 16: level -6, full again at 1.6
+    b.give_back(4, 0.5)  # -6 + 5 refilled + 4 = 3: nothing past the top
+    assert b.level == pytest.approx(3.0) and b.dropped == 0.0
+    b.give_back(5, 1.1)  # 3 + 6 refilled = 9, + 5 = 14: 4 past the top, dropped
+    assert b.level == pytest.approx(10.0) and b.dropped == pytest.approx(4.0)
+    b.refill_to_full(2.0)
+    assert b.dropped == 0.0
+
+
 def test_admission_refills_before_it_charges():
     t = [0.0]
     q = Quota(rpm=60, tpm=0, burst=1.0, clock=lambda: t[0])
