@@ -462,8 +462,9 @@ class _MockJudge:
         for kind, bucket in (("requests", self.quota.requests), ("tokens", self.quota.tokens)):
             if bucket is not None:
                 out[f"{kind}_full_s"] = round(bucket.full_s, 3)
-                out[f"{kind}_given_back_dropped"] = round(bucket.dropped, 3)
                 out[f"{kind}_level"] = round(bucket.level_at(self.quota.clock()), 3)
+        if self.quota.tokens is not None:  # only a token reservation is given back
+            out["tokens_given_back_dropped"] = round(self.quota.tokens.dropped, 3)
         if request.query.get("hashes") not in (None, "", "0", "false"):
             out["hashes"] = dict(self.answered)
         return web.Response(body=orjson.dumps(out), content_type=_JSON)

@@ -392,7 +392,7 @@ class RateLearner:
         of units the endpoint took so far, see :meth:`started`; ``seq``: the refused call's
         number, see :meth:`proven_rate`); True when the pace was cut."""
         now = self.clock()
-        if now < self._cut_until:
+        if self.pausing(now):
             return False
         accepted = self.accepted_rate(now)
         measured = None

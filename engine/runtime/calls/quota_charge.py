@@ -126,7 +126,7 @@ class ReservedCharge:
         self.windows += 1
         # A pull towards the rule's ratio for the first windows' noise, worth 1% of one mean
         # window: fading as counts come. Worth 1% of all of them, it never faded and held the
-        # ratio 3% over a server's quarter token (0.2574): each Chinese prompt charged 36-157
+        # ratio 3% over a server's quarter token (0.2574): each Chinese prompt charged 36-165
         # tokens over its guess, the next call larger than the bucket waiting for them.
         pull = 0.01 * self._sww / self.windows
         self.wide = max(0.0, (self._swy + pull) / (self._sww + pull))
