@@ -37,7 +37,7 @@ from drscore.engine.methods.language import task_language
 from drscore.engine.runtime.calls.ledger import LEDGER_FILE, RunLedger, check_budget
 from drscore.engine.runtime.calls.pool import JudgePool
 from drscore.engine.runtime.calls.pricing import PriceTable, known_cost, unknown_price_message
-from drscore.judge.local_tokenizer import LocalTokenizer, load_counter
+from drscore.judge.local_tokenizer import LocalTokenizer, ProxyTokenizer, load_counter
 from drscore.engine.runtime.calls.redact import endpoint_host, redact_url as redact_judge_url, register_url_secrets
 from drscore.engine.runtime.rundir import RunWriter, open_run_dir
 from drscore.engine.runtime.runner import Runner
@@ -70,8 +70,10 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     tpm_charge: str = "auto"
     # The model's tokenizer, to count each prompt here (judge.local_tokenizer): tiktoken:ENCODING
     # or hf:PATH (a tokenizer.json).
-    # None: the server's count where it has a route, else an estimate corrected by the usage.
+    # None: the server's count where it has a route, else an estimate corrected by the usage,
+    # learned on cl100k_base's counts where drscore[tokenizer] is installed (proxy_tokenizer).
     tokenizer: str | None = None
+    proxy_tokenizer: bool = True  # False: such estimates learn on characters
     cache_dir: str | None = None
     no_cache: bool = False
     prices: str | None = None
@@ -391,6 +393,8 @@ async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePoo
             prefix_warmup=jc.prefix_warmup, thinking=thinking_policy(jc, backend.model),
             tpm_charge=quota_charge.resolve(jc.tpm_charge, jc.url),
             prompt_counter=LocalTokenizer(jc.tokenizer) if jc.tokenizer else None,
+            # without it, a proxy's counts to learn the model's on, where the extra is installed
+            proxy=None if jc.tokenizer or not jc.proxy_tokenizer else ProxyTokenizer.available(),
         )
     except BaseException:
         try:

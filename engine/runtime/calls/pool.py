@@ -90,7 +90,7 @@ from drscore.engine.runtime.calls.planned_input import COUNT_SLACK, PlannedInput
 from drscore.engine.runtime.calls.prompt_counts import Counting, PromptCounts
 from drscore.engine.runtime.calls.quota_charge import ReservedCharge
 from drscore.engine.runtime.calls.tokens import (
-    RecentPrompts, TokenEstimator, estimate_tokens, message_features, prompt_id,
+    PROXY_PRIOR_ERROR, PromptFeatures, RecentPrompts, TokenEstimator, estimate_tokens, message_features, prompt_id,
 )
 from drscore.engine.runtime.calls.verdicts import VerdictDecodeError, decode_verdict, schema_of
 from drscore.engine.runtime.calls.windows import (
@@ -222,6 +222,7 @@ class JudgePool:
         systematic_after: int = 10,
         tpm_charge: str = "counted",
         prompt_counter: Counting | None = None,
+        proxy: PromptFeatures | None = None,
     ) -> None:
         """``timeout_s`` bounds each attempt (None: only the backend's own timeout);
         ``max_rate_limit_wait_s`` is the longest 429 reset the pool waits for before it
@@ -232,7 +233,9 @@ class JudgePool:
         ``tpm_charge`` is what the endpoint's token quota charges a call, ``counted``,
         ``reserved`` or ``input`` (:mod:`drscore.engine.runtime.calls.quota_charge`);
         ``prompt_counter`` counts prompts in place of the server (``--tokenizer``:
-        :mod:`drscore.judge.local_tokenizer`)."""
+        :mod:`drscore.judge.local_tokenizer`); ``proxy`` counts, where neither does, the
+        features a token quota's estimates learn on (tokens of another tokenizer, not
+        characters: :class:`~drscore.engine.runtime.calls.tokens.PromptFeatures`)."""
         self.backend = backend
         # Where templates come from (``--prompts DIR`` overrides); looked up per call so
         # the hash of the template actually used goes into the cache key.
@@ -289,7 +292,14 @@ class JudgePool:
         # A reserving endpoint charges the prompt's character guess and the cap sent, both known
         # before the send: nothing uncertain for the limiter's token reserve to cover.
         self.reserved = ReservedCharge() if tpm_charge == "reserved" else None
-        limiter.estimate_error = self.tokens.relative_error if self.reserved is None else (lambda: 0.0)
+        # Where a proxy tokenizer counts the prompts the server does not, the estimates a token
+        # quota is paced on learn on its counts (not kept in the cache: the dry run and the
+        # next run's first calls plan on characters); not on a reserving endpoint (its own
+        # character guess is charged) nor for the offline judge, which has no quota to pace
+        self.proxy = proxy if self.reserved is None and getattr(backend, "cacheable", True) else None
+        self.proxy_tokens = TokenEstimator(prior_error=PROXY_PRIOR_ERROR) if self.proxy is not None else None
+        self.proxied = 0  # prompts estimated on the proxy's counts
+        limiter.estimate_error = self._estimate_error if self.reserved is None else (lambda: 0.0)
         limiter.reserves_output = self.reserved is not None
         limiter.followed = self.reserved.followed if self.reserved is not None else None
         # A quota of input tokens (Gemini's) charges the prompt alone: the answer is not guessed
@@ -312,6 +322,12 @@ class JudgePool:
         # once per run, so task-level steps are counted once, as with a real judge.
         self._memo: OrderedDict[int, str] | None = None if self.cache is not None or not \
             hasattr(backend, "cacheable") or backend.cacheable else OrderedDict()
+
+    def _estimate_error(self) -> float:
+        """The recent relative error of the prompt estimates the quota is paced on."""
+        if self.proxy_tokens is not None and self.proxied:
+            return self.proxy_tokens.relative_error()
+        return self.tokens.relative_error()
 
     def _fit_store(self) -> Any:
         local = getattr(self.cache, "local", self.cache)  # behind a --redis tier: the local file
@@ -816,6 +832,7 @@ class JudgePool:
         # re-ask sends more messages than the request; otherwise they are the request's)
         prompt_charge, prompt_features = 0, features
         counted: int | None = None  # the server's own count of this attempt's prompt (prompt_counts)
+        proxied: tuple[float, float] | None = None  # the request's features by the proxy tokenizer
 
         def charge_prompt() -> int:
             nonlocal prompt_charge, prompt_features
@@ -831,9 +848,12 @@ class JudgePool:
                 prompt = self.prompt_counts.drift.charge(counted)
                 return prompt if self.charges_input else \
                     prompt + math.ceil(self.tokens.completion(req.template, tpl.expected_output_tokens))
+            # on the proxy tokenizer's counts where it counted this prompt, else on characters
+            estimator, own = (self.proxy_tokens, proxied) if proxied is not None and self.proxy_tokens is not None \
+                else (self.tokens, features)
             if self.charges_input:
-                return max(1, math.ceil(self.tokens.prompt(features)))
-            return self.tokens.estimate(features, req.template, tpl.expected_output_tokens)
+                return max(1, math.ceil(estimator.prompt(own)))
+            return estimator.estimate(own, req.template, tpl.expected_output_tokens)
 
         attempts = rate_limited = reasks = 0
         current = req
@@ -878,6 +898,10 @@ class JudgePool:
                         # the estimator learns the request's own prompt once, not again at each retry
                         counted = await self._count_prompt(
                             current, features if current.messages is req.messages and counted is None else None)
+                        if counted is None and proxied is None and self.proxy is not None \
+                                and limiter.estimates_tokens:
+                            proxied = await asyncio.to_thread(self.proxy.features, req.messages)
+                            self.proxied += 1
                         permit = await limiter.acquire(estimate, None if counted is None else self._counted_sd(
                             req.template, tpl.expected_output_tokens))
                         if counted is not None:
@@ -1067,6 +1091,9 @@ class JudgePool:
                 # re-asks carry extra messages: not the features we measured
                 self.tokens.observe(features, req.template, resp.input_tokens, resp.output_tokens,
                                     prompt_id(req.messages), prompt_known=counted is not None)
+                if proxied is not None and self.proxy_tokens is not None:
+                    self.proxy_tokens.observe(proxied, req.template, resp.input_tokens, resp.output_tokens,
+                                              prompt_id(req.messages))
             # A thought never reaches the decoder (backends already take <think> out; this holds
             # for every backend).
             resp.text, thought = split_thinking(redact(resp.text))  # an endpoint may echo the key
