@@ -94,7 +94,7 @@ def _learn_token_counting(*, reports: Path, tasks: Path, methods: list[str], tok
 def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tasks: Path, latency: float,
          jitter: float, concurrency: int, methods: list[str], tmp: Path, burst: float = 1.0,
          remembered: bool = False, fitted: bool = False, tokenizer: str = "words", charge: str = "counted",
-         client_charge: str = "auto", client_tokenizer: str | None = None) -> dict:
+         client_charge: str = "auto", client_tokenizer: str | None = None, client_estimates: str = "proxy") -> dict:
     cfg = MockConfig(profile=profile, rpm=rpm, tpm=tpm, latency=latency, jitter=jitter, seed=11, burst=burst,
                      tokenizer=tokenizer, tpm_charge=charge)
     cache = tmp.with_name(f"{tmp.name}-cache")
@@ -109,7 +109,7 @@ def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tas
                             cache_dir=str(cache),
                             rpm=rpm if told else 0, tpm=tpm if told else 0, burst_s=burst if told else 1.0,
                             tpm_charge=client_charge if client_charge != "auto" else charge,
-                            tokenizer=client_tokenizer)
+                            tokenizer=client_tokenizer, proxy_tokenizer=client_estimates == "proxy")
         run = RunConfig(methods=methods, reports=[str(reports)], tasks=str(tasks), out=str(tmp),
                         judge=judge, method_options={"segmentation": "sections"})
         wall, summary = asyncio.run(timed_run(run))
@@ -119,6 +119,7 @@ def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tas
     return {"quota": "told, token counting learned earlier" if fitted else "told" if told
             else "remembered" if remembered else "headers", "profile": profile, "rpm": rpm, "tpm": tpm,
             "client_tpm_charge": judge.tpm_charge, "client_tokenizer": client_tokenizer,
+            "client_estimates_on": summary["totals"].get("prompts_estimated", {}).get("on", "characters"),
             "binding": use.binding,
             "requests_sent": s["requests"], "requests_ok": s["ok"], "responses_429": s["rate_limited"],
             "prompts_counted_at_tokenize": s.get("tokenize_requests", 0),
@@ -149,9 +150,11 @@ def main() -> None:
     ap.add_argument("--settings", default="rpm-told,rpm-headers,tpm-told,tpm-headers")
     ap.add_argument("--burst", type=float, default=1.0,
                     help="the mock's bucket in seconds of quota (60: a minute, as OpenAI's headers describe theirs)")
-    ap.add_argument("--tokenizer", default="words", choices=("words", "cl100k"),
+    ap.add_argument("--tokenizer", default="words",
                     help="how the mock counts tokens: its words rule (a line of Chinese is one token, about "
-                         "half of what the character rule estimates for these reports) or cl100k (GPT-4's)")
+                         "half of what the character rule estimates for these reports), cl100k (GPT-4's), or "
+                         "hf:PATH (a tokenizer.json, e.g. Claude's 65k-token one the anthropic package shipped "
+                         "up to 0.34; needs --tpm)")
     ap.add_argument("--charge", default="counted", choices=("counted", "reserved", "input"),
                     help="what the mock's token quota charges: the count (default), as OpenAI's and Azure's "
                          "limiters are documented to (reserved: a character guess at the prompt plus the whole "
@@ -169,6 +172,9 @@ def main() -> None:
     ap.add_argument("--client-tokenizer", default=None, metavar="SPEC",
                     help="the client's --tokenizer: each prompt counted here (tiktoken:cl100k_base against "
                          "--tokenizer cl100k; default: none, estimates corrected by the usage)")
+    ap.add_argument("--client-estimates", default="proxy", choices=("proxy", "characters"),
+                    help="what the client's estimates learn on where nothing counts the prompts: cl100k_base's "
+                         "counts (proxy, the default where drscore[tokenizer] is installed) or characters")
     ap.add_argument("--drb", default=str(DRB), help="the folder of DeepResearch Bench's reports and tasks")
     args = ap.parse_args()
     drb = Path(args.drb)
@@ -179,11 +185,13 @@ def main() -> None:
     # 600,000/min; quality alone: 371,411; by cl100k 2,516,857 and 719,039), for a token
     # limit that makes the run last 110 s / 100 s.
     alone = methods == ["quality"]
-    workload = {("words", False): 1_389_000, ("words", True): 371_411,
+    if args.tokenizer not in ("words", "cl100k") and not args.tpm:
+        raise SystemExit(f"pacing: --tokenizer {args.tokenizer} needs --tpm (its workload's count is not tabled)")
+    workload = 0 if args.tpm else {("words", False): 1_389_000, ("words", True): 371_411,
                 ("cl100k", False): 2_516_857, ("cl100k", True): 719_039}[(args.tokenizer, alone)]
     if args.charge == "reserved":  # what the reserving quota keeps: the character guess and the output used
         workload = 471_523 if alone else 1_803_260
-    elif args.charge == "input":  # the prompts alone (measured against an unlimited mock)
+    elif args.charge == "input" and not args.tpm:  # the prompts alone (measured against an unlimited mock)
         workload = {("words", False): 1_369_498, ("words", True): 367_410,
                     ("cl100k", False): 2_499_314, ("cl100k", True): 714_518}[(args.tokenizer, alone)]
     tpm = args.tpm or workload * 60 / (100 if alone else 110)
@@ -200,7 +208,7 @@ def main() -> None:
                              concurrency=args.concurrency, methods=methods, tmp=Path(d) / str(i), burst=args.burst,
                              remembered=quota == "remembered", fitted=quota == "fitted",
                              tokenizer=args.tokenizer, charge=args.charge, client_charge=args.client_charge,
-                             client_tokenizer=args.client_tokenizer))
+                             client_tokenizer=args.client_tokenizer, client_estimates=args.client_estimates))
     out = {"benchmark": "pacing", "methods": methods, "reports": "DeepResearch Bench, 100 reports",
            "mock_latency_s": args.latency, "mock_jitter_s": args.jitter, "mock_burst_s": args.burst,
            "mock_tokenizer": args.tokenizer, "mock_tpm_charge": args.charge, "client_concurrency": args.concurrency, "runs": runs, "machine": machine()}
