@@ -39,10 +39,11 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def _measure(profile: str, *, rpm: float, tpm: float, latency: float, jitter: float, concurrency: int,
-             methods: list[str], reports: Path, tasks: Path, limit: int, tmp: Path) -> dict:
+             methods: list[str], reports: Path, tasks: Path, limit: int, tmp: Path, estimates: str = "proxy") -> dict:
     cfg = MockConfig(profile=profile, rpm=rpm, tpm=tpm, latency=latency, jitter=jitter, seed=3)
     with MockServerProcess(cfg) as mock:
-        judge = JudgeConfig(url=mock.url, model="mock", concurrency=concurrency, no_cache=True)
+        judge = JudgeConfig(url=mock.url, model="mock", concurrency=concurrency, no_cache=True,
+                            proxy_tokenizer=estimates == "proxy")
         run = RunConfig(methods=methods, reports=[str(reports)], tasks=str(tasks), out=str(tmp / profile),
                         judge=judge, limit=limit)
         wall, summary = asyncio.run(timed_run(run))
@@ -66,6 +67,7 @@ def _measure(profile: str, *, rpm: float, tpm: float, latency: float, jitter: fl
         "physical_limit_s": round(physical, 2), "wall_s": round(wall, 2),
         "efficiency": round(physical / wall, 3) if wall else None,
         "items": t["items"], "items_failed": t["items_failed"],
+        "estimates_on": t.get("prompts_estimated", {}).get("on", "characters"),
     }
 
 
@@ -79,9 +81,13 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--reports", type=int, default=4, help="requests case: the first N example reports (4: about 125 calls)")
     ap.add_argument("--drb", default=str(DRB), help="tokens case: the folder of DeepResearch Bench's reports and tasks")
+    ap.add_argument("--client-estimates", default="proxy", choices=("proxy", "characters"),
+                    help="what the client's token estimates learn on: cl100k_base's counts (the default where "
+                         "drscore[tokenizer] is installed) or characters")
     args = ap.parse_args()
     cases = [c.strip() for c in args.case.split(",") if c.strip()]
-    common = dict(latency=args.latency, jitter=args.jitter, concurrency=args.concurrency)
+    common = dict(latency=args.latency, jitter=args.jitter, concurrency=args.concurrency,
+                  estimates=args.client_estimates)
     out: dict = {"benchmark": "headerless", "mock_latency_s": args.latency, "mock_jitter_s": args.jitter,
                  "client_concurrency": args.concurrency, "judge_rpm_option": None, "judge_tpm_option": None}
     with tempfile.TemporaryDirectory() as d:
