@@ -23,13 +23,19 @@ def _run(mock_url: str, out, cache, *extra: str) -> subprocess.CompletedProcess[
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
 
 
-def test_each_prompt_is_counted_here_with_the_named_tokenizer(tmp_path):
-    # 10 quality calls of about 5,000-27,000 tokens against 300,000 a minute: the quota binds
+def _run_against_cl100k(tmp_path, *extra: str) -> tuple[dict, dict]:
+    """A finished run against a server counting with cl100k that counts no prompts and sends
+    no quota headers (the ``ollama`` profile): its summary's totals and what the server saw.
+    10 quality calls of about 5,000-27,000 tokens against 300,000 a minute: the quota binds."""
     with MockServerProcess(MockConfig(profile="ollama", tokenizer="cl100k", tpm=300_000, latency=0.2)) as mock:
-        proc = _run(mock.url, tmp_path / "run", tmp_path / "cache", "--tokenizer", "tiktoken:cl100k_base")
+        proc = _run(mock.url, tmp_path / "run", tmp_path / "cache", *extra)
         served = mock.stats()
     assert proc.returncode == 0, proc.stderr
-    totals = json.loads((tmp_path / "run" / "summary.json").read_text())["totals"]
+    return json.loads((tmp_path / "run" / "summary.json").read_text())["totals"], served
+
+
+def test_each_prompt_is_counted_here_with_the_named_tokenizer(tmp_path):
+    totals, served = _run_against_cl100k(tmp_path, "--tokenizer", "tiktoken:cl100k_base")
     assert totals["items"] == 10 and totals["items_failed"] == 0 and totals["calls"] == 10
     assert served["ok"] == 10
     assert served["tokenize_requests"] == 0  # the server was never asked: it has no route
@@ -82,11 +88,7 @@ def test_a_tokenizer_that_cannot_be_loaded_stops_the_run_before_any_call(tmp_pat
 def test_without_a_tokenizer_the_estimates_learn_on_a_proxy_tokenizers_counts(tmp_path):
     # No --tokenizer: each prompt is counted with cl100k_base, which the tokenizer extra ships, as
     # the features its estimate learns the server's counting on (here the same tokenizer's)
-    with MockServerProcess(MockConfig(profile="ollama", tokenizer="cl100k", tpm=300_000, latency=0.2)) as mock:
-        proc = _run(mock.url, tmp_path / "run", tmp_path / "cache", "--judge-model", "qwen2.5:7b")
-        served = mock.stats()
-    assert proc.returncode == 0, proc.stderr
-    totals = json.loads((tmp_path / "run" / "summary.json").read_text())["totals"]
+    totals, served = _run_against_cl100k(tmp_path, "--judge-model", "qwen2.5:7b")
     assert totals["items"] == 10 and totals["items_failed"] == 0 and served["tokenize_requests"] == 0
     assert "prompts_counted" not in totals  # nothing counted the model's tokens before the calls
     estimated = totals["prompts_estimated"]
