@@ -309,7 +309,7 @@ class Runner:
             # "Margins that follow the connection")
             connect_s = getattr(self.pool.backend, "connect_s", None)
             totals["quota_margins"] = {"connect_ms": None if connect_s is None else round(connect_s * 1000, 3),
-                                       "lag_ms": round(limiter.lag_s * 1000, 3),
+                                       "lag_ms": round(limiter.lag_s * 1000, 3), "lag_widened": limiter.lag_widened,
                                        "ambiguous_ms": round(limiter.ambiguous_s * 1000, 3)}
         learned = self.pool.limiter.learned_quota()
         if learned is not None:  # no headers, nothing told: what the 429s taught, for the next run

@@ -66,6 +66,11 @@ LAG_S = 0.015
 # that rest (a server on this machine or the next rack) is given this plus its connection
 # time instead (RateLimiter.measured_connect).
 NEAR_LAG_S = 0.008
+# A known quota's 429 says the lag was short of how much later the server admitted the call
+# before than this one (its own work on the prompt, counting it, varies with the prompt and the
+# server's load, and nothing but a 429 shows it where no header comes back): each doubles the
+# lag, up to this.
+LAG_WIDEST_S = 0.05
 # How long after our grant a server admits the call (grant to admission on loopback, logged
 # at both ends: 9-14 ms median): what a quota header's count has refilled beyond ours.
 ARRIVAL_S = 0.01
@@ -795,6 +800,7 @@ class RateLimiter:
         # The margins for arrival jitter and for a give-back's order against a grant, until
         # the endpoint's connection time is measured (measured_connect)
         self.lag_s, self.ambiguous_s = LAG_S, AMBIGUOUS_S
+        self._lag_base, self.lag_widened = LAG_S, 1  # the lag before 429s widened it, and by how much
         self._paused_until = 0.0
         self._queue: deque[asyncio.Future[None]] = deque()
         self._changed = asyncio.Event()
@@ -820,7 +826,8 @@ class RateLimiter:
         no longer (bench.pacing, quality alone, told, a reserving server on loopback: 0.951-0.968
         of the quota in four runs at the fixed margins, 0.952-0.978 in eight following the
         connection, six of them 0.97 or more; 0 429s in each)."""
-        self.lag_s = min(LAG_S, NEAR_LAG_S + seconds)
+        self._lag_base = min(LAG_S, NEAR_LAG_S + seconds)
+        self.lag_s = min(LAG_WIDEST_S, self._lag_base * self.lag_widened)
         self.ambiguous_s = min(AMBIGUOUS_S, NEAR_AMBIGUOUS_S + 2 * seconds)
         if self._server is not None:
             self._server.ambiguous_s = self.ambiguous_s
@@ -1375,6 +1382,10 @@ class RateLimiter:
             tokens_cut = self.token_learner.rate_limited(delay, self._admitted_tokens, permit.seq)
             if requests_cut or tokens_cut:
                 self._apply_learned()
+        elif now >= self._paused_until and self.lag_s < LAG_WIDEST_S:
+            # once an episode: the calls refused with this one met the same short bucket
+            self.lag_widened *= 2
+            self.lag_s = min(LAG_WIDEST_S, self._lag_base * self.lag_widened)
         if self.shared is not None:
             try:
                 await self.shared.rate_limited(delay, info.remaining_requests if info else None,

@@ -814,3 +814,32 @@ def test_margins_follow_a_measured_connection_only_where_it_is_quicker():
     assert lim.lag_s == pytest.approx(0.013) and lim.ambiguous_s == pytest.approx(0.02)
     lim.measured_connect(0.008)  # the lag at 15 ms again, the window 26 ms
     assert lim.lag_s == pytest.approx(0.015) and lim.ambiguous_s == pytest.approx(0.026)
+
+
+async def test_a_known_quotas_429_widens_the_lag_once_an_episode_up_to_50_ms():
+    # A told quota paced to the token: a 429 means the server admitted the call behind our
+    # grant by more than the lag covered (its own work on the prompt varies), so the lag doubles
+    lim = RateLimiter(tpm=6_000_000, concurrency=4, burst_s=60)
+    lim.measured_connect(0.002)  # loopback: 8 ms + 2 ms
+    assert lim.lag_s == pytest.approx(0.010)
+    first, second = await lim.acquire(10), await lim.acquire(10)
+    await lim.rate_limited_release(first, RateLimitInfo(retry_after_s=0.05))
+    assert lim.lag_s == pytest.approx(0.020)
+    # refused with it, in its pause: the same short bucket, no second widening
+    await lim.rate_limited_release(second, RateLimitInfo(retry_after_s=0.05))
+    assert lim.lag_s == pytest.approx(0.020)
+    await asyncio.sleep(0.06)
+    for expected in (0.040, 0.050, 0.050):  # a later episode each: doubled, then held at 50 ms
+        await lim.rate_limited_release(await lim.acquire(10), RateLimitInfo(retry_after_s=0.0))
+        assert lim.lag_s == pytest.approx(expected)
+    # a quicker connection measured later keeps the widening
+    lim.measured_connect(0.0005)
+    assert lim.lag_s == pytest.approx(0.050)
+
+
+async def test_a_pace_learned_from_429s_keeps_its_lag():
+    # nothing told, no headers: the 429s set the pace itself, not the margin past a full bucket
+    lim = RateLimiter(concurrency=4)
+    lim.measured_connect(0.002)
+    await lim.rate_limited_release(await lim.acquire(10), RateLimitInfo(retry_after_s=0.0))
+    assert lim.lag_s == pytest.approx(0.010)
