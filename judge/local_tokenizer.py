@@ -24,6 +24,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from drscore.engine.runtime.calls.tokens import message_features
 from drscore.judge.counting import content_text
 
 # The chat format's overhead, as OpenAI's cookbook counts it: a few tokens around each
@@ -38,8 +39,6 @@ PROXY_SPEC = "tiktoken:cl100k_base"
 # Tokenizers differ most between these and the rest, so the two are counted apart.
 _WIDE_RUNS = re.compile("[\u2e80-\u9fff\ua960-\ud7ff\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef"
                         "\U00020000-\U0003ffff]+")
-# The chat format's tokens as the character rule's features count them (tokens.message_features)
-_FEATURE_PER_MESSAGE, _FEATURE_PER_PROMPT = 4.0, 2.0
 EXPECTED = "expected tiktoken:ENCODING (e.g. tiktoken:o200k_base) or hf:PATH (a tokenizer.json)"
 
 
@@ -186,9 +185,4 @@ class ProxyTokenizer:
     def features(self, messages: Iterable[Any]) -> tuple[float, float]:
         """A prompt's features, the chat format's tokens counted with the rest as the
         character rule's features count them. Runs on a worker thread (the pool's)."""
-        rest, wide = _FEATURE_PER_PROMPT, 0.0
-        for text in _texts(messages):
-            r, w = self.split(text)
-            rest += r + _FEATURE_PER_MESSAGE
-            wide += w
-        return rest, wide
+        return message_features(messages, split=lambda content: self.split(content_text(content)))

@@ -299,7 +299,7 @@ class Runner:
             totals["prompts_counted"] = {"by": counts.counted_by, "prompts": counts.counted,
                                          "usage_less_count": round(counts.drift.mean, 2)}
         proxy = self.pool.proxy
-        if proxy is not None and self.pool.proxied and self.pool.proxy_tokens is not None:
+        if proxy is not None and self.pool.proxied:
             # the token quota's estimates learned on another tokenizer's counts (judge.local_tokenizer)
             totals["prompts_estimated"] = {"on": f"{proxy.counted_by} counts", "prompts": self.pool.proxied,
                                            "relative_error": round(self.pool.proxy_tokens.relative_error(), 4)}

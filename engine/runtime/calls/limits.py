@@ -799,7 +799,7 @@ class RateLimiter:
         self._server_of: TokenBucket | None = None
         # The margins for arrival jitter and for a give-back's order against a grant, until
         # the endpoint's connection time is measured (measured_connect)
-        self.lag_s, self.ambiguous_s = LAG_S, AMBIGUOUS_S
+        self.ambiguous_s = AMBIGUOUS_S
         self._lag_base, self.lag_widened = LAG_S, 1  # the lag before 429s widened it, and by how much
         self._paused_until = 0.0
         self._queue: deque[asyncio.Future[None]] = deque()
@@ -827,7 +827,6 @@ class RateLimiter:
         of the quota in four runs at the fixed margins, 0.952-0.978 in eight following the
         connection, six of them 0.97 or more; 0 429s in each)."""
         self._lag_base = min(LAG_S, NEAR_LAG_S + seconds)
-        self.lag_s = min(LAG_WIDEST_S, self._lag_base * self.lag_widened)
         self.ambiguous_s = min(AMBIGUOUS_S, NEAR_AMBIGUOUS_S + 2 * seconds)
         if self._server is not None:
             self._server.ambiguous_s = self.ambiguous_s
@@ -854,6 +853,12 @@ class RateLimiter:
         at a pace learned from 429s, whose probing finds the quota's edge whatever the counts."""
         return self.tokens is not None and self.shared is None and bool(self.told_tpm or self.announced
                                                                         or self.remembered)
+
+    @property
+    def lag_s(self) -> float:
+        """How long a call larger than the bucket waits past a full one: the connection's margin,
+        doubled by each episode of 429s at a known quota, up to ``LAG_WIDEST_S``."""
+        return min(LAG_WIDEST_S, self._lag_base * self.lag_widened)
 
     @property
     def estimates_tokens(self) -> bool:
@@ -1385,7 +1390,6 @@ class RateLimiter:
         elif now >= self._paused_until and self.lag_s < LAG_WIDEST_S:
             # once an episode: the calls refused with this one met the same short bucket
             self.lag_widened *= 2
-            self.lag_s = min(LAG_WIDEST_S, self._lag_base * self.lag_widened)
         if self.shared is not None:
             try:
                 await self.shared.rate_limited(delay, info.remaining_requests if info else None,

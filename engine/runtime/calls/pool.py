@@ -297,7 +297,7 @@ class JudgePool:
         # next run's first calls plan on characters); not on a reserving endpoint (its own
         # character guess is charged) nor for the offline judge, which has no quota to pace
         self.proxy = proxy if self.reserved is None and getattr(backend, "cacheable", True) else None
-        self.proxy_tokens = TokenEstimator(prior_error=PROXY_PRIOR_ERROR) if self.proxy is not None else None
+        self.proxy_tokens = TokenEstimator(prior_error=PROXY_PRIOR_ERROR)  # learns where the proxy counted
         self.proxied = 0  # prompts estimated on the proxy's counts
         limiter.estimate_error = self._estimate_error if self.reserved is None else (lambda: 0.0)
         limiter.reserves_output = self.reserved is not None
@@ -325,7 +325,7 @@ class JudgePool:
 
     def _estimate_error(self) -> float:
         """The recent relative error of the prompt estimates the quota is paced on."""
-        if self.proxy_tokens is not None and self.proxied:
+        if self.proxied:
             return self.proxy_tokens.relative_error()
         return self.tokens.relative_error()
 
@@ -849,8 +849,7 @@ class JudgePool:
                 return prompt if self.charges_input else \
                     prompt + math.ceil(self.tokens.completion(req.template, tpl.expected_output_tokens))
             # on the proxy tokenizer's counts where it counted this prompt, else on characters
-            estimator, own = (self.proxy_tokens, proxied) if proxied is not None and self.proxy_tokens is not None \
-                else (self.tokens, features)
+            estimator, own = (self.tokens, features) if proxied is None else (self.proxy_tokens, proxied)
             if self.charges_input:
                 return max(1, math.ceil(estimator.prompt(own)))
             return estimator.estimate(own, req.template, tpl.expected_output_tokens)
@@ -1091,7 +1090,7 @@ class JudgePool:
                 # re-asks carry extra messages: not the features we measured
                 self.tokens.observe(features, req.template, resp.input_tokens, resp.output_tokens,
                                     prompt_id(req.messages), prompt_known=counted is not None)
-                if proxied is not None and self.proxy_tokens is not None:
+                if proxied is not None:
                     self.proxy_tokens.observe(proxied, req.template, resp.input_tokens, resp.output_tokens,
                                               prompt_id(req.messages))
             # A thought never reaches the decoder (backends already take <think> out; this holds

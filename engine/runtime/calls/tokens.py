@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Iterable
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 import msgspec
 
@@ -44,19 +44,20 @@ def estimate_tokens(text: str) -> int:
     return max(1, math.ceil(a + w))
 
 
-def message_features(messages: Iterable, per_message: int = 4) -> tuple[float, float]:
-    """Summed (ASCII, wide) estimates of chat messages, overhead counted as ASCII."""
+def message_features(messages: Iterable, per_message: int = 4,
+                     split: Callable[[Any], tuple[float, float]] = split_estimate) -> tuple[float, float]:
+    """Summed (ASCII, wide) estimates of chat messages, overhead counted as ASCII; ``split``
+    gives a message content's two features (a proxy tokenizer's counts: :class:`PromptFeatures`)."""
     a_total, w_total, n = 2.0, 0.0, 0
     for m in messages:
         content = m["content"] if isinstance(m, dict) else m.content
-        a, w = split_estimate(content)
+        a, w = split(content)
         a_total += a + per_message
         w_total += w
         n += 1
     return a_total, w_total
 
 
-@runtime_checkable
 class PromptFeatures(Protocol):
     """Counts a prompt as the estimator's two features with a tokenizer that is not the
     model's (drscore.judge.local_tokenizer.ProxyTokenizer): (tokens outside wide-character

@@ -105,7 +105,7 @@ async def test_a_token_quota_is_paced_on_estimates_learned_on_the_proxys_counts(
     limiter = Recording(tpm=60_000_000, concurrency=1, burst_s=60)
     proxy = WordProxy()
     pool = await _asked(monkeypatch, proxy, limiter, TEXTS)
-    assert pool.proxied == len(TEXTS) and pool.proxy_tokens is not None
+    assert pool.proxied == len(TEXTS) and pool.proxy is proxy
     # The first call, before any answer, at the proxy's count and the 10 expected out: for the
     # first text (20 "a", 3 long words, no Chinese) 2 + (1 + 4) + (1 + 23 + 4) = 35
     assert limiter.granted[0] == 35 + 10
