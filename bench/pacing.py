@@ -63,28 +63,36 @@ async def _copy_token_counting(learned: Path, cache: Path, model: str) -> None:
     """Put the token counting an earlier run recorded in ``learned`` (and nothing else) into ``cache``."""
     from drscore.engine.runtime.calls.cache import JudgeCache
 
+    from drscore.engine.runtime.calls.pool import proxy_fit_key
+    from drscore.judge.local_tokenizer import PROXY_SPEC
+
     source = await JudgeCache.open(learned / "judge.sqlite")
     fit, per_template = await source.token_fit(model), await source.template_token_fits(model)
+    proxied = await source.token_fit(proxy_fit_key(model, PROXY_SPEC))  # where the proxy counted the prompts
     await source.close()
     if fit is None:
         raise SystemExit(f"pacing: the learning run recorded no token counting in {learned}")
     cache.mkdir(parents=True, exist_ok=True)
     store = await JudgeCache.open(cache / "judge.sqlite")
     store.save_token_fit(model, fit)
+    if proxied is not None:
+        store.save_token_fit(proxy_fit_key(model, PROXY_SPEC), proxied)
     for template, template_fit in per_template.items():
         store.save_template_token_fit(model, template, template_fit)
     await store.close()
 
 
 def _learn_token_counting(*, reports: Path, tasks: Path, methods: list[str], tokenizer: str, tmp: Path,
-                          cache: Path) -> None:
+                          cache: Path, tpm: float) -> None:
     """An earlier run over the first 50 reports against an unlimited mock that counts alike:
-    what it records of the model's token counting goes into ``cache``."""
+    what it records of the model's token counting goes into ``cache``. It is told a quota a hundred
+    times the run's, which never binds, so that it estimates as a told run does (on the proxy
+    tokenizer's counts where the extra is installed)."""
     half = tmp.with_name(f"{tmp.name}-learn.jsonl")
     half.write_bytes(b"".join(reports.read_bytes().splitlines(keepends=True)[:50]))
     learned = tmp.with_name(f"{tmp.name}-learn-cache")
     with MockServerProcess(MockConfig(latency=0.05, jitter=0.0, seed=11, tokenizer=tokenizer)) as mock:
-        judge = JudgeConfig(url=mock.url, model="mock", concurrency=32, cache_dir=str(learned))
+        judge = JudgeConfig(url=mock.url, model="mock", concurrency=32, cache_dir=str(learned), tpm=tpm * 100)
         run = RunConfig(methods=methods, reports=[str(half)], tasks=str(tasks), out=str(tmp.with_name(f"{tmp.name}-learn")),
                         judge=judge, method_options={"segmentation": "sections"})
         asyncio.run(timed_run(run))
@@ -99,7 +107,8 @@ def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tas
                      tokenizer=tokenizer, tpm_charge=charge)
     cache = tmp.with_name(f"{tmp.name}-cache")
     if fitted:
-        _learn_token_counting(reports=reports, tasks=tasks, methods=methods, tokenizer=tokenizer, tmp=tmp, cache=cache)
+        _learn_token_counting(reports=reports, tasks=tasks, methods=methods, tokenizer=tokenizer, tmp=tmp, cache=cache,
+                              tpm=tpm)
     with MockServerProcess(cfg) as mock:
         if remembered:
             asyncio.run(_remembered(cache, mock.url, rpm, tpm))

@@ -301,8 +301,11 @@ class Runner:
         proxy = self.pool.proxy
         if proxy is not None and self.pool.proxied:
             # the token quota's estimates learned on another tokenizer's counts (judge.local_tokenizer)
+            # (and how many answered calls of earlier runs the estimates started from)
+            earlier = self.pool.proxy_tokens.seeded
             totals["prompts_estimated"] = {"on": f"{proxy.counted_by} counts", "prompts": self.pool.proxied,
-                                           "relative_error": round(self.pool.proxy_tokens.relative_error(), 4)}
+                                           "relative_error": round(self.pool.proxy_tokens.relative_error(), 4),
+                                           "earlier_calls": earlier.calls if earlier is not None else 0}
         limiter = self.pool.limiter
         if limiter.requests is not None or limiter.tokens is not None:
             # what a call larger than the bucket waited past a full one, and why (providers.md,

@@ -100,3 +100,18 @@ def test_without_a_tokenizer_the_estimates_learn_on_a_proxy_tokenizers_counts(tm
     # the estimates' error, learned from the usage: the mock counts as the proxy does, so its
     # misses are the chat format's few tokens and what remains of the prior 12% after 10 answers
     assert 0 <= estimated["relative_error"] < 0.12
+    assert estimated["earlier_calls"] == 0  # a new cache: nothing learned before
+
+
+def test_a_later_run_starts_its_estimates_from_what_the_earlier_one_learned(tmp_path):
+    # The same cache, then other reports (new calls, not cached answers): the proxy's fit of the
+    # first run's 10 answers is where the second run's estimates start
+    with MockServerProcess(MockConfig(profile="ollama", tokenizer="cl100k", tpm=300_000, latency=0.2)) as mock:
+        first = _run(mock.url, tmp_path / "first", tmp_path / "cache", "--judge-model", "qwen2.5:7b")
+        later = _run(mock.url, tmp_path / "later", tmp_path / "cache", "--judge-model", "qwen2.5:7b",
+                     "--reports", str(EXAMPLES / "reports.claude-first-half.jsonl"))
+        served = mock.stats()
+    assert first.returncode == 0 and later.returncode == 0, first.stderr + later.stderr
+    totals = [json.loads((tmp_path / name / "summary.json").read_text())["totals"] for name in ("first", "later")]
+    assert [t["calls"] for t in totals] == [10, 10] and served["ok"] == 20
+    assert [t["prompts_estimated"]["earlier_calls"] for t in totals] == [0, 10]

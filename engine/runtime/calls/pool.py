@@ -195,6 +195,12 @@ class PoolStats(msgspec.Struct):
     planned_reasoning_tokens: int = 0  # an estimate (see engine.runtime.thinking), part of planned_output_tokens
 
 
+def proxy_fit_key(model: str, counted_by: str) -> str:
+    """Under what a model's fit on a proxy tokenizer's counts is kept in the cache: the model
+    and that tokenizer (a fit on another tokenizer's counts, or on characters, would misread them)."""
+    return f"{model} on {counted_by}"
+
+
 class JudgePool:
     def __init__(
         self,
@@ -293,9 +299,10 @@ class JudgePool:
         # before the send: nothing uncertain for the limiter's token reserve to cover.
         self.reserved = ReservedCharge() if tpm_charge == "reserved" else None
         # Where a proxy tokenizer counts the prompts the server does not, the estimates a token
-        # quota is paced on learn on its counts (not kept in the cache: the dry run and the
-        # next run's first calls plan on characters); not on a reserving endpoint (its own
-        # character guess is charged) nor for the offline judge, which has no quota to pace
+        # quota is paced on learn on its counts, and the next run's first calls start from what
+        # this one learned (kept in the cache beside the character fit; the dry run still plans
+        # on characters); not on a reserving endpoint (its own character guess is charged) nor
+        # for the offline judge, which has no quota to pace
         self.proxy = proxy if self.reserved is None and getattr(backend, "cacheable", True) else None
         self.proxy_tokens = TokenEstimator(prior_error=PROXY_PRIOR_ERROR)  # learns where the proxy counted
         self.proxied = 0  # prompts estimated on the proxy's counts
@@ -341,6 +348,9 @@ class JudgePool:
         fit = await store.token_fit(self.backend.model) if store is not None else None
         if fit is not None:
             self.tokens.seed(fit)
+        proxied = await store.token_fit(self._proxy_key()) if store is not None and self.proxy is not None else None
+        if proxied is not None:
+            self.proxy_tokens.seed(proxied)
         if hasattr(store, "template_token_fits"):
             self.tokens.seed_templates(await store.template_token_fits(self.backend.model))
         # The quota this endpoint announced last time: paced from the first request, the
@@ -348,6 +358,9 @@ class JudgePool:
         quota = await store.quota(self._endpoint_key()) if hasattr(store, "quota") and self.dry is None else None
         if quota is not None and not self.batched and self.limiter.remember(quota) and self.gate is not None:
             self.gate.overlap_s = PREFLIGHT_OVERLAP_S
+
+    def _proxy_key(self) -> str:
+        return proxy_fit_key(self.backend.model, self.proxy.counted_by if self.proxy is not None else "")
 
     def _endpoint_key(self) -> str:
         """The endpoint a quota belongs to: its URL (credentials removed) and model."""
@@ -362,6 +375,8 @@ class JudgePool:
             if hasattr(store, "save_template_token_fit"):
                 for template, fit in self.tokens.recorded_templates().items():
                     store.save_template_token_fit(self.backend.model, template, fit)
+        if store is not None and self.dry is None and self.proxy is not None and self.proxy_tokens.fit.calls:
+            store.save_token_fit(self._proxy_key(), self.proxy_tokens.recorded())
         quota = self.limiter.known_quota()
         if hasattr(store, "save_quota") and self.dry is None and quota is not None:
             store.save_quota(self._endpoint_key(), quota)

@@ -4,6 +4,7 @@ whose features are another tokenizer's counts, not characters."""
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import threading
 from typing import Annotated, Any
@@ -171,3 +172,49 @@ async def test_a_server_that_counts_prompts_is_asked_not_the_proxy(monkeypatch):
     assert pool.prompt_counts.counted == 3 and pool.proxied == 0 and proxy.threads == []
     # each call at the server's count and the 10 expected out
     assert limiter.granted[0] == model_count(_prompt(TEXTS[0])) + 10
+
+
+async def _kept(monkeypatch, cache_path: Any, proxy: PromptFeatures, texts: list[str]) -> tuple[JudgePool, Recording]:
+    """A run with a cache at ``cache_path``: it starts from what earlier runs kept there and
+    keeps what it learned when it closes."""
+    from drscore.engine.runtime.calls.cache import JudgeCache
+
+    monkeypatch.setattr(prompts, "load", lambda name: prompts.parse(name, TEMPLATE))
+    cache = await JudgeCache.open(cache_path)
+    limiter = Recording(tpm=60_000_000, concurrency=1, burst_s=60)
+    pool = JudgePool(ModelBackend(), cache=cache, limiter=limiter, prices=PriceTable(), preflight=False, proxy=proxy)
+    try:
+        await pool.load_token_counting()
+        for text in texts:
+            await pool.ask("alpha", Verdict, {"text": text})
+        pool.keep_token_counting()
+    finally:
+        await cache.close()
+    return pool, limiter
+
+
+async def test_a_later_run_starts_from_the_ratios_an_earlier_one_learned_on_the_proxys_counts(monkeypatch, tmp_path):
+    first, _ = await _kept(monkeypatch, tmp_path / "judge.sqlite", WordProxy(), TEXTS[:10])
+    assert first.proxy_tokens.seeded is None and first.proxy_tokens.fit.calls == 10
+    # Other prompts (not cached answers): the first call, before any answer of this run, is granted
+    # at the model's count (2 and 3 times the proxy's), not at the proxy's own count as a first run is
+    later, limiter = await _kept(monkeypatch, tmp_path / "judge.sqlite", WordProxy(), TEXTS[10:])
+    assert later.proxy_tokens.seeded is not None and later.proxy_tokens.seeded.calls == 10
+    first_prompt = model_count(_prompt(TEXTS[10]))
+    assert abs(limiter.granted[0] - (first_prompt + 10)) <= 1
+    # and the error it reserved for from the start was the earlier fit's, not the prior 12%
+    assert later.proxy_tokens.seeded.rms() < 0.01
+    # The character fit is kept apart, under the model's name alone, as before
+    assert later.tokens.seeded is not None and later.tokens.seeded.calls == 10
+
+
+class OtherProxy(WordProxy):
+    counted_by = "another tokenizer"
+
+
+async def test_a_fit_learned_on_another_tokenizers_counts_is_not_used(monkeypatch, tmp_path):
+    await _kept(monkeypatch, tmp_path / "judge.sqlite", WordProxy(), TEXTS[:10])
+    later, limiter = await _kept(monkeypatch, tmp_path / "judge.sqlite", OtherProxy(), TEXTS[10:11])
+    assert later.proxy_tokens.seeded is None
+    rest, wide = WordProxy().features(_prompt(TEXTS[10]))
+    assert limiter.granted[0] == math.ceil(rest + wide) + 10  # the prior (1, 1) on its counts
