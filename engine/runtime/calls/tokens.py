@@ -160,12 +160,6 @@ class TokenFit(msgspec.Struct, kw_only=True):
 # A template's own record plans its calls once it holds this many answered prompts; with
 # fewer, the model-wide fit (all templates together) is the surer guess.
 TEMPLATE_MIN_CALLS = 5
-# A run's first answered prompts (without an earlier run's fit): the error is measured on each
-# of them as the fit of the others would have estimated it, not as the fit of the moment did.
-EARLY_PROMPTS = 12
-# How many answered prompts the prior error weighs as, beside those early misses
-PRIOR_WEIGHT = 1.0
-
 # Prompts a template's fit remembers having seen, so the same prompt asked again (RACE's
 # weight samples, --samples) counts once: repeats carry no news of how the template counts.
 RECENT_PROMPTS = 4096
@@ -225,9 +219,6 @@ class TokenEstimator:
         self.seeded_templates: dict[str, TokenFit] = {}
         self._recent = RecentPrompts()
         self._template_weights: dict[str, tuple[float, float]] = {}
-        self._prior_err2 = self._err2
-        # The first distinct prompts' (features, count), for the error of the early fit (early_error)
-        self._early: list[tuple[float, float, float]] | None = []
 
     def seed(self, fit: TokenFit) -> None:
         """Start from a fit earlier runs recorded: its weights now, with the weight of as many
@@ -240,7 +231,6 @@ class TokenEstimator:
         self._say, self._sby = fit.say * scale, fit.sby * scale
         self.weights = fit.weights(self.prior_strength)
         self._err2 = fit.rms() ** 2
-        self._early = None  # the earlier runs' error stands in for the early misses
 
     def seed_templates(self, fits: dict[str, TokenFit]) -> None:
         """What earlier runs recorded per template (for :meth:`planned_prompt`)."""
@@ -315,18 +305,10 @@ class TokenEstimator:
 
     def _learn_prompt(self, features: tuple[float, float], template: str, prompt_tokens: int,
                       prompt: int | None) -> None:
-        new = self._recent.first_time((template, prompt if prompt is not None else hash(features)))
-        a, b = features
         if prompt_tokens > 0:
-            if self._early is not None and new:
-                self._early.append((a, b, float(prompt_tokens)))
-                self._err2 = early_error(self._early, self._prior_err2, self.prior_strength)
-                if len(self._early) >= EARLY_PROMPTS:
-                    self._early = None  # from here the recent misses, as they come
-            elif self._early is None:
-                miss = (prompt_tokens - self.prompt(features)) / prompt_tokens
-                self._err2 = 0.8 * self._err2 + 0.2 * min(1.0, miss * miss)
-        d = self.decay
+            miss = (prompt_tokens - self.prompt(features)) / prompt_tokens
+            self._err2 = 0.8 * self._err2 + 0.2 * min(1.0, miss * miss)
+        a, b, d = features[0], features[1], self.decay
         self._saa = d * self._saa + a * a
         self._sab = d * self._sab + a * b
         self._sbb = d * self._sbb + b * b
@@ -334,27 +316,9 @@ class TokenEstimator:
         self._sby = d * self._sby + b * prompt_tokens
         self.weights = _solve(self._saa, self._sab, self._sbb, self._say, self._sby, self.prior_strength)
         self.fit.add(a, b, prompt_tokens)
-        if new:
+        if self._recent.first_time((template, prompt if prompt is not None else hash(features))):
             fit = self.template_fits.get(template)
             if fit is None:
                 fit = self.template_fits[template] = TokenFit()
             fit.add(a, b, prompt_tokens)
         self.observations += 1
-
-
-def early_error(seen: list[tuple[float, float, float]], prior_err2: float, prior_strength: float) -> float:
-    """The squared relative error of a prompt estimate after the first few answers ``seen``
-    ((features, count) each): each one's miss by the fit of the others (leave-one-out), their
-    mean with the prior error weighing as ``PRIOR_WEIGHT`` of them. The misses the fit of the
-    moment made early on are mostly the ratio it had not learned yet, which the next answer
-    teaches: kept in a running mean, the first two or three held the error near its prior for
-    another ten answers, and the limiter's spread with it."""
-    saa = sab = sbb = say = sby = 0.0
-    for a, b, y in seen:
-        saa, sab, sbb, say, sby = saa + a * a, sab + a * b, sbb + b * b, say + a * y, sby + b * y
-    total = PRIOR_WEIGHT * prior_err2
-    for a, b, y in seen:
-        w1, w2 = _solve(saa - a * a, sab - a * b, sbb - b * b, say - a * y, sby - b * y, prior_strength)
-        miss = (y - w1 * a - w2 * b) / y
-        total += min(1.0, miss * miss)
-    return total / (PRIOR_WEIGHT + len(seen))

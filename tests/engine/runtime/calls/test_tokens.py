@@ -58,39 +58,3 @@ def test_a_prompt_the_server_counted_is_learned_once():
     assert est.observations == 1 and est.fit.calls == 1 and est.weights[0] == pytest.approx(0.5, abs=0.01)
     est.observe((100.0, 0.0), "t", 50, 30, prompt=1, prompt_known=True)  # its answer: only the length is new
     assert est.observations == 1 and est.fit.calls == 1 and est.completion("t", 99) == 30
-
-
-def test_the_early_error_is_each_answers_miss_by_the_fit_of_the_others():
-    est = TokenEstimator(prior_error=0.3)
-    # The server counts 2 tokens a feature: the first answer's miss is the prior's (1 a feature), 50%
-    est.observe((100.0, 0.0), "t", 200, 10, prompt=1)
-    assert est.relative_error() == pytest.approx(((0.3**2 + 0.5**2) / 2) ** 0.5)  # 0.412, the prior weighing one
-    # A second answer: the fit of each one alone estimates the other within the ridge's pull towards
-    # 1 (the 300-feature one alone: lam = 0.01 * 300^2 / 2 = 450, w = (600 * 300 + 450) / (300^2 + 450)
-    # = 1.99502, so the first misses by 0.25%; the first alone: lam = 50, w = (20,000 + 50) / 10,050
-    # = 1.99502 too), so the error is the prior's third: the first answer's 50% no longer counts
-    est.observe((300.0, 0.0), "t", 600, 10, prompt=2)
-    w = (600 * 300 + 450) / (300**2 + 450)
-    miss = (200 - w * 100) / 200
-    assert est.relative_error() == pytest.approx(((0.3**2 + 2 * miss**2) / 3) ** 0.5, rel=1e-6)  # 0.173
-    # A running mean of the misses as made would still hold the first one's: (0.3^2 + 0.5^2) / 2
-    # then 0.8, 0.2 with the second's: above 0.3
-    assert est.relative_error() < 0.18
-    # The same prompt again (samples) says nothing new of the error
-    est.observe((300.0, 0.0), "t", 600, 10, prompt=2)
-    assert est.relative_error() == pytest.approx(((0.3**2 + 2 * miss**2) / 3) ** 0.5, rel=1e-6)
-
-
-def test_after_the_early_answers_the_error_follows_the_recent_misses():
-    est = TokenEstimator(prior_error=0.3)
-    for i in range(12):
-        est.observe((100.0 + 10 * i, 0.0), "t", 200 + 20 * i, 10, prompt=i)
-    settled = est.relative_error() ** 2
-    assert settled < 0.3**2 / 12  # the prior's weight, one in thirteen, and misses near 0
-    # The 13th answer, counted 10% above the fit's estimate, moves it by a fifth of its square
-    a = 400.0
-    estimate = est.prompt((a, 0.0))
-    count = round(estimate / 0.9)
-    miss = (count - estimate) / count
-    est.observe((a, 0.0), "t", count, 10, prompt=99)
-    assert est.relative_error() ** 2 == pytest.approx(0.8 * settled + 0.2 * miss * miss)
