@@ -62,7 +62,6 @@ async def _remembered(cache: Path, url: str, rpm: float, tpm: float) -> None:
 async def _copy_token_counting(learned: Path, cache: Path, model: str) -> None:
     """Put the token counting an earlier run recorded in ``learned`` (and nothing else) into ``cache``."""
     from drscore.engine.runtime.calls.cache import JudgeCache
-
     from drscore.engine.runtime.calls.pool import proxy_fit_key
     from drscore.judge.local_tokenizer import PROXY_SPEC
 

@@ -348,7 +348,8 @@ class JudgePool:
         fit = await store.token_fit(self.backend.model) if store is not None else None
         if fit is not None:
             self.tokens.seed(fit)
-        proxied = await store.token_fit(self._proxy_key()) if store is not None and self.proxy is not None else None
+        proxied = await store.token_fit(proxy_fit_key(self.backend.model, self.proxy.counted_by)) \
+            if store is not None and self.proxy is not None else None
         if proxied is not None:
             self.proxy_tokens.seed(proxied)
         if hasattr(store, "template_token_fits"):
@@ -358,9 +359,6 @@ class JudgePool:
         quota = await store.quota(self._endpoint_key()) if hasattr(store, "quota") and self.dry is None else None
         if quota is not None and not self.batched and self.limiter.remember(quota) and self.gate is not None:
             self.gate.overlap_s = PREFLIGHT_OVERLAP_S
-
-    def _proxy_key(self) -> str:
-        return proxy_fit_key(self.backend.model, self.proxy.counted_by if self.proxy is not None else "")
 
     def _endpoint_key(self) -> str:
         """The endpoint a quota belongs to: its URL (credentials removed) and model."""
@@ -376,7 +374,7 @@ class JudgePool:
                 for template, fit in self.tokens.recorded_templates().items():
                     store.save_template_token_fit(self.backend.model, template, fit)
         if store is not None and self.dry is None and self.proxy is not None and self.proxy_tokens.fit.calls:
-            store.save_token_fit(self._proxy_key(), self.proxy_tokens.recorded())
+            store.save_token_fit(proxy_fit_key(self.backend.model, self.proxy.counted_by), self.proxy_tokens.recorded())
         quota = self.limiter.known_quota()
         if hasattr(store, "save_quota") and self.dry is None and quota is not None:
             store.save_quota(self._endpoint_key(), quota)
