@@ -716,8 +716,10 @@ class RateLimiter:
     their answers come back the counts of the calls in flight are known only as estimates.
     Each granted call adds the variance of its estimate ((relative error x estimate)^2, the
     error being :attr:`estimate_error`, set by the pool from its estimator) and its answer
-    takes it out; a request waits for ``SPREAD_Z`` standard deviations of that sum and of
-    its own estimate on top of its cost.
+    takes it out, as does, at a known quota, a later call that takes more than the whole
+    bucket even at the low end of its estimate (the server admits that one only with its own
+    bucket as full as ours, so the misses before it are spent); a request waits for
+    ``SPREAD_Z`` standard deviations of that sum and of its own estimate on top of its cost.
 
     With quota headers the buckets follow the provider's own window: each answer's
     ``remaining`` is the server's count right after it admitted that call (with ``reset``
@@ -946,6 +948,13 @@ class RateLimiter:
         self.binding.sent(tokens)
         r, t = (self.requests, self.tokens) if take else (None, None)
         var = self._deviation(tokens, sd) ** 2
+        if t is not None and t.level <= -SPREAD_Z * math.sqrt(var) and self.paces_known_tokens \
+                and not self.reserves_output:
+            # It takes more than the whole bucket even at the low end of its estimate: the server
+            # admits it only once its own bucket holds at least what ours did (else a 429), so
+            # the misses of the calls before it are spent by then, and the next call's spread
+            # is this one's alone
+            self._settle_through(int(self._sent_requests) - 1)
         self._inflight_var += var
         permit = Permit(self, tokens, now, (r, r.level, r.shifted) if r is not None else None,
                         (t, t.level, t.shifted) if t is not None else None, int(self._sent_requests), var)

@@ -444,6 +444,42 @@ async def test_the_token_reserve_covers_the_estimates_still_in_flight():
     assert lim.spread(2000) == pytest.approx(400.0) and lim._inflight_var == 0.0
 
 
+async def test_a_call_past_the_whole_bucket_takes_the_misses_before_it_out_of_the_spread():
+    lim = RateLimiter(tpm=600_000, concurrency=8, margin_s=0.0)  # told: 10,000 a second, capacity 10,000
+    lim.estimate_error = lambda: 0.1
+    now = lim.tokens._t
+    a = lim._grant(3000, now)  # sd 300, level 7,000
+    lim.tokens.level = lim.tokens.capacity  # the bucket refilled (the clock is not moved here)
+    # 10,500 from a full 10,000: level -500, less than two deviations of its own (2 x 1,050) below 0,
+    # so its real count may be under the 10,000 the server had: a's miss may still be short there
+    b = lim._grant(10_500, now)
+    assert lim.spread(0) == pytest.approx(2 * (300 ** 2 + 1050 ** 2) ** 0.5)
+    lim.tokens.level = lim.tokens.capacity
+    # 13,000 from a full bucket: -3,000, past two deviations (2 x 1,300 = 2,600). Even at its low
+    # end it takes more than the server can hold beside a's and b's misses; the server admits it
+    # only with its own bucket at least as full as ours was, so those are spent: its own alone
+    c = lim._grant(13_000, now)
+    assert lim.spread(0) == pytest.approx(2 * 1300.0) and list(lim._unsettled) == [c.seq]
+    await a.done(3300)  # the earlier answers come back: nothing of theirs left to take out
+    await b.done(10_000)
+    assert lim.spread(0) == pytest.approx(2 * 1300.0)
+    await c.done(13_000)
+    assert lim.spread(0) == 0.0 and not lim._unsettled
+
+
+async def test_a_pace_learned_from_429s_keeps_the_misses_before_a_large_call():
+    # nothing told or announced: the server's bucket is not known to hold what ours does
+    lim = RateLimiter(concurrency=8, margin_s=0.0)
+    lim.tokens = lim._tokens_bucket(600_000)
+    lim.estimate_error = lambda: 0.1
+    now = lim.tokens._t
+    a = lim._grant(3000, now)
+    lim.tokens.level = lim.tokens.capacity
+    lim._grant(13_000, now)
+    assert a.seq in lim._unsettled
+    assert lim.spread(0) == pytest.approx(2 * (300 ** 2 + 1300 ** 2) ** 0.5)
+
+
 async def test_a_quota_header_takes_every_call_it_counts_out_of_the_spread():
     lim = RateLimiter(tpm=600_000, concurrency=8, margin_s=0.0)  # 10,000 a second
     lim.estimate_error = lambda: 0.1
