@@ -48,13 +48,12 @@ def message_features(messages: Iterable, per_message: int = 4,
                      split: Callable[[Any], tuple[float, float]] = split_estimate) -> tuple[float, float]:
     """Summed (ASCII, wide) estimates of chat messages, overhead counted as ASCII; ``split``
     gives a message content's two features (a proxy tokenizer's counts: :class:`PromptFeatures`)."""
-    a_total, w_total, n = 2.0, 0.0, 0
+    a_total, w_total = 2.0, 0.0
     for m in messages:
         content = m["content"] if isinstance(m, dict) else m.content
         a, w = split(content)
         a_total += a + per_message
         w_total += w
-        n += 1
     return a_total, w_total
 
 
