@@ -11,6 +11,10 @@ from drscore.engine.runtime.calls.pricing import cost_text, unknown_price_messag
 if TYPE_CHECKING:  # the reporting tables (numpy) load only when a leaderboard is drawn
     from drscore.engine.reporting.tables import BoardFold
 
+# A proxy tokenizer's learned per-call error from which a run says so even without a 429: at
+# 2%, a call the size of the token bucket waits 4% of it past a full one (providers.md).
+ESTIMATE_NOTE_ERROR = 0.02
+
 
 def _fmt(v: Any, nd: int = 3) -> str:
     if v is None:
@@ -360,6 +364,14 @@ def _judge_notes(t: dict[str, Any]) -> list[str]:
             lines.append(f"  note: no quota headers, so the pace was learned from 429s ({learned['binding']} bind): "
                          f"the endpoint took at least {' and '.join(took)}; {option} {rate} paces the next run "
                          f"from its first request")
+    estimated, refused = t.get("prompts_estimated"), t.get("rate_limited_429", 0)
+    if estimated and (refused or estimated.get("relative_error", 0.0) >= ESTIMATE_NOTE_ERROR):
+        # The token pace keeps two of the estimates' deviations in hand, and a prompt counted
+        # above its estimate can still be refused: the model's tokenizer counts them exactly.
+        met = f"{refused} 429(s); " if refused else ""
+        lines.append(f"  note: {met}the token quota's prompts were estimated on {terminal(estimated['on'])} "
+                     f"({estimated['relative_error']:.1%} off a call, learned), not counted: --tokenizer with the "
+                     f"judge model's tokenizer counts each one here")
     hints = t.get("unusable_rate_limit_hints")
     if hints:
         lines.append(f"  note: {hints['count']} rate-limit answer(s) gave a delay that cannot be believed "

@@ -115,3 +115,26 @@ def test_a_later_run_starts_its_estimates_from_what_the_earlier_one_learned(tmp_
     totals = [json.loads((tmp_path / name / "summary.json").read_text())["totals"] for name in ("first", "later")]
     assert [t["calls"] for t in totals] == [10, 10] and served["ok"] == 20
     assert [t["prompts_estimated"]["earlier_calls"] for t in totals] == [0, 10]
+
+
+def test_a_run_on_estimates_that_miss_says_so_and_how_to_count_instead(tmp_path):
+    # The mock counts by its words rule (a line of Chinese one token), which cl100k's counts fit
+    # only roughly: the run names what its estimates learned on, their learned error as its
+    # summary keeps it, and the option that counts each prompt instead
+    with MockServerProcess(MockConfig(profile="ollama", tpm=300_000, latency=0.2)) as mock:
+        proc = _run(mock.url, tmp_path / "run", tmp_path / "cache", "--judge-model", "qwen2.5:7b")
+    assert proc.returncode == 0, proc.stderr
+    totals = json.loads((tmp_path / "run" / "summary.json").read_text())["totals"]
+    error = totals["prompts_estimated"]["relative_error"]
+    assert error >= 0.02 or totals["rate_limited_429"] > 0, totals["prompts_estimated"]
+    note = next(line for line in proc.stdout.splitlines() if "the token quota's prompts were estimated" in line)
+    refused = f"{totals['rate_limited_429']} 429(s); " if totals["rate_limited_429"] else ""
+    assert note == (f"  note: {refused}the token quota's prompts were estimated on tiktoken:cl100k_base counts "
+                    f"({error:.1%} off a call, learned), not counted: --tokenizer with the judge model's tokenizer "
+                    f"counts each one here")
+    # counted with the model's tokenizer, nothing is estimated and nothing to say
+    with MockServerProcess(MockConfig(profile="ollama", tokenizer="cl100k", tpm=300_000, latency=0.2)) as mock:
+        counted = _run(mock.url, tmp_path / "counted", tmp_path / "cache", "--tokenizer", "tiktoken:cl100k_base")
+    assert counted.returncode == 0, counted.stderr
+    assert "prompts were estimated" not in counted.stdout and "prompts_estimated" not in json.loads(
+        (tmp_path / "counted" / "summary.json").read_text())["totals"]
