@@ -1,6 +1,6 @@
 """Pacing without quota headers (issue 16, part 6; issue 30: the token-bound case).
 
-Two workloads, each judged with no ``--rpm``/``--tpm`` against an endpoint that announces
+Workloads, each judged with no ``--rpm``/``--tpm`` against an endpoint that announces
 no quota (a vLLM server behind a gateway that answers 429 with only ``Retry-After``: the
 mock's ``vllm`` profile) and, for comparison, against the ``openai`` profile, which sends
 ``x-ratelimit-*`` headers (with headers the engine paces from the first answer):
@@ -11,14 +11,19 @@ mock's ``vllm`` profile) and, for comparison, against the ``openai`` profile, wh
   Bench reports (requests of 13-106 KB), the same latency. Sizes vary eightfold, so a
   learned *request* rate either wastes the quota on small requests or is refused on
   large ones: the learner has to find that tokens bind.
+* ``mixed`` (not run by default): the same 100 reports at 150 requests/min and no token
+  limit: sizes vary as in ``tokens``, but requests bind, so a refused call's size says
+  nothing and the learner must not be drawn to tokens.
 
 Figures per run: requests sent and answered 429, and the quota's limit over the span
 (first request to last answer, as the mock saw them), where the limit is
 max(answered / RPM, tokens charged / TPM) (the mock's own token count). The older
 ``efficiency`` figure (limit less the server's one-second starting burst, over the
-client's wall time) is kept for comparison with earlier runs.
+client's wall time) is kept for comparison with earlier runs. ``--runs N`` repeats each
+header-less measure: each run's 429s, limit over span and the 429s' votes on which quota binds
+(``learned_quota.votes`` of its summary), and in how many runs both targets held.
 
-    .venv/bin/python -m bench.headerless [--case requests,tokens]
+    .venv/bin/python -m bench.headerless [--case requests,tokens,mixed] [--runs N]
 """
 from __future__ import annotations
 
@@ -68,12 +73,39 @@ def _measure(profile: str, *, rpm: float, tpm: float, latency: float, jitter: fl
         "efficiency": round(physical / wall, 3) if wall else None,
         "items": t["items"], "items_failed": t["items_failed"],
         "estimates_on": t.get("prompts_estimated", {}).get("on", "characters"),
+        # the 429s' votes on which quota binds (engine.runtime.calls.limits.GuessVote)
+        "votes": (t.get("learned_quota") or {}).get("votes", []),
     }
+
+
+def _repeated(runs: int, **kw) -> dict:
+    """The header-less measure ``runs`` times: the first run in full, then each run's 429s,
+    limit over span and votes, and in how many both targets held (≤ 3% 429, ≥ 0.95)."""
+    results = [_measure("vllm", **kw) for _ in range(runs)]
+    out: dict = {"first_run": results[0]}
+    if runs > 1:
+        out["runs"] = [{k: r[k] for k in ("responses_429", "share_429", "limit_over_span", "votes")} for r in results]
+        out["targets_held"] = sum(r["share_429"] <= 0.03 and (r["limit_over_span"] or 0) >= 0.95 for r in results)
+        out["limit_over_span_range"] = [min(r["limit_over_span"] or 0 for r in results),
+                                        max(r["limit_over_span"] or 0 for r in results)]
+    return out
+
+
+def _header_less(repeated: dict) -> dict:
+    """The header-less figures as earlier outputs named them, the repeats beside them."""
+    out = {"header_less": repeated.pop("first_run")}
+    if repeated:
+        out["header_less_repeated"] = repeated
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--case", default="requests,tokens", help="requests, tokens or both (comma-separated)")
+    ap.add_argument("--case", default="requests,tokens",
+                    help="requests, tokens, mixed (comma-separated); mixed: the tokens case's 100 reports at --mixed-rpm "
+                         "requests/min and no token limit, where the sizes vary and requests bind")
+    ap.add_argument("--mixed-rpm", type=float, default=150, help="the mixed case's limit")
+    ap.add_argument("--runs", type=int, default=1, help="header-less runs per case (each run's figures and votes listed)")
     ap.add_argument("--rpm", type=float, default=120, help="the requests case's limit")
     ap.add_argument("--tpm", type=float, default=600_000, help="the tokens case's limit")
     ap.add_argument("--latency", type=float, default=0.3)
@@ -98,18 +130,21 @@ def main() -> None:
             out["requests"] = {
                 "rpm": args.rpm, "methods": ["quality", "redundancy"],
                 "reports": f"examples/reports.claude-3-7-sonnet.jsonl (first {args.reports})",
-                "header_less": _measure("vllm", tmp=Path(d) / "r", **kw),
+                **_header_less(_repeated(args.runs, tmp=Path(d) / "r", **kw)),
                 "with_headers": _measure("openai", tmp=Path(d) / "r", **kw)}
-        if "tokens" in cases:
-            drb = Path(args.drb)
-            reports = drb / "reports.claude-3-7-sonnet.jsonl"
+        drb = Path(args.drb)
+        reports = drb / "reports.claude-3-7-sonnet.jsonl"
+        for case, rpm, tpm in (("tokens", 0.0, args.tpm), ("mixed", args.mixed_rpm, 0.0)):
+            if case not in cases:
+                continue
             require_data("headerless", str(reports), str(drb / "tasks.jsonl"))
-            kw = dict(rpm=0.0, tpm=args.tpm, methods=["quality"], reports=reports, tasks=drb / "tasks.jsonl",
+            kw = dict(rpm=rpm, tpm=tpm, methods=["quality"], reports=reports, tasks=drb / "tasks.jsonl",
                       limit=0, **common)
-            out["tokens"] = {
-                "tpm": args.tpm, "methods": ["quality"], "reports": "DeepResearch Bench, 100 reports",
-                "header_less": _measure("vllm", tmp=Path(d) / "t", **kw),
-                "with_headers": _measure("openai", tmp=Path(d) / "t", **kw)}
+            out[case] = {
+                "rpm": rpm or None, "tpm": tpm or None, "methods": ["quality"],
+                "reports": "DeepResearch Bench, 100 reports",
+                **_header_less(_repeated(args.runs, tmp=Path(d) / case, **kw)),
+                "with_headers": _measure("openai", tmp=Path(d) / case, **kw)}
     out["machine"] = machine()
     print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
 

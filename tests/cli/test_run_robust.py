@@ -147,6 +147,10 @@ def test_a_run_that_learned_its_quota_from_429s_says_what_the_endpoint_took(tmp_
     # a lower bound of the mock's 240 a minute (a few percent over: the client's clock times
     # the sends, the server's their arrivals)
     assert 0 < learned["proven_rpm"] <= 240 * 1.05 and learned["proven_tpm"] > 0
+    # the 429s' votes on which quota binds, the last one's guess the run's
+    votes = learned["votes"]
+    assert 1 <= len(votes) <= served["rate_limited"] and votes[-1]["guess"] == learned["binding"]
+    assert all(0 <= v["rank"] <= 1 and v["paced"] in ("requests", "tokens") for v in votes)
     took = f"the endpoint took at least {learned['proven_rpm']:,} requests/min and {learned['proven_tpm']:,} tokens/min"
     assert took in proc.stdout
     option = "--rpm" if learned["binding"] == "requests" else "--tpm"

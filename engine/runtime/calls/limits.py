@@ -469,6 +469,20 @@ class RateLearner:
         return True
 
 
+VOTES_KEPT = 16  # the votes a run's summary lists: the ones that set the guess come first
+
+
+class GuessVote(msgspec.Struct, frozen=True):
+    """One 429's vote on which quota binds: the refused call's ``rank`` among the sizes sent
+    before it, whether it was met at a proven pace (``settled``), the dimension ``paced`` when
+    it came, and the ``guess`` after it."""
+
+    rank: float
+    settled: bool
+    paced: str
+    guess: str
+
+
 class BindingGuess:
     """Which quota a header-less endpoint enforces, requests or tokens, from its 429s and
     the sizes of what was sent.
@@ -497,6 +511,7 @@ class BindingGuess:
         self._early: deque[float] = deque(maxlen=votes)  # ranks of those met before one
         self.alike_cv = alike_cv
         self.dimension = "requests"
+        self.votes: list[GuessVote] = []  # the first VOTES_KEPT, for the run's summary
 
     def sent(self, tokens: float) -> None:
         self._sizes.append(tokens)
@@ -518,13 +533,17 @@ class BindingGuess:
             self.dimension = "requests"
             return self.dimension
         below = sum(1.0 if x < tokens else 0.5 if x == tokens else 0.0 for x in self._sizes)
-        (self._ranks if settled else self._early).append(below / len(self._sizes))
+        rank = below / len(self._sizes)
+        (self._ranks if settled else self._early).append(rank)
         votes = self._ranks or self._early
         mean = sum(votes) / len(votes)
+        paced = self.dimension
         if mean > 0.6:
             self.dimension = "tokens"
         elif mean < 0.4:
             self.dimension = "requests"
+        if len(self.votes) < VOTES_KEPT:
+            self.votes.append(GuessVote(rank=round(rank, 3), settled=settled, paced=paced, guess=self.dimension))
         return self.dimension
 
 
@@ -1438,7 +1457,8 @@ class RateLimiter:
     def learned_quota(self) -> dict[str, Any] | None:
         """What the 429s taught where nothing announced or told the quota: the dimension that
         binds and, per dimension, the highest rate the calls sent proved (per minute; a lower
-        bound of the limit, so a quota to tell the next run). None where nothing was learned."""
+        bound of the limit, so a quota to tell the next run), and the 429s' votes that decided
+        the dimension (:class:`GuessVote`). None where nothing was learned."""
         if not self._learns or not self.learner.cuts:
             return None
         def per_minute(learner: RateLearner) -> int | None:
@@ -1446,7 +1466,8 @@ class RateLimiter:
             best = max(learner.proven or 0.0, now[0] if now else 0.0)
             return math.floor(best * 60) if best else None
         return {"binding": self.binding.dimension, "proven_rpm": per_minute(self.learner),
-                "proven_tpm": per_minute(self.token_learner)}
+                "proven_tpm": per_minute(self.token_learner),
+                "votes": [msgspec.to_builtins(v) for v in self.binding.votes]}
 
     def snapshot(self) -> dict[str, Any]:
         return {

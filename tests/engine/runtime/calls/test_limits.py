@@ -285,6 +285,10 @@ def test_binding_guess_by_hand():
     # then small ones are refused (paced by tokens, small requests go in bursts): rank 0 each
     assert g.refused(400) == "tokens"  # mean rank (7/8 + 0) / 2 = 0.44: not yet below 0.4
     assert g.refused(400) == "requests"  # (7/8 + 0 + 0) / 3 = 0.29
+    # each vote kept for the summary, with the dimension paced when it came (requests of one
+    # size cast none)
+    assert [(v.rank, v.paced, v.guess) for v in g.votes] == [
+        (0.875, "requests", "tokens"), (0.0, "tokens", "tokens"), (0.0, "tokens", "requests")]
 
 
 def test_a_429_met_at_a_proven_pace_outvotes_those_met_before():
