@@ -41,8 +41,11 @@ from drscore.engine.runtime.rundir_read import RunDir, natural_key, read_run_dir
 _PACING = ("out", "shard", "max_in_flight", "fetch_concurrency")
 _JUDGE_PACING = ("cache_dir", "redis", "redis_ttl_days", "api_key_present", "concurrency", "rpm", "tpm", "burst_s",
                  "timeout_s", "max_retries", "max_cost")
+# What one shard's process learned about its endpoint (the estimates' error, the margins, the
+# quota its 429s taught): facts of that process, not sums; kept per shard in merged_from.
+_PER_PROCESS_TOTALS = ("prompts_estimated", "prompts_counted", "quota_margins", "learned_quota")
 _ADDITIVE_TOTALS_SKIP = {"wall_time_s", "budget_exhausted", "inputs_skipped", "max_cost_usd", "priced_as", "ledger",
-                         "this_invocation", "reused"}
+                         "this_invocation", "reused", *_PER_PROCESS_TOTALS}
 _SHOWN_PROBLEMS = 10
 
 
@@ -309,9 +312,9 @@ def merge_runs(dirs: list[str | Path], out: str | Path, *,
         "stopped": next((run.summary["stopped"] for run in runs if run.summary.get("stopped")), None),
         "input_errors": errors[:200],
         "inputs": first.get("inputs"),
-        "merged_from": [{"dir": run.path, "shard": run.config.get("shard"),
-                         "items": (run.summary.get("totals") or {}).get("items"),
-                         "wall_time_s": (run.summary.get("totals") or {}).get("wall_time_s")} for run in runs],
+        "merged_from": [{"dir": run.path, "shard": run.config.get("shard"), "items": t.get("items"),
+                         "wall_time_s": t.get("wall_time_s"), **{k: t[k] for k in _PER_PROCESS_TOTALS if k in t}}
+                        for run, t in zip(runs, shard_totals)],
     }
     if extend is not None:
         extend(summary, rows)

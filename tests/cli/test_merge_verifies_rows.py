@@ -178,4 +178,11 @@ def test_merged_money_is_the_sum_of_the_shards_ledgers(tmp_path):
     assert all(ledgers)
     paid = sum(t["run"]["cost_usd"] for t in ledgers if t)
     assert totals["cost_usd"] == pytest.approx(paid, abs=1e-6) == pytest.approx(billed, abs=1e-6)
+    # what each shard's process learned of the endpoint (its estimates' error, its margins) is
+    # kept per shard, not summed: two errors of 30% are not one of 60%
+    merged = json.loads((tmp_path / "merged" / "summary.json").read_text())
+    shards = [json.loads((tmp_path / d / "summary.json").read_text())["totals"] for d in ("s1", "s2")]
+    assert all("prompts_estimated" in t for t in shards)
+    assert "prompts_estimated" not in totals and "quota_margins" not in totals
+    assert [m["prompts_estimated"] for m in merged["merged_from"]] == [t["prompts_estimated"] for t in shards]
     assert totals["ledger"]["by_shard"] == {str(tmp_path / d): t["run"] for d, t in zip(("s1", "s2"), ledgers) if t}
