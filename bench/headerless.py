@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -78,10 +79,11 @@ def _measure(profile: str, *, rpm: float, tpm: float, latency: float, jitter: fl
     }
 
 
-def _repeated(runs: int, **kw) -> dict:
+def _repeated(runs: int, **kw: Any) -> dict:
     """The header-less measure ``runs`` times: the first run in full, then each run's 429s,
     limit over span and votes, and in how many both targets held (≤ 3% 429, ≥ 0.95)."""
-    results = [_measure("vllm", **kw) for _ in range(runs)]
+    tmp: Path = kw.pop("tmp")
+    results = [_measure("vllm", tmp=tmp / f"run{i}", **kw) for i in range(runs)]
     out: dict = {"first_run": results[0]}
     if runs > 1:
         out["runs"] = [{k: r[k] for k in ("responses_429", "share_429", "limit_over_span", "votes")} for r in results]
