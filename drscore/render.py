@@ -365,7 +365,8 @@ def _judge_notes(t: dict[str, Any]) -> list[str]:
                          f"the endpoint took at least {' and '.join(took)}; {option} {rate} paces the next run "
                          f"from its first request")
     estimated, refused = t.get("prompts_estimated"), t.get("rate_limited_429", 0)
-    if estimated and (refused or estimated.get("relative_error", 0.0) >= ESTIMATE_NOTE_ERROR):
+    if estimated and estimated.get("token_quota") and (
+            refused or estimated.get("relative_error", 0.0) >= ESTIMATE_NOTE_ERROR):
         # The token pace keeps two of the estimates' deviations in hand, and a prompt counted
         # above its estimate can still be refused: the model's tokenizer counts them exactly.
         met = f"{refused} 429(s); " if refused else ""

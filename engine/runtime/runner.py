@@ -305,7 +305,10 @@ class Runner:
             earlier = self.pool.proxy_tokens.seeded
             totals["prompts_estimated"] = {"on": f"{proxy.counted_by} counts", "prompts": self.pool.proxied,
                                            "relative_error": round(self.pool.proxy_tokens.relative_error(), 4),
-                                           "earlier_calls": earlier.calls if earlier is not None else 0}
+                                           "earlier_calls": earlier.calls if earlier is not None else 0,
+                                           # a token quota paced them at the end (told, announced, or
+                                           # learned to bind), not only a learner watching sizes
+                                           "token_quota": self.pool.limiter.tokens is not None}
         limiter = self.pool.limiter
         if limiter.requests is not None or limiter.tokens is not None:
             # what a call larger than the bucket waited past a full one, and why (providers.md,

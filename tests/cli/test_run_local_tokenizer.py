@@ -101,6 +101,7 @@ def test_without_a_tokenizer_the_estimates_learn_on_a_proxy_tokenizers_counts(tm
     # misses are the chat format's few tokens and what remains of the prior 12% after 10 answers
     assert 0 <= estimated["relative_error"] < 0.12
     assert estimated["earlier_calls"] == 0  # a new cache: nothing learned before
+    assert estimated["token_quota"] is True  # --tpm told: a token bucket paced them
 
 
 def test_a_later_run_starts_its_estimates_from_what_the_earlier_one_learned(tmp_path):

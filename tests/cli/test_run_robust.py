@@ -151,6 +151,12 @@ def test_a_run_that_learned_its_quota_from_429s_says_what_the_endpoint_took(tmp_
     votes = learned["votes"]
     assert 1 <= len(votes) <= served["rate_limited"] and votes[-1]["guess"] == learned["binding"]
     assert all(0 <= v["rank"] <= 1 and v["paced"] in ("requests", "tokens") for v in votes)
+    # the prompts' token estimates paced nothing unless tokens were learned to bind: then no note
+    # on their error, which a request quota does not care about
+    estimated = _summary(tmp_path)["totals"]["prompts_estimated"]
+    assert estimated["token_quota"] is (learned["binding"] == "tokens")
+    if learned["binding"] == "requests":
+        assert "prompts were estimated" not in proc.stdout
     took = f"the endpoint took at least {learned['proven_rpm']:,} requests/min and {learned['proven_tpm']:,} tokens/min"
     assert took in proc.stdout
     option = "--rpm" if learned["binding"] == "requests" else "--tpm"
