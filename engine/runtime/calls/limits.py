@@ -475,7 +475,7 @@ VOTES_KEPT = 16  # the votes a run's summary lists: the ones that set the guess 
 class GuessVote(msgspec.Struct, frozen=True):
     """One 429's vote on which quota binds: the refused call's ``rank`` among the sizes sent
     before it, whether it was met at a proven pace (``settled``), the dimension ``paced`` when
-    it came, and the ``guess`` after it."""
+    it came ("none" at the first 429, the start-up burst's), and the ``guess`` after it."""
 
     rank: float
     settled: bool
@@ -512,6 +512,7 @@ class BindingGuess:
         self.alike_cv = alike_cv
         self.dimension = "requests"
         self.votes: list[GuessVote] = []  # the first VOTES_KEPT, for the run's summary
+        self._refusals = 0  # before the first, nothing was paced
 
     def sent(self, tokens: float) -> None:
         self._sizes.append(tokens)
@@ -527,6 +528,8 @@ class BindingGuess:
     def refused(self, tokens: float, settled: bool = True) -> str:
         """Record a 429 of a request of ``tokens`` (``settled``: met at a proven pace, see
         the class); the dimension that binds now."""
+        paced = self.dimension if self._refusals else "none"
+        self._refusals += 1
         if self._alike():
             self._ranks.clear()
             self._early.clear()
@@ -537,7 +540,6 @@ class BindingGuess:
         (self._ranks if settled else self._early).append(rank)
         votes = self._ranks or self._early
         mean = sum(votes) / len(votes)
-        paced = self.dimension
         if mean > 0.6:
             self.dimension = "tokens"
         elif mean < 0.4:

@@ -11,7 +11,7 @@ import pytest
 
 from drscore.engine.runtime.calls.judging import RateLimitInfo
 from drscore.engine.runtime.calls.limits import (
-    ARRIVAL_S, AdaptiveConcurrency, BindingGuess, KnownQuota, RateLearner, RateLimiter, TokenBucket,
+    ARRIVAL_S, AdaptiveConcurrency, BindingGuess, GuessVote, KnownQuota, RateLearner, RateLimiter, TokenBucket,
 )
 from drscore.engine.runtime.calls.pool import JudgePool
 from support.fakes import ScoreVerdict as V, one_line_templates
@@ -286,9 +286,14 @@ def test_binding_guess_by_hand():
     assert g.refused(400) == "tokens"  # mean rank (7/8 + 0) / 2 = 0.44: not yet below 0.4
     assert g.refused(400) == "requests"  # (7/8 + 0 + 0) / 3 = 0.29
     # each vote kept for the summary, with the dimension paced when it came (requests of one
-    # size cast none)
+    # size cast none; before their 429 nothing was paced, after it requests)
     assert [(v.rank, v.paced, v.guess) for v in g.votes] == [
         (0.875, "requests", "tokens"), (0.0, "tokens", "tokens"), (0.0, "tokens", "requests")]
+    first = BindingGuess(sizes=8)
+    for x in (500, 4000, 800, 9000):
+        first.sent(x)
+    first.refused(9000)  # ranks (3 + 0.5) / 4
+    assert first.votes == [GuessVote(rank=0.875, settled=True, paced="none", guess="tokens")]
 
 
 def test_a_429_met_at_a_proven_pace_outvotes_those_met_before():
