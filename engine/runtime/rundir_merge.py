@@ -42,8 +42,11 @@ _PACING = ("out", "shard", "max_in_flight", "fetch_concurrency")
 _JUDGE_PACING = ("cache_dir", "redis", "redis_ttl_days", "api_key_present", "concurrency", "rpm", "tpm", "burst_s",
                  "timeout_s", "max_retries", "max_cost")
 # What one shard's process learned about its endpoint (the estimates' error, the margins, the
-# quota its 429s taught): facts of that process, not sums; kept per shard in merged_from.
-_PER_PROCESS_TOTALS = ("prompts_estimated", "prompts_counted", "quota_margins", "learned_quota")
+# quota its 429s taught, what the server said of itself, a delay hint not believed, a fatal stop
+# after every item): facts of that process, not sums (summing dropped their strings and doubled
+# a server's window); kept per shard in merged_from.
+_PER_PROCESS_TOTALS = ("prompts_estimated", "prompts_counted", "quota_margins", "learned_quota", "judge_server",
+                       "unusable_rate_limit_hints", "stop_after_all_items")
 _ADDITIVE_TOTALS_SKIP = {"wall_time_s", "budget_exhausted", "inputs_skipped", "max_cost_usd", "priced_as", "ledger",
                          "this_invocation", "reused", *_PER_PROCESS_TOTALS}
 _SHOWN_PROBLEMS = 10

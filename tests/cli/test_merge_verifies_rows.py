@@ -172,6 +172,15 @@ def test_merged_money_is_the_sum_of_the_shards_ledgers(tmp_path):
                          "--cache", str(tmp_path / f"cache-{out}")]) == 0
         s = mock.stats()
         billed = (s["prompt_tokens"] * 2.0 + s["completion_tokens"] * 8.0) / 1e6
+    # what each shard's server said of itself, and a fatal stop met after every item had its
+    # answer, as a llama.cpp shard's summary records them
+    facts = {"judge_server": {"server": "llama.cpp", "window": 4096, "slots": 4},
+             "stop_after_all_items": {"fatal": True, "message": "the judge's key was revoked"}}
+    for d in ("s1", "s2"):
+        path = tmp_path / d / "summary.json"
+        shard = json.loads(path.read_text())
+        shard["totals"].update(facts)
+        path.write_text(json.dumps(shard))
     assert _merge(tmp_path, tmp_path / "s1", tmp_path / "s2") == 0
     totals = json.loads((tmp_path / "merged" / "summary.json").read_text())["totals"]
     ledgers = [read_totals(tmp_path / d) for d in ("s1", "s2")]
@@ -185,4 +194,7 @@ def test_merged_money_is_the_sum_of_the_shards_ledgers(tmp_path):
     assert all("prompts_estimated" in t for t in shards)
     assert "prompts_estimated" not in totals and "quota_margins" not in totals
     assert [m["prompts_estimated"] for m in merged["merged_from"]] == [t["prompts_estimated"] for t in shards]
+    # nor a server's window, two shards of 4,096 are not one of 8,192
+    assert "judge_server" not in totals and "stop_after_all_items" not in totals
+    assert [m["judge_server"] for m in merged["merged_from"]] == [facts["judge_server"]] * 2
     assert totals["ledger"]["by_shard"] == {str(tmp_path / d): t["run"] for d, t in zip(("s1", "s2"), ledgers) if t}
