@@ -298,7 +298,7 @@ class Runner:
         if counts.counted:  # prompts counted before their calls (a server's route or --tokenizer)
             totals["prompts_counted"] = {"by": counts.counted_by, "prompts": counts.counted,
                                          "usage_less_count": round(counts.drift.mean, 2)}
-        proxy = self.pool.proxy
+        proxy, limiter = self.pool.proxy, self.pool.limiter
         if proxy is not None and self.pool.proxied:
             # the token quota's estimates learned on another tokenizer's counts (judge.local_tokenizer)
             # (and how many answered calls of earlier runs the estimates started from)
@@ -308,8 +308,7 @@ class Runner:
                                            "earlier_calls": earlier.calls if earlier is not None else 0,
                                            # a token quota paced them at the end (told, announced, or
                                            # learned to bind), not only a learner watching sizes
-                                           "token_quota": self.pool.limiter.tokens is not None}
-        limiter = self.pool.limiter
+                                           "token_quota": limiter.tokens is not None}
         if limiter.requests is not None or limiter.tokens is not None:
             # what a call larger than the bucket waited past a full one, and why (providers.md,
             # "Margins that follow the connection")
@@ -317,7 +316,7 @@ class Runner:
             totals["quota_margins"] = {"connect_ms": None if connect_s is None else round(connect_s * 1000, 3),
                                        "lag_ms": round(limiter.lag_s * 1000, 3), "lag_widened": limiter.lag_widened,
                                        "ambiguous_ms": round(limiter.ambiguous_s * 1000, 3)}
-        learned = self.pool.limiter.learned_quota()
+        learned = limiter.learned_quota()
         if learned is not None:  # no headers, nothing told: what the 429s taught, for the next run
             totals["learned_quota"] = learned
         stopped = self.pool.stopped
