@@ -278,12 +278,6 @@ class RateLearner:
     def rate(self) -> float | None:
         return self.pace
 
-    def settled(self, now: float) -> bool:
-        """Pacing at a proven rate, a bucket's refill (``burst_s``) past the last pause: a 429
-        met now came from that pace, not from a server bucket a burst, the slow start's
-        overshoot or the calls let go at the pause's end drained."""
-        return self._proven_ceiling is not None and now - self._cut_until >= self.burst_s
-
     def pausing(self, now: float) -> bool:
         """Within the pause of the last cut: a 429 met now belongs to that episode."""
         return now < self._cut_until
@@ -357,6 +351,32 @@ class RateLearner:
         best = int(np.argmax(rates))
         end, start = divmod(best, n)
         return float(rates[end, start]), float(stretch[end, start])
+
+    def strain(self, seq: int, units: float, at: float) -> float | None:
+        """How far the refusal of call ``seq`` (``units`` of it, sent at ``at``) is from what
+        one bucket of this dimension explains: the proven rate over the highest rate the
+        refusal allows (above 1: no bucket of the rate the calls proved would have refused
+        it). None without a proof or a call sent before it.
+
+        A bucket that refused the call held less than ``u`` of it. From any call ``s`` before it
+        the bucket refilled at ``r`` and paid the ``t`` units sent since, so without reaching its
+        capacity ``r*w - t < u`` over the ``w`` seconds; had it filled (``r*b``) just before a
+        later call ``c``, ``r*(b + w_c) - t_c < u``. So ``r`` is under the larger of the two
+        for each ``s``, and under the least of those over all ``s``.
+        """
+        proof = self.proven_rate(before=seq)
+        i = self._sent_from(seq)
+        if proof is None or not i:
+            return None
+        sent_at = np.fromiter((s[1] for s in self._sent[:i]), float, i)
+        units_before = np.fromiter((s[2] for s in self._sent[:i]), float, i)
+        taken = np.cumsum(units_before[::-1])[::-1] + units  # from each call through the refused one
+        w = at - sent_at
+        with np.errstate(divide="ignore"):
+            unfilled = np.where(w > 0, taken / w, np.inf)
+        filled = np.maximum.accumulate(np.append(taken / (self.burst_s + w), units / self.burst_s)[::-1])[::-1][1:]
+        bound = float(np.min(np.maximum(unfilled, filled)))
+        return proof[0] / bound if bound > 0 else None
 
     def refused(self, seq: int) -> None:
         """Call number ``seq`` was refused: the endpoint took nothing of it."""
@@ -470,45 +490,63 @@ class RateLearner:
 
 
 VOTES_KEPT = 16  # the votes a run's summary lists: the ones that set the guess come first
+# A strain above this says no bucket of the proven rate would have refused the call: the
+# dimension is ruled out (bench.headerless, 269 429s logged at stop 56: the binding
+# dimension's strain at most 1.01, the other's up to 2.7; docs/providers.md).
+STRAIN_RULES_OUT = 1.05
+# Ranks read against the dimension paced when the call was refused (the ranks logged at
+# stops 55-56, docs/providers.md):
+FIRST_RANK_TOKENS = 0.6  # the start-up 429, nothing paced yet: above it, tokens
+LARGE_RANK = 0.7  # requests paced: a call this large refused at a request rate already proven...
+PROVEN_STRAIN = 0.95  # ...(strain at least this) says tokens
+SMALL_RANK = 0.25  # tokens paced: a call this small refused says requests
 
 
 class GuessVote(msgspec.Struct, frozen=True):
     """One 429's vote on which quota binds: the refused call's ``rank`` among the sizes sent
-    before it, whether it was met at a proven pace (``settled``), the dimension ``paced`` when
-    it came ("none" at the first 429, the start-up burst's), and the ``guess`` after it."""
+    before it, the dimension ``paced`` when it came ("none" at the first 429, the start-up
+    burst's), the :meth:`RateLearner.strain` of each dimension (``strain``: requests, tokens),
+    what decided (``by``: "proofs" where a strain ruled a dimension out, else "ranks") and the
+    ``guess`` after it."""
 
     rank: float
-    settled: bool
     paced: str
+    strain: tuple[float, float]
+    by: str
     guess: str
 
 
 class BindingGuess:
-    """Which quota a header-less endpoint enforces, requests or tokens, from its 429s and
-    the sizes of what was sent.
+    """Which quota a header-less endpoint enforces, requests or tokens, from its 429s, the
+    sizes of what was sent and the rates the calls proved.
 
-    A request quota refuses requests whatever their size; a token quota refuses the large
-    ones (a request needs its size in the bucket, a large one a full bucket). So at each
-    429 the refused request's size is ranked among the sizes of the requests sent just
-    before it: ranks near the top, over the last few refusals, mean tokens bind; ranks near
-    the bottom mean requests do (paced by tokens, small requests go in bursts and the
-    request quota refuses them). Requests of nearly one size cannot tell the two apart, and
-    need not: then pacing requests is pacing tokens, and requests it is. The guess is
-    revisited at every 429 episode, so a wrong first guess (one refusal is a small sample) is
-    corrected by the refusals it causes. The limiter asks only for the 429 that opens an
-    episode: one met within the pause of the one before met the same drained bucket.
+    First the proofs: a dimension whose strain at this 429 is over ``STRAIN_RULES_OUT`` (the
+    call was refused at a rate of it below one the endpoint had accepted) cannot be the one
+    that binds; where exactly one is ruled out, the other binds. The paced dimension is
+    rarely ruled out (it runs at its proof), the other often is: a token quota refuses a large
+    call while requests go slower than they once did, a request quota a small one while
+    tokens do.
 
-    A 429 met before a proven pace (``settled`` False: the start-up burst, the slow start's
-    overshoot, a pause's echo) found the server's bucket drained, where a call of any size
-    is refused: its rank decides only until a 429 met at a proven pace votes, and from then
-    on only those count (bench.headerless, tokens: a first refusal of the smallest call sent
-    paced requests, and three more 429s were needed to outvote it).
+    Else the refused call's size, ranked among the sizes sent just before it, read against the
+    dimension paced when it came. A vote that agrees with the pace says nothing (paced right,
+    the call refused is any call), so only a vote against it moves the guess:
+
+    * requests paced: a large call refused (rank at least ``LARGE_RANK``) at a request rate
+      the endpoint had already accepted (strain at least ``PROVEN_STRAIN``) says tokens;
+    * tokens paced: a small call refused (rank at most ``SMALL_RANK``) says requests;
+    * the first 429, nothing paced yet: the start-up burst drained the server's bucket, where
+      a call of any size is refused; a rank above ``FIRST_RANK_TOKENS`` says tokens.
+
+    A wrong guess of requests is loud (the large calls meet 429s that correct it); a wrong
+    guess of tokens can be silent (paced by tokens, a request quota meets no 429 while the
+    calls are large, and is under-used), so the bar to leave requests is higher. Requests of
+    nearly one size cannot tell the two apart, and need not: pacing requests is pacing tokens,
+    and requests it is. The limiter asks only at the 429 that opens an episode: one met within
+    the pause of the one before met the same drained bucket.
     """
 
-    def __init__(self, sizes: int = 64, votes: int = 5, alike_cv: float = 0.25) -> None:
+    def __init__(self, sizes: int = 64, alike_cv: float = 0.25) -> None:
         self._sizes: deque[float] = deque(maxlen=sizes)
-        self._ranks: deque[float] = deque(maxlen=votes)  # ranks of the 429s met at a proven pace
-        self._early: deque[float] = deque(maxlen=votes)  # ranks of those met before one
         self.alike_cv = alike_cv
         self.dimension = "requests"
         self.votes: list[GuessVote] = []  # the first VOTES_KEPT, for the run's summary
@@ -525,27 +563,33 @@ class BindingGuess:
         var = sum((x - mean) ** 2 for x in self._sizes) / n
         return mean <= 0 or var ** 0.5 / mean < self.alike_cv
 
-    def refused(self, tokens: float, settled: bool = True) -> str:
-        """Record a 429 of a request of ``tokens`` (``settled``: met at a proven pace, see
-        the class); the dimension that binds now."""
+    def refused(self, tokens: float, strain: tuple[float | None, float | None] = (None, None)) -> str:
+        """Record a 429 of a request of ``tokens`` (``strain``: :meth:`RateLearner.strain` of
+        requests and of tokens, None without a proof); the dimension that binds now."""
         paced = self.dimension if self._refusals else "none"
         self._refusals += 1
         if self._alike():
-            self._ranks.clear()
-            self._early.clear()
             self.dimension = "requests"
             return self.dimension
         below = sum(1.0 if x < tokens else 0.5 if x == tokens else 0.0 for x in self._sizes)
         rank = below / len(self._sizes)
-        (self._ranks if settled else self._early).append(rank)
-        votes = self._ranks or self._early
-        mean = sum(votes) / len(votes)
-        if mean > 0.6:
+        r, t = (x if x is not None else 0.0 for x in strain)
+        by = "proofs"
+        if r > STRAIN_RULES_OUT and t <= STRAIN_RULES_OUT:
             self.dimension = "tokens"
-        elif mean < 0.4:
+        elif t > STRAIN_RULES_OUT and r <= STRAIN_RULES_OUT:
             self.dimension = "requests"
+        else:
+            by = "ranks"
+            if paced == "none":
+                self.dimension = "tokens" if rank > FIRST_RANK_TOKENS else "requests"
+            elif paced == "requests" and rank >= LARGE_RANK and r >= PROVEN_STRAIN:
+                self.dimension = "tokens"
+            elif paced == "tokens" and rank <= SMALL_RANK:
+                self.dimension = "requests"
         if len(self.votes) < VOTES_KEPT:
-            self.votes.append(GuessVote(rank=round(rank, 3), settled=settled, paced=paced, guess=self.dimension))
+            self.votes.append(GuessVote(rank=round(rank, 3), paced=paced, strain=(round(r, 3), round(t, 3)),
+                                        by=by, guess=self.dimension))
         return self.dimension
 
 
@@ -1411,7 +1455,9 @@ class RateLimiter:
                 # met the bucket that one had found wanting, where any size is refused: its size
                 # tells nothing new, and as a vote it dragged a token quota's guess to requests
                 # (bench.headerless, tokens: 0.72 then 0.17 a millisecond later, in 3 runs of 31).
-                self.binding.refused(permit.estimate, settled=paced.settled(now))
+                strain = (self.learner.strain(permit.seq, 1.0, permit.granted_at),
+                          self.token_learner.strain(permit.seq, permit.estimate, permit.granted_at))
+                self.binding.refused(permit.estimate, strain=strain)
             self.token_learner.unit_guess = max(1.0, float(permit.estimate))
             requests_cut = self.learner.rate_limited(delay, self._admitted_requests, permit.seq)
             tokens_cut = self.token_learner.rate_limited(delay, self._admitted_tokens, permit.seq)

@@ -274,40 +274,52 @@ def test_a_noisy_learner_is_never_cut_below_what_the_endpoint_took_since_the_las
 
 
 def test_binding_guess_by_hand():
-    g = BindingGuess(sizes=8, votes=3)
-    for x in (1000, 1000, 1000, 1000):
-        g.sent(x)
-    assert g.refused(1000) == "requests"  # requests of one size: pacing either is the same
-    for x in (500, 4000, 800, 9000):
-        g.sent(x)
-    # among 1000 x4, 500, 4000, 800, 9000, a refused 8000 ranks above 7 of 8: tokens bind
-    assert g.refused(8000) == "tokens"
-    # then small ones are refused (paced by tokens, small requests go in bursts): rank 0 each
-    assert g.refused(400) == "tokens"  # mean rank (7/8 + 0) / 2 = 0.44: not yet below 0.4
-    assert g.refused(400) == "requests"  # (7/8 + 0 + 0) / 3 = 0.29
-    # each vote kept for the summary, with the dimension paced when it came (requests of one
-    # size cast none; before their 429 nothing was paced, after it requests)
-    assert [(v.rank, v.paced, v.guess) for v in g.votes] == [
-        (0.875, "requests", "tokens"), (0.0, "tokens", "tokens"), (0.0, "tokens", "requests")]
-    first = BindingGuess(sizes=8)
-    for x in (500, 4000, 800, 9000):
-        first.sent(x)
-    first.refused(9000)  # ranks (3 + 0.5) / 4
-    assert first.votes == [GuessVote(rank=0.875, settled=True, paced="none", guess="tokens")]
-
-
-def test_a_429_met_at_a_proven_pace_outvotes_those_met_before():
-    g = BindingGuess(sizes=8, votes=3)
+    alike = BindingGuess(sizes=8)
+    for x in (1000, 1000, 1000, 1050):
+        alike.sent(x)
+    # requests of about one size: pacing either is the same, and no vote is cast
+    assert alike.refused(1050) == "requests" and alike.votes == []
+    g = BindingGuess(sizes=8)
     for x in (1000, 1000, 1000, 1000, 500, 4000, 800, 9000):
         g.sent(x)
-    # the start-up burst drained the server's bucket and its smallest call was refused: rank 0
-    assert g.refused(400, settled=False) == "requests"
-    # the slow start's overshoot refuses a large one, 7/8: the mean of the two, 0.44, moves nothing
-    assert g.refused(8000, settled=False) == "requests"
-    # the first 429 at a proven pace, 7/8, counts alone from now on: tokens
-    assert g.refused(8000, settled=True) == "tokens"
-    # and another early one (a pause's echo) no longer votes: the mean stays 7/8
-    assert g.refused(400, settled=False) == "tokens"
+    # among 1000 x4, 500, 4000, 800, 9000 a refused 3000 ranks above 6 of 8 (0.75); nothing was
+    # paced before this first vote of the run, and 0.75 > 0.6: tokens
+    assert g.refused(3000) == "tokens"
+    # paced by tokens, a refused 900 ranks 2/8 = 0.25, at most SMALL_RANK: requests
+    assert g.refused(900) == "requests"
+    # paced by requests, a refused 8000 (7/8) at a request rate well above any proven (strain
+    # 0.9): a request quota refuses any call, so it stays
+    assert g.refused(8000, strain=(0.9, 0.8)) == "requests"
+    # the same call refused at a request rate the endpoint had accepted (strain 0.97): tokens
+    assert g.refused(8000, strain=(0.97, 0.8)) == "tokens"
+    # paced by tokens, a mid-sized refusal (1000: 2 below, 4 level, 4 / 8) says nothing: it stays
+    assert g.refused(1000, strain=(0.9, 0.99)) == "tokens"
+    # each vote kept for the summary, with the dimension paced when it came (before the first
+    # 429 nothing was paced)
+    assert [(v.rank, v.paced, v.guess, v.by) for v in g.votes] == [
+        (0.75, "none", "tokens", "ranks"), (0.25, "tokens", "requests", "ranks"),
+        (0.875, "requests", "requests", "ranks"), (0.875, "requests", "tokens", "ranks"),
+        (0.5, "tokens", "tokens", "ranks")]
+    assert g.votes[3] == GuessVote(rank=0.875, paced="requests", strain=(0.97, 0.8), by="ranks", guess="tokens")
+
+
+def test_a_strain_over_1_05_rules_its_dimension_out_whatever_the_rank():
+    g = BindingGuess(sizes=8)
+    for x in (1000, 1000, 1000, 1000, 500, 4000, 800, 9000):
+        g.sent(x)
+    assert g.refused(400) == "requests"  # the start-up: the smallest refused, rank 0
+    # paced by requests, the smallest refused again, but at a request rate 20% under one the
+    # endpoint had accepted: no request bucket refuses that, so tokens bind
+    assert g.refused(400, strain=(1.2, 0.9)) == "tokens"
+    # paced by tokens, the smallest once more: rank 0 would say requests, but requests are
+    # ruled out again, and nothing rules tokens out
+    assert g.refused(400, strain=(1.1, 1.0)) == "tokens"
+    # now tokens are ruled out and requests are not: requests, whatever the size
+    assert g.refused(9500, strain=(0.9, 1.3)) == "requests"
+    # both ruled out (a server bucket larger than assumed inflates every proof): the ranks
+    # decide, and a large call at a request rate already accepted says tokens
+    assert g.refused(9500, strain=(1.3, 1.3)) == "tokens"
+    assert [v.by for v in g.votes] == ["ranks", "proofs", "proofs", "proofs", "ranks"]
 
 
 def test_quota_headers_set_the_bucket_size_and_move_the_level_by_the_servers_count():
@@ -389,25 +401,29 @@ async def test_without_headers_the_limiter_learns_a_token_rate_when_large_reques
     assert lim.snapshot()["binding"] == "tokens" and lim.snapshot()["learned_tpm"] > 0
 
 
-async def test_a_429_at_the_proven_request_pace_turns_a_start_up_guess_to_tokens():
+async def test_a_429_the_request_proof_cannot_explain_turns_a_start_up_guess_to_tokens():
     lim = RateLimiter(concurrency=4)
-    for x in (1000, 9000, 1500, 8000, 1200, 9500, 900, 8500):
+    for x in (100, 900, 150, 800, 120, 950, 90, 850):
         p = await lim.acquire(x)
         await p.done(x)
-    p = await lim.acquire(800)  # the start-up burst drained the server's bucket: the smallest is refused
+    p = await lim.acquire(80)  # the start-up burst drained the server's bucket: the smallest is refused
     await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
-    # its rank among the 9 sizes sent: half of itself, 0.5 / 9
-    assert lim.binding.dimension == "requests" and lim.requests is not None
-    p = await lim.acquire(1100)
-    lim.learner._cut_until = time.monotonic() - 0.5  # the slow start's overshoot, past the pause
+    assert lim.binding.dimension == "requests" and lim.requests is not None  # rank 0.5 / 9
+    # Say those calls went 3 s ago, within a moment: 9 requests and 3,960 tokens in a moment
+    # prove about 9 requests a second (a 1 s burst). Now two calls of 3,000 tokens go, and a
+    # third is refused. A request bucket that took 9 in a moment has refilled for 3 s: it
+    # cannot refuse the third request since (strain far over 1.05). A token bucket can: the
+    # three calls' 9,000 tokens came within a fraction of a second.
+    for learner in (lim.learner, lim.token_learner):
+        learner._sent = [(seq, at - 3.0, units) for seq, at, units in learner._sent]
+        learner._cut_until = 0.0  # past the first 429's pause
+    for _ in range(2):
+        p = await lim.acquire(3000)
+        await p.done(3000)
+    p = await lim.acquire(3000)
     await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
-    assert lim.binding.dimension == "requests"  # rank 3.5 / 10 (above 1000, 900 and 800)
-    p = await lim.acquire(9900)
-    # now paced at a proven request rate, two seconds past the pause: the largest is refused,
-    # rank 10.5 / 11. Counted with the two before, the mean (0.06 + 0.35 + 0.95) / 3 = 0.45
-    # would move nothing; a 429 at a proven pace counts alone: tokens
-    lim.learner._proven_ceiling, lim.learner._cut_until = 5.0, time.monotonic() - 2.0
-    await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
+    vote = lim.binding.votes[-1]
+    assert vote.paced == "requests" and vote.by == "proofs" and vote.strain[0] > 1.05 >= vote.strain[1]
     assert lim.binding.dimension == "tokens" and lim.tokens is not None
 
 
@@ -421,15 +437,10 @@ async def test_a_429_within_the_pause_of_the_one_before_does_not_vote():
     first, second = await lim.acquire(9200), await lim.acquire(850)
     await lim.rate_limited_release(first, RateLimitInfo(retry_after_s=5.0))
     assert lim.binding.dimension == "tokens" and lim.token_learner.pausing(time.monotonic())
+    # as a vote, rank 0.05 while tokens are paced would turn the guess to requests
     await lim.rate_limited_release(second, RateLimitInfo(retry_after_s=5.0))
-    # as a vote, (0.85 + 0.05) / 2 = 0.45 would stay; then the overshoot's small refusal past the
-    # pause, 2.5 / 11 = 0.23, would turn it: (0.85 + 0.05 + 0.23) / 3 = 0.38 < 0.4
-    assert lim.binding.dimension == "tokens"
-    p = await lim.acquire(950)
-    lim.token_learner._cut_until = lim.learner._cut_until = time.monotonic() - 0.5
-    await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
-    # the two votes, (0.85 + 0.23) / 2 = 0.54: tokens still bind
-    assert lim.binding.dimension == "tokens" and lim.tokens is not None and lim.requests is None
+    assert lim.binding.dimension == "tokens" and len(lim.binding.votes) == 1
+    assert lim.tokens is not None and lim.requests is None
 
 
 async def test_the_token_reserve_covers_the_estimates_still_in_flight():
@@ -775,6 +786,24 @@ def test_the_proven_rate_by_hand():
     assert learner.proven_rate()[0] == pytest.approx(4 / 3)
 
 
+def test_the_strain_of_a_refusal_by_hand():
+    learner = RateLearner(burst_s=1.0, clock=lambda: 0.0)
+    for seq, at in ((1, 0.0), (2, 0.1), (3, 0.2), (4, 0.3)):
+        learner.sent(seq, at)
+    # four requests in 0.3 s: r + 0.3 r >= 4, a rate of at least 4 / 1.3 = 3.08 a second
+    assert learner.proven_rate()[0] == pytest.approx(4 / 1.3)
+    # Call 5, refused 1.7 s after the last: from call 4 on the bucket refilled 1.7 r and paid 1,
+    # so 1.7 r - 1 < 1 unless it filled first, r < 2 / 1.7 = 1.18 (filled before call 4's
+    # successor, which is call 5 itself: r < 1 / 1 s). Over every start this is the least bound,
+    # so no bucket of the proven 3.08 refuses it: strain 3.08 / 1.18 = 2.6
+    assert learner.strain(5, 1.0, at=2.0) == pytest.approx((4 / 1.3) / (2 / 1.7))
+    # refused 0.2 s after the last, a bucket drained by the four: r < 2 / 0.2 from call 4, 3 / 0.3
+    # from call 3, ... 10 from each start. The proof explains it: strain 3.08 / 10
+    assert learner.strain(5, 1.0, at=0.5) == pytest.approx((4 / 1.3) / 10)
+    # only calls sent before the refused one count, and one alone proves nothing
+    assert learner.strain(2, 1.0, at=0.1) is None
+
+
 def test_the_proven_rate_keeps_the_calls_of_the_last_two_minutes():
     learner = RateLearner(burst_s=1.0, clock=lambda: 0.0)
     learner.sent(1, 0.0, 1000.0)
@@ -800,11 +829,8 @@ def test_a_learner_paces_at_the_proven_rate_from_its_second_cut(noisy):
         learner.sent(seq, at, 10.0)
     learner.pace = 20.0  # the slow start overshot
     now[0] = 6.2
-    assert not learner.settled(6.2)  # the slow start: no proven pace yet
     assert learner.rate_limited(pause_s=1.0, admitted=70.0)
     assert learner.pace == pytest.approx(0.99 * 15.0)
-    # paced at the proof from the pause's end (7.2), settled a bucket's refill (burst_s, 1 s) on
-    assert not learner.settled(8.1) and learner.settled(8.3)
     # then a cubic from the pause's end (7.2): 14.85 + 0.15 x (s / 30)^3, s seconds after it.
     # 15 s on, an eighth of the way back to the proof; 30 s on, at it; 60 s on, 8 x 0.15 above 14.85
     for at, pace in ((7.2, 14.85), (22.2, 14.85 + 0.15 / 8), (37.2, 15.0), (67.2, 14.85 + 1.2)):
