@@ -403,17 +403,19 @@ async def test_without_headers_the_limiter_learns_a_token_rate_when_large_reques
 
 async def test_a_429_the_request_proof_cannot_explain_turns_a_start_up_guess_to_tokens():
     lim = RateLimiter(concurrency=4)
-    for x in (100, 900, 150, 800, 120, 950, 90, 850):
+    for x in (10, 90, 15, 80, 12, 95, 9, 85):
         p = await lim.acquire(x)
         await p.done(x)
-    p = await lim.acquire(80)  # the start-up burst drained the server's bucket: the smallest is refused
+    p = await lim.acquire(8)  # the start-up burst drained the server's bucket: the smallest is refused
     await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
     assert lim.binding.dimension == "requests" and lim.requests is not None  # rank 0.5 / 9
-    # Say those calls went 3 s ago, within a moment: 9 requests and 3,960 tokens in a moment
-    # prove about 9 requests a second (a 1 s burst). Now two calls of 3,000 tokens go, and a
-    # third is refused. A request bucket that took 9 in a moment has refilled for 3 s: it
-    # cannot refuse the third request since (strain far over 1.05). A token bucket can: the
-    # three calls' 9,000 tokens came within a fraction of a second.
+    # Say those calls went 3 s ago, within a moment: 9 requests in a moment prove about 9 a
+    # second (a 1 s burst). Now two calls of 3,000 tokens go, g seconds apart (the request
+    # pace's, about 0.1 s), and a third is refused. A request bucket that took 9 in a moment
+    # has refilled for 3 s: it cannot refuse the third request since (strain far over 1.05).
+    # A token bucket can: the two calls prove 6,000 / (1 + g) tokens a second, and the refusal
+    # allows up to 9,000 / (1 + 2g), so the token strain is 2/3 (1 + 2g) / (1 + g), under 1.05
+    # for any g under 1.7 s.
     for learner in (lim.learner, lim.token_learner):
         learner._sent = [(seq, at - 3.0, units) for seq, at, units in learner._sent]
         learner._cut_until = 0.0  # past the first 429's pause
