@@ -317,6 +317,12 @@ class RateLearner:
         i = self._sent_from(seq)
         return i if i < len(self._sent) and self._sent[i][0] == seq else None
 
+    def _kept(self, before: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """The send times and units of the calls kept (those sent before call ``before``)."""
+        sent = self._sent if before is None else self._sent[:self._sent_from(before)]
+        n = len(sent)
+        return np.fromiter((s[1] for s in sent), float, n), np.fromiter((s[2] for s in sent), float, n)
+
     def proven_rate(self, before: int | None = None) -> tuple[float, float] | None:
         """The highest rate the calls sent (before call number ``before``: at a 429, those
         sent after the refused call may be refused too) prove the endpoint holds, and the
@@ -331,12 +337,10 @@ class RateLearner:
         at its 429, an answered one counts as the server counted it), tight over a stretch
         that drained a full bucket, as the one before a 429 does.
         """
-        sent = self._sent if before is None else self._sent[:self._sent_from(before)]
-        n = len(sent)
+        at, units = self._kept(before)
+        n = len(at)
         if n < 2:
             return None
-        at = np.fromiter((s[1] for s in sent), float, n)
-        units = np.fromiter((s[2] for s in sent), float, n)
         prior = np.concatenate(([0.0], np.cumsum(units)))[:-1]  # units sent before each call
         # rows: the call that ends the stretch; columns: the one that starts it
         taken = prior[:, None] - prior[None, :]
@@ -356,7 +360,7 @@ class RateLearner:
         """How far the refusal of call ``seq`` (``units`` of it, sent at ``at``) is from what
         one bucket of this dimension explains: the proven rate over the highest rate the
         refusal allows (above 1: no bucket of the rate the calls proved would have refused
-        it). None without a proof or a call sent before it.
+        it). None without a proof.
 
         A bucket that refused the call held less than ``u`` of it. From any call ``s`` before it
         the bucket refilled at ``r`` and paid the ``t`` units sent since, so without reaching its
@@ -364,12 +368,10 @@ class RateLearner:
         later call ``c``, ``r*(b + w_c) - t_c < u``. So ``r`` is under the larger of the two
         for each ``s``, and under the least of those over all ``s``.
         """
-        proof = self.proven_rate(before=seq)
-        i = self._sent_from(seq)
-        if proof is None or not i:
+        proof = self.proven_rate(before=seq)  # None unless two calls or more went before it
+        if proof is None:
             return None
-        sent_at = np.fromiter((s[1] for s in self._sent[:i]), float, i)
-        units_before = np.fromiter((s[2] for s in self._sent[:i]), float, i)
+        sent_at, units_before = self._kept(seq)
         taken = np.cumsum(units_before[::-1])[::-1] + units  # from each call through the refused one
         w = at - sent_at
         with np.errstate(divide="ignore"):
