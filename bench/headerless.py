@@ -22,8 +22,12 @@ max(answered / RPM, tokens charged / TPM) (the mock's own token count). The olde
 client's wall time) is kept for comparison with earlier runs. ``--runs N`` repeats each
 header-less measure: each run's 429s, limit over span and the 429s' votes on which quota binds
 (``learned_quota.votes`` of its summary), and in how many runs both targets held.
+``--second-run`` measures, each time, the run after a first one against the same endpoint (its
+answers then deleted from the cache, the server's buckets full again): the quota the first
+learned is kept in the cache, and the measured run starts from it (``resumed``; the first
+run's 429s and limit over span beside it).
 
-    .venv/bin/python -m bench.headerless [--case requests,tokens,mixed] [--runs N]
+    .venv/bin/python -m bench.headerless [--case requests,tokens,mixed] [--runs N] [--second-run]
 """
 from __future__ import annotations
 
@@ -33,25 +37,49 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 
 from bench.machine import machine
 from bench.shared_data import DRB, require_data
 from bench.timing import quota_use, timed_run
 from drscore.api import JudgeConfig, RunConfig
+from drscore.engine.runtime.calls.cache import JudgeCache
 from drscore.judge.mock.server import MockConfig, MockServerProcess
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
+async def _forget_answers(cache_dir: Path) -> None:
+    """Delete every answer the cache holds (``drscore cache vacuum --older-than-days 0``): what
+    it learned of the endpoint stays."""
+    cache = await JudgeCache.open(cache_dir / "judge.sqlite")
+    try:
+        await cache.vacuum(older_than_s=0)
+    finally:
+        await cache.close()
+
+
 def _measure(profile: str, *, rpm: float, tpm: float, latency: float, jitter: float, concurrency: int,
-             methods: list[str], reports: Path, tasks: Path, limit: int, tmp: Path, estimates: str = "proxy") -> dict:
+             methods: list[str], reports: Path, tasks: Path, limit: int, tmp: Path, estimates: str = "proxy",
+             second: bool = False) -> dict:
+    """One run's figures; ``second``: the run after a first one against the same endpoint,
+    whose answers are then deleted from the cache, with what it learned kept there."""
     cfg = MockConfig(profile=profile, rpm=rpm, tpm=tpm, latency=latency, jitter=jitter, seed=3)
     with MockServerProcess(cfg) as mock:
-        judge = JudgeConfig(url=mock.url, model="mock", concurrency=concurrency, no_cache=True,
-                            proxy_tokenizer=estimates == "proxy")
+        judge = JudgeConfig(url=mock.url, model="mock", concurrency=concurrency, no_cache=not second,
+                            cache_dir=str(tmp / "cache"), proxy_tokenizer=estimates == "proxy")
         run = RunConfig(methods=methods, reports=[str(reports)], tasks=str(tasks), out=str(tmp / profile),
                         judge=judge, limit=limit)
+        before = None
+        if second:
+            asyncio.run(timed_run(run))
+            first = mock.stats()
+            before = {"responses_429": first["rate_limited"], "requests_sent": first["requests"],
+                      "limit_over_span": _limit_over_span(first, rpm, tpm)}
+            asyncio.run(_forget_answers(tmp / "cache"))
+            mock.reset()  # the counters zeroed, the server's buckets full, as a later run finds them
+            run = msgspec.structs.replace(run, out=str(tmp / f"{profile}-second"))
         wall, summary = asyncio.run(timed_run(run))
         s = mock.stats()
     use = quota_use(s, rpm, tpm)
@@ -76,7 +104,14 @@ def _measure(profile: str, *, rpm: float, tpm: float, latency: float, jitter: fl
         "estimates_on": t.get("prompts_estimated", {}).get("on", "characters"),
         # the 429s' votes on which quota binds (engine.runtime.calls.limits.GuessVote)
         "votes": (t.get("learned_quota") or {}).get("votes", []),
+        # a second run: the learned quota it started from, and the first run's figures
+        **({"resumed": (t.get("learned_quota") or {}).get("resumed"), "first_run": before} if second else {}),
     }
+
+
+def _limit_over_span(stats: dict, rpm: float, tpm: float) -> float | None:
+    use = quota_use(stats, rpm, tpm)
+    return round(use.limit / use.span, 3) if use.span > 0 else None
 
 
 def _header_less(runs: int, **kw: Any) -> dict:
@@ -88,8 +123,9 @@ def _header_less(runs: int, **kw: Any) -> dict:
     out: dict = {"header_less": results[0]}
     if runs > 1:
         spans = [r["limit_over_span"] or 0 for r in results]
+        keys = ("responses_429", "share_429", "limit_over_span", "votes", "resumed", "first_run")
         out["header_less_repeated"] = {
-            "runs": [{k: r[k] for k in ("responses_429", "share_429", "limit_over_span", "votes")} for r in results],
+            "runs": [{k: r[k] for k in keys if k in r} for r in results],
             "targets_held": sum(r["share_429"] <= 0.03 and s >= 0.95 for r, s in zip(results, spans)),
             "limit_over_span_range": [min(spans), max(spans)]}
     return out
@@ -109,6 +145,9 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--reports", type=int, default=4, help="requests case: the first N example reports (4: about 125 calls)")
     ap.add_argument("--drb", default=str(DRB), help="tokens case: the folder of DeepResearch Bench's reports and tasks")
+    ap.add_argument("--second-run", action="store_true",
+                    help="measure each header-less run after a first one against the same endpoint, its answers "
+                         "then deleted from the cache: the measured run starts from the quota the first learned")
     ap.add_argument("--client-estimates", default="proxy", choices=("proxy", "characters"),
                     help="what the client's token estimates learn on: cl100k_base's counts (the default where "
                          "drscore[tokenizer] is installed) or characters")
@@ -126,7 +165,7 @@ def main() -> None:
             out["requests"] = {
                 "rpm": args.rpm, "methods": ["quality", "redundancy"],
                 "reports": f"examples/reports.claude-3-7-sonnet.jsonl (first {args.reports})",
-                **_header_less(args.runs, tmp=Path(d) / "r", **kw),
+                **_header_less(args.runs, tmp=Path(d) / "r", second=args.second_run, **kw),
                 "with_headers": _measure("openai", tmp=Path(d) / "r", **kw)}
         drb = Path(args.drb)
         reports = drb / "reports.claude-3-7-sonnet.jsonl"
@@ -139,7 +178,7 @@ def main() -> None:
             out[case] = {
                 "rpm": rpm or None, "tpm": tpm or None, "methods": ["quality"],
                 "reports": "DeepResearch Bench, 100 reports",
-                **_header_less(args.runs, tmp=Path(d) / case, **kw),
+                **_header_less(args.runs, tmp=Path(d) / case, second=args.second_run, **kw),
                 "with_headers": _measure("openai", tmp=Path(d) / case, **kw)}
     out["machine"] = machine()
     print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())

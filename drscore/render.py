@@ -359,11 +359,18 @@ def _judge_notes(t: dict[str, Any]) -> list[str]:
                 if learned.get(k)]
         option, rate = ("--tpm", learned.get("proven_tpm")) if learned.get("binding") == "tokens" else (
             "--rpm", learned.get("proven_rpm"))
+        resumed = learned.get("resumed")
+        if resumed:
+            unit = "tokens" if resumed["binding"] == "tokens" else "requests"
+            lines.append(f"  note: no quota headers: the run started from the pace an earlier run's calls proved "
+                         f"({resumed['per_minute']:,} {unit}/min, kept in the cache) and went on learning from 429s")
         if took and rate:
             # the binding dimension's proof: telling it paces the next run from its first request
+            following = (f"the next run against this endpoint starts from that pace (kept in the cache), or "
+                         f"{option} {rate} tells it the quota" if learned.get("kept") else
+                         f"{option} {rate} paces the next run from its first request")
             lines.append(f"  note: no quota headers, so the pace was learned from 429s ({learned['binding']} bind): "
-                         f"the endpoint took at least {' and '.join(took)}; {option} {rate} paces the next run "
-                         f"from its first request")
+                         f"the endpoint took at least {' and '.join(took)}; {following}")
     estimated, refused = t.get("prompts_estimated"), t.get("rate_limited_429", 0)
     if estimated and estimated.get("token_quota") and (
             refused or estimated.get("relative_error", 0.0) >= ESTIMATE_NOTE_ERROR):

@@ -318,7 +318,7 @@ class Runner:
                                        "ambiguous_ms": round(limiter.ambiguous_s * 1000, 3)}
         learned = limiter.learned_quota()
         if learned is not None:  # no headers, nothing told: what the 429s taught, for the next run
-            totals["learned_quota"] = learned
+            totals["learned_quota"] = {**learned, "kept": self.pool.keeps_quota}
         stopped = self.pool.stopped
         if stopped is not None and not s.stopped_calls and not self.items_not_run:
             # Nothing was refused for the stop: every item has the row its own calls earned.

@@ -160,4 +160,37 @@ def test_a_run_that_learned_its_quota_from_429s_says_what_the_endpoint_took(tmp_
     took = f"the endpoint took at least {learned['proven_rpm']:,} requests/min and {learned['proven_tpm']:,} tokens/min"
     assert took in proc.stdout
     option = "--rpm" if learned["binding"] == "requests" else "--tpm"
-    assert f"; {option} {learned[option.replace('--', 'proven_')]} paces the next run from its first request" in proc.stdout
+    rate = learned[option.replace("--", "proven_")]
+    assert learned["kept"] is True and learned["resumed"] is None
+    assert f"; the next run against this endpoint starts from that pace (kept in the cache), or {option} {rate} " \
+           "tells it the quota" in proc.stdout
+
+
+def test_a_second_run_starts_from_the_pace_the_first_one_proved(tmp_path):
+    # No quota headers: the first run learns the pace from 429s and the cache keeps the rate its
+    # calls proved. The next run against the endpoint (its answers gone from the cache, the
+    # server's bucket full again) paces from that rate at its first request: no slow start and
+    # no start-up burst into the quota to find a first pace.
+    work = ("--methods", "quality,redundancy", "--limit", "2")
+    with MockServerProcess(MockConfig(rpm=240, profile="vllm")) as mock:
+        first = _run(mock.url, tmp_path, *work, timeout=120)
+        refused_first = mock.stats()["rate_limited"]
+        learned = _summary(tmp_path)["totals"]["learned_quota"]
+        emptied = subprocess.run([sys.executable, "-m", "drscore.cli", "cache", "vacuum", "--older-than-days", "0",
+                                  "--cache", str(tmp_path / "cache")], capture_output=True, text=True, timeout=60)
+        mock.reset()
+        second = _run(mock.url, tmp_path, *work, "--out", str(tmp_path / "second"), timeout=120)
+        served = mock.stats()
+    assert first.returncode == 0 and emptied.returncode == 0 and second.returncode == 0, second.stderr
+    assert refused_first >= 1 and learned["kept"] is True
+    again = json.loads((tmp_path / "second" / "summary.json").read_text())["totals"]
+    assert again["cache_hits"] == 0 and served["ok"] >= 30  # every call went to the endpoint again
+    binding = learned["binding"]
+    proven = learned["proven_tpm" if binding == "tokens" else "proven_rpm"]
+    resumed = again["learned_quota"]["resumed"]
+    assert resumed == {"binding": binding, "per_minute": proven}
+    unit = "tokens" if binding == "tokens" else "requests"
+    assert f"the run started from the pace an earlier run's calls proved ({proven:,} {unit}/min" in second.stdout
+    # any 429 of the second run was read against the pace it started from, none as a start-up's
+    assert all(v["paced"] != "none" for v in again["learned_quota"]["votes"])
+    assert served["rate_limited"] < refused_first

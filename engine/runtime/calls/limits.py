@@ -25,7 +25,9 @@ before a 429 drained the server's bucket, so that lower bound is about the limit
 grows along a cubic in the time since, flat near the proof and back at it after 30 s, ever
 faster beyond (as TCP CUBIC's window near its last maximum). Without a proof it grows
 linearly by 0.4% of the rate set per second (a token rate by 0.2%). With
-headers the announced limits pace the run and the learner stays out of the way.
+headers the announced limits pace the run and the learner stays out of the way. What the
+429s proved is kept for the next run against the endpoint (:meth:`RateLimiter.known_quota`),
+which starts its learner there (:meth:`RateLimiter.remember`).
 
 With a :class:`SharedQuota` (``--redis``: :mod:`drscore.engine.runtime.calls.team.quota`) the buckets
 live outside the process: the head of the queue reserves from the shared store instead of
@@ -380,6 +382,17 @@ class RateLearner:
         bound = float(np.min(np.maximum(unfilled, filled)))
         return proof[0] / bound if bound > 0 else None
 
+    def resume(self, rate: float, now: float) -> None:
+        """Start from the rate (units per second) an earlier run's calls proved, as after a
+        proven cut: pace at ``PROVEN_SHARE`` of it, back at it after ``PROBE_S`` and faster
+        beyond, the next 429 cut as any later one is. Nothing was proven in this run yet."""
+        self.pace = self._base = max(self.min_rps, PROVEN_SHARE * rate)
+        if self.max_rps:
+            self.pace = self._base = min(self.pace, self.max_rps)
+        self._proven_ceiling = rate
+        self.cuts = 2  # past the first cut's slow start: the proof is the earlier run's
+        self._cut_until = self._grown_at = now
+
     def refused(self, seq: int) -> None:
         """Call number ``seq`` was refused: the endpoint took nothing of it."""
         i = self._sent_index(seq)
@@ -557,6 +570,12 @@ class BindingGuess:
     def sent(self, tokens: float) -> None:
         self._sizes.append(tokens)
 
+    def resume(self, dimension: str) -> None:
+        """Start from the dimension an earlier run's 429s found binding: the next 429 is read
+        against its pace, not as a start-up burst's."""
+        self.dimension = dimension
+        self._refusals = max(self._refusals, 1)
+
     def _alike(self) -> bool:
         n = len(self._sizes)
         if n < 2:
@@ -702,10 +721,15 @@ class KnownQuota(msgspec.Struct, frozen=True):
     """The limits an endpoint announced (requests and tokens a minute, 0 for none): kept in
     the cache for the next run against the same endpoint and model, which then paces from
     its first request (:meth:`RateLimiter.remember`). Not the buckets' sizes: a bucket
-    larger than the server's would burst into 429s; this run's first answer says the size."""
+    larger than the server's would burst into 429s; this run's first answer says the size.
+
+    Where no header announced them, ``learned`` names the dimension the 429s found binding
+    ("requests" or "tokens") and its figure is the rate the calls proved (a lower bound of
+    the limit): the next run paces from it and goes on learning."""
 
     rpm: float = 0.0
     tpm: float = 0.0
+    learned: str = ""
 
 
 class LimiterStopped(Exception):
@@ -847,6 +871,10 @@ class RateLimiter:
         # Pacing at the limits the endpoint announced in an earlier run (remember()) until
         # its own headers say them again
         self.remembered = False
+        # The learned quota this run started from (remember() of an earlier run's proof), until
+        # quota headers replace it; and whether a 429 of this run has cut its pace since
+        self.resumed: KnownQuota | None = None
+        self._cut_since_resumed = False
         self._sent_requests = 0.0  # requests sent so far
         # The latest grants whose answers' quota headers the tokens and the requests bucket
         # followed: the usage of a call granted up to the first no longer corrects the bucket.
@@ -904,13 +932,30 @@ class RateLimiter:
         """Pace from the first request at the limits the endpoint announced in an earlier
         run, as with a told quota, until this run's first quota headers replace them (a
         limit raised or lowered since, a bucket of another size: the first answer or 429
-        says so). Nothing told and nothing announced yet only; True when taken."""
+        says so). Nothing told and nothing announced yet only; True when taken.
+
+        A quota an earlier run learned from 429s (``quota.learned``) instead starts the learner
+        of its dimension at the rate proven then, without the slow start and the start-up 429
+        that finds a first pace: the run goes on learning from its own 429s."""
         if self.told_rpm or self.told_tpm or self.announced or not (quota.rpm or quota.tpm):
             return False
-        self.rpm, self.tpm = quota.rpm, quota.tpm
-        self.requests = self._requests_bucket(quota.rpm) if quota.rpm else None
-        self.tokens = self._tokens_bucket(quota.tpm) if quota.tpm else None
-        self.remembered = True
+        if quota.learned:
+            rate = quota.tpm if quota.learned == "tokens" else quota.rpm
+            if quota.learned not in ("requests", "tokens") or not rate:
+                return False
+            learner = self.token_learner if quota.learned == "tokens" else self.learner
+            learner.resume(rate / 60, time.monotonic())
+            self.binding.resume(quota.learned)
+            self._apply_learned()
+            paced = self.tokens if quota.learned == "tokens" else self.requests
+            if paced is not None:  # a run starts with the server's bucket full, not drained by a 429
+                paced.level = paced.capacity
+            self.resumed = quota
+        else:
+            self.rpm, self.tpm = quota.rpm, quota.tpm
+            self.requests = self._requests_bucket(quota.rpm) if quota.rpm else None
+            self.tokens = self._tokens_bucket(quota.tpm) if quota.tpm else None
+            self.remembered = True
         if self._probing:  # the quota is known: no call-at-a-time probe
             self._probing = False
             self.concurrency.raise_to_maximum()
@@ -936,11 +981,24 @@ class RateLimiter:
         return self.tokens is not None or self._learns
 
     def known_quota(self) -> KnownQuota | None:
-        """The limits the endpoint announced in this run, and its buckets' sizes (None when
-        it announced none)."""
-        if not self.announced:
+        """The limits the endpoint announced in this run; where it announced none and nothing
+        was told, the rate the calls proved in the dimension the 429s found binding
+        (``learned``), or the one this run started from where that is higher and no 429 of
+        this run cut it. None when neither is known."""
+        if self.announced:
+            return KnownQuota(rpm=self.rpm if self.requests else 0.0, tpm=self.tpm if self.tokens else 0.0)
+        learned = self.learned_quota()
+        if learned is None:
             return None
-        return KnownQuota(rpm=self.rpm if self.requests else 0.0, tpm=self.tpm if self.tokens else 0.0)
+        dimension = learned["binding"]
+        proven = learned["proven_tpm" if dimension == "tokens" else "proven_rpm"] or 0
+        resumed = self.resumed
+        if resumed is not None and resumed.learned == dimension and not self._cut_since_resumed:
+            proven = max(proven, resumed.tpm if dimension == "tokens" else resumed.rpm)
+        if not proven:
+            return None
+        return KnownQuota(rpm=0.0 if dimension == "tokens" else proven,
+                          tpm=proven if dimension == "tokens" else 0.0, learned=dimension)
 
     def use_shared(self, store: SharedQuota) -> None:
         """Take quota from ``store`` (shared by several processes) instead of the local buckets."""
@@ -1322,7 +1380,7 @@ class RateLimiter:
         replace = False
         if info is not None and (info.limit_requests or info.limit_tokens):
             self.announced = True
-            if self.remembered:  # this run's own headers replace what an earlier run saw
+            if self.remembered or self.resumed is not None:  # this run's own headers replace what an earlier run saw
                 self.remembered, replace = False, True
                 if not info.limit_requests:
                     self.rpm, self.requests = 0, None
@@ -1464,6 +1522,7 @@ class RateLimiter:
             requests_cut = self.learner.rate_limited(delay, self._admitted_requests, permit.seq)
             tokens_cut = self.token_learner.rate_limited(delay, self._admitted_tokens, permit.seq)
             if requests_cut or tokens_cut:
+                self._cut_since_resumed = True
                 self._apply_learned()
         elif now >= self._paused_until and self.lag_s < LAG_WIDEST_S:
             # once an episode: the calls refused with this one met the same short bucket
@@ -1507,17 +1566,23 @@ class RateLimiter:
     def learned_quota(self) -> dict[str, Any] | None:
         """What the 429s taught where nothing announced or told the quota: the dimension that
         binds and, per dimension, the highest rate the calls sent proved (per minute; a lower
-        bound of the limit, so a quota to tell the next run), and the 429s' votes that decided
-        the dimension (:class:`GuessVote`). None where nothing was learned."""
-        if not self._learns or not self.learner.cuts:
+        bound of the limit, so a quota to tell the next run), the 429s' votes that decided
+        the dimension (:class:`GuessVote`) and the learned quota an earlier run proved, where
+        this run started from it (``resumed``). None where nothing was learned."""
+        if not self._learns or not (self.learner.cuts or self.token_learner.cuts):
             return None
         def per_minute(learner: RateLearner) -> int | None:
             now = learner.proven_rate()  # every call answered by now: the server's own counts
             best = max(learner.proven or 0.0, now[0] if now else 0.0)
             return math.floor(best * 60) if best else None
+        resumed = self.resumed
         return {"binding": self.binding.dimension, "proven_rpm": per_minute(self.learner),
                 "proven_tpm": per_minute(self.token_learner),
-                "votes": [msgspec.to_builtins(v) for v in self.binding.votes]}
+                "votes": [msgspec.to_builtins(v) for v in self.binding.votes],
+                # the pace an earlier run proved, which this run started from
+                "resumed": None if resumed is None else {
+                    "binding": resumed.learned,
+                    "per_minute": math.floor(resumed.tpm if resumed.learned == "tokens" else resumed.rpm)}}
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -1528,7 +1593,8 @@ class RateLimiter:
             "learned_rpm": round(self.learner.pace * 60, 1) if self.learner.pace is not None else None,
             "paused_s": max(0.0, self._paused_until - time.monotonic()),  # a 429's pause still to run
             "learned_tpm": round(self.token_learner.pace * 60) if self.token_learner.pace is not None else None,
-            "binding": self.binding.dimension if not self.announced and self.learner.cuts else None,
+            "binding": self.binding.dimension if not self.announced and (
+                self.learner.cuts or self.token_learner.cuts) else None,
         }
 
 

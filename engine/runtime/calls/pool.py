@@ -354,11 +354,17 @@ class JudgePool:
             self.proxy_tokens.seed(proxied)
         if hasattr(store, "template_token_fits"):
             self.tokens.seed_templates(await store.template_token_fits(self.backend.model))
-        # The quota this endpoint announced last time: paced from the first request, the
-        # preflight overlapped as with a told quota (its headers then replace it)
+        # The quota this endpoint announced last time, or the pace its 429s proved: paced from
+        # the first request, the preflight overlapped as with a told quota (headers replace it)
         quota = await store.quota(self._endpoint_key()) if hasattr(store, "quota") and self.dry is None else None
         if quota is not None and not self.batched and self.limiter.remember(quota) and self.gate is not None:
             self.gate.overlap_s = PREFLIGHT_OVERLAP_S
+
+    @property
+    def keeps_quota(self) -> bool:
+        """What this run learns or is announced of the quota is kept for the next run (a cache
+        to keep it in, not a dry run)."""
+        return self.dry is None and hasattr(self._fit_store(), "save_quota")
 
     def _endpoint_key(self) -> str:
         """The endpoint a quota belongs to: its URL (credentials removed) and model."""
@@ -376,7 +382,7 @@ class JudgePool:
         if store is not None and self.dry is None and self.proxy is not None and self.proxy_tokens.fit.calls:
             store.save_token_fit(proxy_fit_key(self.backend.model, self.proxy.counted_by), self.proxy_tokens.recorded())
         quota = self.limiter.known_quota()
-        if hasattr(store, "save_quota") and self.dry is None and quota is not None:
+        if self.keeps_quota and quota is not None:
             store.save_quota(self._endpoint_key(), quota)
 
     async def load_answer_lists(self, specs: dict[str, AnswerList]) -> None:

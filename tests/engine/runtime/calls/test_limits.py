@@ -682,6 +682,70 @@ def test_a_remembered_quota_paces_until_the_endpoints_own_headers_replace_it():
     assert RateLimiter().known_quota() is None  # nothing announced: nothing to keep
 
 
+def test_a_learner_resumed_from_an_earlier_proof_paces_as_after_a_proven_cut():
+    now = [100.0]
+    learner = RateLearner(burst_s=1.0, clock=lambda: now[0])
+    learner.resume(10.0, now[0])  # an earlier run proved 10 a second
+    # 0.99 x the proof, then the cubic from now: 9.9 + 0.1 x (s / 30)^3, s seconds on
+    assert learner.pace == pytest.approx(9.9) and learner.rate() == pytest.approx(9.9)
+    for at, pace in ((115.0, 9.9 + 0.1 / 8), (130.0, 10.0), (160.0, 9.9 + 0.8)):
+        now[0] = at
+        learner.success()
+        assert learner.pace == pytest.approx(pace)
+    # its first 429 is a later cut's: to 0.99 x what this run's calls prove (4 of 10 units, 0.5 s
+    # apart: (30 + 10) / (1.5 + 1) = 16 a second), never above the pace it had
+    for seq in range(1, 5):
+        learner.sent(seq, 160.0 + 0.5 * (seq - 1), 10.0)
+    now[0] = 161.6
+    assert learner.rate_limited(pause_s=1.0, seq=5)
+    assert learner.pace == pytest.approx(min(0.99 * 16.0, 9.9 + 0.8))
+
+
+def test_a_learned_quota_kept_from_an_earlier_run_starts_the_pace_and_the_learning_goes_on():
+    lim = RateLimiter(concurrency=8)  # nothing told: one call at a time until the first answer
+    assert lim.known_quota() is None
+    assert lim.remember(KnownQuota(tpm=600_000, learned="tokens"))
+    # the token learner paces at 0.99 x the proof from the first request, its bucket full (the
+    # server's is, at the start of a run), at full concurrency; requests are not paced
+    assert lim.binding.dimension == "tokens" and lim.requests is None and lim.tokens is not None
+    assert lim.tpm == pytest.approx(0.99 * 600_000)
+    assert lim.tokens.level == pytest.approx(lim.tokens.capacity) and lim.tokens.capacity == pytest.approx(9_900)
+    assert lim.concurrency.limit == 8 and not lim.remembered
+    # still learning: a 429 cuts the pace and is read against the tokens paced, not as a start-up's
+    assert lim._learns and lim.learned_quota() is not None
+    assert lim.learned_quota()["resumed"] == {"binding": "tokens", "per_minute": 600_000}
+    # nothing cut it yet: what is kept for the next run stays the earlier proof, not this run's
+    # lower one (0.99 of it, run after run)
+    assert lim.known_quota() == KnownQuota(tpm=600_000, learned="tokens")
+    # a learned request quota, the other dimension unpaced
+    lim = RateLimiter(concurrency=8)
+    assert lim.remember(KnownQuota(rpm=120, learned="requests"))
+    assert lim.binding.dimension == "requests" and lim.tokens is None and lim.rpm == pytest.approx(0.99 * 120)
+    assert not RateLimiter(tpm=100_000).remember(KnownQuota(tpm=600_000, learned="tokens"))  # a told quota wins
+    assert not RateLimiter().remember(KnownQuota(tpm=600_000, learned="seconds"))  # a dimension this version lacks
+
+
+async def test_a_resumed_learned_quota_is_cut_by_this_runs_429s_and_kept_at_its_new_proof():
+    lim = RateLimiter(concurrency=4)
+    assert lim.remember(KnownQuota(rpm=600, learned="requests"))
+    for x in (100, 900, 150, 800, 120, 950):  # six calls go at once: the bucket starts full
+        p = await lim.acquire(x)
+        await p.done(x)
+    p = await lim.acquire(130)
+    await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
+    vote = lim.binding.votes[0]
+    assert vote.paced == "requests" and vote.guess == "requests"  # read against the pace it started from
+    # cut to 0.99 x what this run's six calls proved, and that proof is what the next run starts from
+    proof = lim.learner.proven_rate()
+    assert proof is not None and lim.rpm == pytest.approx(min(0.99 * proof[0], 0.99 * 10) * 60)
+    kept = lim.known_quota()
+    assert kept is not None and kept.learned == lim.binding.dimension
+    assert kept.rpm == lim.learned_quota()["proven_rpm"]
+    # quota headers replace the learned pace, as they replace a remembered one
+    lim.observe(RateLimitInfo(limit_requests=900, remaining_requests=899))
+    assert lim.announced and lim.rpm == 900 and lim.known_quota() == KnownQuota(rpm=900)
+
+
 class SlowStore:
     """A shared (``--redis``) quota store that takes a while to answer after the fact."""
 
