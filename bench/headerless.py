@@ -42,7 +42,7 @@ import orjson
 
 from bench.machine import machine
 from bench.shared_data import DRB, require_data
-from bench.timing import quota_use, timed_run
+from bench.timing import QuotaUse, quota_use, timed_run
 from drscore.api import JudgeConfig, RunConfig
 from drscore.engine.runtime.calls.cache import JudgeCache
 from drscore.judge.mock.server import MockConfig, MockServerProcess
@@ -76,7 +76,7 @@ def _measure(profile: str, *, rpm: float, tpm: float, latency: float, jitter: fl
             asyncio.run(timed_run(run))
             first = mock.stats()
             before = {"responses_429": first["rate_limited"], "requests_sent": first["requests"],
-                      "limit_over_span": _limit_over_span(first, rpm, tpm)}
+                      "limit_over_span": _limit_over_span(quota_use(first, rpm, tpm))}
             asyncio.run(_forget_answers(tmp / "cache"))
             mock.reset()  # the counters zeroed, the server's buckets full, as a later run finds them
             run = msgspec.structs.replace(run, out=str(tmp / f"{profile}-second"))
@@ -97,7 +97,7 @@ def _measure(profile: str, *, rpm: float, tpm: float, latency: float, jitter: fl
         "prompts_counted_at_tokenize": s.get("tokenize_requests", 0),
         "tokens_charged": use.charged, "binding": use.binding,
         "limit_s": round(limit_s, 2), "span_s": round(span, 2),
-        "limit_over_span": round(limit_s / span, 3) if span > 0 else None,
+        "limit_over_span": _limit_over_span(use),
         "physical_limit_s": round(physical, 2), "wall_s": round(wall, 2),
         "efficiency": round(physical / wall, 3) if wall else None,
         "items": t["items"], "items_failed": t["items_failed"],
@@ -109,8 +109,8 @@ def _measure(profile: str, *, rpm: float, tpm: float, latency: float, jitter: fl
     }
 
 
-def _limit_over_span(stats: dict, rpm: float, tpm: float) -> float | None:
-    use = quota_use(stats, rpm, tpm)
+def _limit_over_span(use: QuotaUse) -> float | None:
+    """The quota's limit over the span the mock saw (first request to last answer)."""
     return round(use.limit / use.span, 3) if use.span > 0 else None
 
 

@@ -731,6 +731,10 @@ class KnownQuota(msgspec.Struct, frozen=True):
     tpm: float = 0.0
     learned: str = ""
 
+    def per_minute(self, dimension: str) -> float:
+        """The figure of ``dimension`` ("tokens", else requests)."""
+        return self.tpm if dimension == "tokens" else self.rpm
+
 
 class LimiterStopped(Exception):
     """Raised by :meth:`RateLimiter.acquire` once :meth:`RateLimiter.stop` was called."""
@@ -940,7 +944,7 @@ class RateLimiter:
         if self.told_rpm or self.told_tpm or self.announced or not (quota.rpm or quota.tpm):
             return False
         if quota.learned:
-            rate = quota.tpm if quota.learned == "tokens" else quota.rpm
+            rate = quota.per_minute(quota.learned)
             if quota.learned not in ("requests", "tokens") or not rate:
                 return False
             learner = self.token_learner if quota.learned == "tokens" else self.learner
@@ -994,7 +998,7 @@ class RateLimiter:
         proven = learned["proven_tpm" if dimension == "tokens" else "proven_rpm"] or 0
         resumed = self.resumed
         if resumed is not None and resumed.learned == dimension and not self._cut_since_resumed:
-            proven = max(proven, resumed.tpm if dimension == "tokens" else resumed.rpm)
+            proven = max(proven, resumed.per_minute(dimension))
         if not proven:
             return None
         return KnownQuota(rpm=0.0 if dimension == "tokens" else proven,
@@ -1582,7 +1586,7 @@ class RateLimiter:
                 # the pace an earlier run proved, which this run started from
                 "resumed": None if resumed is None else {
                     "binding": resumed.learned,
-                    "per_minute": math.floor(resumed.tpm if resumed.learned == "tokens" else resumed.rpm)}}
+                    "per_minute": math.floor(resumed.per_minute(resumed.learned))}}
 
     def snapshot(self) -> dict[str, Any]:
         return {
