@@ -25,9 +25,11 @@ header-less measure: each run's 429s, limit over span and the 429s' votes on whi
 ``--second-run`` measures, each time, the run after a first one against the same endpoint (its
 answers then deleted from the cache, the server's buckets full again): the quota the first
 learned is kept in the cache, and the measured run starts from it (``resumed``; the first
-run's 429s and limit over span beside it).
+run's 429s and limit over span beside it). ``--body-names-quota`` adds a run of each case against
+the ``gemini`` profile, which sends no quota headers but names the quota in each 429's body
+(``quota_named_by_429``): paced at it from that 429 on.
 
-    .venv/bin/python -m bench.headerless [--case requests,tokens,mixed] [--runs N] [--second-run]
+    .venv/bin/python -m bench.headerless [--case requests,tokens,mixed] [--runs N] [--second-run] [--body-names-quota]
 """
 from __future__ import annotations
 
@@ -90,6 +92,8 @@ def _measure(profile: str, *, rpm: float, tpm: float, latency: float, jitter: fl
     t = summary["totals"]
     return {
         "profile": profile, "quota_headers": profile == "openai",
+        # no headers, but the 429's body named the quota (the gemini profile's QuotaFailure)
+        "quota_named_by_429": (t.get("quota_named_by_429") or {}).get("quota"),
         "requests_sent": s["requests"], "requests_ok": s["ok"], "responses_429": s["rate_limited"],
         "share_429": round(s["rate_limited"] / max(1, s["requests"]), 4),
         # prompts the client had the server count first (the vllm profile's POST /tokenize, once
@@ -148,6 +152,9 @@ def main() -> None:
     ap.add_argument("--second-run", action="store_true",
                     help="measure each header-less run after a first one against the same endpoint, its answers "
                          "then deleted from the cache: the measured run starts from the quota the first learned")
+    ap.add_argument("--body-names-quota", action="store_true",
+                    help="also run each case once against the gemini profile: no quota headers, but each 429's body "
+                         "names the quota that refused it (Gemini's QuotaFailure)")
     ap.add_argument("--client-estimates", default="proxy", choices=("proxy", "characters"),
                     help="what the client's token estimates learn on: cl100k_base's counts (the default where "
                          "drscore[tokenizer] is installed) or characters")
@@ -166,7 +173,8 @@ def main() -> None:
                 "rpm": args.rpm, "methods": ["quality", "redundancy"],
                 "reports": f"examples/reports.claude-3-7-sonnet.jsonl (first {args.reports})",
                 **_header_less(args.runs, tmp=Path(d) / "r", second=args.second_run, **kw),
-                "with_headers": _measure("openai", tmp=Path(d) / "r", **kw)}
+                "with_headers": _measure("openai", tmp=Path(d) / "r", **kw),
+                **({"body_names_quota": _measure("gemini", tmp=Path(d) / "r", **kw)} if args.body_names_quota else {})}
         drb = Path(args.drb)
         reports = drb / "reports.claude-3-7-sonnet.jsonl"
         for case, rpm, tpm in (("tokens", 0.0, args.tpm), ("mixed", args.mixed_rpm, 0.0)):
@@ -179,7 +187,8 @@ def main() -> None:
                 "rpm": rpm or None, "tpm": tpm or None, "methods": ["quality"],
                 "reports": "DeepResearch Bench, 100 reports",
                 **_header_less(args.runs, tmp=Path(d) / case, second=args.second_run, **kw),
-                "with_headers": _measure("openai", tmp=Path(d) / case, **kw)}
+                "with_headers": _measure("openai", tmp=Path(d) / case, **kw),
+                **({"body_names_quota": _measure("gemini", tmp=Path(d) / case, **kw)} if args.body_names_quota else {})}
     out["machine"] = machine()
     print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
 

@@ -353,6 +353,11 @@ def _judge_notes(t: dict[str, Any]) -> list[str]:
     late = t.get("stop_after_all_items")
     if late and late.get("fatal"):  # every item had its answer, but what stopped the judge still matters
         lines.append(f"  note: {terminal(late['message'])}")
+    named = t.get("quota_named_by_429")
+    if named:
+        following = ", and the next run against this endpoint starts from it (kept in the cache)" if named["kept"] else ""
+        lines.append(f"  note: no quota headers, but a 429's body named the quota ({terminal(named['quota'])}): paced "
+                     f"at it from then on{following}")
     learned = t.get("learned_quota")
     if learned:
         took = [f"{learned[k]:,} {unit}/min" for k, unit in (("proven_rpm", "requests"), ("proven_tpm", "tokens"))

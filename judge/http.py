@@ -28,6 +28,7 @@ from drscore.engine.runtime.calls.redact import redact, redact_url, register_sec
 from drscore.engine.runtime.calls.slots import ServerFacts
 from drscore.engine.runtime.calls.tokens import estimate_messages, estimate_tokens
 from drscore.judge.counting import count_body, count_route
+from drscore.judge.quota_refusal import fill_from_refusal, named_quotas, refusal_fault
 from drscore.judge.ratelimit_headers import parse_rate_limit_headers, retry_hint_from_text
 from drscore.judge.sse import fold_events
 from drscore.engine.runtime.calls.thinking import split_thinking
@@ -140,6 +141,12 @@ def status_error(status: int, raw: bytes, where: str, info: RateLimitInfo | None
     kind, param = classify_status(status, raw)
     text = f"HTTP {status} from {where}: {excerpt(raw)}"
     if kind == "rate_limit":
+        named = named_quotas(raw)
+        fault = refusal_fault(named)
+        if fault is not None:  # no wait passes this refusal: the call, or the endpoint, cannot work
+            return FatalError(f"{fault[1]}; {text}", limits=info, kind=fault[0], status=status)
+        if info is not None:
+            fill_from_refusal(info, named)
         if info is not None and info.retry_after_s is None and not (info.reset_requests_s or info.reset_tokens_s):
             seconds, bad = retry_hint_from_text(_error_fields(raw)[0])
             if seconds is None and bad is None:

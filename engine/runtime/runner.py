@@ -286,6 +286,8 @@ class Runner:
         if s.unusable_hints:  # 429 delay hints not believed: each waited --max-rate-limit-wait instead
             totals["unusable_rate_limit_hints"] = {"count": s.unusable_hints, "last": s.unusable_hint,
                                                    "waited_s": self.pool.max_rate_limit_wait_s}
+        if s.named_quota:  # no headers said the quota, a 429's body did: paced at it from then on
+            totals["quota_named_by_429"] = {"quota": s.named_quota, "kept": self.pool.keeps_quota}
         adapted = getattr(getattr(self.pool.backend, "wire", None), "learned", None)
         if adapted:  # request spellings the endpoint refused or ignored, and what was sent instead
             totals["judge_adapted"] = list(adapted)

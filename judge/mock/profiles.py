@@ -52,6 +52,8 @@ from typing import Any
 import msgspec
 import orjson
 
+from drscore.judge.mock.quota import Refusal, format_duration
+
 PROFILES = ("openai", "azure", "gemini", "anthropic", "vllm", "ollama", "llamacpp", "llamacpp-python")
 
 
@@ -175,8 +177,11 @@ def overload_body(p: Profile) -> bytes:
                       type_="server_error", code="service_unavailable")
 
 
-def rate_limit_response(p: Profile, wait_s: float, quota_headers: dict[str, str], model: str) -> tuple[dict[str, str], bytes]:
-    """Headers and body of a 429 (``quota_headers``: the OpenAI-style set the quota computed)."""
+def rate_limit_response(p: Profile, wait_s: float, quota_headers: dict[str, str], model: str,
+                        refusal: Refusal | None = None, input_only: bool = False) -> tuple[dict[str, str], bytes]:
+    """Headers and body of a 429 (``quota_headers``: the OpenAI-style set the quota computed).
+    Where the provider's body names the quota that refused the call (``refusal``), it does so in
+    the provider's words (as its users' bug reports quote them: judge.quota_refusal)."""
     seconds = max(1, -(-int(wait_s * 1000) // 1000))
     headers = quota_rate_headers(p, quota_headers)
     if p.retry_after_header:
@@ -184,15 +189,45 @@ def rate_limit_response(p: Profile, wait_s: float, quota_headers: dict[str, str]
         if p.quota_headers in ("openai", "azure"):
             headers["retry-after-ms"] = str(max(1, int(wait_s * 1000)))
     if p.name == "gemini":
-        body = error_body(p, 429, "Resource has been exhausted (e.g. check quota).", extra={"details": [
-            {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{seconds}s"}]})
+        details: list[dict[str, Any]] = []
+        if refusal is not None:
+            what = "GenerateRequests" if refusal.dimension == "requests" else \
+                "GenerateContentInputTokens" if input_only else "GenerateContentTokens"
+            details.append({"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{
+                "quotaMetric": "generativelanguage.googleapis.com/generate_content_paid_tier_"
+                               + ("requests" if refusal.dimension == "requests" else
+                                  "input_token_count" if input_only else "token_count"),
+                "quotaId": f"{what}PerModelPerMinute-PaidTier",
+                "quotaDimensions": {"location": "global", "model": model}, "quotaValue": _num(refusal.limit)}]})
+        details.append({"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{seconds}s"})
+        body = error_body(p, 429, "You exceeded your current quota, please check your plan and billing details.",
+                          extra={"details": details})
     elif p.name == "anthropic":
         body = error_body(p, 429, "This request would exceed the rate limit for your organization. Please "
                                   "retry after some time.")
+    elif refusal is not None and p.name == "openai":
+        kind, abbr = ("requests", "RPM") if refusal.dimension == "requests" else ("tokens", "TPM")
+        body = error_body(p, 429, f"Rate limit reached for {model} in organization org-mock on {kind} per min "
+                                  f"({abbr}): Limit {_num(refusal.limit)}, Used {_num(refusal.limit - refusal.left)}, "
+                                  f"Requested {_num(refusal.requested)}. Please try again in {format_duration(wait_s)}.",
+                          type_=kind, code="rate_limit_exceeded")
     else:
         body = error_body(p, 429, f"Rate limit reached for {model}. Please try again later.",
                           type_="requests", code="rate_limit_exceeded")
     return headers, body
+
+
+def too_large_response(p: Profile, quota_headers: dict[str, str], model: str, limit: float,
+                       requested: float) -> tuple[dict[str, str], bytes]:
+    """OpenAI's 429 for a call larger than the whole minute's token quota, which no wait passes."""
+    body = error_body(p, 429, f"Request too large for {model} in organization org-mock on tokens per min (TPM): "
+                              f"Limit {_num(limit)}, Requested {_num(requested)}. The input or output tokens must be "
+                              "reduced in order to run successfully.", type_="tokens", code="rate_limit_exceeded")
+    return quota_rate_headers(p, quota_headers), body
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
 
 
 def hostile_hints(headers: dict[str, str], body: bytes, hint: str) -> tuple[dict[str, str], bytes]:

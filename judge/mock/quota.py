@@ -9,7 +9,9 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-__all__ = ["TPM_CHARGES", "UNCAPPED_RESERVATION", "Quota", "TokenBucket", "ceil_ms", "character_guess", "format_duration"]
+import msgspec
+
+__all__ = ["TPM_CHARGES", "UNCAPPED_RESERVATION", "Quota", "Refusal", "TokenBucket", "ceil_ms", "character_guess", "format_duration"]
 
 # What a token quota charges a request (MockConfig.tpm_charge).
 TPM_CHARGES = ("counted", "reserved", "input")
@@ -113,6 +115,16 @@ class TokenBucket:
         self.full_s, self.dropped, self._charged = 0.0, 0.0, False
 
 
+class Refusal(msgspec.Struct, frozen=True, kw_only=True):
+    """The bucket that refused the last call: its dimension, per-minute limit, whole units
+    left, and what the call asked of it."""
+
+    dimension: str
+    limit: float
+    left: int
+    requested: float
+
+
 class Quota:
     """RPM and TPM buckets checked and charged together (all-or-nothing admission)."""
 
@@ -121,6 +133,12 @@ class Quota:
         now = clock()
         self.requests = TokenBucket(rpm, burst, 1.0, now) if rpm > 0 else None
         self.tokens = TokenBucket(tpm, burst, 0.0, now) if tpm > 0 else None
+        self.refused: Refusal | None = None  # what refused the last call admit() refused
+
+    def too_large(self, tokens: int) -> bool:
+        """A call charged more than the whole minute's token quota (OpenAI refuses it with
+        "Request too large", however long it waits)."""
+        return self.tokens is not None and tokens > self.tokens.limit
 
     def admit(self, tokens: int) -> float:
         """Charge one request and ``tokens`` if both fit and return 0; otherwise charge
@@ -134,6 +152,11 @@ class Quota:
                 bucket.refill(now)
                 wait = max(wait, bucket.wait_for(cost))
         if wait > 0:
+            # what refused it, as a provider's 429 body names it (judge.mock.profiles)
+            refusing = max(((b, c) for b, c in ((self.requests, 1), (self.tokens, tokens)) if b is not None),
+                           key=lambda bc: bc[0].wait_for(bc[1]))
+            self.refused = Refusal(dimension="requests" if refusing[0] is self.requests else "tokens",
+                                   limit=refusing[0].limit, left=refusing[0].remaining(), requested=refusing[1])
             return wait
         if self.requests is not None:
             self.requests.take(1)

@@ -302,11 +302,18 @@ class _MockJudge:
             charge = prep.prompt_tokens + prep.completion_tokens + planned_reasoning(payload, cfg.reasoning_tokens)
         else:
             charge = character_guess(prep.texts) + reserved
+        if prof is not None and prof.name == "openai" and self.quota.too_large(charge):
+            st.rate_limited += 1
+            assert self.quota.tokens is not None
+            headers, body = profiles.too_large_response(prof, self.quota.headers(), cfg.model,
+                                                        self.quota.tokens.limit, charge)
+            return web.Response(status=429, headers=headers, content_type=_JSON, body=body)
         wait = self.quota.admit(charge)
         if wait > 0:
             st.rate_limited += 1
             if prof is not None:
-                headers, body = profiles.rate_limit_response(prof, wait, self.quota.headers(), cfg.model)
+                headers, body = profiles.rate_limit_response(prof, wait, self.quota.headers(), cfg.model,
+                                                             self.quota.refused, cfg.tpm_charge == "input")
             else:
                 headers = self.quota.headers()
                 headers["Retry-After"] = str(math.ceil(ceil_ms(wait) / 1000))

@@ -194,3 +194,52 @@ def test_a_second_run_starts_from_the_pace_the_first_one_proved(tmp_path):
     # any 429 of the second run was read against the pace it started from, none as a start-up's
     assert all(v["paced"] != "none" for v in again["learned_quota"]["votes"])
     assert served["rate_limited"] < refused_first
+
+
+def test_a_429_that_names_its_quota_paces_the_run_at_it_and_the_next_one_from_the_start(tmp_path):
+    # Gemini sends no quota headers, but its 429s name the quota that refused the call (a
+    # QuotaFailure with the quota's id and value): the run paces at it from that 429 on, as at
+    # an announced quota, instead of learning a pace from the 429s' timing.
+    work = ("--methods", "quality,redundancy", "--limit", "2")
+    with MockServerProcess(MockConfig(rpm=240, profile="gemini")) as mock:
+        first = _run(mock.url, tmp_path, *work, timeout=120)
+        refused_first = mock.stats()["rate_limited"]
+        emptied = subprocess.run([sys.executable, "-m", "drscore.cli", "cache", "vacuum", "--older-than-days", "0",
+                                  "--cache", str(tmp_path / "cache")], capture_output=True, text=True, timeout=60)
+        mock.reset()
+        second = _run(mock.url, tmp_path, *work, "--out", str(tmp_path / "second"), timeout=120)
+        served = mock.stats()
+    assert first.returncode == 0 and emptied.returncode == 0 and second.returncode == 0, second.stderr
+    totals = _summary(tmp_path)["totals"]
+    assert refused_first >= 1 and totals["items_failed"] == 0
+    assert totals["quota_named_by_429"] == {"quota": "240 requests per minute", "kept": True}
+    assert "learned_quota" not in totals  # nothing guessed from the 429s' timing
+    assert "a 429's body named the quota (240 requests per minute): paced at it from then on" in first.stdout
+    # the next run paced from its first request at the kept quota: every call sent again, no 429
+    again = json.loads((tmp_path / "second" / "summary.json").read_text())["totals"]
+    assert again["cache_hits"] == 0 and served["ok"] >= 30 and served["rate_limited"] == 0
+
+
+def test_a_call_larger_than_the_whole_quota_fails_alone_without_pausing_the_run(tmp_path):
+    # OpenAI refuses a call larger than the minute's whole token quota with a 429 ("Request
+    # too large ... Limit, Requested") that no wait passes. It fails that item at once, sent
+    # once, and the others are scored.
+    lines = (EXAMPLES / "reports.claude-3-7-sonnet.jsonl").read_text().splitlines()
+    reports = tmp_path / "reports.jsonl"
+    small, large = (next(line for line in lines if json.loads(line)["id"] == i) for i in (5, 54))
+    reports.write_text(f"{small}\n{large}\n")
+    # a minute's bucket of 3,000 tokens: report 5's quality call is about 1,100, report 54's 6,700
+    with MockServerProcess(MockConfig(tpm=3000, burst=60, profile="openai")) as mock:
+        proc = subprocess.run([sys.executable, "-m", "drscore.cli", "run", "--methods", "quality",
+                               "--tasks", str(EXAMPLES / "tasks.jsonl"), "--reports", str(reports),
+                               "--judge-url", mock.url, "--judge-model", "gpt-4.1", "--no-cache",
+                               "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
+        served = mock.stats()
+    assert proc.returncode == 3, proc.stderr  # finished, an item failed
+    assert served["ok"] == 1 and served["rate_limited"] == 1  # the large call went once, never again
+    rows = {r["task_id"]: r for r in map(json.loads, (tmp_path / "run" / "scores.jsonl").read_text().splitlines())}
+    assert rows["5"]["score"] is not None
+    failed = rows["54"]
+    assert failed["score"] is None and failed["status"] == "failed" and len(failed["errors"]) == 1
+    assert failed["errors"][0].startswith("over_quota: the call needs 6,722 tokens and the quota allows 3,000 a minute")
+    assert _summary(tmp_path)["totals"]["request_faults"] == 1

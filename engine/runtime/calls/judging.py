@@ -77,6 +77,9 @@ class RateLimitInfo(msgspec.Struct, kw_only=True):
     reset_requests_s: float | None = None
     reset_tokens_s: float | None = None
     unusable_hint: str | None = None  # e.g. "Retry-After: inf" (shortened)
+    # The limits above came from a 429's body, which named them (judge.quota_refusal):
+    # "250,000 input tokens per minute"
+    named_quota: str | None = None
 
 
 # What went wrong with a call, as a backend classifies it (``JudgeError.kind``). The
@@ -93,6 +96,8 @@ ENDPOINT_FAULTS: dict[str, str] = {
     "model_not_found": "model not found (check --judge-model)",
     "not_found": "URL not found (check --judge-url; most servers want the base URL ending in /v1)",
     "unsupported_parameter": "the endpoint rejects a request parameter this judge call uses",
+    # a 429 whose body names a quota of 0 (Gemini's quotaValue "0"): waiting never helps
+    "no_quota": "the endpoint's quota for this model is 0 (the key, project or tier has no access to it)",
 }
 OTHER_FAULTS: dict[str, str] = {
     "timeout": "no answer within the call timeout (--timeout)",
@@ -104,13 +109,15 @@ OTHER_FAULTS: dict[str, str] = {
     "truncated": "answer cut off at the output cap (finish_reason length), also after one retry with a larger cap",
     "context_length": "the prompt does not fit the model's context window",
     "content_filter": "the provider's content filter refused the prompt or the answer",
+    "over_quota": "the call alone is larger than the endpoint's whole per-minute token quota (HTTP 429 that no wait "
+                  "passes): shorten the prompt, lower max_tokens, or raise the quota",
     "invalid_request": "the endpoint rejected this request's content (HTTP 400, or the same validation error twice)",
 }
 # Faults of one request, not of the endpoint: the item fails with the reason, the request
 # is never retried as transient (it would fail the same way), and the circuit breaker
 # (engine.runtime.health) neither counts them nor resets on them. ``truncated`` has its own
 # single retry with a larger cap (engine.runtime.pool).
-REQUEST_FAULTS = frozenset({"context_length", "content_filter", "invalid_request", "truncated"})
+REQUEST_FAULTS = frozenset({"context_length", "content_filter", "invalid_request", "truncated", "over_quota"})
 # A server error body that is really a refusal of the request's shape: pydantic's
 # "1 validation error for ...", "Input should be ...", "Field required" (llama-cpp-python's
 # server answers these with HTTP 500). The pool treats the same body refused the same way

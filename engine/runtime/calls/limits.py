@@ -1383,8 +1383,10 @@ class RateLimiter:
         remaining counts and take its bucket size (see the class)."""
         replace = False
         if info is not None and (info.limit_requests or info.limit_tokens):
+            # a pace learned from this run's 429s gives way too: it was a guess at this quota
+            learned = self._learns and bool(self.learner.cuts or self.token_learner.cuts)
             self.announced = True
-            if self.remembered or self.resumed is not None:  # this run's own headers replace what an earlier run saw
+            if self.remembered or self.resumed is not None or learned:  # this run's own headers replace what was known
                 self.remembered, replace = False, True
                 if not info.limit_requests:
                     self.rpm, self.requests = 0, None
@@ -1493,6 +1495,7 @@ class RateLimiter:
         now = time.monotonic()
         delay = None
         self._end_probe()  # a 429 at the probe: full concurrency, then cut below (as with headers)
+        announced_before = self.announced
         self.observe(info)
         if info is not None:
             delay = _believable(info.retry_after_s)
@@ -1528,8 +1531,9 @@ class RateLimiter:
             if requests_cut or tokens_cut:
                 self._cut_since_resumed = True
                 self._apply_learned()
-        elif now >= self._paused_until and self.lag_s < LAG_WIDEST_S:
-            # once an episode: the calls refused with this one met the same short bucket
+        elif now >= self._paused_until and self.lag_s < LAG_WIDEST_S and (announced_before or not self.announced):
+            # once an episode: the calls refused with this one met the same short bucket (not
+            # the 429 that first named the quota: nothing paced at it yet)
             self.lag_widened *= 2
         if self.shared is not None:
             try:
@@ -1551,6 +1555,28 @@ class RateLimiter:
         # second need 20 in flight). Nothing to cut.
         await self.concurrency.release()
         return delay
+
+    async def release_refused(self, permit: Permit) -> None:
+        """Release a call the server refused without charging it and without a wait that would
+        let it pass (a call larger than the whole quota): its charge is given back, and nobody
+        pauses."""
+        if permit._released:
+            return
+        permit._released = True
+        self._settle(permit)
+        correction = self._correct(permit, 0)
+        self._admitted_requests -= 1
+        self._admitted_tokens -= permit.estimate
+        self.learner.refused(permit.seq)
+        self.token_learner.refused(permit.seq)
+        if self.tokens is not None and self.shared is None:
+            now = time.monotonic()
+            if self.reserves_output and self._server_of is self.tokens and self._server is not None:
+                self._server.refused(permit.seq)
+            self.tokens.shift(correction, now)
+            self._changed.set()
+        self._end_probe()
+        await self.concurrency.release()
 
     async def release_failed(self, permit: Permit) -> None:
         """Release after a failed call (no usage known; the estimate stays charged)."""

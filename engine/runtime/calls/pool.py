@@ -185,6 +185,8 @@ class PoolStats(msgspec.Struct):
     reused_cost_usd: float = 0.0  # their estimated list price: not spend
     unusable_hints: int = 0  # 429s whose delay hint could not be believed (inf, nan, negative...)
     unusable_hint: str = ""  # the last such hint, as the server sent it (shortened)
+    # the quota a 429's body named, where no header said it (judge.quota_refusal): the pace from then on
+    named_quota: str = ""
     timeouts_not_resent: int = 0  # timed out at a server that may still be working on them: not sent again
     # dry-run plan (calls that would be made)
     planned_calls: int = 0
@@ -1009,6 +1011,8 @@ class JudgePool:
                         self.reserved.refused(permit.seq)
                     delay = await self.limiter.rate_limited_release(
                         permit, e.limits, unusable_wait_s=self.max_rate_limit_wait_s) if permit is not None else 1.0
+                    if e.limits is not None and e.limits.named_quota:
+                        self.stats.named_quota = e.limits.named_quota
                     if e.limits is not None and e.limits.unusable_hint:
                         self.stats.unusable_hints += 1  # waited the bound instead (see judging.RateLimitInfo)
                         self.stats.unusable_hint = e.limits.unusable_hint
@@ -1025,7 +1029,11 @@ class JudgePool:
                     await asyncio.sleep(delay * random.uniform(0.0, 0.1))  # the limiter pause does the rest
                     wait_spans.append((tw, time.monotonic()))
                     continue
-                if permit is not None:
+                if permit is not None and e.kind == "over_quota":  # refused whole: the server took nothing
+                    if self.reserved is not None:
+                        self.reserved.refused(permit.seq)
+                    await self.limiter.release_refused(permit)
+                elif permit is not None:
                     await self.limiter.release_failed(permit)
                 if isinstance(e, TransientError) and (e.status or 0) >= 500 and VALIDATION_ERROR.search(message):
                     # A server that answers a body it will never accept with a 5xx (llama-cpp-python's

@@ -14,7 +14,10 @@ from drscore.engine.runtime.calls.limits import RateLimiter
 from drscore.engine.runtime.calls.pool import JudgePool
 from drscore.engine.runtime.calls.pricing import PriceTable
 from drscore.judge.http import HttpBackend
+from drscore.judge.mock.profiles import profile, rate_limit_response
+from drscore.judge.mock.quota import Refusal
 from drscore.judge.mock.server import MockConfig, start
+from drscore.judge.quota_refusal import NamedQuota, named_quotas
 
 
 class V(msgspec.Struct, forbid_unknown_fields=True):
@@ -74,6 +77,21 @@ async def test_gemini_profile_429_says_when_only_in_the_body():
     pool, out = await _run(MockConfig(profile="gemini", rpm=600, burst=0.1), ["a", "b", "c"])
     assert all(isinstance(v, V) for v in out)
     assert pool.stats.rate_limited >= 1  # paced by retryDelay; nothing lost
+    # its QuotaFailure named the quota: paced at it from then on, as at an announced one
+    assert pool.stats.named_quota == "600 requests per minute"
+    assert pool.limiter.announced and pool.limiter.rpm == 600 and pool.limiter.learned_quota() is None
+
+
+def test_each_profiles_429_names_the_quota_in_its_providers_words():
+    refusal = Refusal(dimension="tokens", limit=30000, left=63, requested=385)
+    _, body = rate_limit_response(profile("openai"), 0.5, {}, "gpt-4o", refusal)
+    assert named_quotas(body) == [NamedQuota(dimension="tokens", per="minute", limit=30000, used=29937, requested=385)]
+    _, body = rate_limit_response(profile("gemini"), 0.5, {}, "gemini-2.5-flash", refusal, input_only=True)
+    assert named_quotas(body) == [NamedQuota(dimension="input_tokens", per="minute", limit=30000)]
+    _, body = rate_limit_response(profile("gemini"), 0.5, {}, "gemini-2.5-flash", refusal)
+    assert named_quotas(body) == [NamedQuota(dimension="tokens", per="minute", limit=30000)]
+    _, body = rate_limit_response(profile("vllm"), 0.5, {}, "m", refusal)  # a bare gateway names nothing
+    assert named_quotas(body) == []
 
 
 async def test_anthropic_profile_ignores_response_format_and_the_engine_falls_back():

@@ -980,3 +980,42 @@ async def test_a_pace_learned_from_429s_keeps_its_lag():
     lim.measured_connect(0.002)
     await lim.rate_limited_release(await lim.acquire(10), RateLimitInfo(retry_after_s=0.0))
     assert lim.lag_s == pytest.approx(0.010)
+
+
+async def test_a_429_naming_the_quota_paces_at_it_from_then_on():
+    # No headers, nothing told: the first 429's body names the quota (judge.quota_refusal), so
+    # the run paces at it as at an announced one, and learns nothing from the 429s
+    lim = RateLimiter(concurrency=4)
+    lim.measured_connect(0.002)
+    p = await lim.acquire(5000)
+    await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01, limit_tokens=60000, remaining_tokens=0,
+                                                    named_quota="60,000 tokens per minute"))
+    assert lim.announced and lim.tpm == 60000 and lim.requests is None
+    assert lim.tokens is not None and lim.tokens.level <= 0  # it just refused a call: nothing left
+    assert lim.learned_quota() is None and not lim.binding.votes
+    assert lim.lag_s == pytest.approx(0.010)  # the 429 that named the quota met no pace of ours: not widened
+    assert lim.known_quota() == KnownQuota(tpm=60000)  # kept for the next run as an announced quota
+
+
+async def test_a_429_naming_the_quota_replaces_a_pace_learned_before_it():
+    # An earlier 429 named nothing (a Gemini violation without its value) and a request pace
+    # was learned; a later one names a token quota: that replaces the guess, both dimensions
+    lim = RateLimiter(concurrency=4)
+    for x in (100, 100, 100):
+        p = await lim.acquire(x)
+        await p.done(x)
+    await lim.rate_limited_release(await lim.acquire(100), RateLimitInfo(retry_after_s=0.0))
+    assert lim.learner.cuts and lim.rpm > 0 and lim.requests is not None  # requests paced, as learned
+    await lim.rate_limited_release(await lim.acquire(100), RateLimitInfo(retry_after_s=0.0, limit_tokens=90000,
+                                                                         remaining_tokens=0))
+    assert lim.announced and lim.tpm == 90000 and lim.rpm == 0 and lim.requests is None
+    assert lim.learned_quota() is None
+
+
+async def test_a_call_refused_whole_gives_its_charge_back_and_pauses_nobody():
+    lim = RateLimiter(tpm=60000, concurrency=4)  # a bucket of 1,000 tokens
+    p = await lim.acquire(400)
+    assert lim.tokens is not None and lim.tokens.level == pytest.approx(600, abs=5)
+    await lim.release_refused(p)
+    assert lim.tokens.level == pytest.approx(1000, abs=5) and lim.concurrency.in_use == 0
+    assert lim.snapshot()["paused_s"] == 0 and lim.rate_limited == 0

@@ -1,0 +1,187 @@
+"""What a 429's body says about the quota that refused the call.
+
+Several providers name the quota in the refusal itself, where a client without quota headers
+otherwise learns it from the 429s' timing alone (``RateLimiter``'s learner):
+
+* OpenAI and Groq (and the gateways that pass their bodies on): "Rate limit reached for MODEL
+  in organization ORG on tokens per min (TPM): Limit 30000, Used 29937, Requested 385."; a
+  call larger than the whole quota gets "Request too large for MODEL ... on tokens per min
+  (TPM): Limit 30000, Requested 36055", and is refused however long it waits.
+* Anthropic: "This request would exceed the rate limit for your organization (ID) of 30,000
+  input tokens per minute".
+* Gemini, which sends no quota headers: a ``google.rpc.QuotaFailure`` detail whose violations
+  carry a ``quotaId`` (``GenerateContentInputTokensPerModelPerMinute-FreeTier``,
+  ``GenerateRequestsPerDayPerProjectPerModel-FreeTier``) and, often, the ``quotaValue``. A
+  value of 0 means the key has no quota for the model at all.
+* LiteLLM's proxy: "Crossed TPM / RPM / Max Parallel Request Limit. current rpm: 1, rpm limit:
+  15, current tpm: 12260, tpm limit: 5000, ..." (an unset limit shows as 2^63 - 1).
+
+The wording is each provider's, taken from its users' bug reports; a body in none of these
+shapes names nothing, and the 429 is read as before.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import msgspec
+import orjson
+
+from drscore.engine.runtime.calls.judging import RateLimitInfo
+
+_N = r"\d{1,3}(?:,\d{3})+|\d+"  # 30000 or 1,000,000 (not the comma after it)
+# A limit larger than this is a gateway's "no limit" (LiteLLM's 2^63 - 1), not a quota
+_UNSET = 1e15
+
+_OPENAI = re.compile(
+    rf"on (?P<what>(?:input |output )?tokens|requests) per (?P<per>min(?:ute)?|day)\b(?:\s*\([A-Z]{{2,4}}\))?[:.]?\s*"
+    rf"Limit:?\s*(?P<limit>{_N})(?:\s*/\s*min)?(?:,\s*Used\s*(?P<used>{_N}))?(?:,\s*Requested\s*(?P<requested>{_N}))?",
+    re.IGNORECASE)
+_ANTHROPIC = re.compile(
+    rf"rate limit(?: for your organization)?(?: \([^)]{{0,200}}\))? of (?P<limit>{_N}) "
+    r"(?P<what>(?:input |output )?tokens|requests) per (?P<per>minute|day)", re.IGNORECASE)
+_LITELLM = re.compile(r"current (?P<what>rpm|tpm): (?P<used>-?\d+), (?:rpm|tpm) limit: (?P<limit>-?\d+)", re.IGNORECASE)
+
+
+class NamedQuota(msgspec.Struct, frozen=True, kw_only=True):
+    """One quota a refusal named. ``dimension``: ``requests``, ``tokens``, ``input_tokens`` or
+    ``output_tokens``; ``per``: ``minute`` or ``day``; ``used`` and ``requested`` where said."""
+
+    dimension: str
+    per: str
+    limit: float
+    used: float | None = None
+    requested: float | None = None
+
+    @property
+    def paces(self) -> bool:
+        """A per-minute quota of requests or of the tokens a call is charged (the input alone
+        is a lower bound of that charge, so pacing prompt and answer against it never
+        overshoots); not a daily one, nor one of output tokens alone."""
+        return self.per == "minute" and self.dimension in ("requests", "tokens", "input_tokens")
+
+    def describe(self) -> str:
+        what = self.dimension.replace("_", " ")
+        return f"{_figure(self.limit)} {what} per {self.per}"
+
+
+def _figure(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:,}"
+
+
+def _number(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        x = float(text.replace(",", ""))
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _dimension(words: str) -> str:
+    words = words.lower().strip()
+    return {"requests": "requests", "tokens": "tokens", "input tokens": "input_tokens",
+            "output tokens": "output_tokens"}.get(words, "tokens")
+
+
+def _violations(node: Any, depth: int = 0) -> list[dict[str, Any]]:
+    """The dicts under ``node`` naming a quota (``quotaId`` or ``quotaMetric``), also inside a
+    message string that is itself JSON (a proxy passing Gemini's body on as text)."""
+    if depth > 8:
+        return []
+    if isinstance(node, dict):
+        if "quotaId" in node or "quotaMetric" in node:
+            return [node]
+        return [v for x in node.values() for v in _violations(x, depth + 1)]
+    if isinstance(node, list):
+        return [v for x in node for v in _violations(x, depth + 1)]
+    if isinstance(node, str) and "quota" in node and node.lstrip()[:1] in ("{", "["):
+        try:
+            return _violations(orjson.loads(node), depth + 1)
+        except orjson.JSONDecodeError:
+            return []
+    return []
+
+
+def _gemini(body: bytes) -> list[NamedQuota]:
+    if b"quotaId" not in body and b"quotaMetric" not in body:
+        return []
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return []
+    out = []
+    for v in _violations(parsed):
+        name = f"{v.get('quotaId') or ''} {v.get('quotaMetric') or ''}".lower()
+        value = v.get("quotaValue")
+        limit = _number(str(value)) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
+        per = "day" if "perday" in name else "minute" if "perminute" in name else ""
+        if limit is None or not per:
+            continue
+        dimension = "requests" if "request" in name and "token" not in name else \
+            "input_tokens" if "input" in name else "tokens"
+        out.append(NamedQuota(dimension=dimension, per=per, limit=limit))
+    return out
+
+
+def named_quotas(body: bytes) -> list[NamedQuota]:
+    """Every quota ``body`` (a 429's) names with its limit, in any of the shapes above."""
+    found = _gemini(body)
+    text = body[:16_000].decode("utf-8", "replace")
+    for m in _OPENAI.finditer(text):
+        limit = _number(m.group("limit"))
+        if limit is not None:
+            found.append(NamedQuota(dimension=_dimension(m.group("what")),
+                                    per="day" if m.group("per").lower() == "day" else "minute", limit=limit,
+                                    used=_number(m.group("used")), requested=_number(m.group("requested"))))
+    for m in _ANTHROPIC.finditer(text):
+        limit = _number(m.group("limit"))
+        if limit is not None:
+            found.append(NamedQuota(dimension=_dimension(m.group("what")), per=m.group("per").lower(), limit=limit))
+    for m in _LITELLM.finditer(text):
+        limit, used = _number(m.group("limit")), _number(m.group("used"))
+        if limit is not None and 0 < limit < _UNSET:  # an unset limit says nothing
+            found.append(NamedQuota(dimension="requests" if m.group("what").lower() == "rpm" else "tokens",
+                                    per="minute", limit=limit, used=used))
+    return found
+
+
+def refusal_fault(named: list[NamedQuota]) -> tuple[str, str] | None:
+    """``(kind, why)`` where the refusal can never pass by waiting: a call larger than the whole
+    per-minute quota (``over_quota``, a fault of that one call), or a quota of 0 (``no_quota``:
+    the key has none for this model, a fault of the endpoint as configured)."""
+    for q in named:
+        if q.limit == 0:
+            return "no_quota", f"the endpoint's quota of {q.dimension.replace('_', ' ')} per {q.per} is 0"
+    for q in named:
+        if q.per == "minute" and q.dimension != "requests" and q.requested is not None and q.requested > q.limit:
+            return "over_quota", (f"the call needs {_figure(q.requested)} {q.dimension.replace('_', ' ')} and the "
+                                  f"quota allows {_figure(q.limit)} a minute in all")
+    return None
+
+
+def fill_from_refusal(info: RateLimitInfo, named: list[NamedQuota]) -> None:
+    """Where the headers did not say them, the limits a refusal named (the tightest per-minute
+    quota of each dimension), and what was left of each: its limit less what it says was
+    used, or nothing (the quota just refused a call). ``info.named_quota`` says which."""
+    taken = []
+    for dimension in ("requests", "tokens"):
+        quotas = [q for q in named if q.paces and (q.dimension == "requests") == (dimension == "requests")]
+        if not quotas:
+            continue
+        q = min(quotas, key=lambda q: q.limit)
+        left = max(0.0, q.limit - q.used) if q.used is not None else 0.0
+        if dimension == "requests" and info.limit_requests is None:
+            info.limit_requests = q.limit
+            if info.remaining_requests is None:
+                info.remaining_requests = left
+            taken.append(q.describe())
+        elif dimension == "tokens" and info.limit_tokens is None:
+            info.limit_tokens = q.limit
+            if info.remaining_tokens is None:
+                info.remaining_tokens = left
+            taken.append(q.describe())
+    if taken:
+        info.named_quota = "; ".join(taken)

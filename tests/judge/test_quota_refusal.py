@@ -1,0 +1,110 @@
+"""A 429's body naming the quota that refused the call (judge.quota_refusal). Each body is a
+provider's, as its users quote it in bug reports (ids and organisations shortened)."""
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from drscore.engine.runtime.calls.judging import FatalError, RateLimited, RateLimitInfo
+from drscore.judge.http import status_error
+from drscore.judge.quota_refusal import NamedQuota, fill_from_refusal, named_quotas, refusal_fault
+
+# OpenAI (BuilderIO/micro-agent#86); the same wording from Groq
+OPENAI_TPM = (b'{"error": {"message": "Rate limit reached for gpt-4o in organization org-X on tokens per min (TPM): '
+              b'Limit 30000, Used 29937, Requested 385. Please try again in 644ms.", "type": "tokens", '
+              b'"param": null, "code": "rate_limit_exceeded"}}')
+# OpenAI's refusal of a call larger than the whole quota (TheR1D/shell_gpt#653)
+OPENAI_TOO_LARGE = (b'{"error": {"message": "Request too large for gpt-4o in organization org-X on tokens per min '
+                    b'(TPM): Limit 30000, Requested 31538. The input or output tokens must be reduced in order to run '
+                    b'successfully.", "type": "tokens", "param": null, "code": "rate_limit_exceeded"}}')
+# OpenAI's older wording (daveshap/Medical_Intake#9)
+OPENAI_OLD = (b'{"error": {"message": "Rate limit reached for 10KTPM-200RPM in organization org-X on tokens per min. '
+              b'Limit: 10000 / min. Please try again in 6ms."}}')
+GROQ_DAILY = (b'{"error": {"message": "Rate limit reached for model `llama-3.1-70b` in organization `org_1` service tier '
+              b'`on_demand` on tokens per day (TPD): Limit 500000, Used 499000, Requested 2000. Please try again in '
+              b'2m52.8s.", "type": "tokens", "code": "rate_limit_exceeded"}}')
+# Anthropic (FoundationAgents/OpenManus#746)
+ANTHROPIC = (b'{"type": "error", "error": {"type": "rate_limit_error", "message": "This request would exceed the rate '
+             b'limit for your organization (a22c) of 1,000,000 input tokens per minute. For details, refer to the '
+             b'docs."}}')
+# LiteLLM's proxy (BerriAI/litellm#13898); 9223372036854775807 is its "no limit"
+LITELLM = (b'{"error": {"message": "429: LiteLLM Rate Limit Handler for rate limit type = team. Crossed TPM / RPM / '
+           b'Max Parallel Request Limit. current rpm: 1, rpm limit: 15, current tpm: 12260, tpm limit: 5000, current '
+           b'max_parallel_requests: 0, max_parallel_requests: 9223372036854775807", "code": "429"}}')
+
+
+def _gemini(quota_id: str, value: str | None, metric: str) -> bytes:
+    """Gemini's 429 through its OpenAI-compatible endpoint: a list holding the error, whose
+    QuotaFailure names the quota (google-gemini/gemini-cli#8437 and a user's log)."""
+    violation = {"quotaMetric": f"generativelanguage.googleapis.com/{metric}", "quotaId": quota_id,
+                 "quotaDimensions": {"location": "global", "model": "gemini-2.5-flash"}}
+    if value is not None:
+        violation["quotaValue"] = value
+    return orjson.dumps([{"error": {"code": 429, "message": "You exceeded your current quota.",
+                                    "status": "RESOURCE_EXHAUSTED", "details": [
+                                        {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [violation]},
+                                        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "28s"}]}}])
+
+
+GEMINI_TOKENS = _gemini("GenerateContentInputTokensPerModelPerMinute-FreeTier", "16000",
+                        "generate_content_free_tier_input_token_count")
+
+
+@pytest.mark.parametrize(("body", "named"), [
+    (OPENAI_TPM, [NamedQuota(dimension="tokens", per="minute", limit=30000, used=29937, requested=385)]),
+    (OPENAI_OLD, [NamedQuota(dimension="tokens", per="minute", limit=10000)]),
+    (GROQ_DAILY, [NamedQuota(dimension="tokens", per="day", limit=500000, used=499000, requested=2000)]),
+    (ANTHROPIC, [NamedQuota(dimension="input_tokens", per="minute", limit=1_000_000)]),
+    (GEMINI_TOKENS, [NamedQuota(dimension="input_tokens", per="minute", limit=16000)]),
+    (_gemini("GenerateRequestsPerMinutePerProjectPerModel-FreeTier", "10", "generate_content_free_tier_requests"),
+     [NamedQuota(dimension="requests", per="minute", limit=10)]),
+    (LITELLM, [NamedQuota(dimension="requests", per="minute", limit=15, used=1),
+               NamedQuota(dimension="tokens", per="minute", limit=5000, used=12260)]),
+    # no figure: Gemini's violation without its value, a vLLM gateway's bare 429, an unset LiteLLM limit
+    (_gemini("GenerateRequestsPerMinutePerProjectPerModel-FreeTier", None, "generate_content_free_tier_requests"), []),
+    (b'{"object": "error", "message": "Too many requests", "code": 429}', []),
+    (b'{"error": {"message": "current rpm: 1, rpm limit: 9223372036854775807"}}', []),
+])
+def test_each_providers_words_name_the_quota(body, named):
+    assert named_quotas(body) == named
+
+
+def test_the_limit_fills_what_the_headers_left_out_and_what_was_left():
+    info = RateLimitInfo(retry_after_s=1.0)
+    fill_from_refusal(info, named_quotas(OPENAI_TPM))
+    # 30,000 a minute, of which 29,937 used: 63 left
+    assert (info.limit_tokens, info.remaining_tokens, info.limit_requests) == (30000, 63, None)
+    assert info.named_quota == "30,000 tokens per minute"
+    # no "used": the quota just refused a call, so nothing is counted as left
+    info = RateLimitInfo()
+    fill_from_refusal(info, named_quotas(GEMINI_TOKENS))
+    assert (info.limit_tokens, info.remaining_tokens, info.named_quota) == (16000, 0, "16,000 input tokens per minute")
+    # LiteLLM names both limits: each dimension takes its own (15 - 1 requests left; 12,260 used of 5,000)
+    info = RateLimitInfo()
+    fill_from_refusal(info, named_quotas(LITELLM))
+    assert (info.limit_requests, info.remaining_requests, info.limit_tokens, info.remaining_tokens) == (15, 14, 5000, 0)
+
+
+def test_headers_win_and_a_daily_quota_paces_nothing():
+    info = RateLimitInfo(limit_tokens=90000, remaining_tokens=1200)
+    fill_from_refusal(info, named_quotas(OPENAI_TPM))
+    assert (info.limit_tokens, info.remaining_tokens, info.named_quota) == (90000, 1200, None)
+    info = RateLimitInfo()
+    fill_from_refusal(info, named_quotas(GROQ_DAILY))
+    assert (info.limit_tokens, info.limit_requests, info.named_quota) == (None, None, None)
+
+
+def test_a_refusal_no_wait_passes_is_a_fault_not_a_rate_limit():
+    assert refusal_fault(named_quotas(OPENAI_TPM)) is None
+    kind, why = refusal_fault(named_quotas(OPENAI_TOO_LARGE))
+    assert kind == "over_quota" and "31,538 tokens" in why and "30,000 a minute" in why
+    zero = _gemini("GenerateRequestsPerDayPerProjectPerModel-FreeTier", "0", "generate_content_free_tier_requests")
+    assert refusal_fault(named_quotas(zero))[0] == "no_quota"
+    # as the backends classify them: the call's own fault, the endpoint's, and a rate limit with its quota
+    too_large = status_error(429, OPENAI_TOO_LARGE, "http://judge.test/v1", RateLimitInfo())
+    assert isinstance(too_large, FatalError) and too_large.kind == "over_quota" and not too_large.endpoint_fault
+    no_access = status_error(429, zero, "http://judge.test/v1", RateLimitInfo())
+    assert isinstance(no_access, FatalError) and no_access.endpoint_fault
+    limited = status_error(429, GEMINI_TOKENS, "http://judge.test/v1", RateLimitInfo())
+    assert isinstance(limited, RateLimited) and limited.limits is not None
+    assert (limited.limits.limit_tokens, limited.limits.retry_after_s) == (16000, 28.0)
