@@ -166,22 +166,32 @@ def test_a_run_that_learned_its_quota_from_429s_says_what_the_endpoint_took(tmp_
            "tells it the quota" in proc.stdout
 
 
+def _two_runs(tmp: Path, profile: str) -> tuple[subprocess.CompletedProcess[str], int,
+                                                subprocess.CompletedProcess[str], dict]:
+    """Two runs against one mock at 240 requests/min with no quota headers: the first, then
+    (its answers deleted from the cache, what it learned of the endpoint kept; the server's
+    bucket full again) the second into ``tmp/second``. The first run, its 429s, the second run
+    and the mock's counts of it."""
+    work = ("--methods", "quality,redundancy", "--limit", "2")
+    with MockServerProcess(MockConfig(rpm=240, profile=profile)) as mock:
+        first = _run(mock.url, tmp, *work, timeout=120)
+        refused_first = mock.stats()["rate_limited"]
+        emptied = subprocess.run([sys.executable, "-m", "drscore.cli", "cache", "vacuum", "--older-than-days", "0",
+                                  "--cache", str(tmp / "cache")], capture_output=True, text=True, timeout=60)
+        mock.reset()
+        second = _run(mock.url, tmp, *work, "--out", str(tmp / "second"), timeout=120)
+        served = mock.stats()
+    assert first.returncode == 0 and emptied.returncode == 0 and second.returncode == 0, second.stderr
+    return first, refused_first, second, served
+
+
 def test_a_second_run_starts_from_the_pace_the_first_one_proved(tmp_path):
     # No quota headers: the first run learns the pace from 429s and the cache keeps the rate its
     # calls proved. The next run against the endpoint (its answers gone from the cache, the
     # server's bucket full again) paces from that rate at its first request: no slow start and
     # no start-up burst into the quota to find a first pace.
-    work = ("--methods", "quality,redundancy", "--limit", "2")
-    with MockServerProcess(MockConfig(rpm=240, profile="vllm")) as mock:
-        first = _run(mock.url, tmp_path, *work, timeout=120)
-        refused_first = mock.stats()["rate_limited"]
-        learned = _summary(tmp_path)["totals"]["learned_quota"]
-        emptied = subprocess.run([sys.executable, "-m", "drscore.cli", "cache", "vacuum", "--older-than-days", "0",
-                                  "--cache", str(tmp_path / "cache")], capture_output=True, text=True, timeout=60)
-        mock.reset()
-        second = _run(mock.url, tmp_path, *work, "--out", str(tmp_path / "second"), timeout=120)
-        served = mock.stats()
-    assert first.returncode == 0 and emptied.returncode == 0 and second.returncode == 0, second.stderr
+    first, refused_first, second, served = _two_runs(tmp_path, "vllm")
+    learned = _summary(tmp_path)["totals"]["learned_quota"]
     assert refused_first >= 1 and learned["kept"] is True
     again = json.loads((tmp_path / "second" / "summary.json").read_text())["totals"]
     assert again["cache_hits"] == 0 and served["ok"] >= 30  # every call went to the endpoint again
@@ -200,16 +210,7 @@ def test_a_429_that_names_its_quota_paces_the_run_at_it_and_the_next_one_from_th
     # Gemini sends no quota headers, but its 429s name the quota that refused the call (a
     # QuotaFailure with the quota's id and value): the run paces at it from that 429 on, as at
     # an announced quota, instead of learning a pace from the 429s' timing.
-    work = ("--methods", "quality,redundancy", "--limit", "2")
-    with MockServerProcess(MockConfig(rpm=240, profile="gemini")) as mock:
-        first = _run(mock.url, tmp_path, *work, timeout=120)
-        refused_first = mock.stats()["rate_limited"]
-        emptied = subprocess.run([sys.executable, "-m", "drscore.cli", "cache", "vacuum", "--older-than-days", "0",
-                                  "--cache", str(tmp_path / "cache")], capture_output=True, text=True, timeout=60)
-        mock.reset()
-        second = _run(mock.url, tmp_path, *work, "--out", str(tmp_path / "second"), timeout=120)
-        served = mock.stats()
-    assert first.returncode == 0 and emptied.returncode == 0 and second.returncode == 0, second.stderr
+    first, refused_first, second, served = _two_runs(tmp_path, "gemini")
     totals = _summary(tmp_path)["totals"]
     assert refused_first >= 1 and totals["items_failed"] == 0
     assert totals["quota_named_by_429"] == {"quota": "240 requests per minute", "kept": True}
