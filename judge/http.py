@@ -28,7 +28,7 @@ from drscore.engine.runtime.calls.redact import redact, redact_url, register_sec
 from drscore.engine.runtime.calls.slots import ServerFacts
 from drscore.engine.runtime.calls.tokens import estimate_messages, estimate_tokens
 from drscore.judge.counting import count_body, count_route
-from drscore.judge.quota_refusal import fill_from_refusal, named_quotas, refusal_fault
+from drscore.judge.quota_refusal import daily_quota_spent, fill_from_refusal, named_quotas, refusal_fault
 from drscore.judge.ratelimit_headers import parse_rate_limit_headers, retry_hint_from_text
 from drscore.judge.sse import fold_events
 from drscore.engine.runtime.calls.thinking import split_thinking
@@ -147,6 +147,10 @@ def status_error(status: int, raw: bytes, where: str, info: RateLimitInfo | None
             return FatalError(f"{fault[1]}; {text}", limits=info, kind=fault[0], status=status)
         if info is not None:
             fill_from_refusal(info, named)
+            spent = daily_quota_spent(named)
+            if spent is not None:
+                info.spent_daily = spent[0]
+                info.retry_after_s = max(info.retry_after_s or 0.0, spent[1])
         if info is not None and info.retry_after_s is None and not (info.reset_requests_s or info.reset_tokens_s):
             seconds, bad = retry_hint_from_text(_error_fields(raw)[0])
             if seconds is None and bad is None:

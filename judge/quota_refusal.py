@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import datetime, time, timedelta, timezone, tzinfo
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import msgspec
 import orjson
@@ -50,20 +52,24 @@ class NamedQuota(msgspec.Struct, frozen=True, kw_only=True):
 
     dimension: str
     per: str
-    limit: float
+    limit: float | None  # None: named without its figure (Gemini's violation without a value)
     used: float | None = None
     requested: float | None = None
+    # when a daily quota comes back, where the provider documents it: Gemini's at midnight
+    # Pacific ("pacific_midnight"); other providers' refusals say when in their retry hint
+    resets: str = ""
 
     @property
     def paces(self) -> bool:
         """A per-minute quota of requests or of the tokens a call is charged (the input alone
         is a lower bound of that charge, so pacing prompt and answer against it never
         overshoots); not a daily one, nor one of output tokens alone."""
-        return self.per == "minute" and self.dimension in ("requests", "tokens", "input_tokens")
+        return self.limit is not None and self.per == "minute" and \
+            self.dimension in ("requests", "tokens", "input_tokens")
 
     def describe(self) -> str:
-        what = self.dimension.replace("_", " ")
-        return f"{_figure(self.limit)} {what} per {self.per}"
+        what = f"{self.dimension.replace('_', ' ')} per {self.per}"
+        return what if self.limit is None else f"{_figure(self.limit)} {what}"
 
 
 def _figure(x: float) -> str:
@@ -118,11 +124,14 @@ def _gemini(body: bytes) -> list[NamedQuota]:
         value = v.get("quotaValue")
         limit = _number(str(value)) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
         per = "day" if "perday" in name else "minute" if "perminute" in name else ""
-        if limit is None or not per:
+        if not per or (limit is None and per == "minute"):
             continue
         dimension = "requests" if "request" in name and "token" not in name else \
             "input_tokens" if "input" in name else "tokens"
-        out.append(NamedQuota(dimension=dimension, per=per, limit=limit))
+        # its daily quotas come back at midnight Pacific (Gemini's rate-limit guide), whatever
+        # the retryDelay beside says
+        out.append(NamedQuota(dimension=dimension, per=per, limit=limit,
+                              resets="pacific_midnight" if per == "day" else ""))
     return out
 
 
@@ -148,6 +157,28 @@ def named_quotas(body: bytes) -> list[NamedQuota]:
     return found
 
 
+def daily_quota_spent(named: list[NamedQuota], now: datetime | None = None) -> tuple[str, float] | None:
+    """``(the quota, seconds until it comes back)`` where the refusal names a daily quota whose
+    provider documents when it resets (Gemini's, at midnight Pacific: its ``retryDelay`` of a
+    few seconds would only send the call again into the spent quota)."""
+    for q in named:
+        if q.per == "day" and q.resets == "pacific_midnight":
+            return q.describe(), seconds_to_pacific_midnight(now or datetime.now(timezone.utc))
+    return None
+
+
+def seconds_to_pacific_midnight(now: datetime) -> float:
+    """Seconds from ``now`` (aware) to the next midnight in Mountain View (America/Los_Angeles;
+    UTC-8 where the system has no time-zone database, at most an hour late in summer)."""
+    try:
+        zone: tzinfo = ZoneInfo("America/Los_Angeles")
+    except ZoneInfoNotFoundError:
+        zone = timezone(timedelta(hours=-8))
+    local = now.astimezone(zone)
+    midnight = datetime.combine(local.date() + timedelta(days=1), time(0), tzinfo=zone)
+    return (midnight - now).total_seconds()
+
+
 def refusal_fault(named: list[NamedQuota]) -> tuple[str, str] | None:
     """``(kind, why)`` where the refusal can never pass by waiting: a call larger than the whole
     per-minute quota (``over_quota``, a fault of that one call), or a quota of 0 (``no_quota``:
@@ -156,7 +187,8 @@ def refusal_fault(named: list[NamedQuota]) -> tuple[str, str] | None:
         if q.limit == 0:
             return "no_quota", f"the endpoint's quota of {q.dimension.replace('_', ' ')} per {q.per} is 0"
     for q in named:
-        if q.per == "minute" and q.dimension != "requests" and q.requested is not None and q.requested > q.limit:
+        if q.per == "minute" and q.dimension != "requests" and q.requested is not None and q.limit is not None \
+                and q.requested > q.limit:
             return "over_quota", (f"the call needs {_figure(q.requested)} {q.dimension.replace('_', ' ')} and the "
                                   f"quota allows {_figure(q.limit)} a minute in all")
     return None
@@ -171,15 +203,17 @@ def fill_from_refusal(info: RateLimitInfo, named: list[NamedQuota]) -> None:
         quotas = [q for q in named if q.paces and (q.dimension == "requests") == (dimension == "requests")]
         if not quotas:
             continue
-        q = min(quotas, key=lambda q: q.limit)
-        left = max(0.0, q.limit - q.used) if q.used is not None else 0.0
+        q = min(quotas, key=lambda q: q.limit or 0.0)
+        limit = q.limit
+        assert limit is not None  # q.paces
+        left = max(0.0, limit - q.used) if q.used is not None else 0.0
         if dimension == "requests" and info.limit_requests is None:
-            info.limit_requests = q.limit
+            info.limit_requests = limit
             if info.remaining_requests is None:
                 info.remaining_requests = left
             taken.append(q.describe())
         elif dimension == "tokens" and info.limit_tokens is None:
-            info.limit_tokens = q.limit
+            info.limit_tokens = limit
             if info.remaining_tokens is None:
                 info.remaining_tokens = left
             taken.append(q.describe())

@@ -7,8 +7,9 @@ whose free-text fields repeat the request's Authorization header), ``401``, ``40
 ``500`` and ``404model`` (OpenAI-style error bodies that echo the header), ``html200``
 (a non-JSON 200 that echoes it), ``unsupported`` (400 naming an unsupported parameter),
 ``429`` (``Retry-After`` seconds after ``ok_before_429`` good answers), ``daily429`` (the
-same, but the delay only in OpenAI's "try again in 23h59m" prose), ``hang`` (never
-answers). ``mode`` may be changed while the server runs.
+same, but the delay only in OpenAI's "try again in 23h59m" prose), ``gemini_daily429`` (the
+same, as Gemini's free tier spent for the day: a per-day QuotaFailure and a ``retryDelay`` of
+20 s), ``hang`` (never answers). ``mode`` may be changed while the server runs.
 """
 from __future__ import annotations
 
@@ -108,9 +109,20 @@ class ScriptedJudge:
         if mode == "unsupported":
             return error(400, "Unsupported parameter: 'max_tokens' is not supported with this model. "
                               "Use 'max_completion_tokens' instead.", "unsupported_parameter", "max_tokens")
-        if mode in ("429", "daily429"):
+        if mode in ("429", "daily429", "gemini_daily429"):
             if self.requests <= self.ok_before_429:
                 return self._answer(payload, None)
+            if mode == "gemini_daily429":
+                # Gemini's free tier spent for the day: a short retryDelay beside a per-day violation
+                return web.json_response([{"error": {
+                    "code": 429, "message": "You exceeded your current quota, please check your plan and billing "
+                                            "details.", "status": "RESOURCE_EXHAUSTED", "details": [
+                        {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{
+                            "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
+                            "quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier",
+                            "quotaDimensions": {"location": "global", "model": "gemini-2.5-flash"},
+                            "quotaValue": "250"}]},
+                        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "20s"}]}}], status=429)
             if mode == "429":
                 return error(429, "Rate limit reached.", "rate_limit_exceeded",
                              headers={"Retry-After": str(self.retry_after)})

@@ -2,12 +2,16 @@
 provider's, as its users quote it in bug reports (ids and organisations shortened)."""
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import orjson
 import pytest
 
 from drscore.engine.runtime.calls.judging import FatalError, RateLimited, RateLimitInfo
 from drscore.judge.http import status_error
-from drscore.judge.quota_refusal import NamedQuota, fill_from_refusal, named_quotas, refusal_fault
+from drscore.judge.quota_refusal import (
+    NamedQuota, daily_quota_spent, fill_from_refusal, named_quotas, refusal_fault, seconds_to_pacific_midnight,
+)
 
 # OpenAI (BuilderIO/micro-agent#86); the same wording from Groq
 OPENAI_TPM = (b'{"error": {"message": "Rate limit reached for gpt-4o in organization org-X on tokens per min (TPM): '
@@ -108,3 +112,17 @@ def test_a_refusal_no_wait_passes_is_a_fault_not_a_rate_limit():
     limited = status_error(429, GEMINI_TOKENS, "http://judge.test/v1", RateLimitInfo())
     assert isinstance(limited, RateLimited) and limited.limits is not None
     assert (limited.limits.limit_tokens, limited.limits.retry_after_s) == (16000, 28.0)
+
+
+def test_a_spent_gemini_daily_quota_waits_for_midnight_in_mountain_view():
+    body = _gemini("GenerateRequestsPerDayPerProjectPerModel-FreeTier", None, "generate_content_free_tier_requests")
+    # 2026-12-05 06:00 UTC is 22:00 PST on the 4th: two hours to midnight Pacific
+    now = datetime(2026, 12, 5, 6, 0, tzinfo=timezone.utc)
+    assert daily_quota_spent(named_quotas(body), now) == ("requests per day", 2 * 3600)
+    # in summer (PDT, UTC-7) 06:30 UTC is 23:30 the day before: half an hour
+    assert seconds_to_pacific_midnight(datetime(2026, 7, 1, 6, 30, tzinfo=timezone.utc)) == 1800
+    # OpenAI's daily quotas say when in their "try again in" hint: nothing to add
+    assert daily_quota_spent(named_quotas(GROQ_DAILY), now) is None
+    limited = status_error(429, body, "http://judge.test/v1", RateLimitInfo())
+    assert isinstance(limited, RateLimited) and limited.limits is not None
+    assert limited.limits.spent_daily == "requests per day" and limited.limits.retry_after_s > 20  # not the retryDelay

@@ -80,6 +80,9 @@ class RateLimitInfo(msgspec.Struct, kw_only=True):
     # The limits above came from a 429's body, which named them (judge.quota_refusal):
     # "250,000 input tokens per minute"
     named_quota: str | None = None
+    # The body named a daily quota, spent until a time its provider documents (Gemini's, at
+    # midnight Pacific): ``retry_after_s`` runs to then ("250 requests per day")
+    spent_daily: str | None = None
 
 
 # What went wrong with a call, as a backend classifies it (``JudgeError.kind``). The

@@ -736,12 +736,15 @@ class JudgePool:
             lead += f"; stopped after {streak} consecutive calls failed this way"
         return StopReason(reason=e.kind, message=f"{lead} ({message})", fatal=True)
 
-    def _rate_limit_stop(self, delay: float) -> StopReason:
+    def _rate_limit_stop(self, delay: float, daily: str | None = None) -> StopReason:
+        """The stop of a quota that comes back beyond --max-rate-limit-wait; ``daily``: the
+        daily quota a 429 named as spent (judging.RateLimitInfo.spent_daily)."""
         resets_at = time.time() + delay
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(resets_at))
+        what = f"the daily quota ({daily}) is spent" if daily else "rate limited"
         return StopReason(
             reason="rate_limit", resets_at=resets_at,
-            message=f"judge at {self.endpoint}: rate limited; the quota resets in {_duration(delay)} (at {when}), "
+            message=f"judge at {self.endpoint}: {what}; the quota resets in {_duration(delay)} (at {when}), "
                     f"beyond --max-rate-limit-wait {self.max_rate_limit_wait_s:g} s. Re-run then to resume "
                     "from the cache.")
 
@@ -1019,7 +1022,7 @@ class JudgePool:
                     self.stats.rate_limited += 1
                     rate_limited += 1
                     if delay > self.max_rate_limit_wait_s:
-                        self.halt(self._rate_limit_stop(delay))
+                        self.halt(self._rate_limit_stop(delay, e.limits.spent_daily if e.limits else None))
                         self.stats.failures += 1
                         raise self._stopped_error() from None
                     if rate_limited > self.max_rate_limit_retries:
