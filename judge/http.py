@@ -52,6 +52,7 @@ _CONTEXT = re.compile(r"context[_ ]length|maximum context|context (?:window|size
 # OpenAI's flagged prompts (code invalid_prompt: "flagged as potentially violating").
 _FILTERED = re.compile(r"content[_ ](?:management )?(?:filter|policy)|ResponsibleAIPolicyViolation|"
                        r"safety (?:settings|filter)|blocked by (?:the )?(?:safety|content)", re.IGNORECASE)
+_NO_CREDIT = re.compile(rb'"(?:type|code)"\s*:\s*"insufficient_quota"')
 # Tries a prompt-counting route gets to give its first count (count_prompt) before it is given up
 COUNT_TRIES = 3
 CONNECT_TIMEOUT_S = 10.0  # a TCP/TLS connection that takes longer is an unreachable host
@@ -64,9 +65,15 @@ def classify_status(status: int, body: bytes) -> tuple[str, str | None]:
     naming an unknown model ``model_not_found``; a prompt over the model's window
     ``context_length``, a content filter's refusal ``content_filter``, a flagged prompt
     ``invalid_request`` (these three belong to the one request: ``judging.REQUEST_FAULTS``);
-    other 4xx ``bad_request``; 429 ``rate_limit``; 5xx ``server_error``."""
+    other 4xx ``bad_request``; 429 ``rate_limit`` (``no_credit`` for OpenAI's
+    ``insufficient_quota``, as for any 402); 5xx ``server_error``."""
     if status == 429:
-        return "rate_limit", None
+        # OpenAI's "You exceeded your current quota" (type insufficient_quota): the account's
+        # credit or spending limit, not a rate; Gemini words its per-minute 429s alike, but
+        # without that type
+        return ("no_credit" if _NO_CREDIT.search(body[:8000]) else "rate_limit"), None
+    if status == 402:  # Payment Required: DeepSeek's "Insufficient Balance", OpenRouter's credits
+        return "no_credit", None
     if status in (401, 403):
         return "auth", None
     if status in _RETRYABLE or status >= 500:

@@ -9,7 +9,8 @@ whose free-text fields repeat the request's Authorization header), ``401``, ``40
 ``429`` (``Retry-After`` seconds after ``ok_before_429`` good answers), ``daily429`` (the
 same, but the delay only in OpenAI's "try again in 23h59m" prose), ``gemini_daily429`` (the
 same, as Gemini's free tier spent for the day: a per-day QuotaFailure and a ``retryDelay`` of
-20 s), ``hang`` (never answers). ``mode`` may be changed while the server runs.
+20 s), ``no_credit`` (OpenAI's 429 ``insufficient_quota``), ``zero_quota`` (Gemini's 429 naming a
+quota of 0), ``hang`` (never answers). ``mode`` may be changed while the server runs.
 """
 from __future__ import annotations
 
@@ -109,6 +110,18 @@ class ScriptedJudge:
         if mode == "unsupported":
             return error(400, "Unsupported parameter: 'max_tokens' is not supported with this model. "
                               "Use 'max_completion_tokens' instead.", "unsupported_parameter", "max_tokens")
+        if mode == "no_credit":  # OpenAI's answer to an account out of credit
+            return error(429, "You exceeded your current quota, please check your plan and billing details.",
+                         "insufficient_quota")
+        if mode == "zero_quota":  # Gemini's to a key with no quota for the model
+            return web.json_response([{"error": {
+                "code": 429, "message": "You exceeded your current quota, please check your plan and billing details.",
+                "status": "RESOURCE_EXHAUSTED", "details": [
+                    {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{
+                        "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
+                        "quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
+                        "quotaDimensions": {"location": "global", "model": "gemini-2.5-pro"}, "quotaValue": "0"}]}]}}],
+                status=429)
         if mode in ("429", "daily429", "gemini_daily429"):
             if self.requests <= self.ok_before_429:
                 return self._answer(payload, None)

@@ -83,6 +83,9 @@ def test_max_cost_is_a_hard_ceiling_and_a_higher_cap_resumes(tmp_path, price):
     ("401", "authentication failed"),
     ("404model", "model not found"),
     ("unsupported", "rejects a request parameter"),
+    # 429s no wait passes: OpenAI's insufficient_quota, and Gemini's quota of 0 for the model
+    ("no_credit", "credit or spending limit is used up"),
+    ("zero_quota", "quota for this model is 0"),
 ])
 def test_a_broken_endpoint_stops_at_the_first_call_with_one_message(tmp_path, mode, cause):
     if mode == "dead":

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from drscore.engine.runtime.calls.judging import FatalError, RateLimited, RateLimitInfo
-from drscore.judge.http import status_error
+from drscore.judge.http import classify_status, status_error
 from drscore.judge.quota_refusal import (
     NamedQuota, daily_quota_spent, fill_from_refusal, named_quotas, refusal_fault, seconds_to_pacific_midnight,
 )
@@ -126,3 +126,16 @@ def test_a_spent_gemini_daily_quota_waits_for_midnight_in_mountain_view():
     limited = status_error(429, body, "http://judge.test/v1", RateLimitInfo())
     assert isinstance(limited, RateLimited) and limited.limits is not None
     assert limited.limits.spent_daily == "requests per day" and limited.limits.retry_after_s > 20  # not the retryDelay
+
+
+def test_an_account_out_of_credit_is_told_from_a_rate_limit_worded_alike():
+    # OpenAI (ChatGPTNextWeb/NextChat#3123): the type says it is the account, not a rate
+    no_credit = (b'{"error": {"message": "You exceeded your current quota, please check your plan and billing details.",'
+                 b' "type": "insufficient_quota", "param": null, "code": "insufficient_quota"}}')
+    assert classify_status(429, no_credit) == ("no_credit", None)
+    err = status_error(429, no_credit, "http://judge.test/v1", RateLimitInfo())
+    assert isinstance(err, FatalError) and err.endpoint_fault
+    # Gemini says "You exceeded your current quota" of a per-minute quota too: a rate limit
+    assert classify_status(429, GEMINI_TOKENS) == ("rate_limit", None)
+    # 402 Payment Required (DeepSeek's "Insufficient Balance")
+    assert classify_status(402, b'{"error": {"message": "Insufficient Balance"}}') == ("no_credit", None)

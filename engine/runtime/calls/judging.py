@@ -101,6 +101,8 @@ ENDPOINT_FAULTS: dict[str, str] = {
     "unsupported_parameter": "the endpoint rejects a request parameter this judge call uses",
     # a 429 whose body names a quota of 0 (Gemini's quotaValue "0"): waiting never helps
     "no_quota": "the endpoint's quota for this model is 0 (the key, project or tier has no access to it)",
+    # OpenAI's 429 insufficient_quota, any 402: no wait brings the money back
+    "no_credit": "the account's credit or spending limit is used up (check the provider's billing page)",
 }
 OTHER_FAULTS: dict[str, str] = {
     "timeout": "no answer within the call timeout (--timeout)",
