@@ -21,6 +21,7 @@ shapes names nothing, and the 429 is read as before.
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 from datetime import datetime, time, timedelta, timezone, tzinfo
@@ -32,6 +33,7 @@ import orjson
 
 from drscore.engine.runtime.calls.judging import RateLimitInfo
 
+_JSON = json.JSONDecoder()
 _N = r"\d{1,3}(?:,\d{3})+|\d+"  # 30000 or 1,000,000 (not the comma after it)
 # A limit larger than this is a gateway's "no limit" (LiteLLM's 2^63 - 1), not a quota
 _UNSET = 1e15
@@ -103,11 +105,13 @@ def _violations(node: Any, depth: int = 0) -> list[dict[str, Any]]:
         return [v for x in node.values() for v in _violations(x, depth + 1)]
     if isinstance(node, list):
         return [v for x in node for v in _violations(x, depth + 1)]
-    if isinstance(node, str) and "quota" in node and node.lstrip()[:1] in ("{", "["):
+    if isinstance(node, str) and "quota" in node and "{" in node:
+        # the whole string, or JSON after a prefix ("litellm.RateLimitError: VertexAIException - {...}")
         try:
-            return _violations(orjson.loads(node), depth + 1)
-        except orjson.JSONDecodeError:
+            inner, _ = _JSON.raw_decode(node, node.index("{"))
+        except ValueError:
             return []
+        return _violations(inner, depth + 1)
     return []
 
 

@@ -139,3 +139,10 @@ def test_an_account_out_of_credit_is_told_from_a_rate_limit_worded_alike():
     assert classify_status(429, GEMINI_TOKENS) == ("rate_limit", None)
     # 402 Payment Required (DeepSeek's "Insufficient Balance")
     assert classify_status(402, b'{"error": {"message": "Insufficient Balance"}}') == ("no_credit", None)
+
+
+def test_gemini_quota_passed_on_inside_a_gateways_message_is_still_read():
+    # LiteLLM's proxy passes Vertex/Gemini's body on as text after its own prefix
+    inner = GEMINI_TOKENS.decode()[1:-1]  # the error object, out of its list
+    body = orjson.dumps({"error": {"message": f"litellm.RateLimitError: VertexAIException - {inner}", "code": "429"}})
+    assert named_quotas(body) == [NamedQuota(dimension="input_tokens", per="minute", limit=16000)]
