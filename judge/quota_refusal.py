@@ -12,7 +12,8 @@ otherwise learns it from the 429s' timing alone (``RateLimiter``'s learner):
 * Gemini, which sends no quota headers: a ``google.rpc.QuotaFailure`` detail whose violations
   carry a ``quotaId`` (``GenerateContentInputTokensPerModelPerMinute-FreeTier``,
   ``GenerateRequestsPerDayPerProjectPerModel-FreeTier``) and, often, the ``quotaValue``. A
-  value of 0 means the key has no quota for the model at all.
+  value of 0 means the key has no quota for the model at all; a daily quota comes back at
+  midnight Pacific (its rate-limit guide), not after the ``retryDelay`` beside it.
 * LiteLLM's proxy: "Crossed TPM / RPM / Max Parallel Request Limit. current rpm: 1, rpm limit:
   15, current tpm: 12260, tpm limit: 5000, ..." (an unset limit shows as 2^63 - 1).
 
@@ -140,7 +141,8 @@ def _gemini(body: bytes) -> list[NamedQuota]:
 
 
 def named_quotas(body: bytes) -> list[NamedQuota]:
-    """Every quota ``body`` (a 429's) names with its limit, in any of the shapes above."""
+    """Every quota ``body`` (a 429's) names, in any of the shapes above: with its limit, or
+    (a daily Gemini quota, which waits for its reset either way) without."""
     found = _gemini(body)
     text = body[:16_000].decode("utf-8", "replace")
     for m in _OPENAI.finditer(text):
