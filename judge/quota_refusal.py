@@ -187,16 +187,15 @@ def seconds_to_pacific_midnight(now: datetime) -> float:
 
 def refusal_fault(named: list[NamedQuota]) -> tuple[str, str] | None:
     """``(kind, why)`` where the refusal can never pass by waiting: a call larger than the whole
-    per-minute quota (``over_quota``, a fault of that one call), or a quota of 0 (``no_quota``:
+    quota of a minute or a day (``over_quota``, a fault of that one call), or a quota of 0 (``no_quota``:
     the key has none for this model, a fault of the endpoint as configured)."""
     for q in named:
         if q.limit == 0:
             return "no_quota", f"the endpoint's quota of {q.dimension.replace('_', ' ')} per {q.per} is 0"
     for q in named:
-        if q.per == "minute" and q.dimension != "requests" and q.requested is not None and q.limit is not None \
-                and q.requested > q.limit:
+        if q.dimension != "requests" and q.requested is not None and q.limit is not None and q.requested > q.limit:
             return "over_quota", (f"the call needs {_figure(q.requested)} {q.dimension.replace('_', ' ')} and the "
-                                  f"quota allows {_figure(q.limit)} a minute in all")
+                                  f"quota allows {_figure(q.limit)} a {q.per} in all")
     return None
 
 

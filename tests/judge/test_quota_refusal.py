@@ -102,6 +102,9 @@ def test_a_refusal_no_wait_passes_is_a_fault_not_a_rate_limit():
     assert refusal_fault(named_quotas(OPENAI_TPM)) is None
     kind, why = refusal_fault(named_quotas(OPENAI_TOO_LARGE))
     assert kind == "over_quota" and "31,538 tokens" in why and "30,000 a minute" in why
+    daily = OPENAI_TOO_LARGE.replace(b"per min (TPM): Limit 30000", b"per day (TPD): Limit 30000")
+    assert refusal_fault(named_quotas(daily)) == ("over_quota", "the call needs 31,538 tokens and the quota "
+                                                                "allows 30,000 a day in all")
     zero = _gemini("GenerateRequestsPerDayPerProjectPerModel-FreeTier", "0", "generate_content_free_tier_requests")
     assert refusal_fault(named_quotas(zero))[0] == "no_quota"
     # as the backends classify them: the call's own fault, the endpoint's, and a rate limit with its quota

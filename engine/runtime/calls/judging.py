@@ -114,7 +114,7 @@ OTHER_FAULTS: dict[str, str] = {
     "truncated": "answer cut off at the output cap (finish_reason length), also after one retry with a larger cap",
     "context_length": "the prompt does not fit the model's context window",
     "content_filter": "the provider's content filter refused the prompt or the answer",
-    "over_quota": "the call alone is larger than the endpoint's whole per-minute token quota (HTTP 429 that no wait "
+    "over_quota": "the call alone is larger than the endpoint's whole token quota of a minute or a day (HTTP 429 that no wait "
                   "passes): shorten the prompt, lower max_tokens, or raise the quota",
     "invalid_request": "the endpoint rejected this request's content (HTTP 400, or the same validation error twice)",
 }
