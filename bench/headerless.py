@@ -27,7 +27,9 @@ answers then deleted from the cache, the server's buckets full again): the quota
 learned is kept in the cache, and the measured run starts from it (``resumed``; the first
 run's 429s and limit over span beside it). ``--body-names-quota`` adds a run of each case against
 the ``gemini`` profile, which sends no quota headers but names the quota in each 429's body
-(``quota_named_by_429``): paced at it from that 429 on.
+(``quota_named_by_429``): paced at it from that 429 on. ``--header-less-profile azure`` measures
+the header-less runs against the ``azure`` profile instead: remaining counts without limits in
+the headers, and each 429 naming which quota refused it (tokens or calls), not its figure.
 
     .venv/bin/python -m bench.headerless [--case requests,tokens,mixed] [--runs N] [--second-run] [--body-names-quota]
 """
@@ -123,7 +125,8 @@ def _header_less(runs: int, **kw: Any) -> dict:
     earlier outputs named it), then each run's 429s, limit over span and votes, and in how
     many both targets held (≤ 3% 429, ≥ 0.95)."""
     tmp: Path = kw.pop("tmp")
-    results = [_measure("vllm", tmp=tmp / f"run{i}", **kw) for i in range(runs)]
+    profile = kw.pop("profile", "vllm")
+    results = [_measure(profile, tmp=tmp / f"run{i}", **kw) for i in range(runs)]
     out: dict = {"header_less": results[0]}
     if runs > 1:
         spans = [r["limit_over_span"] or 0 for r in results]
@@ -152,6 +155,9 @@ def main() -> None:
     ap.add_argument("--second-run", action="store_true",
                     help="measure each header-less run after a first one against the same endpoint, its answers "
                          "then deleted from the cache: the measured run starts from the quota the first learned")
+    ap.add_argument("--header-less-profile", default="vllm", choices=("vllm", "azure"),
+                    help="the header-less endpoint: vllm (a gateway's bare 429s) or azure (remaining counts and no "
+                         "limits in the headers; each 429 names the quota that refused it, not its figure)")
     ap.add_argument("--body-names-quota", action="store_true",
                     help="also run each case once against the gemini profile: no quota headers, but each 429's body "
                          "names the quota that refused it (Gemini's QuotaFailure)")
@@ -172,7 +178,8 @@ def main() -> None:
             out["requests"] = {
                 "rpm": args.rpm, "methods": ["quality", "redundancy"],
                 "reports": f"examples/reports.claude-3-7-sonnet.jsonl (first {args.reports})",
-                **_header_less(args.runs, tmp=Path(d) / "r", second=args.second_run, **kw),
+                **_header_less(args.runs, tmp=Path(d) / "r", second=args.second_run, profile=args.header_less_profile,
+                               **kw),
                 "with_headers": _measure("openai", tmp=Path(d) / "r", **kw),
                 **({"body_names_quota": _measure("gemini", tmp=Path(d) / "r", **kw)} if args.body_names_quota else {})}
         drb = Path(args.drb)
@@ -186,7 +193,8 @@ def main() -> None:
             out[case] = {
                 "rpm": rpm or None, "tpm": tpm or None, "methods": ["quality"],
                 "reports": "DeepResearch Bench, 100 reports",
-                **_header_less(args.runs, tmp=Path(d) / case, second=args.second_run, **kw),
+                **_header_less(args.runs, tmp=Path(d) / case, second=args.second_run, profile=args.header_less_profile,
+                               **kw),
                 "with_headers": _measure("openai", tmp=Path(d) / case, **kw),
                 **({"body_names_quota": _measure("gemini", tmp=Path(d) / case, **kw)} if args.body_names_quota else {})}
     out["machine"] = machine()

@@ -14,6 +14,9 @@ otherwise learns it from the 429s' timing alone (``RateLimiter``'s learner):
   ``GenerateRequestsPerDayPerProjectPerModel-FreeTier``) and, often, the ``quotaValue``. A
   value of 0 means the key has no quota for the model at all; a daily quota comes back at
   midnight Pacific (its rate-limit guide), not after the ``retryDelay`` beside it.
+* Azure OpenAI names the quota but not its figure: "have exceeded token rate limit of your
+  current OpenAI S0 pricing tier" (or "call rate limit"): a pace learned from the 429s keeps to
+  that dimension.
 * LiteLLM's proxy: "Crossed TPM / RPM / Max Parallel Request Limit. current rpm: 1, rpm limit:
   15, current tpm: 12260, tpm limit: 5000, ..." (an unset limit shows as 2^63 - 1).
 
@@ -46,6 +49,10 @@ _OPENAI = re.compile(
 _ANTHROPIC = re.compile(
     rf"rate limit(?: for your organization)?(?: \([^)]{{0,200}}\))? of (?P<limit>{_N}) "
     r"(?P<what>(?:input |output )?tokens|requests) per (?P<per>minute|day)", re.IGNORECASE)
+# Azure OpenAI names the quota, not its figure: "have exceeded token rate limit of your current
+# OpenAI S0 pricing tier", "exceeded the token rate limit for your current AIServices S0 pricing
+# tier", "exceeded call rate limit"
+_AZURE = re.compile(r"exceeded (?:the )?(?P<what>token|call) rate limit", re.IGNORECASE)
 _LITELLM = re.compile(r"current (?P<what>rpm|tpm): (?P<used>-?\d+), (?:rpm|tpm) limit: (?P<limit>-?\d+)", re.IGNORECASE)
 
 
@@ -129,7 +136,7 @@ def _gemini(body: bytes) -> list[NamedQuota]:
         value = v.get("quotaValue")
         limit = _number(str(value)) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
         per = "day" if "perday" in name else "minute" if "perminute" in name else ""
-        if not per or (limit is None and per == "minute"):
+        if not per:
             continue
         dimension = "requests" if "request" in name and "token" not in name else \
             "input_tokens" if "input" in name else "tokens"
@@ -155,6 +162,9 @@ def named_quotas(body: bytes) -> list[NamedQuota]:
         limit = _number(m.group("limit"))
         if limit is not None:
             found.append(NamedQuota(dimension=_dimension(m.group("what")), per=m.group("per").lower(), limit=limit))
+    for m in _AZURE.finditer(text):
+        found.append(NamedQuota(dimension="tokens" if m.group("what").lower() == "token" else "requests",
+                                per="minute", limit=None))
     for m in _LITELLM.finditer(text):
         limit, used = _number(m.group("limit")), _number(m.group("used"))
         if limit is not None and 0 < limit < _UNSET:  # an unset limit says nothing
@@ -224,3 +234,8 @@ def fill_from_refusal(info: RateLimitInfo, named: list[NamedQuota]) -> None:
             taken.append(q.describe())
     if taken:
         info.named_quota = "; ".join(taken)
+    # which dimension refused, where the body names just one (with its figure or not)
+    refusing = {"requests" if q.dimension == "requests" else "tokens"
+                for q in named if q.per == "minute" and q.dimension != "output_tokens"}
+    if len(refusing) == 1:
+        info.binding_named = refusing.pop()

@@ -205,6 +205,11 @@ def rate_limit_response(p: Profile, wait_s: float, quota_headers: dict[str, str]
     elif p.name == "anthropic":
         body = error_body(p, 429, "This request would exceed the rate limit for your organization. Please "
                                   "retry after some time.")
+    elif refusal is not None and p.name == "azure":  # the quota named, not its figure
+        kind = "call" if refusal.dimension == "requests" else "token"
+        body = error_body(p, 429, f"Requests to the ChatCompletions_Create Operation under Azure OpenAI API version "
+                                  f"2024-10-21 have exceeded {kind} rate limit of your current OpenAI S0 pricing tier. "
+                                  f"Please retry after {seconds} seconds.", type_="", code="429")
     elif refusal is not None and p.name == "openai":
         kind, abbr = ("requests", "RPM") if refusal.dimension == "requests" else ("tokens", "TPM")
         body = error_body(p, 429, f"Rate limit reached for {model} in organization org-mock on {kind} per min "

@@ -31,6 +31,11 @@ GROQ_DAILY = (b'{"error": {"message": "Rate limit reached for model `llama-3.1-7
 ANTHROPIC = (b'{"type": "error", "error": {"type": "rate_limit_error", "message": "This request would exceed the rate '
              b'limit for your organization (a22c) of 1,000,000 input tokens per minute. For details, refer to the '
              b'docs."}}')
+# Azure OpenAI (microsoft/sample-app-aoai-chatGPT#406): the quota named, not its figure
+AZURE = (b'{"error": {"code": "429", "message": "Requests to the ChatCompletions_Create Operation under Azure OpenAI '
+         b'API version 2024-02-01 have exceeded token rate limit of your current OpenAI S0 pricing tier. Please retry '
+         b'after 9 seconds. Please go here: https://aka.ms/oai/quotaincrease if you would like to further increase the '
+         b'default rate limit."}}')
 # LiteLLM's proxy (BerriAI/litellm#13898); 9223372036854775807 is its "no limit"
 LITELLM = (b'{"error": {"message": "429: LiteLLM Rate Limit Handler for rate limit type = team. Crossed TPM / RPM / '
            b'Max Parallel Request Limit. current rpm: 1, rpm limit: 15, current tpm: 12260, tpm limit: 5000, current '
@@ -64,8 +69,11 @@ GEMINI_TOKENS = _gemini("GenerateContentInputTokensPerModelPerMinute-FreeTier", 
      [NamedQuota(dimension="requests", per="minute", limit=10)]),
     (LITELLM, [NamedQuota(dimension="requests", per="minute", limit=15, used=1),
                NamedQuota(dimension="tokens", per="minute", limit=5000, used=12260)]),
-    # no figure: Gemini's violation without its value, a vLLM gateway's bare 429, an unset LiteLLM limit
-    (_gemini("GenerateRequestsPerMinutePerProjectPerModel-FreeTier", None, "generate_content_free_tier_requests"), []),
+    # no figure: Gemini's violation without its value and Azure's wording name the quota alone
+    (_gemini("GenerateRequestsPerMinutePerProjectPerModel-FreeTier", None, "generate_content_free_tier_requests"),
+     [NamedQuota(dimension="requests", per="minute", limit=None)]),
+    (AZURE, [NamedQuota(dimension="tokens", per="minute", limit=None)]),
+    # nothing: a vLLM gateway's bare 429, an unset LiteLLM limit
     (b'{"object": "error", "message": "Too many requests", "code": 429}', []),
     (b'{"error": {"message": "current rpm: 1, rpm limit: 9223372036854775807"}}', []),
 ])
@@ -149,3 +157,19 @@ def test_gemini_quota_passed_on_inside_a_gateways_message_is_still_read():
     inner = GEMINI_TOKENS.decode()[1:-1]  # the error object, out of its list
     body = orjson.dumps({"error": {"message": f"litellm.RateLimitError: VertexAIException - {inner}", "code": "429"}})
     assert named_quotas(body) == [NamedQuota(dimension="input_tokens", per="minute", limit=16000)]
+
+
+def test_a_body_naming_one_quota_without_its_figure_names_the_binding_dimension():
+    info = RateLimitInfo()
+    fill_from_refusal(info, named_quotas(AZURE))
+    assert (info.limit_tokens, info.named_quota, info.binding_named) == (None, None, "tokens")
+    info = RateLimitInfo()
+    fill_from_refusal(info, named_quotas(AZURE.replace(b"token rate limit", b"call rate limit")))
+    assert info.binding_named == "requests"
+    # Gemini naming both a request and a token quota at once: no one dimension
+    both = orjson.loads(GEMINI_TOKENS)
+    both[0]["error"]["details"][0]["violations"].append(
+        {"quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier", "quotaValue": "10"})
+    info = RateLimitInfo()
+    fill_from_refusal(info, named_quotas(orjson.dumps(both)))
+    assert info.binding_named is None and (info.limit_requests, info.limit_tokens) == (10, 16000)

@@ -83,6 +83,9 @@ class RateLimitInfo(msgspec.Struct, kw_only=True):
     # The body named a daily quota, spent until a time its provider documents (Gemini's, at
     # midnight Pacific): ``retry_after_s`` runs to then ("250 requests per day")
     spent_daily: str | None = None
+    # The body named which quota refused the call but not its figure (Azure's "exceeded token
+    # rate limit"): "requests" or "tokens", the dimension a pace learned from 429s keeps to
+    binding_named: str | None = None
 
 
 # What went wrong with a call, as a backend classifies it (``JudgeError.kind``). The

@@ -521,8 +521,8 @@ class GuessVote(msgspec.Struct, frozen=True):
     """One 429's vote on which quota binds: the refused call's ``rank`` among the sizes sent
     before it, the dimension ``paced`` when it came ("none" at the first 429, the start-up
     burst's), the :meth:`RateLearner.strain` of each dimension (``strain``: requests, tokens),
-    what decided (``by``: "proofs" where a strain ruled a dimension out, else "ranks") and the
-    ``guess`` after it."""
+    what decided (``by``: "proofs" where a strain ruled a dimension out, "body" where the 429's
+    body named the dimension, else "ranks") and the ``guess`` after it."""
 
     rank: float
     paced: str
@@ -566,6 +566,7 @@ class BindingGuess:
         self.dimension = "requests"
         self.votes: list[GuessVote] = []  # the first VOTES_KEPT, for the run's summary
         self._refusals = 0  # before the first, nothing was paced
+        self._named = False  # a 429's body named the binding dimension
 
     def sent(self, tokens: float) -> None:
         self._sizes.append(tokens)
@@ -584,11 +585,20 @@ class BindingGuess:
         var = sum((x - mean) ** 2 for x in self._sizes) / n
         return mean <= 0 or var ** 0.5 / mean < self.alike_cv
 
-    def refused(self, tokens: float, strain: tuple[float | None, float | None] = (None, None)) -> str:
+    def refused(self, tokens: float, strain: tuple[float | None, float | None] = (None, None),
+                named: str | None = None) -> str:
         """Record a 429 of a request of ``tokens`` (``strain``: :meth:`RateLearner.strain` of
-        requests and of tokens, None without a proof); the dimension that binds now."""
+        requests and of tokens, None without a proof); the dimension that binds now.
+        ``named``: the dimension the 429's body named without its figure (Azure's "exceeded
+        token rate limit"): it binds, whatever the sizes and proofs say, now and after."""
         paced = self.dimension if self._refusals else "none"
         self._refusals += 1
+        if named in ("requests", "tokens"):
+            self.dimension, self._named = named, True
+        if self._named:
+            if len(self.votes) < VOTES_KEPT:
+                self.votes.append(GuessVote(rank=0.0, paced=paced, strain=(0.0, 0.0), by="body", guess=self.dimension))
+            return self.dimension
         if self._alike():
             self.dimension = "requests"
             return self.dimension
@@ -1524,7 +1534,7 @@ class RateLimiter:
                 # (bench.headerless, tokens: 0.72 then 0.17 a millisecond later, in 3 runs of 31).
                 strain = (self.learner.strain(permit.seq, 1.0, permit.granted_at),
                           self.token_learner.strain(permit.seq, permit.estimate, permit.granted_at))
-                self.binding.refused(permit.estimate, strain=strain)
+                self.binding.refused(permit.estimate, strain=strain, named=info.binding_named if info else None)
             self.token_learner.unit_guess = max(1.0, float(permit.estimate))
             requests_cut = self.learner.rate_limited(delay, self._admitted_requests, permit.seq)
             tokens_cut = self.token_learner.rate_limited(delay, self._admitted_tokens, permit.seq)

@@ -1019,3 +1019,20 @@ async def test_a_call_refused_whole_gives_its_charge_back_and_pauses_nobody():
     await lim.release_refused(p)
     assert lim.tokens.level == pytest.approx(1000, abs=5) and lim.concurrency.in_use == 0
     assert lim.snapshot()["paused_s"] == 0 and lim.rate_limited == 0
+
+
+def test_a_429_naming_its_dimension_decides_the_binding_guess_for_good():
+    guess = BindingGuess()
+    for x in (100, 5000, 120, 4800, 90, 5100):
+        guess.sent(x)
+    # the smallest call refused in the start-up burst says requests by its rank; Azure's body
+    # ("exceeded token rate limit") says tokens
+    assert guess.refused(90, named="tokens") == "tokens" and guess.votes[-1].by == "body"
+    # a later 429 naming nothing, a small call refused while tokens are paced: still tokens
+    assert guess.refused(90, strain=(0.5, 0.9)) == "tokens" and guess.votes[-1].by == "body"
+    # without the body, that second vote would have turned the guess to requests
+    plain = BindingGuess()
+    for x in (100, 5000, 120, 4800, 90, 5100):
+        plain.sent(x)
+    plain.refused(5100)
+    assert plain.dimension == "tokens" and plain.refused(90, strain=(0.5, 0.9)) == "requests"
