@@ -244,3 +244,16 @@ def test_a_call_larger_than_the_whole_quota_fails_alone_without_pausing_the_run(
     assert failed["score"] is None and failed["status"] == "failed" and len(failed["errors"]) == 1
     assert failed["errors"][0].startswith("over_quota: the call needs 6,722 tokens and the quota allows 3,000 a minute")
     assert _summary(tmp_path)["totals"]["request_faults"] == 1
+
+
+def test_azures_429_naming_a_token_quota_decides_the_learned_dimension(tmp_path):
+    # Azure sends what remains, not the limits, and its 429 names the quota that refused the
+    # call without its figure ("exceeded token rate limit"): the pace is still learned from
+    # the 429s, in the dimension the body named from the first one on.
+    with MockServerProcess(MockConfig(tpm=240_000, profile="azure")) as mock:
+        proc = _run(mock.url, tmp_path, "--methods", "quality,redundancy", "--limit", "2", timeout=120)
+        refused = mock.stats()["rate_limited"]
+    assert proc.returncode == 0, proc.stderr
+    learned = _summary(tmp_path)["totals"]["learned_quota"]
+    assert refused >= 1 and learned["binding"] == "tokens" and learned["proven_tpm"] > 0
+    assert learned["votes"] and all(v["by"] == "body" and v["guess"] == "tokens" for v in learned["votes"])

@@ -90,6 +90,8 @@ def test_each_profiles_429_names_the_quota_in_its_providers_words():
     assert named_quotas(body) == [NamedQuota(dimension="input_tokens", per="minute", limit=30000)]
     _, body = rate_limit_response(profile("gemini"), 0.5, {}, "gemini-2.5-flash", refusal)
     assert named_quotas(body) == [NamedQuota(dimension="tokens", per="minute", limit=30000)]
+    _, body = rate_limit_response(profile("azure"), 0.5, {}, "gpt-4o", refusal)  # the quota, not its figure
+    assert named_quotas(body) == [NamedQuota(dimension="tokens", per="minute", limit=None)]
     _, body = rate_limit_response(profile("vllm"), 0.5, {}, "m", refusal)  # a bare gateway names nothing
     assert named_quotas(body) == []
 
