@@ -257,3 +257,16 @@ def test_azures_429_naming_a_token_quota_decides_the_learned_dimension(tmp_path)
     learned = _summary(tmp_path)["totals"]["learned_quota"]
     assert refused >= 1 and learned["binding"] == "tokens" and learned["proven_tpm"] > 0
     assert learned["votes"] and all(v["by"] == "body" and v["guess"] == "tokens" for v in learned["votes"])
+
+
+def test_a_run_whose_every_call_is_over_the_whole_quota_stops_and_says_so(tmp_path):
+    # A quota of 100 tokens a minute: every prompt of the examples (redundancy's pairs of
+    # paragraphs too) is refused for good. Each is sent once, and the tenth such refusal stops
+    # the run with one line naming the quota, not "rejected for its content".
+    with MockServerProcess(MockConfig(tpm=100, burst=60, profile="openai")) as mock:
+        proc = _run(mock.url, tmp_path, "--no-cache", "--methods", "quality,redundancy", timeout=120)
+        served = mock.stats()
+    assert proc.returncode == 1, proc.stderr
+    assert served["ok"] == 0 and served["requests"] == served["rate_limited"] >= 10
+    assert "every call so far is larger than the endpoint's whole token quota" in proc.stderr
+    assert "quota allows 100 a minute in all" in proc.stderr

@@ -176,8 +176,8 @@ class CircuitBreaker:
 
 # Request faults that, when every call of a prompt kind meets them, mean the run is set up
 # wrong (a window too small for the reports, a filter that takes every prompt, an output cap
-# no answer fits in), not that some items are unlucky.
-SYSTEMATIC = frozenset({"context_length", "content_filter", "invalid_request", "truncated"})
+# no answer fits in, a quota smaller than every prompt), not that some items are unlucky.
+SYSTEMATIC = frozenset({"context_length", "content_filter", "invalid_request", "truncated", "over_quota"})
 
 
 class SystematicFaults:

@@ -762,6 +762,9 @@ class JudgePool:
                     "the endpoint's filter settings")
         elif e.reason == "truncated":
             what = f"every answer so far was cut off at its output cap ({calls}; {e.detail})"
+        elif e.reason == "over_quota":
+            what = (f"every call so far is larger than the endpoint's whole token quota ({calls}; last: {e.detail}): "
+                    "raise the quota, or use a judge whose quota fits these prompts")
         else:
             what = f"every request so far was rejected for its content ({calls}; last: {e.detail})"
         return StopReason(reason=e.reason, message=f"judge at {self.endpoint}: {what}", fatal=True)
