@@ -311,6 +311,11 @@ def dry_run_text(summary: dict[str, Any], price_model: str | None) -> str:
                   else "the model family's documented prior, see docs/judges.md")
         lines.append(f"  reasoning (estimate): about {reasoning:,} of the {t['planned_output_tokens']:,} output tokens "
                      f"would be the judge's hidden thinking, billed as output ({source})")
+    over = t.get("planned_over_quota")
+    if over:
+        lines.append(f"  warning: {over['calls']:,} planned call(s) are each larger than the token quota's whole minute "
+                     f"({over['tpm']:,.0f} tokens): an endpoint that refuses such a call outright (OpenAI's \"Request too "
+                     "large\") fails them alone (over_quota); raise the quota or shorten the inputs")
     lines.extend(_judge_notes(t))
     items = max(1, t["items"])
     lines.append(f"  {t['items']} report x method items; {t['planned_calls'] / items:.2f} calls per item")

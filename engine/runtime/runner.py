@@ -337,6 +337,8 @@ class Runner:
             totals["cost_unsettled_usd"] = round(budget.unsettled, 6)  # timed out: may have been billed
         if dry_run:
             planned_input = self.pool.planned_input()
+            if s.planned_over_quota:  # each larger than a minute of the known token quota
+                totals["planned_over_quota"] = {"calls": s.planned_over_quota, "tpm": self.pool.limiter.tpm}
             totals.update({"planned_calls": s.planned_calls, "planned_input_tokens": s.planned_input_tokens,
                            "planned_output_tokens": s.planned_output_tokens,
                            "planned_cost_usd": known_cost(s.planned_cost_usd, priced, 6),

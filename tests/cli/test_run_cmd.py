@@ -156,3 +156,19 @@ def test_a_dry_run_prints_each_templates_input_with_the_bar_its_record_gives(tmp
     for name, _, _, bar, learned in parts:
         assert int(learned.replace(",", "")) == recorded[name]
         assert float(bar) < float(whole.group(2))  # a template's own record: narrower than one call's error
+
+
+@pytest.mark.parametrize("tpm, over", [(100, 10), (10_000_000, 0)])
+def test_a_dry_run_warns_of_calls_larger_than_a_minute_of_the_told_token_quota(tmp_path, capsys, tpm, over):
+    # 100 tokens a minute: each of the 10 quality calls is larger than the whole quota, which
+    # OpenAI refuses outright ("Request too large"); ten million: none is
+    code = main(["run", "--methods", "quality", "--tasks", str(EXAMPLES / "tasks.jsonl"),
+                 "--reports", str(EXAMPLES / "reports.claude-3-7-sonnet.jsonl"), "--dry-run",
+                 "--judge-url", "http://127.0.0.1:9/v1", "--judge-model", "gpt-4.1", "--tpm", str(tpm),
+                 "--cache", str(tmp_path / "c"), "--out", str(tmp_path / "run")])
+    text = capsys.readouterr().out
+    assert code == 0
+    warned = [line for line in text.splitlines() if "larger than the token quota's whole minute" in line]
+    assert len(warned) == (1 if over else 0)
+    if over:
+        assert f"warning: {over} planned call(s) are each larger" in warned[0] and f"({tpm:,} tokens)" in warned[0]

@@ -190,6 +190,9 @@ class PoolStats(msgspec.Struct):
     timeouts_not_resent: int = 0  # timed out at a server that may still be working on them: not sent again
     # dry-run plan (calls that would be made)
     planned_calls: int = 0
+    # planned calls each charged more than the whole minute of a known token quota (told or
+    # kept): an endpoint that refuses such a call outright (OpenAI) fails them (over_quota)
+    planned_over_quota: int = 0
     planned_input_tokens: int = 0
     planned_output_tokens: int = 0
     planned_cost_usd: float = 0.0
@@ -649,6 +652,11 @@ class JudgePool:
         cached = self._cache_estimate.cached_tokens(req.messages, tin) if not self.batched else 0
         cost = self.prices.cost(self.price_model, tin, tout, cached, batch=self.batched)
         s = self.stats
+        lim = self.limiter
+        if lim.tpm and (lim.told_tpm or lim.remembered):
+            # what the endpoint's quota would charge this call (engine.runtime.calls.quota_charge)
+            charge = tin if self.charges_input else tin + (tpl.max_tokens if self.reserved is not None else tout)
+            s.planned_over_quota += charge > lim.tpm
         s.planned_calls += 1
         s.planned_input_tokens += tin
         s.planned_output_tokens += tout
