@@ -52,7 +52,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from drscore.judge.mock.quota import Refusal, format_duration
+from drscore.judge.mock.quota import Refusal, figure, format_duration
 
 PROFILES = ("openai", "azure", "gemini", "anthropic", "vllm", "ollama", "llamacpp", "llamacpp-python")
 
@@ -198,7 +198,7 @@ def rate_limit_response(p: Profile, wait_s: float, quota_headers: dict[str, str]
                                + ("requests" if refusal.dimension == "requests" else
                                   "input_token_count" if input_only else "token_count"),
                 "quotaId": f"{what}PerModelPerMinute-PaidTier",
-                "quotaDimensions": {"location": "global", "model": model}, "quotaValue": _num(refusal.limit)}]})
+                "quotaDimensions": {"location": "global", "model": model}, "quotaValue": figure(refusal.limit)}]})
         details.append({"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{seconds}s"})
         body = error_body(p, 429, "You exceeded your current quota, please check your plan and billing details.",
                           extra={"details": details})
@@ -213,8 +213,8 @@ def rate_limit_response(p: Profile, wait_s: float, quota_headers: dict[str, str]
     elif refusal is not None and p.name == "openai":
         kind, abbr = ("requests", "RPM") if refusal.dimension == "requests" else ("tokens", "TPM")
         body = error_body(p, 429, f"Rate limit reached for {model} in organization org-mock on {kind} per min "
-                                  f"({abbr}): Limit {_num(refusal.limit)}, Used {_num(refusal.limit - refusal.left)}, "
-                                  f"Requested {_num(refusal.requested)}. Please try again in {format_duration(wait_s)}.",
+                                  f"({abbr}): Limit {figure(refusal.limit)}, Used {figure(refusal.limit - refusal.left)}, "
+                                  f"Requested {figure(refusal.requested)}. Please try again in {format_duration(wait_s)}.",
                           type_=kind, code="rate_limit_exceeded")
     else:
         body = error_body(p, 429, f"Rate limit reached for {model}. Please try again later.",
@@ -226,13 +226,9 @@ def too_large_response(p: Profile, quota_headers: dict[str, str], model: str, li
                        requested: float) -> tuple[dict[str, str], bytes]:
     """OpenAI's 429 for a call larger than the whole minute's token quota, which no wait passes."""
     body = error_body(p, 429, f"Request too large for {model} in organization org-mock on tokens per min (TPM): "
-                              f"Limit {_num(limit)}, Requested {_num(requested)}. The input or output tokens must be "
+                              f"Limit {figure(limit)}, Requested {figure(requested)}. The input or output tokens must be "
                               "reduced in order to run successfully.", type_="tokens", code="rate_limit_exceeded")
     return quota_rate_headers(p, quota_headers), body
-
-
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else str(x)
 
 
 def hostile_hints(headers: dict[str, str], body: bytes, hint: str) -> tuple[dict[str, str], bytes]:

@@ -11,7 +11,8 @@ from typing import Callable
 
 import msgspec
 
-__all__ = ["TPM_CHARGES", "UNCAPPED_RESERVATION", "Quota", "Refusal", "TokenBucket", "ceil_ms", "character_guess", "format_duration"]
+__all__ = ["TPM_CHARGES", "UNCAPPED_RESERVATION", "Quota", "Refusal", "TokenBucket", "ceil_ms", "character_guess", "figure",
+           "format_duration"]
 
 # What a token quota charges a request (MockConfig.tpm_charge).
 TPM_CHARGES = ("counted", "reserved", "input")
@@ -174,7 +175,7 @@ class Quota:
         out: dict[str, str] = {}
         for kind, bucket in (("requests", self.requests), ("tokens", self.tokens)):
             if bucket is not None:
-                out[f"x-ratelimit-limit-{kind}"] = _num(bucket.limit)
+                out[f"x-ratelimit-limit-{kind}"] = figure(bucket.limit)
                 out[f"x-ratelimit-remaining-{kind}"] = str(bucket.remaining())
                 out[f"x-ratelimit-reset-{kind}"] = format_duration(bucket.reset_s())
         return out
@@ -186,5 +187,6 @@ class Quota:
                 bucket.refill_to_full(now)
 
 
-def _num(x: float) -> str:
+def figure(x: float) -> str:
+    """A quota figure as a provider writes it: 600000, not 600000.0."""
     return str(int(x)) if float(x).is_integer() else str(x)

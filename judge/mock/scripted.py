@@ -38,6 +38,19 @@ def _fill_text(value: Any, schema: dict[str, Any], text: str) -> Any:
     return value
 
 
+def _gemini_quota_429(quota_id: str, value: str, retry_delay: str | None = None) -> web.Response:
+    """Gemini's 429 naming the request quota ``quota_id`` of ``value`` (a QuotaFailure), with a
+    RetryInfo where ``retry_delay`` is given."""
+    details: list[dict[str, Any]] = [{"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{
+        "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests", "quotaId": quota_id,
+        "quotaDimensions": {"location": "global", "model": "gemini-2.5-flash"}, "quotaValue": value}]}]
+    if retry_delay is not None:
+        details.append({"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": retry_delay})
+    return web.json_response([{"error": {
+        "code": 429, "message": "You exceeded your current quota, please check your plan and billing details.",
+        "status": "RESOURCE_EXHAUSTED", "details": details}}], status=429)
+
+
 class ScriptedJudge:
     """``with ScriptedJudge("401") as judge: ... judge.url ... judge.requests``."""
 
@@ -114,28 +127,13 @@ class ScriptedJudge:
             return error(429, "You exceeded your current quota, please check your plan and billing details.",
                          "insufficient_quota")
         if mode == "zero_quota":  # Gemini's to a key with no quota for the model
-            return web.json_response([{"error": {
-                "code": 429, "message": "You exceeded your current quota, please check your plan and billing details.",
-                "status": "RESOURCE_EXHAUSTED", "details": [
-                    {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{
-                        "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
-                        "quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
-                        "quotaDimensions": {"location": "global", "model": "gemini-2.5-pro"}, "quotaValue": "0"}]}]}}],
-                status=429)
+            return _gemini_quota_429("GenerateRequestsPerMinutePerProjectPerModel-FreeTier", "0")
         if mode in ("429", "daily429", "gemini_daily429"):
             if self.requests <= self.ok_before_429:
                 return self._answer(payload, None)
             if mode == "gemini_daily429":
                 # Gemini's free tier spent for the day: a short retryDelay beside a per-day violation
-                return web.json_response([{"error": {
-                    "code": 429, "message": "You exceeded your current quota, please check your plan and billing "
-                                            "details.", "status": "RESOURCE_EXHAUSTED", "details": [
-                        {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{
-                            "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
-                            "quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier",
-                            "quotaDimensions": {"location": "global", "model": "gemini-2.5-flash"},
-                            "quotaValue": "250"}]},
-                        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "20s"}]}}], status=429)
+                return _gemini_quota_429("GenerateRequestsPerDayPerProjectPerModel-FreeTier", "250", retry_delay="20s")
             if mode == "429":
                 return error(429, "Rate limit reached.", "rate_limit_exceeded",
                              headers={"Retry-After": str(self.retry_after)})

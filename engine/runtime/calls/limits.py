@@ -1490,18 +1490,11 @@ class RateLimiter:
         Returns the pause (seconds) the caller should respect before retrying.
         ``unusable_wait_s``: the pause when the server's only delay hint could not be
         believed (``info.unusable_hint``; the pool passes its --max-rate-limit-wait)."""
-        permit._released = True
-        self._settle(permit)
+        self._took_nothing(permit)
         # The server took nothing, but its bucket held less than we thought: the charge stays
         # (the pause and the headers, if any, correct the rest).
         self._correct(permit, permit.estimate)
         self.rate_limited += 1
-        if self._server is not None:
-            self._server.refused(permit.seq)
-        self._admitted_requests -= 1  # refused: the server took nothing
-        self.learner.refused(permit.seq)
-        self.token_learner.refused(permit.seq)
-        self._admitted_tokens -= permit.estimate
         now = time.monotonic()
         delay = None
         self._end_probe()  # a 429 at the probe: full concurrency, then cut below (as with headers)
@@ -1572,21 +1565,25 @@ class RateLimiter:
         pauses."""
         if permit._released:
             return
+        self._took_nothing(permit)
+        correction = self._correct(permit, 0)
+        if self.tokens is not None and self.shared is None:
+            self.tokens.shift(correction, time.monotonic())
+            self._changed.set()
+        self._end_probe()
+        await self.concurrency.release()
+
+    def _took_nothing(self, permit: Permit) -> None:
+        """``permit``'s call was refused: released, and out of what the server took (its
+        replayed bucket, the learners' measure)."""
         permit._released = True
         self._settle(permit)
-        correction = self._correct(permit, 0)
+        if self._server is not None:
+            self._server.refused(permit.seq)
         self._admitted_requests -= 1
         self._admitted_tokens -= permit.estimate
         self.learner.refused(permit.seq)
         self.token_learner.refused(permit.seq)
-        if self.tokens is not None and self.shared is None:
-            now = time.monotonic()
-            if self.reserves_output and self._server_of is self.tokens and self._server is not None:
-                self._server.refused(permit.seq)
-            self.tokens.shift(correction, now)
-            self._changed.set()
-        self._end_probe()
-        await self.concurrency.release()
 
     async def release_failed(self, permit: Permit) -> None:
         """Release after a failed call (no usage known; the estimate stays charged)."""

@@ -655,7 +655,8 @@ class JudgePool:
         lim = self.limiter
         if lim.tpm and (lim.told_tpm or lim.remembered):
             # what the endpoint's quota would charge this call (engine.runtime.calls.quota_charge)
-            charge = tin if self.charges_input else tin + (tpl.max_tokens if self.reserved is not None else tout)
+            charge = tin if self.charges_input else \
+                tin + (self._output_room(tpl, req, None) if self.reserved is not None else tout)
             s.planned_over_quota += charge > lim.tpm
         s.planned_calls += 1
         s.planned_input_tokens += tin
