@@ -17,7 +17,9 @@ team's second run of a model has; every other setting starts from the character 
 documented to (a character guess at the prompt plus the whole ``max_tokens``, the unused part
 given back with the answer; the limit is then what the quota kept, not the usage), told quotas
 then against the ``azure`` profile (remaining counts without limits, as Azure sends), and
-``--client-charge counted`` shows a client that charges the usage it expects instead.
+``--client-charge counted`` shows a client that charges the usage it expects instead, and
+``--client-output-cap fixed`` one that sends every call its template's own cap rather than one
+fitted to the answers (``caps_reserved``: the caps the quota held at admission).
 ``--charge input`` charges the prompt alone, as Gemini's input-token quota does (told quotas
 then against the ``gemini`` profile).
 
@@ -101,7 +103,8 @@ def _learn_token_counting(*, reports: Path, tasks: Path, methods: list[str], tok
 def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tasks: Path, latency: float,
          jitter: float, concurrency: int, methods: list[str], tmp: Path, burst: float = 1.0,
          remembered: bool = False, fitted: bool = False, tokenizer: str = "words", charge: str = "counted",
-         client_charge: str = "auto", client_tokenizer: str | None = None, client_estimates: str = "proxy") -> dict:
+         client_charge: str = "auto", client_tokenizer: str | None = None, client_estimates: str = "proxy",
+         client_output_cap: str = "fitted") -> dict:
     cfg = MockConfig(profile=profile, rpm=rpm, tpm=tpm, latency=latency, jitter=jitter, seed=11, burst=burst,
                      tokenizer=tokenizer, tpm_charge=charge)
     cache = tmp.with_name(f"{tmp.name}-cache")
@@ -117,7 +120,8 @@ def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tas
                             cache_dir=str(cache),
                             rpm=rpm if told else 0, tpm=tpm if told else 0, burst_s=burst if told else 1.0,
                             tpm_charge=client_charge if client_charge != "auto" else charge,
-                            tokenizer=client_tokenizer, proxy_tokenizer=client_estimates == "proxy")
+                            tokenizer=client_tokenizer, proxy_tokenizer=client_estimates == "proxy",
+                            fit_output_cap=client_output_cap == "fitted")
         run = RunConfig(methods=methods, reports=[str(reports)], tasks=str(tasks), out=str(tmp),
                         judge=judge, method_options={"segmentation": "sections"})
         wall, summary = asyncio.run(timed_run(run))
@@ -140,6 +144,10 @@ def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tas
             # a reserving quota's give-backs that met a full bucket and were dropped by the server
             # (seconds of quota): its loss that no pacing of ours can prevent
             "given_back_dropped_s": round(s.get("tokens_given_back_dropped", 0.0) / (tpm / 60), 2) if tpm else None,
+            # a reserving quota's output caps held at admission, and the client's caps fitted to the answers
+            "caps_reserved": s.get("caps_reserved", 0) if charge == "reserved" else None,
+            "client_output_cap": client_output_cap if judge.tpm_charge == "reserved" else None,
+            "fitted_cap_cuts": (summary["totals"].get("output_caps_fitted") or {}).get("cut", 0),
             "last_request_to_last_answer_s": round((s["last_answer_at"] or 0.0) - (s["last_request_at"] or 0.0), 2),
             "items_failed": summary["totals"]["items_failed"]}
 
@@ -183,6 +191,9 @@ def main() -> None:
     ap.add_argument("--client-estimates", default="proxy", choices=("proxy", "characters"),
                     help="what the client's estimates learn on where nothing counts the prompts: cl100k_base's "
                          "counts (proxy, the default where drscore[tokenizer] is installed) or characters")
+    ap.add_argument("--client-output-cap", default="fitted", choices=("fitted", "fixed"),
+                    help="against a reserving quota, the client's output caps: fitted to each template's answers "
+                         "(the default) or the templates' own (--fixed-output-cap)")
     ap.add_argument("--drb", default=str(DRB), help="the folder of DeepResearch Bench's reports and tasks")
     args = ap.parse_args()
     drb = Path(args.drb)
@@ -216,7 +227,8 @@ def main() -> None:
                              concurrency=args.concurrency, methods=methods, tmp=Path(d) / str(i), burst=args.burst,
                              remembered=quota == "remembered", fitted=quota == "fitted",
                              tokenizer=args.tokenizer, charge=args.charge, client_charge=args.client_charge,
-                             client_tokenizer=args.client_tokenizer, client_estimates=args.client_estimates))
+                             client_tokenizer=args.client_tokenizer, client_estimates=args.client_estimates,
+                             client_output_cap=args.client_output_cap))
     out = {"benchmark": "pacing", "methods": methods, "reports": "DeepResearch Bench, 100 reports",
            "mock_latency_s": args.latency, "mock_jitter_s": args.jitter, "mock_burst_s": args.burst,
            "mock_tokenizer": args.tokenizer, "mock_tpm_charge": args.charge, "client_concurrency": args.concurrency, "runs": runs, "machine": machine()}

@@ -97,6 +97,9 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     reasoning_effort: str | None = None  # low | medium | high
     max_output_tokens: int | None = None
     retry_cut_off: bool = False  # with max_output_tokens: retry a cut-off answer once with a larger cap
+    # Against a reserving endpoint (tpm_charge), send each template's calls a cap fitted to its
+    # answers (engine.runtime.calls.output_cap); False: the template's own cap.
+    fit_output_cap: bool = True
     thinking_budget: int | None = None
     provider_temperature: bool = False
     redis_ttl_days: float = 30.0  # answers shared through Redis expire this long after they were written
@@ -395,6 +398,7 @@ async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePoo
             prompt_counter=LocalTokenizer(jc.tokenizer) if jc.tokenizer else None,
             # without it, a proxy's counts to learn the model's on, where the extra is installed
             proxy=None if jc.tokenizer or not jc.proxy_tokenizer else ProxyTokenizer.available(),
+            fit_output_cap=jc.fit_output_cap,
         )
     except BaseException:
         try:

@@ -358,6 +358,13 @@ def _judge_notes(t: dict[str, Any]) -> list[str]:
     late = t.get("stop_after_all_items")
     if late and late.get("fatal"):  # every item had its answer, but what stopped the judge still matters
         lines.append(f"  note: {terminal(late['message'])}")
+    fitted = t.get("output_caps_fitted")
+    if fitted:
+        cut = (f"; {fitted['cut']} answers ran past it and were asked again at the template's cap "
+               f"(they cost {_dollars(fitted.get('cut_cost_usd'))})") if fitted["cut"] else "; no answer ran past it"
+        lines.append(f"  note: the endpoint reserves each call's output cap against its token quota: calls went out "
+                     f"with a cap fitted to their template's answers, {fitted['reserved_less']:,} tokens of quota "
+                     f"not reserved{cut} (--fixed-output-cap sends the templates' own)")
     named = t.get("quota_named_by_429")
     if named:
         following = ", and the next run against this endpoint starts from it (kept in the cache)" if named["kept"] else ""

@@ -55,6 +55,11 @@ judge_options: Callable[[F], F] = options(
                 "it fails as 'truncated' without a second paid attempt"),
     option("--retry-cut-off", section=_J, is_flag=True,
            help="with --max-output-tokens: retry an answer cut off at the cap once with a larger cap"),
+    option("--fixed-output-cap", section=_J, is_flag=True,
+           help="against an endpoint that reserves the output cap against its token quota (--tpm-charge "
+                "reserved), send every call its template's own cap; by default, once a template has 20 answers, "
+                "its calls go out with 1.5 times its longest answer + 64 tokens (an answer cut off there is asked "
+                "again at the template's cap; see docs/providers.md)"),
     option("--timeout", section=_J, type=float, default=120.0,
            help="seconds each judge call may take per attempt (default 120)"),
     option("--max-retries", section=_J, type=int, default=5, help="retries on 5xx/timeouts per call (default 5)"),
@@ -129,7 +134,8 @@ def judge_config_from_args(args: Any) -> JudgeConfig:
         batch=a["batch"], batch_window_s=a["batch_window"], batch_poll_s=a["batch_poll"],
         batch_max_requests=a["batch_max_requests"], prefix_warmup=not a["no_prefix_warmup"],
         redis=a["redis"], redis_ttl_days=a["redis_ttl"], reasoning_effort=a.get("reasoning_effort"),
-        max_output_tokens=a.get("max_output_tokens"), retry_cut_off=bool(a.get("retry_cut_off")))
+        max_output_tokens=a.get("max_output_tokens"), retry_cut_off=bool(a.get("retry_cut_off")),
+        fit_output_cap=not a.get("fixed_output_cap"))
 
 
 @contextlib.asynccontextmanager

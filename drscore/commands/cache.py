@@ -136,6 +136,7 @@ async def _with_cache(path: Path, action: Callable[[JudgeCache], Awaitable[int]]
 KEPT_TOO: dict[str, dict[str, str]] = {"judge.sqlite": {
     "token_counts": "model, fit, updated",
     "template_token_counts": "model, template, fit, updated",
+    "output_caps": "model, template, answers, updated",
     "quotas": "endpoint, quota, updated"}}
 
 

@@ -286,6 +286,12 @@ class Runner:
         if s.unusable_hints:  # 429 delay hints not believed: each waited --max-rate-limit-wait instead
             totals["unusable_rate_limit_hints"] = {"count": s.unusable_hints, "last": s.unusable_hint,
                                                    "waited_s": self.pool.max_rate_limit_wait_s}
+        caps = self.pool.output_caps.summary() if self.pool.output_caps is not None else {}
+        if caps:  # a reserving endpoint sent caps fitted to each template's answers (output_cap)
+            totals["output_caps_fitted"] = {
+                "templates": caps, "cut": s.fitted_cap_cuts,
+                "cut_cost_usd": known_cost(s.fitted_cap_cut_cost_usd, priced, 6),
+                "reserved_less": sum(int(c["reserved_less"]) for c in caps.values())}
         if s.named_quota:  # no headers said the quota, a 429's body did: paced at it from then on
             totals["quota_named_by_429"] = {"quota": s.named_quota, "kept": self.pool.keeps_quota}
         adapted = getattr(getattr(self.pool.backend, "wire", None), "learned", None)

@@ -130,13 +130,17 @@ class Prepared(msgspec.Struct, kw_only=True):
     texts: list[str]
 
 
+_NOT_ASKED = frozenset({"stream", "stream_options", "max_tokens", "max_completion_tokens"})
+
+
 def prepare(payload: Any) -> Prepared:
     """Parse and answer one chat-completion body (raises :class:`BadRequest`)."""
     texts = prompt_texts(payload)
     try:
         fill, schema_json = response_schema(payload, texts)
-        # How the answer is delivered is not part of the question: a streamed call is answered alike.
-        asked = {k: v for k, v in payload.items() if k not in ("stream", "stream_options")}
+        # How the answer is delivered is not part of the question: a streamed call is answered
+        # alike, and so is one with another output cap (a model never sees it; it only stops there).
+        asked = {k: v for k, v in payload.items() if k not in _NOT_ASKED}
         digest = hashlib.sha256(orjson.dumps(asked, option=orjson.OPT_SORT_KEYS)).digest()
         value = fill(digest)
         if schema_json is not None:  # name the criteria, statements and keys the request listed

@@ -177,6 +177,7 @@ class _Stats(msgspec.Struct, kw_only=True):
     tokenize_requests: int = 0  # prompts counted at POST /tokenize (vllm) or countTokens (gemini)
     counting: int = 0  # prompts being counted now
     max_counting: int = 0  # the most prompts ever being counted at once
+    caps_reserved: int = 0  # output caps a reserving quota held at admission (--tpm-charge reserved), summed
     quota_tokens: int = 0  # what the token quota kept of the admitted requests (their charge less what it gave back)
 
 
@@ -323,6 +324,8 @@ class _MockJudge:
             if cfg.rate_limit_hint:
                 headers, body = profiles.hostile_hints(headers, body, cfg.rate_limit_hint)
             return web.Response(status=429, headers=headers, content_type=_JSON, body=body)
+        if reserved is not None:
+            st.caps_reserved += reserved
         headers = self.quota.headers()
         if prof is not None:
             headers = profiles.quota_rate_headers(prof, headers)

@@ -86,6 +86,9 @@ def think(payload: dict[str, Any], answer: str, answer_tokens: int, base: int, s
     reasoning = planned_reasoning(payload, base)
     cap = output_cap(payload)
     if reasoning == 0:
+        if cap is not None and cap < answer_tokens:  # a real server stops at the cap too
+            return Thought(content=truncated(answer), completion_tokens=max(0, cap), reasoning_tokens=0,
+                           finish_reason="length")
         return Thought(content=answer, completion_tokens=answer_tokens, reasoning_tokens=0, finish_reason="stop")
     finish = "stop"
     if cap is not None and cap <= reasoning:  # cut off while thinking: nothing of the answer

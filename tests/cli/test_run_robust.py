@@ -270,3 +270,28 @@ def test_a_run_whose_every_call_is_over_the_whole_quota_stops_and_says_so(tmp_pa
     assert served["ok"] == 0 and served["requests"] == served["rate_limited"] >= 10
     assert "every call so far is larger than the endpoint's whole token quota" in proc.stderr
     assert "quota allows 100 a minute in all" in proc.stderr
+
+
+def test_a_reserving_endpoint_is_sent_caps_fitted_to_the_answers_and_the_scores_do_not_move(tmp_path):
+    # The mock reserves each call's cap against its token quota, as OpenAI's and Azure's
+    # limiters do. With caps fitted to the answers the server held exactly the summary's
+    # "reserved_less" fewer tokens than with --fixed-output-cap, and every score is the same.
+    held, summaries, scores = [], [], []
+    for name, extra in (("fitted", ()), ("fixed", ("--fixed-output-cap",))):
+        with MockServerProcess(MockConfig(tpm=10_000_000, tpm_charge="reserved", profile="azure")) as mock:
+            proc = _run(mock.url, tmp_path / name, "--methods", "quality,redundancy", "--limit", "3",
+                        "--tpm", "10000000", "--tpm-charge", "reserved", *extra)
+            served = mock.stats()
+        assert proc.returncode == 0, proc.stderr
+        assert served["cut_off"] == 0 and served["ok"] == served["requests"]
+        held.append(served["caps_reserved"])
+        summaries.append((_summary(tmp_path / name)["totals"], proc.stdout))
+        scores.append([(r["method"], r["task_id"], r["score"]) for r in map(
+            json.loads, (tmp_path / name / "run" / "scores.jsonl").read_text().splitlines())])
+    (fitted, printed), (fixed, _) = summaries
+    caps = fitted["output_caps_fitted"]
+    assert "output_caps_fitted" not in fixed
+    assert caps["reserved_less"] > 0 and held[1] - held[0] == caps["reserved_less"]
+    assert caps["cut"] == 0 and all(t["answers"] >= 20 for t in caps["templates"].values())
+    assert f"{caps['reserved_less']:,} tokens of quota not reserved; no answer ran past it" in printed
+    assert scores[0] == scores[1] and len(scores[0]) == 6

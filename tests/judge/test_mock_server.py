@@ -143,9 +143,16 @@ async def test_answers_are_schema_valid_and_deterministic() -> None:
         assert content_of(fresh) == content_of(first)
 
 
+def _asked_key(body: dict) -> str:
+    """The SHA-256 of the canonical body, less the cap and the streaming fields."""
+    asked = {k: v for k, v in body.items() if k not in ("stream", "stream_options", "max_tokens",
+                                                          "max_completion_tokens")}
+    return hashlib.sha256(orjson.dumps(asked, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
 async def test_answer_seed_is_sha256_of_canonical_request() -> None:
     body = chat("seeded")
-    key = hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    key = _asked_key(body)
     async with served(MockConfig()) as (s, url):
         # Key order in the request does not matter: the canonical form sorts keys.
         reordered = dict(reversed(list(body.items())))
@@ -153,6 +160,22 @@ async def test_answer_seed_is_sha256_of_canonical_request() -> None:
         assert reply["id"] == f"chatcmpl-{key[:24]}"
         async with s.get(url + "/stats?hashes=1") as r:
             assert (await r.json())["hashes"] == {key: 1}
+
+
+async def test_the_cap_changes_no_answer_but_stops_one_longer_than_it() -> None:
+    # A model never sees max_tokens: it answers alike and stops where the cap says.
+    async with served(MockConfig()) as (s, url):
+        _, _, wide = await post(s, url, {**chat("capped"), "max_tokens": 4000})
+        _, _, narrow = await post(s, url, {**chat("capped"), "max_completion_tokens": 3000})
+        assert content_of(wide) == content_of(narrow) and wide["choices"][0]["finish_reason"] == "stop"
+        used = wide["usage"]["completion_tokens"]
+        assert used > 3
+        _, _, cut = await post(s, url, {**chat("capped"), "max_tokens": used - 1})
+        assert cut["choices"][0]["finish_reason"] == "length"
+        assert cut["usage"]["completion_tokens"] == used - 1
+        assert content_of(wide).startswith(content_of(cut)) and content_of(cut) != content_of(wide)
+        async with s.get(url + "/stats") as r:
+            assert (await r.json())["cut_off"] == 1
 
 
 async def test_embedded_schema_and_plain_json_modes() -> None:
@@ -366,7 +389,7 @@ async def test_stats_counters_and_duplicates() -> None:
         assert stats["prompt_tokens"] == 19 and stats["completion_tokens"] == 6
         assert stats["in_flight"] == 0 and stats["max_in_flight"] == 1
         assert stats["first_request_at"] <= stats["last_request_at"]
-        key_a = hashlib.sha256(orjson.dumps(a, option=orjson.OPT_SORT_KEYS)).hexdigest()
+        key_a = _asked_key(a)
         assert stats["hashes"][key_a] == 2 and sorted(stats["hashes"].values()) == [1, 2]
         async with s.post(url + "/reset") as r:
             assert r.status == 200

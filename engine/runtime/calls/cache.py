@@ -47,6 +47,7 @@ import msgspec
 import orjson
 
 from drscore.engine.runtime.calls.limits import KnownQuota
+from drscore.engine.runtime.calls.output_cap import TemplateCap
 from drscore.engine.runtime.calls.tokens import TokenFit
 from drscore.engine.runtime.sqlitefile import CacheFileError, describe, is_damaged, open_db
 
@@ -77,6 +78,13 @@ CREATE TABLE IF NOT EXISTS template_token_counts (
     model    TEXT NOT NULL,
     template TEXT NOT NULL,
     fit      BLOB NOT NULL,
+    updated  REAL NOT NULL,
+    PRIMARY KEY (model, template)
+);
+CREATE TABLE IF NOT EXISTS output_caps (
+    model    TEXT NOT NULL,
+    template TEXT NOT NULL,
+    answers  BLOB NOT NULL,
     updated  REAL NOT NULL,
     PRIMARY KEY (model, template)
 );
@@ -484,6 +492,13 @@ class JudgeCache:
                                         model, TokenFit)
         return {str(head[0]): fit for head, fit in rows}
 
+    async def output_caps(self, model: str) -> dict[str, TemplateCap]:
+        """What earlier runs recorded of ``model``'s answer lengths per template, for caps
+        fitted to them (:mod:`drscore.engine.runtime.calls.output_cap`)."""
+        rows = await self._read_records("SELECT template, answers FROM output_caps WHERE model = ?",
+                                        model, TemplateCap)
+        return {str(head[0]): answers for head, answers in rows}
+
     async def answers(self, template: str, model: str, limit: int) -> list[bytes]:
         """The latest ``limit`` answers ``model`` gave to prompts of ``template`` (what a dry
         run plans follow-up calls with: :mod:`drscore.engine.runtime.calls.follow_ups`)."""
@@ -541,6 +556,11 @@ class JudgeCache:
         if fit.calls:
             self._save_record("INSERT OR REPLACE INTO template_token_counts (model, template, fit, updated) "
                               "VALUES (?, ?, ?, ?)", fit, model, template)
+
+    def save_output_cap(self, model: str, template: str, answers: TemplateCap) -> None:
+        """Queue what ``model``'s answers to ``template`` showed (written with the answers)."""
+        self._save_record("INSERT OR REPLACE INTO output_caps (model, template, answers, updated) "
+                          "VALUES (?, ?, ?, ?)", answers, model, template)
 
     def _save_record(self, sql: str, record: msgspec.Struct, *key: str) -> None:
         if not self._closed and self.failure is None:

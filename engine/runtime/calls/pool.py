@@ -84,6 +84,7 @@ from drscore.engine.runtime.calls.pricing import PriceTable
 from drscore.engine.runtime.calls.redact import redact
 from drscore.engine.runtime.calls.samples import key_component
 from drscore.engine.runtime.calls.slots import ServerFacts, ServerSlots
+from drscore.engine.runtime.calls.output_cap import FittedCaps
 from drscore.engine.runtime.calls.thinking import ThinkingPolicy, is_cut_off, split_thinking
 from drscore.engine.runtime.calls.follow_ups import MAX_RECORDED, AnswerList, ListLength, list_lengths, resized
 from drscore.engine.runtime.calls.planned_input import COUNT_SLACK, PlannedInput, counted_basis, with_errors
@@ -177,6 +178,8 @@ class PoolStats(msgspec.Struct):
     truncated: int = 0  # answers cut off at their output cap (finish_reason length)
     truncation_retries: int = 0  # of those, retried once with a larger cap
     truncated_cost_usd: float = 0.0  # what the cut-off answers cost (billed, unused)
+    fitted_cap_cuts: int = 0  # answers cut off at a cap fitted to their template's (output_cap): asked again
+    fitted_cap_cut_cost_usd: float = 0.0  # what those cut-off answers cost (billed, unused)
     refused_over_window: int = 0  # requests not sent: clearly beyond the model's context window
     request_faults: int = 0  # requests failed by their own content (judging.REQUEST_FAULTS), not the endpoint
     stopped_calls: int = 0  # calls failed only because the pool had stopped
@@ -234,6 +237,7 @@ class JudgePool:
         tpm_charge: str = "counted",
         prompt_counter: Counting | None = None,
         proxy: PromptFeatures | None = None,
+        fit_output_cap: bool = True,
     ) -> None:
         """``timeout_s`` bounds each attempt (None: only the backend's own timeout);
         ``max_rate_limit_wait_s`` is the longest 429 reset the pool waits for before it
@@ -246,7 +250,9 @@ class JudgePool:
         ``prompt_counter`` counts prompts in place of the server (``--tokenizer``:
         :mod:`drscore.judge.local_tokenizer`); ``proxy`` counts, where neither does, the
         features a token quota's estimates learn on (tokens of another tokenizer, not
-        characters: :class:`~drscore.engine.runtime.calls.tokens.PromptFeatures`)."""
+        characters: :class:`~drscore.engine.runtime.calls.tokens.PromptFeatures`);
+        ``fit_output_cap``: against a reserving endpoint, send each template's calls a cap
+        fitted to its answers (:mod:`drscore.engine.runtime.calls.output_cap`)."""
         self.backend = backend
         # Where templates come from (``--prompts DIR`` overrides); looked up per call so
         # the hash of the template actually used goes into the cache key.
@@ -303,6 +309,10 @@ class JudgePool:
         # A reserving endpoint charges the prompt's character guess and the cap sent, both known
         # before the send: nothing uncertain for the limiter's token reserve to cover.
         self.reserved = ReservedCharge() if tpm_charge == "reserved" else None
+        # The output cap it reserves too, fitted to each template's answers; not where the user
+        # set the cap (--max-output-tokens), nor for a thinking model (see _sent_cap)
+        self.output_caps = FittedCaps() if self.reserved is not None and fit_output_cap \
+            and self.thinking.max_output is None else None
         # Where a proxy tokenizer counts the prompts the server does not, the estimates a token
         # quota is paced on learn on its counts, and the next run's first calls start from what
         # this one learned (kept in the cache beside the character fit; the dry run still plans
@@ -359,6 +369,8 @@ class JudgePool:
             self.proxy_tokens.seed(proxied)
         if hasattr(store, "template_token_fits"):
             self.tokens.seed_templates(await store.template_token_fits(self.backend.model))
+        if self.output_caps is not None and hasattr(store, "output_caps"):
+            self.output_caps.seed(await store.output_caps(self.backend.model))
         # The quota this endpoint announced last time, or the pace its 429s proved: paced from
         # the first request, the preflight overlapped as with a told quota (headers replace it)
         quota = await store.quota(self._endpoint_key()) if hasattr(store, "quota") and self.dry is None else None
@@ -384,6 +396,9 @@ class JudgePool:
             if hasattr(store, "save_template_token_fit"):
                 for template, fit in self.tokens.recorded_templates().items():
                     store.save_template_token_fit(self.backend.model, template, fit)
+        if store is not None and self.dry is None and self.output_caps is not None and hasattr(store, "save_output_cap"):
+            for template, answers in self.output_caps.kept().items():
+                store.save_output_cap(self.backend.model, template, answers)
         if store is not None and self.dry is None and self.proxy is not None and self.proxy_tokens.fit.calls:
             store.save_token_fit(proxy_fit_key(self.backend.model, self.proxy.counted_by), self.proxy_tokens.recorded())
         quota = self.limiter.known_quota()
@@ -656,7 +671,7 @@ class JudgePool:
         if lim.tpm and (lim.told_tpm or lim.remembered):
             # what the endpoint's quota would charge this call (engine.runtime.calls.quota_charge)
             charge = tin if self.charges_input else \
-                tin + (self._output_room(tpl, req, None) if self.reserved is not None else tout)
+                tin + (self._sent_cap(tpl, req, None, features)[0] if self.reserved is not None else tout)
             s.planned_over_quota += charge > lim.tpm
         s.planned_calls += 1
         s.planned_input_tokens += tin
@@ -859,6 +874,16 @@ class JudgePool:
             room = min(room, ceiling)
         return max(room, current.max_tokens)
 
+    def _sent_cap(self, tpl: prompts.Template, current: ChatRequest, ceiling: int | None,
+                  fit: tuple[float, float] | None) -> tuple[int, int]:
+        """The cap to send and the :meth:`_output_room` it stands for: below it where the
+        template's answers fitted one (``fit``: the prompt's features, None for no fitting),
+        not for a thinking model, whose reasoning varies far more than an answer."""
+        room = self._output_room(tpl, current, ceiling)
+        if fit is None or self.output_caps is None or self.thinking.thinking or self.thinking.learned:
+            return room, room
+        return self.output_caps.cap(current.template, tpl.hash, room, self.tokens.prompt(fit)), room
+
     async def _attempts(self, req: ChatRequest, verdict: type[T], key: str, components: dict[str, Any],
                         t0: float, wait_spans: list[Span], tries: list[tuple[str, float, str]],
                         lane: Lane | None = None) -> Judged[T]:
@@ -869,6 +894,9 @@ class JudgePool:
         prompt_charge, prompt_features = 0, features
         counted: int | None = None  # the server's own count of this attempt's prompt (prompt_counts)
         proxied: tuple[float, float] | None = None  # the request's features by the proxy tokenizer
+        # the cap charged to a reserving quota once the limiter granted it (the cap to send, and
+        # the template's it stands for: _sent_cap), so that the cap sent is the one charged
+        charged_cap: tuple[int, int] | None = None
 
         def charge_prompt() -> int:
             nonlocal prompt_charge, prompt_features
@@ -878,8 +906,10 @@ class JudgePool:
             return prompt_charge
 
         def estimate() -> int:  # evaluated when the call reaches the head of the quota queue
+            nonlocal charged_cap
             if self.reserved is not None:  # what the server will charge: see quota_charge
-                return charge_prompt() + self._output_room(tpl, current, ceiling)
+                charged_cap = self._sent_cap(tpl, current, ceiling, features if fit else None)
+                return charge_prompt() + charged_cap[0]
             if counted is not None:
                 prompt = self.prompt_counts.drift.charge(counted)
                 return prompt if self.charges_input else \
@@ -894,6 +924,8 @@ class JudgePool:
         current = req
         tin = tout = tcached = treasoning = 0
         raised = False  # a cut-off answer gets one retry with a larger cap
+        fit = self.output_caps is not None  # a cap fitted to the template's answers may be sent (output_cap)
+        fitted_from: int | None = None  # this attempt's cap was fitted below this one
         ceiling: int | None = None  # the output the window leaves after this prompt, once an answer showed it
         cost = cost_uncached = 0.0
         batched = False
@@ -915,6 +947,7 @@ class JudgePool:
             permit = None
             slot = False
             held = False  # the budget reserved this attempt's worst case, until the send takes it over
+            charged_cap = None
             call: int | None = None
             try:
                 if lane is not None:  # every call of its kind so far failed alike: one at a time
@@ -950,10 +983,12 @@ class JudgePool:
                         self.reserved.granted(permit.seq, prompt_features, charged)
                 # The cap is sized now, not when the call was built: calls that waited while
                 # another one showed the model thinks get the room it needs.
-                room = self._output_room(tpl, current, ceiling)
+                room, full = charged_cap if charged_cap is not None else self._sent_cap(
+                    tpl, current, ceiling, features if fit else None)
+                fitted_from = full if room < full else None
                 if current.json_mode and not self.json_mode:  # the preflight showed response_format is ignored
                     current = msgspec.structs.replace(current, json_mode=False)
-                if room > current.max_tokens:
+                if room != current.max_tokens:
                     current = msgspec.structs.replace(current, max_tokens=room)
                 # The reservation is made now, after the quota wait: the spend it checks
                 # against is current, and the quota wait cannot outdate it.
@@ -982,6 +1017,8 @@ class JudgePool:
                 call = self.ledger.sent(key, req.template, worst if self.budget.cap is not None or not self.priced
                                         else self.prices.cost(self.price_model, input_reservation(current, self.tokens),
                                                               current.max_tokens, batch=self.batched))
+                if fitted_from is not None and self.output_caps is not None:
+                    self.output_caps.sent(req.template, fitted_from, current.max_tokens)
                 admitted = self._preflight_admitted(probe, permit) if probe is not None \
                     else self._followed_at_admission(permit)
                 if probe is not None:  # the overlap runs from now; past a full bucket it leaves the quota idle
@@ -1101,7 +1138,7 @@ class JudgePool:
                 raise
             judge_spans.append((tj, time.monotonic()))
             tries.append(("answered", judge_spans[-1][1] - tj, resp.finish_reason or ""))
-            if is_cut_off(resp.finish_reason):  # learned before the preflight gate lets anyone else go
+            if is_cut_off(resp.finish_reason) and fitted_from is None:  # learned before the preflight gate opens
                 self.thinking.learn_cut_off(tpl.max_tokens, current.max_tokens)
             if slot and self.slots is not None:
                 self.slots.observe(resp.input_tokens + resp.output_tokens, time.monotonic() - tj)
@@ -1179,6 +1216,17 @@ class JudgePool:
                 s.request_faults += 1
                 raise JudgeFailed("content_filter", f"answer withheld by the provider's content filter "
                                                     f"(finish_reason {resp.finish_reason})") from None
+            if self.output_caps is not None and not resp.usage_estimated:
+                if not cut:
+                    self.output_caps.observe(req.template, tpl.hash, resp.input_tokens, resp.output_tokens)
+                elif fitted_from is not None:
+                    self.output_caps.cut_off(req.template, tpl.hash, resp.input_tokens, current.max_tokens)
+            if cut and fitted_from is not None:  # asked again at the template's own cap
+                s.fitted_cap_cuts += 1
+                s.fitted_cap_cut_cost_usd += call_cost
+                fit = False
+                current = msgspec.structs.replace(current, max_tokens=fitted_from)
+                continue
             if cut:
                 s.truncated += 1
                 s.truncated_cost_usd += call_cost
