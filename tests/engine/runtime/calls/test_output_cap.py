@@ -134,10 +134,14 @@ async def test_a_reserving_endpoint_is_sent_the_fitted_cap_and_a_cut_answer_is_a
     assert pool.output_caps is not None and pool.output_caps.cap("alpha", tpl_hash, 500, 1_000) == 500  # 1.5 x 300 + 64
 
 
-@pytest.mark.parametrize("setting", ["counted", "fixed", "explicit", "thinking"])
+class BatchAnswers(Answers):
+    batched = True  # answered through the Batch API
+
+
+@pytest.mark.parametrize("setting", ["counted", "fixed", "explicit", "thinking", "batch"])
 async def test_the_cap_stays_the_templates_where_nothing_reserves_it_or_the_user_or_a_thinker_sets_it(
         tmp_path, setting):
-    backend = Answers("o3" if setting == "thinking" else "gpt-4.1")
+    backend = (BatchAnswers if setting == "batch" else Answers)("o3" if setting == "thinking" else "gpt-4.1")
     kw: dict = {"tpm_charge": "counted" if setting == "counted" else "reserved"}
     if setting == "fixed":
         kw["fit_output_cap"] = False
