@@ -276,11 +276,17 @@ def test_a_reserving_endpoint_is_sent_caps_fitted_to_the_answers_and_the_scores_
     # The mock reserves each call's cap against its token quota, as OpenAI's and Azure's
     # limiters do. With caps fitted to the answers the server held exactly the summary's
     # "reserved_less" fewer tokens than with --fixed-output-cap, and every score is the same.
+    # A second run (its answers gone from the cache) fits from its first call: it holds less.
+    work = ("--methods", "quality,redundancy", "--limit", "3", "--tpm", "10000000", "--tpm-charge", "reserved")
     held, summaries, scores = [], [], []
-    for name, extra in (("fitted", ()), ("fixed", ("--fixed-output-cap",))):
+    for name, extra in (("fitted", ()), ("second", ()), ("fixed", ("--fixed-output-cap",))):
+        cache = tmp_path / ("fixed" if name == "fixed" else "fitted") / "cache"
+        if name == "second":
+            emptied = subprocess.run([sys.executable, "-m", "drscore.cli", "cache", "vacuum", "--older-than-days",
+                                      "0", "--cache", str(cache)], capture_output=True, text=True, timeout=60)
+            assert emptied.returncode == 0, emptied.stderr
         with MockServerProcess(MockConfig(tpm=10_000_000, tpm_charge="reserved", profile="azure")) as mock:
-            proc = _run(mock.url, tmp_path / name, "--methods", "quality,redundancy", "--limit", "3",
-                        "--tpm", "10000000", "--tpm-charge", "reserved", *extra)
+            proc = _run(mock.url, tmp_path / name, *work, "--cache", str(cache), *extra)
             served = mock.stats()
         assert proc.returncode == 0, proc.stderr
         assert served["cut_off"] == 0 and served["ok"] == served["requests"]
@@ -288,10 +294,13 @@ def test_a_reserving_endpoint_is_sent_caps_fitted_to_the_answers_and_the_scores_
         summaries.append((_summary(tmp_path / name)["totals"], proc.stdout))
         scores.append([(r["method"], r["task_id"], r["score"]) for r in map(
             json.loads, (tmp_path / name / "run" / "scores.jsonl").read_text().splitlines())])
-    (fitted, printed), (fixed, _) = summaries
+    (fitted, printed), (second, _), (fixed, _) = summaries
     caps = fitted["output_caps_fitted"]
     assert "output_caps_fitted" not in fixed
-    assert caps["reserved_less"] > 0 and held[1] - held[0] == caps["reserved_less"]
-    assert caps["cut"] == 0 and all(t["answers"] >= 20 for t in caps["templates"].values())
+    assert caps["reserved_less"] > 0 and held[2] - held[0] == caps["reserved_less"]
+    assert caps["cut"] == 0 and all(t["answers"] >= 20 and t["earlier"] == 0 for t in caps["templates"].values())
     assert f"{caps['reserved_less']:,} tokens of quota not reserved; no answer ran past it" in printed
-    assert scores[0] == scores[1] and len(scores[0]) == 6
+    again = second["output_caps_fitted"]
+    assert second["cache_hits"] == 0 and held[2] - held[1] == again["reserved_less"] > caps["reserved_less"]
+    assert all(t["earlier"] >= 20 for t in again["templates"].values())
+    assert scores[0] == scores[1] == scores[2] and len(scores[0]) == 6
