@@ -57,9 +57,9 @@ judge_options: Callable[[F], F] = options(
            help="with --max-output-tokens: retry an answer cut off at the cap once with a larger cap"),
     option("--fixed-output-cap", section=_J, is_flag=True,
            help="against an endpoint that reserves the output cap against its token quota (--tpm-charge "
-                "reserved), send every call its template's own cap; by default, once a template has 20 answers, "
-                "its calls go out with 1.5 times its longest answer + 64 tokens (an answer cut off there is asked "
-                "again at the template's cap; see docs/providers.md)"),
+                "reserved), send every call its template's own cap; by default, where a token quota paces the "
+                "calls and a template has 20 answers, its calls go out with 1.5 times its longest answer + 64 "
+                "tokens (an answer cut off there is asked again at the template's cap; see docs/providers.md)"),
     option("--timeout", section=_J, type=float, default=120.0,
            help="seconds each judge call may take per attempt (default 120)"),
     option("--max-retries", section=_J, type=int, default=5, help="retries on 5xx/timeouts per call (default 5)"),

@@ -877,11 +877,14 @@ class JudgePool:
     def _sent_cap(self, tpl: prompts.Template, current: ChatRequest, ceiling: int | None,
                   fit: tuple[float, float] | None) -> tuple[int, int]:
         """The cap to send and the :meth:`_output_room` it stands for: below it where the
-        template's answers fitted one (``fit``: the prompt's features, None for no fitting);
-        not for a thinking model, whose reasoning varies far more than an answer, nor in batch
-        mode, whose quota is not the one that reserves the cap and where a cut costs a batch."""
+        template's answers fitted one (``fit``: the prompt's features, None for no fitting),
+        where a token quota paces the calls: without one the cap holds back nothing, and a
+        cut would be a cost for no gain. Not for a thinking model, whose reasoning varies far
+        more than an answer, nor in batch mode, whose quota is not the one that reserves the
+        cap and where a cut costs a batch."""
         room = self._output_room(tpl, current, ceiling)
-        if fit is None or self.output_caps is None or self.batched or self.thinking.thinking or self.thinking.learned:
+        if fit is None or self.output_caps is None or self.batched or self.thinking.thinking or self.thinking.learned \
+                or not (self.limiter.tpm or self.limiter.tokens is not None):
             return room, room
         return self.output_caps.cap(current.template, tpl.hash, room, self.tokens.prompt(fit)), room
 

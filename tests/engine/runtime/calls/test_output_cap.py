@@ -96,10 +96,10 @@ class Answers:
         pass
 
 
-async def _pool(tmp_path, backend, **kw) -> tuple[JudgePool, JudgeCache]:
+async def _pool(tmp_path, backend, tpm: float = 10_000_000, **kw) -> tuple[JudgePool, JudgeCache]:
     cache = await JudgeCache.open(tmp_path / "judge.sqlite")
     prices = PriceTable({backend.model: Price(1.0, 2.0)})
-    pool = JudgePool(backend, cache=cache, limiter=RateLimiter(concurrency=1), prices=prices,
+    pool = JudgePool(backend, cache=cache, limiter=RateLimiter(tpm=tpm, concurrency=1), prices=prices,
                      backoff_base_s=0.001, preflight=False, **kw)
     return pool, cache
 
@@ -138,11 +138,13 @@ class BatchAnswers(Answers):
     batched = True  # answered through the Batch API
 
 
-@pytest.mark.parametrize("setting", ["counted", "fixed", "explicit", "thinking", "batch"])
+@pytest.mark.parametrize("setting", ["counted", "fixed", "explicit", "thinking", "batch", "no token quota"])
 async def test_the_cap_stays_the_templates_where_nothing_reserves_it_or_the_user_or_a_thinker_sets_it(
         tmp_path, setting):
     backend = (BatchAnswers if setting == "batch" else Answers)("o3" if setting == "thinking" else "gpt-4.1")
     kw: dict = {"tpm_charge": "counted" if setting == "counted" else "reserved"}
+    if setting == "no token quota":  # the reservation holds back nothing: a cut would cost for no gain
+        kw["tpm"] = 0
     if setting == "fixed":
         kw["fit_output_cap"] = False
     if setting == "explicit":
