@@ -255,7 +255,10 @@ async def test_a_person_reads_the_run_by_clicking(tmp_path: Path) -> None:
                 "const s = document.querySelector('#task-view section[data-method=quality]');"
                 "return [...s.querySelectorAll('.agent-col')].map(c => c.dataset.agent);"))
             assert cols == sorted(AGENTS)
-            a, b = sorted(AGENTS)[0], sorted(AGENTS)[2]
+            # a pair both of whose rows on this task have a score (the mock's answers decide which)
+            paired = [ag for ag in sorted(AGENTS) if score.get((task, ag, "quality")) is not None]
+            assert len(paired) >= 2, (task, paired)
+            a, b = paired[0], paired[-1]
             shown_delta = await cdp.evaluate(js(
                 "const tr = [...document.querySelectorAll('#task-view section[data-method=quality] table.pairs tbody tr')]"
                 f".find(r => r.dataset.a === {json.dumps(a)} && r.dataset.b === {json.dumps(b)});"
@@ -277,7 +280,15 @@ async def test_a_person_reads_the_run_by_clicking(tmp_path: Path) -> None:
                 if r["method"] == "redundancy" and r["score"] is not None and (r["coverage"] is None
                                                                                 or r["coverage"] > 0):
                     by_task[r["task_id"]][r["agent"]] = r["score"]
-            x, y = "claude-3-7-sonnet", "claude-first-half"
+            # the pairs shown are those of the agents the rank rule ranks (which ones, the mock's
+            # poisoned bodies decide): the first cell on screen is the pair a person would read
+            shown_pairs = await cdp.evaluate(js(
+                "return [...document.querySelectorAll('#decisions-view section[data-method=redundancy] td.cell[data-a][data-b]')]"
+                ".map(td => [td.dataset.a, td.dataset.b]);"))
+            assert shown_pairs, "no paired difference shown"
+            ranked_agents = {agent for pair in shown_pairs for agent in pair}
+            assert ranked_agents <= set(AGENTS) and len(ranked_agents) >= 2
+            x, y = shown_pairs[0]
             diffs = [v[x] - v[y] for v in by_task.values() if x in v and y in v]
             cell = await cdp.evaluate(js(
                 "const td = document.querySelector('#decisions-view section[data-method=redundancy] "
@@ -289,7 +300,7 @@ async def test_a_person_reads_the_run_by_clicking(tmp_path: Path) -> None:
             first = await cdp.evaluate(js(
                 "return [...document.querySelectorAll('#decisions-view section[data-method=redundancy] "
                 "table[data-kind=p-first] tbody tr')].map(tr => tr.cells[0].textContent);"))
-            assert sorted(first) == sorted(AGENTS)
+            assert sorted(first) == sorted(ranked_agents)
             await cdp.evaluate(
                 "document.querySelector('#decisions-view section[data-method=redundancy] "
                 f"td.cell[data-a={json.dumps(x)}][data-b={json.dumps(y)}]').click()")
