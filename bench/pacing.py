@@ -11,7 +11,8 @@ profile's ``x-ratelimit-*`` headers), or remembered (announced, and kept in the 
 earlier run against the same endpoint: ``rpm-remembered``, ``tpm-remembered``), or told
 with the model's token counting already learned (``tpm-fitted``: the cache holds the fit an
 earlier run recorded, over the first 50 of the reports against an unlimited mock, as a
-team's second run of a model has; every other setting starts from the character rule).
+team's second run of a model has, and against a reserving quota its answers' lengths, from which
+the caps are fitted from the first call; every other setting starts from the character rule).
 
 ``--charge reserved`` makes the mock's token quota charge as OpenAI's and Azure's limiters are
 documented to (a character guess at the prompt plus the whole ``max_tokens``, the unused part
@@ -70,6 +71,7 @@ async def _copy_token_counting(learned: Path, cache: Path, model: str) -> None:
     source = await JudgeCache.open(learned / "judge.sqlite")
     fit, per_template = await source.token_fit(model), await source.template_token_fits(model)
     proxied = await source.token_fit(proxy_fit_key(model, PROXY_SPEC))  # where the proxy counted the prompts
+    caps = await source.output_caps(model)  # a reserving quota's answer lengths, for caps fitted to them
     await source.close()
     if fit is None:
         raise SystemExit(f"pacing: the learning run recorded no token counting in {learned}")
@@ -80,11 +82,13 @@ async def _copy_token_counting(learned: Path, cache: Path, model: str) -> None:
         store.save_token_fit(proxy_fit_key(model, PROXY_SPEC), proxied)
     for template, template_fit in per_template.items():
         store.save_template_token_fit(model, template, template_fit)
+    for template, answers in caps.items():
+        store.save_output_cap(model, template, answers)
     await store.close()
 
 
 def _learn_token_counting(*, reports: Path, tasks: Path, methods: list[str], tokenizer: str, tmp: Path,
-                          cache: Path, tpm: float) -> None:
+                          cache: Path, tpm: float, charge: str, client_charge: str) -> None:
     """An earlier run over the first 50 reports against an unlimited mock that counts alike:
     what it records of the model's token counting goes into ``cache``. It is told a quota a hundred
     times the run's, which never binds, so that it estimates as a told run does (on the proxy
@@ -92,8 +96,10 @@ def _learn_token_counting(*, reports: Path, tasks: Path, methods: list[str], tok
     half = tmp.with_name(f"{tmp.name}-learn.jsonl")
     half.write_bytes(b"".join(reports.read_bytes().splitlines(keepends=True)[:50]))
     learned = tmp.with_name(f"{tmp.name}-learn-cache")
-    with MockServerProcess(MockConfig(latency=0.05, jitter=0.0, seed=11, tokenizer=tokenizer)) as mock:
-        judge = JudgeConfig(url=mock.url, model="mock", concurrency=32, cache_dir=str(learned), tpm=tpm * 100)
+    with MockServerProcess(MockConfig(latency=0.05, jitter=0.0, seed=11, tokenizer=tokenizer,
+                                      tpm_charge=charge)) as mock:
+        judge = JudgeConfig(url=mock.url, model="mock", concurrency=32, cache_dir=str(learned), tpm=tpm * 100,
+                            tpm_charge=client_charge if client_charge != "auto" else charge)
         run = RunConfig(methods=methods, reports=[str(half)], tasks=str(tasks), out=str(tmp.with_name(f"{tmp.name}-learn")),
                         judge=judge, method_options={"segmentation": "sections"})
         asyncio.run(timed_run(run))
@@ -110,7 +116,7 @@ def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tas
     cache = tmp.with_name(f"{tmp.name}-cache")
     if fitted:
         _learn_token_counting(reports=reports, tasks=tasks, methods=methods, tokenizer=tokenizer, tmp=tmp, cache=cache,
-                              tpm=tpm)
+                              tpm=tpm, charge=charge, client_charge=client_charge)
     with MockServerProcess(cfg) as mock:
         if remembered:
             asyncio.run(_remembered(cache, mock.url, rpm, tpm))
