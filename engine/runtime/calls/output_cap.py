@@ -45,6 +45,7 @@ class TemplateCap(msgspec.Struct, kw_only=True):
     grows: bool = False  # answers grow with their prompts: the cap scales with each prompt
     cut: int = 0  # answers cut off at a fitted cap (each asked again at the template's cap)
     given_up: bool = False  # cut too often: the template's own cap from then on
+    thinks: bool = False  # an answer carried reasoning tokens: the model thinks, never fitted
     sample: list[tuple[int, int]] = []  # (prompt, answer) tokens of the first answers
 
 
@@ -93,7 +94,7 @@ class FittedCaps:
         """The cap for a call of ``template`` whose own cap is ``full`` and whose prompt is
         about ``prompt_tokens``: ``full`` until the template's answers are known."""
         t = self.templates.get(template)
-        if t is None or t.template_hash != template_hash or t.answers < MIN_ANSWERS or t.given_up:
+        if t is None or t.template_hash != template_hash or t.answers < MIN_ANSWERS or t.given_up or t.thinks:
             return full
         longest = t.ratio * prompt_tokens if t.grows else t.largest
         return min(full, math.ceil(HEADROOM * longest) + SLACK)
@@ -103,10 +104,12 @@ class FittedCaps:
         if cap < full and template in self._run:
             self._run[template].reserved_less += full - cap
 
-    def observe(self, template: str, template_hash: str, prompt_tokens: int, answer_tokens: int) -> None:
-        """One complete answer's usage."""
+    def observe(self, template: str, template_hash: str, prompt_tokens: int, answer_tokens: int,
+                reasoning_tokens: int = 0) -> None:
+        """One complete answer's usage (``reasoning_tokens``: of ``answer_tokens``, thought)."""
         t = self._entry(template, template_hash)
         t.answers += 1
+        t.thinks = t.thinks or reasoning_tokens > 0
         t.largest = max(t.largest, answer_tokens)
         if prompt_tokens > 0:
             t.ratio = max(t.ratio, answer_tokens / prompt_tokens)

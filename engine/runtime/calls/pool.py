@@ -1222,7 +1222,8 @@ class JudgePool:
                                                     f"(finish_reason {resp.finish_reason})") from None
             if self.output_caps is not None and not resp.usage_estimated:
                 if not cut:
-                    self.output_caps.observe(req.template, tpl.hash, resp.input_tokens, resp.output_tokens)
+                    self.output_caps.observe(req.template, tpl.hash, resp.input_tokens, resp.output_tokens,
+                                             resp.reasoning_tokens)
                 elif fitted_from is not None:
                     self.output_caps.cut_off(req.template, tpl.hash, resp.input_tokens, current.max_tokens)
             if cut and fitted_from is not None:  # asked again at the template's own cap

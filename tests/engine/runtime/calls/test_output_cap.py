@@ -50,6 +50,17 @@ def test_a_cut_off_answer_grows_the_cap_and_cuts_past_two_percent_give_the_templ
     assert caps.templates["quality"].given_up and caps.cap("quality", "h", 1_000, 4_000) == 1_000
 
 
+def test_a_template_whose_answers_carried_reasoning_is_never_fitted_even_in_a_later_run():
+    # kept per model: a model that thought once is a thinker, before this run's answers show it
+    caps = FittedCaps()
+    for i in range(20):
+        caps.observe("quality", "h", 4_000, 100, reasoning_tokens=60 if i == 7 else 0)
+    assert caps.cap("quality", "h", 1_000, 4_000) == 1_000
+    later = FittedCaps()
+    later.seed(caps.kept())
+    assert later.cap("quality", "h", 1_000, 4_000) == 1_000
+
+
 def test_rank_correlation_by_hand():
     assert ranks_correlate([(1, 10), (2, 20), (3, 30)]) == pytest.approx(1.0)
     assert ranks_correlate([(1, 30), (2, 20), (3, 10)]) == pytest.approx(-1.0)
