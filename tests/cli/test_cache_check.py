@@ -55,6 +55,7 @@ async def test_check_names_damaged_rows_and_repair_keeps_the_rest(tmp_path: Path
 
 async def test_a_repair_keeps_what_earlier_runs_learned_of_the_model_and_the_endpoint(tmp_path: Path, capsys) -> None:
     from drscore.engine.runtime.calls.limits import KnownQuota
+    from drscore.engine.runtime.calls.output_cap import TemplateCap
     from drscore.engine.runtime.calls.tokens import TokenFit
 
     cache = await JudgeCache.open(tmp_path / "judge.sqlite")
@@ -63,15 +64,18 @@ async def test_a_repair_keeps_what_earlier_runs_learned_of_the_model_and_the_end
     cache.save_token_fit("m", TokenFit(saa=4.0, say=3.0, calls=2))
     cache.save_template_token_fit("m", "quality", TokenFit(saa=1.0, say=1.0, calls=1))
     cache.save_quota("https://x/v1 m", KnownQuota(rpm=500, tpm=30_000))
+    lengths = TemplateCap(template_hash="h", answers=20, largest=300, sample=[(1_000, 300)])
+    cache.save_output_cap("m", "quality", lengths)
     await cache.close()
     with sqlite3.connect(tmp_path / "judge.sqlite") as db:
         db.execute("UPDATE responses SET response = x'ff00' WHERE key = 'k1'")
     assert check(tmp_path, repair=True) == 0
-    assert "rebuilt with 4 readable row(s)" in capsys.readouterr().out  # one answer, three learned rows
+    assert "rebuilt with 5 readable row(s)" in capsys.readouterr().out  # one answer, four learned rows
     cache = await JudgeCache.open(tmp_path / "judge.sqlite")
     try:
         assert await cache.token_fit("m") == TokenFit(saa=4.0, say=3.0, calls=2)
         assert await cache.template_token_fits("m") == {"quality": TokenFit(saa=1.0, say=1.0, calls=1)}
         assert await cache.quota("https://x/v1 m") == KnownQuota(rpm=500, tpm=30_000)
+        assert await cache.output_caps("m") == {"quality": lengths}
     finally:
         await cache.close()
