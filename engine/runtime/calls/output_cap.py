@@ -9,15 +9,15 @@ call runs, and on Azure's limiter given back only when the answer leaves, where 
 drops it (docs/providers.md).
 
 The cap does not change an answer (the model never sees it) unless the answer would run past
-it. So where a token quota paces the calls (the pool decides: ``JudgePool._sent_cap``), after ``MIN_ANSWERS`` answers of a template, each call of it is sent with
-``HEADROOM`` times the largest answer seen, plus ``SLACK`` tokens, never above the template's
-cap. A template whose answers grow with their prompt (a cleaned report, a list of a report's
+it. So where a token quota paces the calls (the pool decides: ``JudgePool._sent_cap``), after
+``MIN_ANSWERS`` answers of a template, each call of it is sent with ``HEADROOM`` times the
+largest answer seen, plus ``SLACK`` tokens, never above the template's cap. A template whose answers grow with their prompt (a cleaned report, a list of a report's
 claims: rank correlation of answer and prompt lengths ≥ ``GROWS``) is scaled to the call's
 prompt instead, by the largest answer-to-prompt ratio seen. An answer cut off at a fitted cap is
-asked again at the template's cap (its prompt is paid twice: the summary's ``cut``),
-and the template's fitted cap grows past it; a template cut more than ``MAX_CUT_SHARE`` of its
-answers (at least twice) is sent its own cap from then on. What a run learned is kept in the cache
-per model and template (:meth:`FittedCaps.kept`), so the next run fits from its first call; a
+asked again at the template's cap (its prompt is paid twice: the summary's ``cut``), and the
+template's fitted cap grows past it; a template cut more than ``MAX_CUT_SHARE`` of its answers
+(at least twice) is sent its own cap from then on. What a run learned is kept in the cache per
+model and template (:meth:`FittedCaps.kept`), so the next run fits from its first call; a
 template whose text changed starts over.
 """
 from __future__ import annotations
