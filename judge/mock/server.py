@@ -53,6 +53,7 @@ from drscore.judge.mock.completions import (
 )
 from drscore.judge.mock import llamacpp, profiles
 from drscore.judge.mock.prefix_cache import PrefixCache
+from drscore.judge.mock.gateway import GATEWAYS, GatewayWindow
 from drscore.judge.mock.quota import (
     TPM_CHARGES, UNCAPPED_RESERVATION, Quota, TokenBucket, ceil_ms, character_guess, format_duration,
 )
@@ -118,6 +119,12 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # False: a streamed body is refused with a 400 naming stream_options, as Azure OpenAI's
     # API versions before stream_options did (and some gateways still do)
     streams: bool = True
+    # An AI gateway's token quota in front of the model (judge.mock.gateway): apisix or kong,
+    # a fixed window of tpm x gateway_window / 60 tokens charged after each answer, in place of
+    # the mock's own token bucket; "": none
+    gateway: str = ""
+    gateway_window: float = 60.0  # the gateway's window, seconds
+    gateway_hides_limits: bool = False  # Kong's hide_client_headers: a refusal's Reset and Retry-After only
 
     def __post_init__(self) -> None:
         if self.profile:
@@ -126,6 +133,10 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise ValueError(f"mock judge: poison_rate must be within [0, 1], got {self.poison_rate}")
         if self.context_window < 0:
             raise ValueError(f"mock judge: context_window must be >= 0, got {self.context_window}")
+        if self.gateway and self.gateway not in GATEWAYS:
+            raise ValueError(f"mock judge: gateway must be one of {', '.join(GATEWAYS)}, got {self.gateway!r}")
+        if self.gateway and (self.tpm <= 0 or self.gateway_window <= 0):
+            raise ValueError("mock judge: a gateway needs tpm > 0 (its limit) and gateway_window > 0")
         if self.tpm_charge not in TPM_CHARGES:
             raise ValueError(f"mock judge: tpm_charge must be one of {', '.join(TPM_CHARGES)}, got {self.tpm_charge!r}")
         if self.tokenizer not in TOKENIZERS and not self.tokenizer.startswith("hf:"):
@@ -194,7 +205,10 @@ class _MockJudge:
         # llamacpp / llamacpp-python: behaviours recorded from the real servers (judge/mock/llamacpp.py)
         self.recorded = llamacpp.recorded(cfg.profile) if cfg.profile else None
         self._serial = asyncio.Lock() if self.recorded is not None and self.recorded.serial else None
-        self.quota = Quota(cfg.rpm, cfg.tpm, cfg.burst, clock)
+        # A gateway in front holds the token quota (its window), not the mock's own bucket
+        self.gateway = GatewayWindow(cfg.gateway, cfg.tpm * cfg.gateway_window / 60.0, cfg.gateway_window, clock,
+                                     cfg.gateway_hides_limits) if cfg.gateway else None
+        self.quota = Quota(cfg.rpm, 0 if self.gateway is not None else cfg.tpm, cfg.burst, clock)
         # Loaded now, as a server's tokenizer is before it takes requests: loading it at the
         # first request would delay that request's admission by the load (0.13 s for cl100k),
         # a stall a client cannot see and no real endpoint has.
@@ -309,6 +323,11 @@ class _MockJudge:
             headers, body = profiles.too_large_response(prof, self.quota.headers(), cfg.model,
                                                         self.quota.tokens.limit, charge)
             return web.Response(status=429, headers=headers, content_type=_JSON, body=body)
+        gateway = self.gateway
+        if gateway is not None and not gateway.admit():
+            st.rate_limited += 1
+            status, headers, body, content_type = gateway.rejection()
+            return web.Response(status=status, headers=headers, body=body, content_type=content_type)
         wait = self.quota.admit(charge)
         if wait > 0:
             st.rate_limited += 1
@@ -329,6 +348,8 @@ class _MockJudge:
         headers = self.quota.headers()
         if prof is not None:
             headers = profiles.quota_rate_headers(prof, headers)
+        if gateway is not None:
+            headers.update(gateway.headers())
 
         # Fates are drawn in admission order from one seeded stream, so the number of
         # errors and malformed answers over N admitted requests is reproducible.
@@ -354,6 +375,9 @@ class _MockJudge:
             self.quota.give_back(unused)
             charge -= unused
         st.quota_tokens += charge
+        if gateway is not None and status == 200:  # charged after the answer, from its usage
+            usage = response.get("usage", {})
+            gateway.charge(usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0))
         if rec is not None and rec.clamps and status == 200:
             response = _clamp_to_window(response, cfg.context_window)
         if stream is not None:
@@ -473,6 +497,9 @@ class _MockJudge:
             if bucket is not None:
                 out[f"{kind}_full_s"] = round(bucket.full_s, 3)
                 out[f"{kind}_level"] = round(bucket.level_at(self.quota.clock()), 3)
+        if self.gateway is not None:
+            out["gateway_refused"] = self.gateway.refused
+            out["gateway_windows"] = self.gateway.windows
         if self.quota.tokens is not None:  # only a token reservation is given back
             out["tokens_given_back_dropped"] = round(self.quota.tokens.dropped, 3)
         if request.query.get("hashes") not in (None, "", "0", "false"):
@@ -482,6 +509,8 @@ class _MockJudge:
     async def reset(self, request: web.Request) -> web.Response:
         self._reset_state(in_flight=self.stats.in_flight)
         self.quota.reset()
+        if self.gateway is not None:
+            self.gateway.reset()
         self.batches.reset()
         return web.Response(body=b'{"reset": true}', content_type=_JSON)
 
@@ -698,6 +727,13 @@ _FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
                         "them, at admission), reserved (as OpenAI's and Azure's limiters do: a character guess at "
                         "the prompt plus the whole max_tokens, the unused part given back with the answer) or input "
                         "(the prompt alone, at admission, as Gemini's input-token quota does)"),
+    "gateway": (str, "an AI gateway's token quota in front of the model: apisix (ai-rate-limiting: 503 refusals, "
+                     "X-AI-RateLimit-*-<instance> headers) or kong (ai-rate-limiting-advanced: 429 refusals with "
+                     "X-AI-RateLimit-Retry-After); a fixed window of tpm x gateway-window / 60 tokens, charged after "
+                     "each answer; empty: none"),
+    "gateway_window": (float, "the gateway's window in seconds"),
+    "gateway_hides_limits": (_switch, "the gateway sends no Limit or Remaining headers, only a refusal's Reset and "
+                                      "Retry-After (Kong's hide_client_headers) (true/false)"),
     "tokenizer": (str, "how usage counts tokens: words (the mock's own rule), cl100k (GPT-4's byte-pair "
                        "encoding) or hf:PATH (a Hugging Face tokenizer.json); the last two need drscore[tokenizer]"),
 }
