@@ -29,7 +29,7 @@ from drscore.engine.runtime.calls.slots import ServerFacts
 from drscore.engine.runtime.calls.tokens import estimate_messages, estimate_tokens
 from drscore.judge.counting import count_body, count_route
 from drscore.judge.quota_refusal import daily_quota_spent, fill_from_refusal, named_quotas, refusal_fault
-from drscore.judge.ratelimit_headers import parse_rate_limit_headers, retry_hint_from_text
+from drscore.judge.ratelimit_headers import QuotaHeaders, retry_hint_from_text
 from drscore.judge.sse import fold_events
 from drscore.engine.runtime.calls.thinking import split_thinking
 from drscore.judge.wire import WireProfile, family_profile, request_body
@@ -147,6 +147,16 @@ def status_error(status: int, raw: bytes, where: str, info: RateLimitInfo | None
     """The classified exception for an error status (message: a redacted body excerpt)."""
     kind, param = classify_status(status, raw)
     text = f"HTTP {status} from {where}: {excerpt(raw)}"
+    if info is not None and info.gateway_spent and status != 429 and kind in ("server_error", "bad_request"):
+        # An AI gateway's refusal in another status (APISIX's default is 503 with a bare error
+        # page): its headers say a limit has nothing left, so it is a quota, not a failing server
+        kind = "rate_limit"
+        text = f"{text} (an AI gateway's token quota: its {info.gateway} headers say nothing is left)"
+    if kind == "rate_limit" and info is not None and info.gateway is not None:
+        if info.retry_after_s is None and info.gateway_wait_s is not None:
+            info.retry_after_s = info.gateway_wait_s  # Kong's X-AI-RateLimit-Retry-After, APISIX's Reset
+        if info.gateway != "litellm" and info.binding_named is None:
+            info.binding_named = "tokens"  # these gateways' limits are of tokens
     if kind == "rate_limit":
         named = named_quotas(raw)
         fault = refusal_fault(named)
@@ -213,6 +223,7 @@ class HttpBackend:
         self.wire = profile if profile is not None else family_profile(model, params)
         self._url = endpoint_url(base_url, "/chat/completions")
         self._base_url = base_url
+        self.quota_headers = QuotaHeaders()  # each answer's quota headers, read against the ones before
         self._headers = {"Content-Type": "application/json", **(extra_headers or {})}
         if api_key:
             register_secret(api_key)  # from here on, no message can carry it
@@ -269,7 +280,7 @@ class HttpBackend:
         status, headers, raw = await self._post(orjson.dumps(request_body(request, self.model, self.wire)))
         if self._adapted(request, status, raw, sent, structured):
             return await self.complete(request)  # adapted once (a parameter, response_format); remembered
-        info = parse_rate_limit_headers(headers)
+        info = self.quota_headers.read(headers)
         return self._answer(request, status, raw, info, sent), info
 
     async def complete_streamed(self, request: ChatRequest, on_admitted: Callable[[RateLimitInfo | None], None],
@@ -289,7 +300,7 @@ class HttpBackend:
         body["stream_options"] = {"include_usage": True}  # the usage comes as a last chunk
 
         def admitted(headers: Any) -> None:
-            on_admitted(parse_rate_limit_headers(headers))
+            on_admitted(self.quota_headers.read(headers))
 
         status, headers, raw = await self._post(orjson.dumps(body), admitted)
         if self._adapted(request, status, raw, sent, structured):
@@ -299,7 +310,7 @@ class HttpBackend:
             # (a 403 on some deployments); any other refusal is the call's own and named as usual
             self.streams = False
             return await self.complete(request)
-        info = parse_rate_limit_headers(headers)
+        info = self.quota_headers.read(headers)
         return self._answer(request, status, raw, info, sent), info
 
     def _adapted(self, request: ChatRequest, status: int, raw: bytes, sent: tuple[bool, bool],

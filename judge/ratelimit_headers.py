@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from drscore.engine.runtime.calls.judging import HINT_CEILING_S, RateLimitInfo
+from drscore.judge.gateway_quota import read_gateway_quota
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 
@@ -119,9 +120,11 @@ def _hint(h: Mapping[str, str], name: str, parse: Callable[[str | None], float |
     return None, _shown(name, raw)
 
 
-def parse_rate_limit_headers(headers: Mapping[str, str]) -> RateLimitInfo:
+def parse_rate_limit_headers(headers: Mapping[str, str], gateway_window_s: float | None = None) -> RateLimitInfo:
     """``retry-after-ms`` wins over ``Retry-After`` (seconds or an HTTP date).
-    ``headers`` may be a case-insensitive mapping (aiohttp, httpx) or a plain dict."""
+    ``headers`` may be a case-insensitive mapping (aiohttp, httpx) or a plain dict.
+    ``gateway_window_s``: the longest window an AI gateway's earlier answers implied
+    (:func:`judge.gateway_quota.read_gateway_quota`)."""
     h = headers if hasattr(headers, "getall") or hasattr(headers, "get_list") else \
         {k.lower(): v for k, v in headers.items()}
     # Anthropic announces its quota in its own headers (anthropic-ratelimit-*, per minute).
@@ -148,6 +151,17 @@ def parse_rate_limit_headers(headers: Mapping[str, str]) -> RateLimitInfo:
     unusable += [b for b in (bad_requests, bad_tokens) if b]
     if retry_s is not None or reset_requests is not None or reset_tokens is not None:
         unusable = []  # another hint says when: the unusable one changes nothing
+    gateway = read_gateway_quota(h, gateway_window_s)
+    paces: list[str] = []
+    if gateway is not None:
+        # A gateway's own limit, where it binds tighter than the upstream's headers it passed
+        # through (LiteLLM's), replaces them; their remaining counts are of the upstream's quota
+        if gateway.tokens_per_minute and (limit_tokens is None or gateway.tokens_per_minute < limit_tokens):
+            limit_tokens, remaining_tokens, reset_tokens = gateway.tokens_per_minute, None, None
+            paces.append("tokens")
+        if gateway.requests_per_minute and (limit_requests is None or gateway.requests_per_minute < limit_requests):
+            limit_requests, remaining_requests, reset_requests = gateway.requests_per_minute, None, None
+            paces.append("requests")
     return RateLimitInfo(
         retry_after_s=retry_s,
         limit_requests=limit_requests,
@@ -157,4 +171,24 @@ def parse_rate_limit_headers(headers: Mapping[str, str]) -> RateLimitInfo:
         reset_requests_s=reset_requests,
         reset_tokens_s=reset_tokens,
         unusable_hint="; ".join(unusable) or None,
+        gateway=gateway.gateway if gateway is not None else None,
+        gateway_spent=gateway is not None and gateway.spent,
+        gateway_wait_s=gateway.wait_s if gateway is not None else None,
+        gateway_reset_s=gateway.reset_s if gateway is not None else None,
+        gateway_window_s=gateway.window_s if gateway is not None and paces else None,
+        gateway_paces=tuple(paces),
     )
+
+
+class QuotaHeaders:
+    """Reads one endpoint's quota headers, answer after answer: APISIX states no window, so the
+    longest Reset its answers said stands for it (judge.gateway_quota.read_gateway_quota)."""
+
+    def __init__(self) -> None:
+        self.gateway_window_s: float | None = None
+
+    def read(self, headers: Mapping[str, str]) -> RateLimitInfo:
+        info = parse_rate_limit_headers(headers, self.gateway_window_s)
+        if info.gateway_reset_s is not None and info.gateway_reset_s > (self.gateway_window_s or 0.0):
+            self.gateway_window_s = info.gateway_reset_s
+        return info

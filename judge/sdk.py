@@ -16,7 +16,7 @@ import openai  # noqa: E402  (after the check, so a missing extra is named)
 from drscore.engine.runtime.calls.judging import ChatRequest, ChatResponse, RateLimitInfo, TransientError
 from drscore.engine.runtime.calls.redact import redact, redact_url, register_secret, register_url_secrets
 from drscore.judge.http import CONNECT_TIMEOUT_S, classify_connection_error, parse_completion, status_error
-from drscore.judge.ratelimit_headers import parse_rate_limit_headers
+from drscore.judge.ratelimit_headers import QuotaHeaders
 from drscore.judge.wire import WireProfile, family_profile, request_body
 
 # Body fields the SDK's create() takes as keyword arguments; every other field (user
@@ -37,6 +37,7 @@ class SdkBackend:
         self.timeout_s = timeout_s
         register_secret(api_key)
         self.wire = profile if profile is not None else family_profile(model, params)
+        self.quota_headers = QuotaHeaders()  # each answer's quota headers, read against the ones before
         # Local servers need no key, but the SDK insists on one.
         self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=api_key or "not-needed",
                                           max_retries=0,
@@ -64,12 +65,12 @@ class SdkBackend:
                                  kind=classify_connection_error(e)) from None
         except openai.APIStatusError as e:
             # The same classification as the aiohttp transport, from the raw status and body.
-            info = parse_rate_limit_headers(e.response.headers)
+            info = self.quota_headers.read(e.response.headers)
             content = e.response.content or b""
             if e.status_code == 400 and self.wire.learn(e.status_code, content, sent):
                 return await self.complete(request)
             raise status_error(e.status_code, content, self.base_url, info) from None
-        return parse_completion(raw.content, request), parse_rate_limit_headers(raw.headers)
+        return parse_completion(raw.content, request), self.quota_headers.read(raw.headers)
 
     async def close(self) -> None:
         await self._client.close()

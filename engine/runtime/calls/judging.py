@@ -86,6 +86,16 @@ class RateLimitInfo(msgspec.Struct, kw_only=True):
     # The body named which quota refused the call but not its figure (Azure's "exceeded token
     # rate limit"): "requests" or "tokens", the dimension a pace learned from 429s keeps to
     binding_named: str | None = None
+    # An AI gateway's quota headers came with it (judge.gateway_quota): which family, whether a
+    # limit it states has nothing left, and on a refusal how long until that window starts over
+    gateway: str | None = None
+    gateway_spent: bool = False
+    gateway_wait_s: float | None = None
+    gateway_reset_s: float | None = None  # APISIX's Reset: seconds left in its window
+    # the window of the limit that set limit_tokens/limit_requests (a gateway's): the quota a
+    # client may spend at once, where a provider's bucket holds a second or a minute
+    gateway_window_s: float | None = None
+    gateway_paces: tuple[str, ...] = ()  # the limits above that are the gateway's: "tokens", "requests"
 
 
 # What went wrong with a call, as a backend classifies it (``JudgeError.kind``). The
