@@ -365,6 +365,15 @@ def _judge_notes(t: dict[str, Any]) -> list[str]:
         lines.append(f"  note: the endpoint reserves each call's output cap against its token quota: calls went out "
                      f"with a cap fitted to their template's answers, {fitted['reserved_less']:,} tokens of quota "
                      f"not reserved{cut} (--fixed-output-cap sends the templates' own)")
+    gateway = t.get("gateway_quota")
+    if gateway:
+        paced = [f"{gateway[k]:,} {unit}/min" for k, unit in (("tokens_per_minute", "tokens"),
+                                                              ("requests_per_minute", "requests")) if gateway.get(k)]
+        window = f", up to {gateway['window_s']:g} s of it at once (its window)" if gateway.get("window_s") else ""
+        pace = (f"paced at {' and '.join(paced)}{window}" if paced else
+                "its headers gave no window of a minute or less to pace by, so the pace was learned from its refusals")
+        refusals = f"; {gateway['refusals']} refusal(s), each waited out" if gateway["refusals"] else ""
+        lines.append(f"  note: an AI gateway keeps the quota ({gateway['headers']} headers): {pace}{refusals}")
     named = t.get("quota_named_by_429")
     if named:
         following = ", and the next run against this endpoint starts from it (kept in the cache)" if named["kept"] else ""

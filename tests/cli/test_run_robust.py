@@ -11,7 +11,10 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
+
+import pytest
 
 from drscore.judge.mock.scripted import ScriptedJudge
 from drscore.judge.mock.server import MockConfig, MockServerProcess
@@ -304,3 +307,47 @@ def test_a_reserving_endpoint_is_sent_caps_fitted_to_the_answers_and_the_scores_
     assert second["cache_hits"] == 0 and held[2] - held[1] == again["reserved_less"] > caps["reserved_less"]
     assert all(t["earlier"] >= 20 for t in again["templates"].values())
     assert scores[0] == scores[1] == scores[2] and len(scores[0]) == 6
+
+
+def _spend_the_window(url: str, tokens: int) -> int:
+    """Another client of the gateway spends its window: one call of ``tokens`` prompt words."""
+    body = json.dumps({"model": "gpt-4.1", "messages": [{"role": "user", "content": "word " * tokens}]}).encode()
+    req = urllib.request.Request(f"{url}/chat/completions", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return resp.status
+
+
+@pytest.mark.parametrize("transport", ["http", "sdk"])
+def test_behind_an_apisix_gateway_its_503_is_its_quota_waited_to_the_windows_end(tmp_path, transport):
+    # APISIX's ai-rate-limiting refuses with a bare 503 (its default rejected_code) whose
+    # headers say no tokens are left and when the window starts over. Read as a failing server,
+    # the run was retried into backoff and stopped after ten 503s; it is the quota: the call
+    # waits the Reset, once, and the run paces at the limit over the window its Resets imply.
+    with MockServerProcess(MockConfig(profile="vllm", tpm=300_000, gateway="apisix", gateway_window=4)) as mock:
+        assert _spend_the_window(mock.url, 21_000) == 200  # 20,000 tokens a 4 s window: spent
+        proc = _run(mock.url, tmp_path, "--limit", "4", "--no-cache", "--transport", transport)
+        served = mock.stats()
+    assert proc.returncode == 0, proc.stderr
+    totals = _summary(tmp_path)["totals"]
+    assert totals["items_failed"] == 0 and served["ok"] == 5
+    # one refusal: the wait ran to the window's end, and the four calls fit the next window
+    assert served["gateway_refused"] == 1 and totals["gateway_quota"]["refusals"] == 1
+    assert totals["gateway_quota"]["tokens_per_minute"] == 300_000 and totals["gateway_quota"]["window_s"] == 4.0
+    assert ("an AI gateway keeps the quota (x-ai-ratelimit headers): paced at 300,000 tokens/min, up to 4 s of it "
+            "at once (its window); 1 refusal(s), each waited out") in proc.stdout
+
+
+def test_behind_kong_with_its_limits_hidden_the_refusal_waits_its_own_retry_after(tmp_path):
+    # Kong's hide_client_headers leaves a refusal only X-AI-RateLimit-Retry-After (no plain
+    # Retry-After, no limit): waiting a default second instead met the spent window again.
+    cfg = MockConfig(profile="vllm", tpm=300_000, gateway="kong", gateway_window=4, gateway_hides_limits=True)
+    with MockServerProcess(cfg) as mock:
+        assert _spend_the_window(mock.url, 21_000) == 200
+        proc = _run(mock.url, tmp_path, "--limit", "4", "--no-cache")
+        served = mock.stats()
+    assert proc.returncode == 0, proc.stderr
+    totals = _summary(tmp_path)["totals"]
+    assert totals["items_failed"] == 0 and served["gateway_refused"] == 1
+    assert totals["gateway_quota"] == {"headers": "x-ai-ratelimit", "refusals": 1, "tokens_per_minute": None,
+                                       "requests_per_minute": None, "window_s": None}
+    assert "its headers gave no window of a minute or less to pace by" in proc.stdout

@@ -920,14 +920,31 @@ class RateLimiter:
         self.stopped = False
         self.shared: SharedQuota | None = None
 
-    def _requests_bucket(self, rpm: float) -> TokenBucket:
-        """A bucket of ``rpm`` requests a minute (at ``safety``), holding at least one request."""
-        return TokenBucket(rpm * self.safety, self.burst_s)
+    def _requests_bucket(self, rpm: float, window_s: float | None = None) -> TokenBucket:
+        """A bucket of ``rpm`` requests a minute (at ``safety``), holding at least one request
+        (``window_s``: an AI gateway's window, the whole of which it may hold)."""
+        return TokenBucket(rpm * self.safety, window_s or self.burst_s)
 
-    def _tokens_bucket(self, tpm: float) -> TokenBucket:
+    def _tokens_bucket(self, tpm: float, window_s: float | None = None) -> TokenBucket:
         """A bucket of ``tpm`` tokens a minute (at ``safety``): no minimum, a request larger
         than the bucket waits for a full one (TokenBucket.wait_time)."""
-        return TokenBucket(tpm * self.safety, self.burst_s, minimum_capacity=0.0)
+        return TokenBucket(tpm * self.safety, window_s or self.burst_s, minimum_capacity=0.0)
+
+    @staticmethod
+    def _window(info: RateLimitInfo, dimension: str) -> float | None:
+        """The window of an AI gateway's limit in ``dimension`` (judge.gateway_quota), up to a
+        minute: its whole limit may be spent at once, where a provider's bucket refills over a
+        second. A fixed window gives it all at its start, and a sliding one over the window
+        before; held to the limit's rate over the window, a run never asks more of either."""
+        if dimension not in info.gateway_paces or not info.gateway_window_s:
+            return None
+        return min(info.gateway_window_s, MAX_WINDOW_S)
+
+    def _widens(self, bucket: TokenBucket | None, info: RateLimitInfo, dimension: str) -> bool:
+        """A gateway's window holds more than ``bucket`` does (a quota kept from an earlier run
+        starts with a second's bucket; APISIX's window, inferred from its Resets, grows)."""
+        window = self._window(info, dimension)
+        return bucket is not None and window is not None and bucket.capacity < bucket.rate * window - 1e-6
 
     def measured_connect(self, seconds: float) -> None:
         """The quickest connection the backend has made to the endpoint took ``seconds``: a
@@ -1407,19 +1424,21 @@ class RateLimiter:
             return
         now = time.monotonic()
         if info.limit_requests and (not self.rpm or info.limit_requests < self.rpm
-                                    or (replace and info.limit_requests != self.rpm)):
+                                    or (replace and info.limit_requests != self.rpm)
+                                    or self._widens(self.requests, info, "requests")):
             self.rpm = info.limit_requests
             old = self.requests
-            self.requests = self._requests_bucket(self.rpm)
+            self.requests = self._requests_bucket(self.rpm, self._window(info, "requests"))
             if old is not None:
                 self.requests.clamp(old.level, now)
             if info.remaining_requests is not None:
                 self.requests.clamp(info.remaining_requests, now)
         if info.limit_tokens and (not self.tpm or info.limit_tokens < self.tpm
-                                  or (replace and info.limit_tokens != self.tpm)):
+                                  or (replace and info.limit_tokens != self.tpm)
+                                  or self._widens(self.tokens, info, "tokens")):
             self.tpm = info.limit_tokens
             old = self.tokens
-            self.tokens = self._tokens_bucket(self.tpm)
+            self.tokens = self._tokens_bucket(self.tpm, self._window(info, "tokens"))
             if old is not None:
                 self.tokens.clamp(old.level, now)
             if info.remaining_tokens is not None:
@@ -1512,6 +1531,8 @@ class RateLimiter:
                 self.tokens.clamp(info.remaining_tokens, now)
             if info.remaining_requests is not None and self.requests is not None:
                 self.requests.clamp(info.remaining_requests, now)
+            if info.gateway_wait_s is not None and delay is not None:
+                self._window_starts_over(permit, info)
         if delay is None:
             delay = 1.0
         # Without headers and without a told quota the 429s alone set the pace, in the
@@ -1534,7 +1555,8 @@ class RateLimiter:
             if requests_cut or tokens_cut:
                 self._cut_since_resumed = True
                 self._apply_learned()
-        elif now >= self._paused_until and self.lag_s < LAG_WIDEST_S and (announced_before or not self.announced):
+        elif (now >= self._paused_until and self.lag_s < LAG_WIDEST_S and (announced_before or not self.announced)
+              and not (info is not None and info.gateway)):  # a gateway's window was spent: no lag to widen
             # once an episode: the calls refused with this one met the same short bucket (not
             # the 429 that first named the quota: nothing paced at it yet)
             self.lag_widened *= 2
@@ -1558,6 +1580,17 @@ class RateLimiter:
         # second need 20 in flight). Nothing to cut.
         await self.concurrency.release()
         return delay
+
+    def _window_starts_over(self, permit: Permit, info: RateLimitInfo) -> None:
+        """An AI gateway refused ``permit`` until its window starts over (its Reset): the pause
+        runs to then, and then the whole window is there again, less the calls still in
+        flight, which it charges when they are answered."""
+        now = time.monotonic()
+        others = [p for p in self._unsettled.values() if p is not permit]
+        for dimension, bucket, held in (("tokens", self.tokens, sum(p.estimate for p in others)),
+                                        ("requests", self.requests, len(others))):
+            if bucket is not None and self._window(info, dimension) is not None:
+                bucket.move_to(max(bucket.level, bucket.capacity - held), now)
 
     async def release_refused(self, permit: Permit) -> None:
         """Release a call the server refused without charging it and without a wait that would

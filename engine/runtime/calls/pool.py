@@ -190,6 +190,9 @@ class PoolStats(msgspec.Struct):
     unusable_hint: str = ""  # the last such hint, as the server sent it (shortened)
     # the quota a 429's body named, where no header said it (judge.quota_refusal): the pace from then on
     named_quota: str = ""
+    # an AI gateway's quota headers came back (judge.gateway_quota): its family, and its refusals
+    gateway: str = ""
+    gateway_refusals: int = 0
     timeouts_not_resent: int = 0  # timed out at a server that may still be working on them: not sent again
     # dry-run plan (calls that would be made)
     planned_calls: int = 0
@@ -1069,6 +1072,9 @@ class JudgePool:
                         permit, e.limits, unusable_wait_s=self.max_rate_limit_wait_s) if permit is not None else 1.0
                     if e.limits is not None and e.limits.named_quota:
                         self.stats.named_quota = e.limits.named_quota
+                    if e.limits is not None and e.limits.gateway:
+                        self.stats.gateway = e.limits.gateway
+                        self.stats.gateway_refusals += 1
                     if e.limits is not None and e.limits.unusable_hint:
                         self.stats.unusable_hints += 1  # waited the bound instead (see judging.RateLimitInfo)
                         self.stats.unusable_hint = e.limits.unusable_hint
@@ -1157,6 +1163,8 @@ class JudgePool:
                     self.stats.structured_output_ignored = True
                 probe.open()
             self.breaker.success()
+            if info is not None and info.gateway:
+                self.stats.gateway = info.gateway
             if permit is not None:
                 self.limiter.observe(info, permit)
                 # a reserving server keeps its prompt guess and the output used (quota_charge)

@@ -1036,3 +1036,43 @@ def test_a_429_naming_its_dimension_decides_the_binding_guess_for_good():
         plain.sent(x)
     plain.refused(5100)
     assert plain.dimension == "tokens" and plain.refused(90, strain=(0.5, 0.9)) == "requests"
+
+
+def _gateway(tpm: float, window_s: float, **kw: object) -> RateLimitInfo:
+    return RateLimitInfo(limit_tokens=tpm, gateway="x-ai-ratelimit", gateway_window_s=window_s,
+                         gateway_paces=("tokens",), **kw)  # type: ignore[arg-type]
+
+
+async def test_a_gateways_window_is_spent_at_once_and_a_refusal_starts_it_over():
+    lim = RateLimiter(concurrency=8)
+    lim.observe(_gateway(360_000, 20))  # 6,000 tokens a second, 120,000 a window
+    tokens = lim.tokens
+    assert tokens is not None and tokens.capacity == pytest.approx(120_000)
+    # a provider's announced quota of the same rate holds one second of it
+    provider = RateLimiter(concurrency=8)
+    provider.observe(RateLimitInfo(limit_tokens=360_000))
+    assert provider.tokens is not None and provider.tokens.capacity == pytest.approx(6_000)
+    first = await lim.acquire(100_000)  # the window's first 100,000 go at once
+    second = await lim.acquire(1_000)
+    # 30,000 more need the 11,000 past the 19,000 left: 11,000 / 6,000 = 1.83 s
+    assert tokens.wait_time(30_000, time.monotonic()) == pytest.approx(11_000 / 6_000, abs=0.05)
+    # refused until the window starts over (7 s): then the whole window is there again, less
+    # the 1,000 still in flight, which the gateway charges when they are answered
+    delay = await lim.rate_limited_release(first, _gateway(360_000, 20, retry_after_s=7.0, gateway_wait_s=7.0))
+    assert delay == 7.0 and tokens.level == pytest.approx(119_000, abs=5)
+    await lim.release_failed(second)
+
+
+def test_a_longer_window_widens_the_bucket_and_keeps_its_level():
+    lim = RateLimiter(concurrency=8)
+    lim.observe(_gateway(360_000, 10))  # APISIX's first Reset said 10 s: 60,000
+    assert lim.tokens is not None
+    lim.tokens.take(50_000, time.monotonic())
+    lim.observe(_gateway(180_000, 20))  # a 20 s Reset: half the pace, a window of 60,000
+    assert lim.tpm == 180_000 and lim.tokens.capacity == pytest.approx(60_000)
+    assert lim.tokens.level == pytest.approx(10_000, abs=50)  # what was spent stays spent
+    # a limit the gateway did not set (the upstream's) keeps a provider's one-second bucket
+    upstream = RateLimiter(concurrency=8)
+    upstream.observe(RateLimitInfo(limit_tokens=360_000, gateway="litellm", gateway_window_s=60.0,
+                                   gateway_paces=("requests",)))
+    assert upstream.tokens is not None and upstream.tokens.capacity == pytest.approx(6_000)
