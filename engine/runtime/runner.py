@@ -296,14 +296,12 @@ class Runner:
             totals["quota_named_by_429"] = {"quota": s.named_quota, "kept": self.pool.keeps_quota}
         if s.gateway:  # an AI gateway keeps the quota (judge.gateway_quota): what its headers gave the pace
             limiter = self.pool.limiter
-            bucket = limiter.tokens or limiter.requests
             totals["gateway_quota"] = {
                 "headers": s.gateway, "refusals": s.gateway_refusals,
                 "tokens_per_minute": round(limiter.tpm) if limiter.tpm and limiter.announced else None,
                 "requests_per_minute": round(limiter.rpm) if limiter.rpm and limiter.announced else None,
                 # the quota the pace may spend at once: the gateway's window, up to a minute
-                "window_s": round(bucket.capacity / bucket.rate, 1) if bucket is not None and limiter.announced
-                and bucket.rate > 0 else None}
+                "window_s": limiter.gateway_window_s}
         adapted = getattr(getattr(self.pool.backend, "wire", None), "learned", None)
         if adapted:  # request spellings the endpoint refused or ignored, and what was sent instead
             totals["judge_adapted"] = list(adapted)

@@ -851,6 +851,7 @@ class RateLimiter:
                  burst_s: float = 1.0, safety: float = 1.0, margin_s: float = MARGIN_S,
                  cooldown_s: float = 5.0) -> None:
         self.rpm, self.tpm, self.burst_s, self.safety, self.margin_s = rpm, tpm, burst_s, safety, margin_s
+        self.gateway_window_s: float | None = None  # an AI gateway's window its bucket holds (judge.gateway_quota)
         self.told_rpm, self.told_tpm = rpm, tpm
         self.requests = self._requests_bucket(rpm) if rpm else None
         self.tokens = self._tokens_bucket(tpm) if tpm else None
@@ -923,11 +924,13 @@ class RateLimiter:
     def _requests_bucket(self, rpm: float, window_s: float | None = None) -> TokenBucket:
         """A bucket of ``rpm`` requests a minute (at ``safety``), holding at least one request
         (``window_s``: an AI gateway's window, the whole of which it may hold)."""
+        self.gateway_window_s = window_s or self.gateway_window_s
         return TokenBucket(rpm * self.safety, window_s or self.burst_s)
 
     def _tokens_bucket(self, tpm: float, window_s: float | None = None) -> TokenBucket:
         """A bucket of ``tpm`` tokens a minute (at ``safety``): no minimum, a request larger
         than the bucket waits for a full one (TokenBucket.wait_time)."""
+        self.gateway_window_s = window_s or self.gateway_window_s
         return TokenBucket(tpm * self.safety, window_s or self.burst_s, minimum_capacity=0.0)
 
     @staticmethod
@@ -941,10 +944,21 @@ class RateLimiter:
         return min(info.gateway_window_s, MAX_WINDOW_S)
 
     def _widens(self, bucket: TokenBucket | None, info: RateLimitInfo, dimension: str) -> bool:
-        """A gateway's window holds more than ``bucket`` does (a quota kept from an earlier run
-        starts with a second's bucket; APISIX's window, inferred from its Resets, grows)."""
+        """A gateway's window holds more than ``bucket`` does at the same rate: a quota kept
+        from an earlier run starts with a second's bucket."""
         window = self._window(info, dimension)
         return bucket is not None and window is not None and bucket.capacity < bucket.rate * window - 1e-6
+
+    def _carry(self, old: TokenBucket, new: TokenBucket, info: RateLimitInfo, dimension: str, now: float) -> None:
+        """Move to ``new`` what ``old`` knew: never more than it had left, or, for a gateway's
+        window, what was spent of it (a second's bucket left full says nothing of a window's
+        quota, which would then be waited for at the rate instead of spent at once)."""
+        window = self._window(info, dimension)
+        if window is None:
+            new.clamp(old.level, now)
+            return
+        old._refill(now)
+        new.move_to(new.capacity - (old.capacity - old.level), now)
 
     def measured_connect(self, seconds: float) -> None:
         """The quickest connection the backend has made to the endpoint took ``seconds``: a
@@ -1425,22 +1439,22 @@ class RateLimiter:
         now = time.monotonic()
         if info.limit_requests and (not self.rpm or info.limit_requests < self.rpm
                                     or (replace and info.limit_requests != self.rpm)
-                                    or self._widens(self.requests, info, "requests")):
+                                    or (info.limit_requests == self.rpm and self._widens(self.requests, info, "requests"))):
             self.rpm = info.limit_requests
             old = self.requests
             self.requests = self._requests_bucket(self.rpm, self._window(info, "requests"))
             if old is not None:
-                self.requests.clamp(old.level, now)
+                self._carry(old, self.requests, info, "requests", now)
             if info.remaining_requests is not None:
                 self.requests.clamp(info.remaining_requests, now)
         if info.limit_tokens and (not self.tpm or info.limit_tokens < self.tpm
                                   or (replace and info.limit_tokens != self.tpm)
-                                  or self._widens(self.tokens, info, "tokens")):
+                                  or (info.limit_tokens == self.tpm and self._widens(self.tokens, info, "tokens"))):
             self.tpm = info.limit_tokens
             old = self.tokens
             self.tokens = self._tokens_bucket(self.tpm, self._window(info, "tokens"))
             if old is not None:
-                self.tokens.clamp(old.level, now)
+                self._carry(old, self.tokens, info, "tokens", now)
             if info.remaining_tokens is not None:
                 if old is None and permit is not None and self._count_makes_bucket(
                         permit, info.remaining_tokens, info.reset_tokens_s):

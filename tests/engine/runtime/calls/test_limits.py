@@ -1071,6 +1071,19 @@ def test_a_longer_window_widens_the_bucket_and_keeps_its_level():
     lim.observe(_gateway(180_000, 20))  # a 20 s Reset: half the pace, a window of 60,000
     assert lim.tpm == 180_000 and lim.tokens.capacity == pytest.approx(60_000)
     assert lim.tokens.level == pytest.approx(10_000, abs=50)  # what was spent stays spent
+    assert lim.gateway_window_s == 20.0
+    # a quota kept from an earlier run paces with a second's bucket until the gateway's headers
+    # say its window: then what was spent of that second is spent of the window, no more
+    kept = RateLimiter(concurrency=8)
+    kept.remember(KnownQuota(tpm=360_000))
+    assert kept.tokens is not None and kept.tokens.capacity == pytest.approx(6_000)
+    kept.tokens.take(1_000, time.monotonic())
+    kept.observe(_gateway(360_000, 20))
+    assert kept.tokens.capacity == pytest.approx(120_000) and kept.tokens.level == pytest.approx(119_000, abs=50)
+    # a told quota is the user's and stays, at its one second, beside a looser gateway's
+    told = RateLimiter(tpm=100_000, concurrency=8)
+    told.observe(_gateway(360_000, 20))
+    assert told.tpm == 100_000 and told.tokens is not None and told.tokens.capacity == pytest.approx(100_000 / 60)
     # a limit the gateway did not set (the upstream's) keeps a provider's one-second bucket
     upstream = RateLimiter(concurrency=8)
     upstream.observe(RateLimitInfo(limit_tokens=360_000, gateway="litellm", gateway_window_s=60.0,
