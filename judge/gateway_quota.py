@@ -28,7 +28,7 @@ import math
 import re
 from collections.abc import Mapping
 
-import msgspec
+from drscore.engine.runtime.calls.judging import GatewayQuota
 
 __all__ = ["GatewayQuota", "read_gateway_quota"]
 
@@ -41,21 +41,6 @@ LITELLM_WINDOW_S = 60.0
 # A pace is taken only from a window this long or shorter: a daily quota paced evenly would
 # hold a short run to a 1,440th of it a minute.
 PACED_WINDOW_S = 60.0
-
-
-class GatewayQuota(msgspec.Struct, frozen=True, kw_only=True):
-    """A gateway's quota as its headers state it (``None``: not said)."""
-
-    gateway: str  # "x-ai-ratelimit" (APISIX, Kong), "litellm" or "higress"
-    tokens_per_minute: float | None = None  # the tightest token limit of a known window up to a minute
-    requests_per_minute: float | None = None
-    window_s: float | None = None  # the window of that tightest limit
-    spent: bool = False  # a limit with nothing left
-    # seconds until the window starts over (a Reset, Kong's Retry-After): a refusal's wait
-    wait_s: float | None = None
-    # APISIX's Reset on any response: seconds left in the window; the longest seen is a lower
-    # bound of a window no header states (its counter starts a whole window at its first charge)
-    reset_s: float | None = None
 
 
 def _number(value: str | None) -> float | None:
@@ -129,7 +114,7 @@ def read_gateway_quota(headers: Mapping[str, str], window_s: float | None = None
         for suffix, limit in limits.items():
             paced = _tightest(paced, limit, _kong_window(suffix) or (math.ceil(seen) if seen >= 1 else None))
         spent = any(x < 1 for x in remaining.values())
-        return GatewayQuota(gateway="x-ai-ratelimit", tokens_per_minute=paced[0] if paced else None,
+        return GatewayQuota(headers="x-ai-ratelimit", tokens_per_minute=paced[0] if paced else None,
                             window_s=paced[1] if paced else None, spent=spent,
                             wait_s=max(waits) if waits else None, reset_s=max(resets) if resets else None)
     if litellm:
@@ -142,9 +127,9 @@ def read_gateway_quota(headers: Mapping[str, str], window_s: float | None = None
                 else:
                     requests = _tightest(requests, said["limit"], LITELLM_WINDOW_S)
             spent = spent or said.get("remaining", 1.0) < 1
-        return GatewayQuota(gateway="litellm", tokens_per_minute=tokens[0] if tokens else None,
+        return GatewayQuota(headers="litellm", tokens_per_minute=tokens[0] if tokens else None,
                             requests_per_minute=requests[0] if requests else None,
                             window_s=LITELLM_WINDOW_S if tokens or requests else None, spent=spent)
     if higress is not None:
-        return GatewayQuota(gateway="higress", spent=True, wait_s=higress if higress > 0 else None)
+        return GatewayQuota(headers="higress", spent=True, wait_s=higress if higress > 0 else None)
     return None

@@ -147,15 +147,16 @@ def status_error(status: int, raw: bytes, where: str, info: RateLimitInfo | None
     """The classified exception for an error status (message: a redacted body excerpt)."""
     kind, param = classify_status(status, raw)
     text = f"HTTP {status} from {where}: {excerpt(raw)}"
-    if info is not None and info.gateway_spent and status != 429 and kind in ("server_error", "bad_request"):
+    gateway = info.gateway if info is not None else None
+    if gateway is not None and gateway.spent and status != 429 and kind in ("server_error", "bad_request"):
         # An AI gateway's refusal in another status (APISIX's default is 503 with a bare error
         # page): its headers say a limit has nothing left, so it is a quota, not a failing server
         kind = "rate_limit"
-        text = f"{text} (an AI gateway's token quota: its {info.gateway} headers say nothing is left)"
-    if kind == "rate_limit" and info is not None and info.gateway is not None:
-        if info.retry_after_s is None and info.gateway_wait_s is not None:
-            info.retry_after_s = info.gateway_wait_s  # Kong's X-AI-RateLimit-Retry-After, APISIX's Reset
-        if info.gateway != "litellm" and info.binding_named is None:
+        text = f"{text} (an AI gateway's token quota: its {gateway.headers} headers say nothing is left)"
+    if kind == "rate_limit" and info is not None and gateway is not None:
+        if info.retry_after_s is None and gateway.wait_s is not None:
+            info.retry_after_s = gateway.wait_s  # Kong's X-AI-RateLimit-Retry-After, APISIX's Reset
+        if gateway.headers != "litellm" and info.binding_named is None:
             info.binding_named = "tokens"  # these gateways' limits are of tokens
     if kind == "rate_limit":
         named = named_quotas(raw)

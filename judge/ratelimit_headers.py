@@ -7,6 +7,8 @@ import re
 import time
 from collections.abc import Callable, Mapping
 
+import msgspec
+
 from drscore.engine.runtime.calls.judging import HINT_CEILING_S, RateLimitInfo
 from drscore.judge.gateway_quota import read_gateway_quota
 
@@ -152,8 +154,8 @@ def parse_rate_limit_headers(headers: Mapping[str, str], gateway_window_s: float
     if retry_s is not None or reset_requests is not None or reset_tokens is not None:
         unusable = []  # another hint says when: the unusable one changes nothing
     gateway = read_gateway_quota(h, gateway_window_s)
-    paces: list[str] = []
     if gateway is not None:
+        paces: list[str] = []
         # A gateway's own limit, where it binds tighter than the upstream's headers it passed
         # through (LiteLLM's), replaces them; their remaining counts are of the upstream's quota
         if gateway.tokens_per_minute and (limit_tokens is None or gateway.tokens_per_minute < limit_tokens):
@@ -162,6 +164,7 @@ def parse_rate_limit_headers(headers: Mapping[str, str], gateway_window_s: float
         if gateway.requests_per_minute and (limit_requests is None or gateway.requests_per_minute < limit_requests):
             limit_requests, remaining_requests, reset_requests = gateway.requests_per_minute, None, None
             paces.append("requests")
+        gateway = msgspec.structs.replace(gateway, paces=tuple(paces), window_s=gateway.window_s if paces else None)
     return RateLimitInfo(
         retry_after_s=retry_s,
         limit_requests=limit_requests,
@@ -171,12 +174,7 @@ def parse_rate_limit_headers(headers: Mapping[str, str], gateway_window_s: float
         reset_requests_s=reset_requests,
         reset_tokens_s=reset_tokens,
         unusable_hint="; ".join(unusable) or None,
-        gateway=gateway.gateway if gateway is not None else None,
-        gateway_spent=gateway is not None and gateway.spent,
-        gateway_wait_s=gateway.wait_s if gateway is not None else None,
-        gateway_reset_s=gateway.reset_s if gateway is not None else None,
-        gateway_window_s=gateway.window_s if gateway is not None and paces else None,
-        gateway_paces=tuple(paces),
+        gateway=gateway,
     )
 
 
@@ -189,6 +187,7 @@ class QuotaHeaders:
 
     def read(self, headers: Mapping[str, str]) -> RateLimitInfo:
         info = parse_rate_limit_headers(headers, self.gateway_window_s)
-        if info.gateway_reset_s is not None and info.gateway_reset_s > (self.gateway_window_s or 0.0):
-            self.gateway_window_s = info.gateway_reset_s
+        reset = info.gateway.reset_s if info.gateway is not None else None
+        if reset is not None and reset > (self.gateway_window_s or 0.0):
+            self.gateway_window_s = reset
         return info

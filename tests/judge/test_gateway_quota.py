@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from drscore.engine.runtime.calls.judging import RateLimited, RateLimitInfo, TransientError
-from drscore.judge.gateway_quota import GatewayQuota, read_gateway_quota
+from drscore.engine.runtime.calls.judging import GatewayQuota, RateLimited, RateLimitInfo, TransientError
+from drscore.judge.gateway_quota import read_gateway_quota
 from drscore.judge.http import status_error
 from drscore.judge.mock.gateway import _NGINX_503
 from drscore.judge.ratelimit_headers import QuotaHeaders, parse_rate_limit_headers
@@ -29,10 +29,10 @@ def _lower(headers: dict[str, str]) -> dict[str, str]:
 
 def test_kong_names_its_window_and_says_when_on_a_refusal() -> None:
     assert read_gateway_quota(_lower(KONG_429)) == GatewayQuota(
-        gateway="x-ai-ratelimit", tokens_per_minute=500.0, window_s=60.0, spent=True, wait_s=9.0, reset_s=9.0)
+        headers="x-ai-ratelimit", tokens_per_minute=500.0, window_s=60.0, spent=True, wait_s=9.0, reset_s=9.0)
     ok = read_gateway_quota(_lower({"X-AI-RateLimit-Limit-minute-openai": "500",
                                     "X-AI-RateLimit-Remaining-minute-openai": "310"}))
-    assert ok == GatewayQuota(gateway="x-ai-ratelimit", tokens_per_minute=500.0, window_s=60.0)
+    assert ok == GatewayQuota(headers="x-ai-ratelimit", tokens_per_minute=500.0, window_s=60.0)
 
 
 @pytest.mark.parametrize(("headers", "per_minute", "window"), [
@@ -55,11 +55,11 @@ def test_a_window_of_a_minute_or_less_gives_a_pace(headers: dict[str, str], per_
 def test_apisix_names_no_window_its_reset_bounds_it_from_below() -> None:
     refused = read_gateway_quota(_lower(APISIX_503))
     # the window is in no header and a Reset of 0 says nothing: no pace and no wait
-    assert refused == GatewayQuota(gateway="x-ai-ratelimit", spent=True)
+    assert refused == GatewayQuota(headers="x-ai-ratelimit", spent=True)
     ok = {"X-AI-RateLimit-Limit-openai-instance": "100", "X-AI-RateLimit-Remaining-openai-instance": "41",
           "X-AI-RateLimit-Reset-openai-instance": "30"}
     # 30 s left: the window is at least 30 s, so at most 100 x 60 / 30 = 200 a minute
-    assert read_gateway_quota(_lower(ok)) == GatewayQuota(gateway="x-ai-ratelimit", tokens_per_minute=200.0,
+    assert read_gateway_quota(_lower(ok)) == GatewayQuota(headers="x-ai-ratelimit", tokens_per_minute=200.0,
                                                           window_s=30.0, wait_s=30.0, reset_s=30.0)
     # an earlier answer said 60 s left: 100 a minute
     assert read_gateway_quota(_lower(ok), window_s=60.0).tokens_per_minute == 100.0
@@ -73,30 +73,31 @@ def test_litellm_own_limit_replaces_the_upstreams_it_passes_through() -> None:
                # OpenAI's account quota, passed through unprefixed: another quota than the key's
                "x-ratelimit-limit-tokens": "2000000", "x-ratelimit-remaining-tokens": "1999000",
                "x-ratelimit-reset-tokens": "30ms"}
-    assert read_gateway_quota(headers) == GatewayQuota(gateway="litellm", tokens_per_minute=1000.0,
+    assert read_gateway_quota(headers) == GatewayQuota(headers="litellm", tokens_per_minute=1000.0,
                                                        requests_per_minute=10.0, window_s=60.0, spent=True)
     info = parse_rate_limit_headers(headers)
     assert (info.limit_tokens, info.remaining_tokens, info.reset_tokens_s) == (1000.0, None, None)
-    assert info.gateway_window_s == 60.0 and info.gateway_paces == ("tokens", "requests")
-    assert (info.limit_requests, info.gateway, info.gateway_spent) == (10.0, "litellm", True)
+    assert info.gateway is not None and (info.gateway.window_s, info.gateway.paces) == (60.0, ("tokens", "requests"))
+    assert (info.limit_requests, info.gateway.headers, info.gateway.spent) == (10.0, "litellm", True)
     # the upstream's own limit, where it is the tighter, stays with its counts
     looser = {**headers, "x-ratelimit-api_key-limit-tokens": "5000000"}
     info = parse_rate_limit_headers(looser)
     assert (info.limit_tokens, info.remaining_tokens) == (2000000.0, 1999000.0)
     # the key's requests limit still binds its dimension
-    assert info.limit_requests == 10.0 and info.gateway_window_s == 60.0 and info.gateway_paces == ("requests",)
+    assert info.limit_requests == 10.0 and info.gateway is not None
+    assert (info.gateway.window_s, info.gateway.paces) == (60.0, ("requests",))
 
 
 def test_kong_with_its_limits_hidden_still_says_when_on_a_refusal() -> None:
     # hide_client_headers: no Limit or Remaining, the Reset and Retry-After stay
     hidden = {k: v for k, v in KONG_429.items() if "RateLimit-Limit" not in k and "Remaining" not in k}
-    assert read_gateway_quota(_lower(hidden)) == GatewayQuota(gateway="x-ai-ratelimit", wait_s=9.0, reset_s=9.0)
+    assert read_gateway_quota(_lower(hidden)) == GatewayQuota(headers="x-ai-ratelimit", wait_s=9.0, reset_s=9.0)
     err = status_error(429, KONG_429_BODY, "http://gw.test/v1", parse_rate_limit_headers(_lower(hidden)))
     assert isinstance(err, RateLimited) and err.limits is not None and err.limits.retry_after_s == 9.0
 
 
 def test_higress_says_only_when_on_a_refusal_and_nothing_is_no_gateway() -> None:
-    assert read_gateway_quota({"x-tokenratelimit-reset": "42"}) == GatewayQuota(gateway="higress", spent=True,
+    assert read_gateway_quota({"x-tokenratelimit-reset": "42"}) == GatewayQuota(headers="higress", spent=True,
                                                                                  wait_s=42.0)
     assert read_gateway_quota({"x-ratelimit-limit-tokens": "1000", "retry-after": "3"}) is None
     # values a gateway should never send are not read
@@ -135,8 +136,9 @@ def test_an_endpoints_longest_reset_stands_for_the_window_apisix_does_not_name()
     said = {"x-ai-ratelimit-limit-i": "1000", "x-ai-ratelimit-remaining-i": "500"}
     # 12 s left in a window that began before: at most 1,000 x 60 / 12 = 5,000 a minute
     first = reader.read({**said, "x-ai-ratelimit-reset-i": "12"})
-    assert (first.limit_tokens, first.gateway_window_s, first.gateway_paces) == (5000.0, 12.0, ("tokens",))
+    assert first.gateway is not None and (first.limit_tokens, first.gateway.window_s, first.gateway.paces) == (
+        5000.0, 12.0, ("tokens",))
     # a fresh window's 20 s: 3,000 a minute, and a later, shorter Reset does not raise it again
     assert reader.read({**said, "x-ai-ratelimit-reset-i": "20"}).limit_tokens == 3000.0
     later = reader.read({**said, "x-ai-ratelimit-reset-i": "3"})
-    assert (later.limit_tokens, later.gateway_window_s) == (3000.0, 20.0)
+    assert later.gateway is not None and (later.limit_tokens, later.gateway.window_s) == (3000.0, 20.0)

@@ -63,6 +63,24 @@ class ChatResponse(msgspec.Struct, kw_only=True):
 HINT_CEILING_S = 7 * 86_400.0
 
 
+class GatewayQuota(msgspec.Struct, frozen=True, kw_only=True):
+    """What an AI gateway's headers said of its quota (``None``: not said), read by
+    :mod:`judge.gateway_quota`."""
+
+    headers: str  # their family: "x-ai-ratelimit" (APISIX, Kong), "litellm" or "higress"
+    tokens_per_minute: float | None = None  # the tightest token limit of a known window up to a minute
+    requests_per_minute: float | None = None
+    window_s: float | None = None  # the window of that limit: what a client may spend at once
+    spent: bool = False  # a limit with nothing left
+    wait_s: float | None = None  # seconds until the window starts over (a Reset, Kong's Retry-After)
+    # APISIX's Reset on any answer: seconds left in the window; the longest seen is a lower
+    # bound of a window no header states (its counter starts a whole window at its first charge)
+    reset_s: float | None = None
+    # which of RateLimitInfo's limit_tokens / limit_requests are this gateway's (another's, an
+    # upstream's passed through, may be the tighter)
+    paces: tuple[str, ...] = ()
+
+
 class RateLimitInfo(msgspec.Struct, kw_only=True):
     """What a response said about the server's quota (all optional). Delays are finite
     seconds within :data:`HINT_CEILING_S`; a hint that was not (``inf``, ``nan``, 5,000
@@ -86,16 +104,8 @@ class RateLimitInfo(msgspec.Struct, kw_only=True):
     # The body named which quota refused the call but not its figure (Azure's "exceeded token
     # rate limit"): "requests" or "tokens", the dimension a pace learned from 429s keeps to
     binding_named: str | None = None
-    # An AI gateway's quota headers came with it (judge.gateway_quota): which family, whether a
-    # limit it states has nothing left, and on a refusal how long until that window starts over
-    gateway: str | None = None
-    gateway_spent: bool = False
-    gateway_wait_s: float | None = None
-    gateway_reset_s: float | None = None  # APISIX's Reset: seconds left in its window
-    # the window of the limit that set limit_tokens/limit_requests (a gateway's): the quota a
-    # client may spend at once, where a provider's bucket holds a second or a minute
-    gateway_window_s: float | None = None
-    gateway_paces: tuple[str, ...] = ()  # the limits above that are the gateway's: "tokens", "requests"
+    # An AI gateway's quota headers came with it (judge.gateway_quota)
+    gateway: GatewayQuota | None = None
 
 
 # What went wrong with a call, as a backend classifies it (``JudgeError.kind``). The

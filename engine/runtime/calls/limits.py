@@ -161,6 +161,11 @@ class TokenBucket:
         self.level = min(self.level, remaining)
         self._changed()
 
+    def spent(self, now: float) -> float:
+        """What is missing from a full bucket now (more than the capacity: in debt)."""
+        self._refill(now)
+        return self.capacity - self.level
+
     def until_full(self, now: float) -> float:
         """Seconds until the level reaches the capacity."""
         self._refill(now)
@@ -939,9 +944,10 @@ class RateLimiter:
         minute: its whole limit may be spent at once, where a provider's bucket refills over a
         second. A fixed window gives it all at its start, and a sliding one over the window
         before; held to the limit's rate over the window, a run never asks more of either."""
-        if dimension not in info.gateway_paces or not info.gateway_window_s:
+        gateway = info.gateway
+        if gateway is None or dimension not in gateway.paces or not gateway.window_s:
             return None
-        return min(info.gateway_window_s, MAX_WINDOW_S)
+        return min(gateway.window_s, MAX_WINDOW_S)
 
     def _widens(self, bucket: TokenBucket | None, info: RateLimitInfo, dimension: str) -> bool:
         """A gateway's window holds more than ``bucket`` does at the same rate: a quota kept
@@ -957,8 +963,7 @@ class RateLimiter:
         if window is None:
             new.clamp(old.level, now)
             return
-        old._refill(now)
-        new.move_to(new.capacity - (old.capacity - old.level), now)
+        new.move_to(new.capacity - old.spent(now), now)
 
     def measured_connect(self, seconds: float) -> None:
         """The quickest connection the backend has made to the endpoint took ``seconds``: a
@@ -1545,7 +1550,7 @@ class RateLimiter:
                 self.tokens.clamp(info.remaining_tokens, now)
             if info.remaining_requests is not None and self.requests is not None:
                 self.requests.clamp(info.remaining_requests, now)
-            if info.gateway_wait_s is not None and delay is not None:
+            if info.gateway is not None and info.gateway.wait_s is not None and delay is not None:
                 self._window_starts_over(permit, info)
         if delay is None:
             delay = 1.0

@@ -1072,8 +1072,8 @@ class JudgePool:
                         permit, e.limits, unusable_wait_s=self.max_rate_limit_wait_s) if permit is not None else 1.0
                     if e.limits is not None and e.limits.named_quota:
                         self.stats.named_quota = e.limits.named_quota
-                    if e.limits is not None and e.limits.gateway:
-                        self.stats.gateway = e.limits.gateway
+                    if e.limits is not None and e.limits.gateway is not None:
+                        self.stats.gateway = e.limits.gateway.headers
                         self.stats.gateway_refusals += 1
                     if e.limits is not None and e.limits.unusable_hint:
                         self.stats.unusable_hints += 1  # waited the bound instead (see judging.RateLimitInfo)
@@ -1163,8 +1163,8 @@ class JudgePool:
                     self.stats.structured_output_ignored = True
                 probe.open()
             self.breaker.success()
-            if info is not None and info.gateway:
-                self.stats.gateway = info.gateway
+            if info is not None and info.gateway is not None:
+                self.stats.gateway = info.gateway.headers
             if permit is not None:
                 self.limiter.observe(info, permit)
                 # a reserving server keeps its prompt guess and the output used (quota_charge)

@@ -9,7 +9,7 @@ import time
 import aiohttp
 import pytest
 
-from drscore.engine.runtime.calls.judging import RateLimitInfo
+from drscore.engine.runtime.calls.judging import GatewayQuota, RateLimitInfo
 from drscore.engine.runtime.calls.limits import (
     ARRIVAL_S, AdaptiveConcurrency, BindingGuess, GuessVote, KnownQuota, RateLearner, RateLimiter, TokenBucket,
 )
@@ -1038,9 +1038,9 @@ def test_a_429_naming_its_dimension_decides_the_binding_guess_for_good():
     assert plain.dimension == "tokens" and plain.refused(90, strain=(0.5, 0.9)) == "requests"
 
 
-def _gateway(tpm: float, window_s: float, **kw: object) -> RateLimitInfo:
-    return RateLimitInfo(limit_tokens=tpm, gateway="x-ai-ratelimit", gateway_window_s=window_s,
-                         gateway_paces=("tokens",), **kw)  # type: ignore[arg-type]
+def _gateway(tpm: float, window_s: float, wait_s: float | None = None) -> RateLimitInfo:
+    return RateLimitInfo(limit_tokens=tpm, retry_after_s=wait_s, gateway=GatewayQuota(
+        headers="x-ai-ratelimit", tokens_per_minute=tpm, window_s=window_s, wait_s=wait_s, paces=("tokens",)))
 
 
 async def test_a_gateways_window_is_spent_at_once_and_a_refusal_starts_it_over():
@@ -1058,7 +1058,7 @@ async def test_a_gateways_window_is_spent_at_once_and_a_refusal_starts_it_over()
     assert tokens.wait_time(30_000, time.monotonic()) == pytest.approx(11_000 / 6_000, abs=0.05)
     # refused until the window starts over (7 s): then the whole window is there again, less
     # the 1,000 still in flight, which the gateway charges when they are answered
-    delay = await lim.rate_limited_release(first, _gateway(360_000, 20, retry_after_s=7.0, gateway_wait_s=7.0))
+    delay = await lim.rate_limited_release(first, _gateway(360_000, 20, wait_s=7.0))
     assert delay == 7.0 and tokens.level == pytest.approx(119_000, abs=5)
     await lim.release_failed(second)
 
@@ -1086,6 +1086,6 @@ def test_a_longer_window_widens_the_bucket_and_keeps_its_level():
     assert told.tpm == 100_000 and told.tokens is not None and told.tokens.capacity == pytest.approx(100_000 / 60)
     # a limit the gateway did not set (the upstream's) keeps a provider's one-second bucket
     upstream = RateLimiter(concurrency=8)
-    upstream.observe(RateLimitInfo(limit_tokens=360_000, gateway="litellm", gateway_window_s=60.0,
-                                   gateway_paces=("requests",)))
+    upstream.observe(RateLimitInfo(limit_tokens=360_000, gateway=GatewayQuota(
+        headers="litellm", requests_per_minute=10, window_s=60.0, paces=("requests",))))
     assert upstream.tokens is not None and upstream.tokens.capacity == pytest.approx(6_000)
