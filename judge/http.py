@@ -28,7 +28,9 @@ from drscore.engine.runtime.calls.redact import redact, redact_url, register_sec
 from drscore.engine.runtime.calls.slots import ServerFacts
 from drscore.engine.runtime.calls.tokens import estimate_messages, estimate_tokens
 from drscore.judge.counting import count_body, count_route
-from drscore.judge.quota_refusal import daily_quota_spent, fill_from_refusal, named_quotas, refusal_fault
+from drscore.judge.quota_refusal import (
+    daily_quota_spent, fill_from_refusal, named_quotas, quota_replenished_in, refusal_fault,
+)
 from drscore.judge.ratelimit_headers import QuotaHeaders, retry_hint_from_text
 from drscore.judge.sse import fold_events
 from drscore.engine.runtime.calls.thinking import split_thinking
@@ -147,6 +149,14 @@ def status_error(status: int, raw: bytes, where: str, info: RateLimitInfo | None
     """The classified exception for an error status (message: a redacted body excerpt)."""
     kind, param = classify_status(status, raw)
     text = f"HTTP {status} from {where}: {excerpt(raw)}"
+    replenished = quota_replenished_in(raw) if status == 403 else None
+    if replenished is not None:
+        # Azure API Management's quota over a period answers 403, not 429: a key that works,
+        # with its quota spent until then (--max-rate-limit-wait decides whether to wait)
+        kind = "rate_limit"
+        text = f"{text} (a quota, not the key: it comes back in {replenished:g} s)"
+        info = info if info is not None else RateLimitInfo()
+        info.retry_after_s = info.retry_after_s if info.retry_after_s is not None else replenished
     gateway = info.gateway if info is not None else None
     if gateway is not None and gateway.spent and status != 429 and kind in ("server_error", "bad_request"):
         # An AI gateway's refusal in another status (APISIX's default is 503 with a bare error

@@ -22,6 +22,12 @@ otherwise learns it from the 429s' timing alone (``RateLimiter``'s learner):
 
 The wording is each provider's, taken from its users' bug reports; a body in none of these
 shapes names nothing, and the 429 is read as before.
+
+Azure API Management refuses a call past a quota over a period (its ``quota``, ``quota-by-key``
+and ``llm-token-limit`` policies' ``token-quota``) with a **403**, not a 429: ``{"statusCode":
+403, "message": "Out of call volume quota. Quota will be replenished in 5.03:23:11"}`` (.NET's
+days.hours:minutes:seconds). Read as a refused key, it stopped the run asking to check the API
+key; :func:`quota_replenished_in` reads it as the quota it is.
 """
 from __future__ import annotations
 
@@ -171,6 +177,20 @@ def named_quotas(body: bytes) -> list[NamedQuota]:
             found.append(NamedQuota(dimension="requests" if m.group("what").lower() == "rpm" else "tokens",
                                     per="minute", limit=limit, used=used))
     return found
+
+
+_REPLENISHED = re.compile(r"quota\b.{0,80}?\breplenished in (?:(\d{1,5})\.)?(\d{1,2}):(\d{2}):(\d{2})",
+                         re.IGNORECASE | re.DOTALL)
+
+
+def quota_replenished_in(body: bytes) -> float | None:
+    """Seconds until a quota a 403 says is spent comes back (Azure API Management's "Out of call
+    volume quota. Quota will be replenished in 5.03:23:11"); None where the body says no such thing."""
+    m = _REPLENISHED.search(body[:8000].decode("utf-8", "replace"))
+    if m is None:
+        return None
+    days, hours, minutes, seconds = (int(g) if g else 0 for g in m.groups())
+    return float(((days * 24 + hours) * 60 + minutes) * 60 + seconds)
 
 
 def daily_quota_spent(named: list[NamedQuota], now: datetime | None = None) -> tuple[str, float] | None:

@@ -10,7 +10,9 @@ whose free-text fields repeat the request's Authorization header), ``401``, ``40
 same, but the delay only in OpenAI's "try again in 23h59m" prose), ``gemini_daily429`` (the
 same, as Gemini's free tier spent for the day: a per-day QuotaFailure and a ``retryDelay`` of
 20 s), ``no_credit`` (OpenAI's 429 ``insufficient_quota``), ``zero_quota`` (Gemini's 429 naming a
-quota of 0), ``hang`` (never answers). ``mode`` may be changed while the server runs.
+quota of 0), ``apim403`` (after ``ok_before_429`` good answers, Azure API Management's 403 of a
+spent quota: "Out of call volume quota. Quota will be replenished in 5.03:23:11."), ``hang`` (never
+answers). ``mode`` may be changed while the server runs.
 """
 from __future__ import annotations
 
@@ -128,6 +130,11 @@ class ScriptedJudge:
                          "insufficient_quota")
         if mode == "zero_quota":  # Gemini's to a key with no quota for the model
             return _gemini_quota_429("GenerateRequestsPerMinutePerProjectPerModel-FreeTier", "0")
+        if mode == "apim403" and self.requests > self.ok_before_429:
+            return web.json_response({"statusCode": 403, "message": "Out of call volume quota. Quota will be "
+                                                                   "replenished in 5.03:23:11."}, status=403)
+        if mode == "apim403":
+            return self._answer(payload, None)
         if mode in ("429", "daily429", "gemini_daily429"):
             if self.requests <= self.ok_before_429:
                 return self._answer(payload, None)

@@ -129,7 +129,9 @@ def test_the_circuit_breaker_stops_a_run_whose_calls_keep_failing_the_same_way(t
 
 @pytest.mark.parametrize("mode, resets", [("429", "1h0m0s"), ("daily429", "23h59m1"),
                                           # Gemini's 20 s retryDelay beside a spent daily quota: not believed
-                                          ("gemini_daily429", "the daily quota (250 requests per day) is spent")])
+                                          ("gemini_daily429", "the daily quota (250 requests per day) is spent"),
+                                          # Azure API Management's spent quota is a 403: not the key
+                                          ("apim403", "123h23m11s")])  # 5 days 3 h 23 min 11 s
 def test_a_429_resetting_beyond_the_max_wait_stops_with_rate_limit_and_resumes(tmp_path, mode, resets):
     with ScriptedJudge(mode, retry_after=3600, ok_before_429=3) as judge:
         first = _run(judge.url, tmp_path, "--concurrency", "1", methods="quality", timeout=60)

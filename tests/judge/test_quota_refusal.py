@@ -10,7 +10,8 @@ import pytest
 from drscore.engine.runtime.calls.judging import FatalError, RateLimited, RateLimitInfo
 from drscore.judge.http import classify_status, status_error
 from drscore.judge.quota_refusal import (
-    NamedQuota, daily_quota_spent, fill_from_refusal, named_quotas, refusal_fault, seconds_to_pacific_midnight,
+    NamedQuota, daily_quota_spent, fill_from_refusal, named_quotas, quota_replenished_in, refusal_fault,
+    seconds_to_pacific_midnight,
 )
 
 # OpenAI (BuilderIO/micro-agent#86); the same wording from Groq
@@ -173,3 +174,25 @@ def test_a_body_naming_one_quota_without_its_figure_names_the_binding_dimension(
     info = RateLimitInfo()
     fill_from_refusal(info, named_quotas(orjson.dumps(both)))
     assert info.binding_named is None and (info.limit_requests, info.limit_tokens) == (10, 16000)
+
+
+# Azure API Management's spent quota, as its users quote it (MicrosoftDocs/azure-docs#16282,
+# goferito/node-bing-api#34): a 403, not a 429
+APIM_403 = b'{ "statusCode": 403, "message": "Out of call volume quota. Quota will be replenished in 22.14:18:12." }'
+
+
+def test_api_managements_403_of_a_spent_quota_is_the_quota_not_the_key():
+    # 22 days 14:18:12 = (22 x 24 + 14) x 3600 + 18 x 60 + 12 s
+    assert quota_replenished_in(APIM_403) == (22 * 24 + 14) * 3600 + 18 * 60 + 12
+    assert quota_replenished_in(b"Out of call volume quota. Quota will be replenished in 00:00:55") == 55
+    err = status_error(403, APIM_403, "http://apim.test/v1", RateLimitInfo())
+    assert isinstance(err, RateLimited) and err.limits is not None
+    assert err.limits.retry_after_s == (22 * 24 + 14) * 3600 + 18 * 60 + 12 and "a quota, not the key" in str(err)
+    # a Retry-After the gateway sent wins over the prose
+    told = status_error(403, APIM_403, "http://apim.test/v1", RateLimitInfo(retry_after_s=60.0))
+    assert told.limits is not None and told.limits.retry_after_s == 60.0
+    # a 403 of a refused key is one still
+    key = (b'{ "statusCode": 401, "message": "Access denied due to invalid subscription key. Make sure to provide a '
+           b'valid key for an active subscription." }')
+    assert quota_replenished_in(key) is None
+    assert isinstance(status_error(403, key, "http://apim.test/v1", RateLimitInfo()), FatalError)
