@@ -120,11 +120,12 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # API versions before stream_options did (and some gateways still do)
     streams: bool = True
     # An AI gateway's token quota in front of the model (judge.mock.gateway): apisix or kong,
-    # a fixed window of tpm x gateway_window / 60 tokens charged after each answer, in place of
-    # the mock's own token bucket; "": none
+    # a window of tpm x gateway_window / 60 tokens charged after each answer (apisix's fixed,
+    # kong's sliding), in place of the mock's own token bucket; "": none
     gateway: str = ""
     gateway_window: float = 60.0  # the gateway's window, seconds
     gateway_hides_limits: bool = False  # Kong's hide_client_headers: a refusal's Reset and Retry-After only
+    gateway_fixed: bool = False  # kong: fixed windows, not its default sliding ones
 
     def __post_init__(self) -> None:
         if self.profile:
@@ -207,7 +208,7 @@ class _MockJudge:
         self._serial = asyncio.Lock() if self.recorded is not None and self.recorded.serial else None
         # A gateway in front holds the token quota (its window), not the mock's own bucket
         self.gateway = GatewayWindow(cfg.gateway, cfg.tpm * cfg.gateway_window / 60.0, cfg.gateway_window, clock,
-                                     cfg.gateway_hides_limits) if cfg.gateway else None
+                                     cfg.gateway_hides_limits, cfg.gateway_fixed) if cfg.gateway else None
         self.quota = Quota(cfg.rpm, 0 if self.gateway is not None else cfg.tpm, cfg.burst, clock)
         # Loaded now, as a server's tokenizer is before it takes requests: loading it at the
         # first request would delay that request's admission by the load (0.13 s for cl100k),
@@ -729,9 +730,10 @@ _FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
                         "(the prompt alone, at admission, as Gemini's input-token quota does)"),
     "gateway": (str, "an AI gateway's token quota in front of the model: apisix (ai-rate-limiting: 503 refusals, "
                      "X-AI-RateLimit-*-<instance> headers) or kong (ai-rate-limiting-advanced: 429 refusals with "
-                     "X-AI-RateLimit-Retry-After); a fixed window of tpm x gateway-window / 60 tokens, charged after "
-                     "each answer; empty: none"),
+                     "X-AI-RateLimit-Retry-After); a window of tpm x gateway-window / 60 tokens (apisix: fixed; kong: "
+                     "sliding), charged after each answer; empty: none"),
     "gateway_window": (float, "the gateway's window in seconds"),
+    "gateway_fixed": (_switch, "kong: fixed windows instead of its default sliding ones (true/false)"),
     "gateway_hides_limits": (_switch, "the gateway sends no Limit or Remaining headers, only a refusal's Reset and "
                                       "Retry-After (Kong's hide_client_headers) (true/false)"),
     "tokenizer": (str, "how usage counts tokens: words (the mock's own rule), cl100k (GPT-4's byte-pair "

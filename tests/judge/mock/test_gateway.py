@@ -42,7 +42,7 @@ def test_apisix_admits_under_the_limit_charges_after_and_starts_over_a_window_af
 
 def test_kong_windows_are_aligned_to_the_clock_and_its_refusal_says_when_only_in_its_own_headers() -> None:
     clock = Clock()  # 1000: a 60 s window runs from 960 to 1020
-    gw = GatewayWindow("kong", limit=500, window_s=60, clock=clock)
+    gw = GatewayWindow("kong", limit=500, window_s=60, clock=clock, fixed=True)
     gw.charge(480)
     assert gw.headers() == {"X-AI-RateLimit-Limit-minute-openai": "500", "X-AI-RateLimit-Remaining-minute-openai": "20"}
     gw.charge(30)
@@ -55,6 +55,29 @@ def test_kong_windows_are_aligned_to_the_clock_and_its_refusal_says_when_only_in
     assert gw.admit()
     # a window with no name of its own is named by its seconds
     assert "X-AI-RateLimit-Limit-300-openai" in GatewayWindow("kong", 5, 300, clock).headers()
+
+
+def test_kongs_sliding_window_weighs_the_last_windows_charges_by_what_is_left_of_it() -> None:
+    clock = Clock()  # 1000: the window 960-1020
+    gw = GatewayWindow("kong", limit=500, window_s=60, clock=clock)
+    gw.charge(400)
+    clock.t = 1030  # a sixth into 1020-1080: 400 x 5/6 of the last window still counts
+    assert gw.count() == pytest.approx(400 * 5 / 6)
+    assert gw.headers()["X-AI-RateLimit-Remaining-minute-openai"] == "166"  # 500 - 333.3
+    gw.charge(200)  # 533.3: refused
+    assert not gw.admit()
+    # under 500 again once 400 x (1 - f) < 300: f = 1/4, at 1035, 5 s from now
+    assert gw.rejection()[1]["X-AI-RateLimit-Retry-After"] == "5"
+    clock.t = 1035.5
+    assert gw.admit()
+    # charges past the limit in one window slide out over the next: 600 of 500 at 1079,
+    # under it once 600 x (1 - f) < 500, f = 1/6, at 1090: 11 s
+    clock.t = 1079
+    gw.charge(400)
+    assert gw.reset_s() == pytest.approx(11.0)
+    # a window with nothing before it (a gap of more than a window) weighs nothing
+    clock.t = 1300
+    assert gw.count() == 0.0
 
 
 def test_a_gateway_needs_a_token_limit_and_a_known_kind() -> None:
