@@ -19,6 +19,11 @@ otherwise learns it from the 429s' timing alone (``RateLimiter``'s learner):
   that dimension.
 * LiteLLM's proxy: "Crossed TPM / RPM / Max Parallel Request Limit. current rpm: 1, rpm limit:
   15, current tpm: 12260, tpm limit: 5000, ..." (an unset limit shows as 2^63 - 1).
+* OpenRouter's free models: "Rate limit exceeded: free-models-per-min." (20 requests a minute,
+  its limits page) and "Rate limit exceeded: free-models-per-day. Add 10 credits to unlock 1000
+  free model requests per day", often with ``metadata.headers`` holding ``X-RateLimit-Limit``
+  and ``X-RateLimit-Reset`` (epoch milliseconds: the next midnight UTC). Read as a momentary
+  429, the spent day was retried into every item.
 
 The wording is each provider's, taken from its users' bug reports; a body in none of these
 shapes names nothing, and the 429 is read as before.
@@ -60,6 +65,9 @@ _ANTHROPIC = re.compile(
 # tier", "exceeded call rate limit"
 _AZURE = re.compile(r"exceeded (?:the )?(?P<what>token|call) rate limit", re.IGNORECASE)
 _LITELLM = re.compile(r"current (?P<what>rpm|tpm): (?P<used>-?\d+), (?:rpm|tpm) limit: (?P<limit>-?\d+)", re.IGNORECASE)
+_OPENROUTER = re.compile(r"free-models-per-(?P<per>day|min)\b", re.IGNORECASE)
+# OpenRouter's limits page: a free model variant (":free") takes 20 requests a minute
+OPENROUTER_FREE_PER_MINUTE = 20.0
 
 
 class NamedQuota(msgspec.Struct, frozen=True, kw_only=True):
@@ -72,8 +80,10 @@ class NamedQuota(msgspec.Struct, frozen=True, kw_only=True):
     used: float | None = None
     requested: float | None = None
     # when a daily quota comes back, where the provider documents it: Gemini's at midnight
-    # Pacific ("pacific_midnight"); other providers' refusals say when in their retry hint
+    # Pacific ("pacific_midnight"), OpenRouter's at midnight UTC ("utc_midnight"); other
+    # providers' refusals say when in their retry hint
     resets: str = ""
+    resets_at: float | None = None  # the refusal said when (epoch seconds): wins over ``resets``
 
     @property
     def paces(self) -> bool:
@@ -153,11 +163,37 @@ def _gemini(body: bytes) -> list[NamedQuota]:
     return out
 
 
+def _openrouter_said(body: bytes) -> dict[str, Any]:
+    """The ``error.metadata.headers`` of an OpenRouter refusal (its quota's X-RateLimit-*), if any."""
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return {}
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    metadata = error.get("metadata") if isinstance(error, dict) else None
+    said = metadata.get("headers") if isinstance(metadata, dict) else None
+    return {str(k).lower(): v for k, v in said.items()} if isinstance(said, dict) else {}
+
+
+def _openrouter(body: bytes, text: str) -> list[NamedQuota]:
+    m = _OPENROUTER.search(text)
+    if m is None:
+        return []
+    said = _openrouter_said(body)
+    limit = _number(str(said.get("x-ratelimit-limit"))) if "x-ratelimit-limit" in said else None
+    if m.group("per").lower() == "min":
+        return [NamedQuota(dimension="requests", per="minute", limit=limit or OPENROUTER_FREE_PER_MINUTE)]
+    reset_ms = _number(str(said.get("x-ratelimit-reset"))) if "x-ratelimit-reset" in said else None
+    return [NamedQuota(dimension="requests", per="day", limit=limit, resets="utc_midnight",
+                       resets_at=reset_ms / 1000 if reset_ms is not None and reset_ms > 1e11 else None)]
+
+
 def named_quotas(body: bytes) -> list[NamedQuota]:
     """Every quota ``body`` (a 429's) names, in any of the shapes above: with its limit, or
     (a daily Gemini quota, which waits for its reset either way) without."""
     found = _gemini(body)
     text = body[:16_000].decode("utf-8", "replace")
+    found += _openrouter(body, text)
     for m in _OPENAI.finditer(text):
         limit = _number(m.group("limit"))
         if limit is not None:
@@ -194,12 +230,22 @@ def quota_replenished_in(body: bytes) -> float | None:
 
 
 def daily_quota_spent(named: list[NamedQuota], now: datetime | None = None) -> tuple[str, float] | None:
-    """``(the quota, seconds until it comes back)`` where the refusal names a daily quota whose
-    provider documents when it resets (Gemini's, at midnight Pacific: its ``retryDelay`` of a
-    few seconds would only send the call again into the spent quota)."""
+    """``(the quota, seconds until it comes back)`` where the refusal names a daily quota and
+    says when it resets, or its provider documents when (Gemini's, at midnight Pacific: its
+    ``retryDelay`` of a few seconds would only send the call again into the spent quota;
+    OpenRouter's, at midnight UTC)."""
+    at = now or datetime.now(timezone.utc)
     for q in named:
-        if q.per == "day" and q.resets == "pacific_midnight":
-            return q.describe(), seconds_to_pacific_midnight(now or datetime.now(timezone.utc))
+        if q.per != "day":
+            continue
+        if q.resets_at is not None:
+            return q.describe(), max(0.0, q.resets_at - at.timestamp())
+        if q.resets == "pacific_midnight":
+            return q.describe(), seconds_to_pacific_midnight(at)
+        if q.resets == "utc_midnight":
+            midnight = datetime.combine(at.astimezone(timezone.utc).date() + timedelta(days=1), time(0),
+                                        tzinfo=timezone.utc)
+            return q.describe(), (midnight - at).total_seconds()
     return None
 
 

@@ -94,6 +94,20 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
+def _bare_reset(value: str | None) -> float | None:
+    """A bare ``X-RateLimit-Reset``: OpenRouter's is epoch milliseconds (its 429s), a few APIs
+    give epoch seconds, Envoy's draft headers the seconds left. Told apart by size: no delay
+    a client waits on is 30 years of seconds."""
+    x = _float(value)
+    if x is None or not math.isfinite(x):
+        return x
+    if x > 1e11:
+        return max(0.0, x / 1000 - time.time())  # a time past (clocks apart): now, as a past HTTP date
+    if x > 1e9:
+        return max(0.0, x - time.time())
+    return x
+
+
 def _float(value: str | None) -> float | None:
     try:
         return float(value) if value is not None else None
@@ -151,6 +165,12 @@ def parse_rate_limit_headers(headers: Mapping[str, str], gateway_window_s: float
     reset_requests, bad_requests = _hint(h, "x-ratelimit-reset-requests", parse_duration)
     reset_tokens, bad_tokens = _hint(h, "x-ratelimit-reset-tokens", parse_duration)
     unusable += [b for b in (bad_requests, bad_tokens) if b]
+    if retry_s is None and reset_requests is None and reset_tokens is None:
+        # no Retry-After and no OpenAI-style resets: a bare X-RateLimit-Reset says when
+        # (OpenRouter's 429s; Envoy's); what the quota is, it does not say
+        retry_s, bad = _hint(h, "x-ratelimit-reset", _bare_reset)
+        if bad:
+            unusable.append(bad)
     if retry_s is not None or reset_requests is not None or reset_tokens is not None:
         unusable = []  # another hint says when: the unusable one changes nothing
     gateway = read_gateway_quota(h, gateway_window_s)

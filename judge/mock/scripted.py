@@ -10,7 +10,8 @@ whose free-text fields repeat the request's Authorization header), ``401``, ``40
 same, but the delay only in OpenAI's "try again in 23h59m" prose), ``gemini_daily429`` (the
 same, as Gemini's free tier spent for the day: a per-day QuotaFailure and a ``retryDelay`` of
 20 s), ``no_credit`` (OpenAI's 429 ``insufficient_quota``), ``zero_quota`` (Gemini's 429 naming a
-quota of 0), ``apim403`` (after ``ok_before_429`` good answers, Azure API Management's 403 of a
+quota of 0), ``openrouter_daily429`` (OpenRouter's free models spent for the day: "Rate limit exceeded:
+free-models-per-day", its quota in ``metadata.headers``, reset at the next midnight UTC), ``apim403`` (after ``ok_before_429`` good answers, Azure API Management's 403 of a
 spent quota: "Out of call volume quota. Quota will be replenished in 5.03:23:11."), ``hang`` (never
 answers). ``mode`` may be changed while the server runs.
 """
@@ -20,6 +21,7 @@ import asyncio
 import hashlib
 import json
 import threading
+import time
 from typing import Any
 
 import orjson
@@ -135,9 +137,18 @@ class ScriptedJudge:
                                                                    "replenished in 5.03:23:11."}, status=403)
         if mode == "apim403":
             return self._answer(payload, None)
-        if mode in ("429", "daily429", "gemini_daily429"):
+        if mode in ("429", "daily429", "gemini_daily429", "openrouter_daily429"):
             if self.requests <= self.ok_before_429:
                 return self._answer(payload, None)
+            if mode == "openrouter_daily429":
+                midnight = (int(time.time()) // 86_400 + 1) * 86_400_000
+                return web.json_response({"error": {
+                    "message": "Rate limit exceeded: free-models-per-day. Add 10 credits to unlock 1000 free model "
+                               "requests per day", "code": 429,
+                    "metadata": {"headers": {"X-RateLimit-Limit": "50", "X-RateLimit-Remaining": "0",
+                                             "X-RateLimit-Reset": str(midnight)}, "provider_name": None}}},
+                    status=429, headers={"X-RateLimit-Limit": "50", "X-RateLimit-Remaining": "0",
+                                         "X-RateLimit-Reset": str(midnight)})
             if mode == "gemini_daily429":
                 # Gemini's free tier spent for the day: a short retryDelay beside a per-day violation
                 return _gemini_quota_429("GenerateRequestsPerDayPerProjectPerModel-FreeTier", "250", retry_delay="20s")

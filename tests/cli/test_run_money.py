@@ -131,7 +131,9 @@ def test_the_circuit_breaker_stops_a_run_whose_calls_keep_failing_the_same_way(t
                                           # Gemini's 20 s retryDelay beside a spent daily quota: not believed
                                           ("gemini_daily429", "the daily quota (250 requests per day) is spent"),
                                           # Azure API Management's spent quota is a 403: not the key
-                                          ("apim403", "123h23m11s")])  # 5 days 3 h 23 min 11 s
+                                          ("apim403", "123h23m11s"),
+                                          # OpenRouter's free models spent for the day (its X-RateLimit-Reset)
+                                          ("openrouter_daily429", "the daily quota (50 requests per day) is spent")])  # 5 days 3 h 23 min 11 s
 def test_a_429_resetting_beyond_the_max_wait_stops_with_rate_limit_and_resumes(tmp_path, mode, resets):
     with ScriptedJudge(mode, retry_after=3600, ok_before_429=3) as judge:
         first = _run(judge.url, tmp_path, "--concurrency", "1", methods="quality", timeout=60)
@@ -142,7 +144,7 @@ def test_a_429_resetting_beyond_the_max_wait_stops_with_rate_limit_and_resumes(t
         second = _run(judge.url, tmp_path, methods="quality", timeout=60)
         resent = judge.requests - before
     assert first.returncode == 3, first.stderr
-    assert (f"the quota resets in {resets}" if mode != "gemini_daily429" else resets) in first.stderr
+    assert (f"the quota resets in {resets}" if "daily quota" not in resets else resets) in first.stderr
     assert "UTC" in first.stderr
     assert summary["stopped"]["reason"] == "rate_limit" and summary["stopped"]["resets_at"] > 0
     assert [r["status"] for r in rows].count("ok") == 3

@@ -196,3 +196,37 @@ def test_api_managements_403_of_a_spent_quota_is_the_quota_not_the_key():
            b'valid key for an active subscription." }')
     assert quota_replenished_in(key) is None
     assert isinstance(status_error(403, key, "http://apim.test/v1", RateLimitInfo()), FatalError)
+
+
+# OpenRouter's free models (Gitlawb/openclaude#936, #1549; its limits page: 20 a minute). #936's
+# body as quoted, its reset (cut from the quote) a midnight UTC in epoch milliseconds, as
+# OpenRouter sends it: 1741305600000 is 2025-03-07 00:00 UTC.
+OPENROUTER_DAY = (b'{"error": {"message": "Rate limit exceeded: free-models-per-day. Add 10 credits to unlock 1000 free '
+                  b'model requests per day", "code": 429, "metadata": {"headers": {"X-RateLimit-Limit": "50", '
+                  b'"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1741305600000"}, "provider_name": null}}}')
+OPENROUTER_DAY_BARE = (b'{"error":{"message":"Rate limit exceeded: free-models-per-day-high-balance.",'
+                       b'"type":"rate_limit_error","code":"429"}}')
+OPENROUTER_MINUTE = b'{"error": {"code": 429, "message": "Rate limit exceeded: free-models-per-min."}}'
+
+
+def test_openrouters_free_day_comes_back_when_its_refusal_says_or_at_midnight_utc():
+    evening = datetime(2025, 3, 6, 21, 30, tzinfo=timezone.utc)
+    (day,) = named_quotas(OPENROUTER_DAY)
+    assert (day.dimension, day.per, day.limit, day.resets_at) == ("requests", "day", 50.0, 1741305600.0)
+    assert daily_quota_spent([day], evening) == ("50 requests per day", 2.5 * 3600)  # 21:30 to midnight
+    # no metadata: midnight UTC all the same
+    assert daily_quota_spent(named_quotas(OPENROUTER_DAY_BARE), evening) == ("requests per day", 2.5 * 3600)
+    err = status_error(429, OPENROUTER_DAY_BARE, "https://openrouter.ai/api/v1", RateLimitInfo())
+    assert isinstance(err, RateLimited) and err.limits is not None and err.limits.spent_daily == "requests per day"
+    assert err.limits.retry_after_s is not None and 0 < err.limits.retry_after_s <= 86_400
+
+
+def test_openrouters_free_minute_paces_at_its_twenty_requests():
+    (minute,) = named_quotas(OPENROUTER_MINUTE)
+    assert minute.paces and minute.limit == 20.0
+    info = RateLimitInfo()
+    fill_from_refusal(info, [minute])
+    assert (info.limit_requests, info.remaining_requests, info.named_quota) == (20.0, 0.0, "20 requests per minute")
+    # a request "temporarily rate-limited upstream" names no quota of OpenRouter's
+    upstream = b'{"error": {"message": "google/gemma-3-4b-it:free is temporarily rate-limited upstream."}}'
+    assert named_quotas(upstream) == []

@@ -3,6 +3,7 @@ value or to nothing, and says what it was (for the run's note)."""
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 
@@ -70,3 +71,15 @@ def test_try_again_prose_with_too_many_digits():
 def test_usable_delay_bounds():
     assert usable_delay(0.0) and usable_delay(HINT_CEILING_S)
     assert not any(usable_delay(x) for x in (None, -0.001, math.inf, -math.inf, math.nan, HINT_CEILING_S + 1))
+
+
+def test_a_bare_x_ratelimit_reset_says_when_in_seconds_or_epoch_time():
+    # OpenRouter's 429: epoch milliseconds; Envoy's draft headers: the seconds left
+    in_five = parse_rate_limit_headers({"X-RateLimit-Reset": str(int((time.time() + 5) * 1000))})
+    assert in_five.retry_after_s is not None and 3.5 < in_five.retry_after_s <= 5.0
+    assert parse_rate_limit_headers({"x-ratelimit-reset": "3045"}).retry_after_s == 3045.0
+    epoch_s = parse_rate_limit_headers({"x-ratelimit-reset": str(int(time.time()) + 60)}).retry_after_s
+    assert epoch_s is not None and 58 < epoch_s <= 60
+    # a time already past is now, not an unusable hint; a Retry-After wins over it
+    assert parse_rate_limit_headers({"x-ratelimit-reset": "1741305600000"}).retry_after_s == 0.0
+    assert parse_rate_limit_headers({"x-ratelimit-reset": "3045", "retry-after": "7"}).retry_after_s == 7.0
