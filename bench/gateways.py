@@ -26,7 +26,7 @@ import orjson
 
 from bench.machine import machine
 from bench.shared_data import DRB, require_data
-from bench.timing import quota_use, timed_run
+from bench.timing import add_load_arguments, quota_use, timed_run
 from drscore.api import JudgeConfig, RunConfig
 from drscore.judge import ratelimit_headers
 from drscore.judge.mock.server import MockConfig, MockServerProcess
@@ -67,9 +67,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=1, help="runs per gateway and client (taken alternately)")
     ap.add_argument("--tpm", type=float, default=600_000, help="the gateway's limit, per minute")
     ap.add_argument("--window", type=float, default=60.0, help="the gateway's window, seconds")
-    ap.add_argument("--latency", type=float, default=0.3)
-    ap.add_argument("--jitter", type=float, default=0.2)
-    ap.add_argument("--concurrency", type=int, default=16)
+    add_load_arguments(ap)
     ap.add_argument("--limit", type=int, default=0, help="the first N reports (0: all 100)")
     ap.add_argument("--blind", action=argparse.BooleanOptionalAction, default=True,
                     help="also run the client blind to the gateway's headers (as drscore was before)")

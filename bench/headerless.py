@@ -46,7 +46,7 @@ import orjson
 
 from bench.machine import machine
 from bench.shared_data import DRB, require_data
-from bench.timing import QuotaUse, quota_use, timed_run
+from bench.timing import QuotaUse, add_load_arguments, quota_use, timed_run
 from drscore.api import JudgeConfig, RunConfig
 from drscore.engine.runtime.calls.cache import JudgeCache
 from drscore.judge.mock.server import MockConfig, MockServerProcess
@@ -147,9 +147,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=1, help="header-less runs per case (each run's figures and votes listed)")
     ap.add_argument("--rpm", type=float, default=120, help="the requests case's limit")
     ap.add_argument("--tpm", type=float, default=600_000, help="the tokens case's limit")
-    ap.add_argument("--latency", type=float, default=0.3)
-    ap.add_argument("--jitter", type=float, default=0.2)
-    ap.add_argument("--concurrency", type=int, default=16)
+    add_load_arguments(ap)
     ap.add_argument("--reports", type=int, default=4, help="requests case: the first N example reports (4: about 125 calls)")
     ap.add_argument("--drb", default=str(DRB), help="tokens case: the folder of DeepResearch Bench's reports and tasks")
     ap.add_argument("--second-run", action="store_true",

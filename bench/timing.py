@@ -1,6 +1,7 @@
 """Timing a whole run through the public API (shared by the benchmarks)."""
 from __future__ import annotations
 
+import argparse
 import time
 from typing import NamedTuple
 
@@ -15,6 +16,15 @@ async def timed_run(cfg: RunConfig) -> tuple[float, dict]:
             pass
     return time.monotonic() - t0, run.summary
 
+
+
+def add_load_arguments(ap: argparse.ArgumentParser, *, latency: float = 0.3, jitter: float = 0.2,
+                       concurrency: int = 16) -> None:
+    """``--latency`` and ``--jitter`` (the mock judge's seconds per call) and ``--concurrency``
+    (the client's calls in flight): the load every quota bench is run under."""
+    ap.add_argument("--latency", type=float, default=latency, help="the mock's mean seconds per call")
+    ap.add_argument("--jitter", type=float, default=jitter, help="uniform +/- seconds around it")
+    ap.add_argument("--concurrency", type=int, default=concurrency, help="the client's calls in flight")
 
 
 class QuotaUse(NamedTuple):
