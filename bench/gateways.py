@@ -4,8 +4,9 @@ not told but can read).
 The mock's ``--gateway`` puts APISIX's ``ai-rate-limiting`` or Kong's
 ``ai-rate-limiting-advanced`` in front of a vLLM-like model (judge/mock/gateway.py): a fixed
 window of tokens, charged after each answer from its usage, a call admitted while the window's
-counter is under the limit. APISIX refuses with a 503 and names no window; Kong refuses with a
-429 whose wait is only in ``X-AI-RateLimit-Retry-After``, and names its window in its headers.
+counter is under the limit. APISIX's window is fixed; it refuses with a 503 and names no window.
+Kong's slides (``--kong-fixed``: fixed); it refuses with a 429 whose wait is only in
+``X-AI-RateLimit-Retry-After``, and names its window in its headers.
 
 Each gateway is run with the client reading the gateway's headers (judge/gateway_quota.py) and
 with it blind to them (``read_gateway_quota`` returning None, as drscore was before): quality on
@@ -33,9 +34,9 @@ from drscore.judge.mock.server import MockConfig, MockServerProcess
 
 
 def _measure(gateway: str, reads: bool, *, tpm: float, window: float, latency: float, jitter: float,
-             concurrency: int, reports: Path, tasks: Path, limit: int, tmp: Path) -> dict:
+             concurrency: int, reports: Path, tasks: Path, limit: int, tmp: Path, fixed: bool = False) -> dict:
     cfg = MockConfig(profile="vllm", tpm=tpm, gateway=gateway, gateway_window=window, latency=latency,
-                     jitter=jitter, seed=3)
+                     jitter=jitter, seed=3, gateway_fixed=fixed)
     real = ratelimit_headers.read_gateway_quota
     if not reads:
         ratelimit_headers.read_gateway_quota = lambda headers, window_s=None: None  # type: ignore[assignment]
@@ -51,7 +52,7 @@ def _measure(gateway: str, reads: bool, *, tpm: float, window: float, latency: f
         ratelimit_headers.read_gateway_quota = real
     use = quota_use(s, 0, tpm)
     t = summary["totals"]
-    return {"gateway": gateway, "client_reads_gateway_headers": reads,
+    return {"gateway": gateway, "windows_slide": gateway == "kong" and not fixed, "client_reads_gateway_headers": reads,
             "requests_sent": s["requests"], "refused": s["gateway_refused"],
             "share_refused": round(s["gateway_refused"] / max(1, s["requests"]), 4),
             "items": t["items"], "items_failed": t["items_failed"],
@@ -69,6 +70,7 @@ def main() -> None:
     ap.add_argument("--window", type=float, default=60.0, help="the gateway's window, seconds")
     add_load_arguments(ap)
     ap.add_argument("--limit", type=int, default=0, help="the first N reports (0: all 100)")
+    ap.add_argument("--kong-fixed", action="store_true", help="Kong's fixed windows (its default slides)")
     ap.add_argument("--blind", action=argparse.BooleanOptionalAction, default=True,
                     help="also run the client blind to the gateway's headers (as drscore was before)")
     ap.add_argument("--drb", default=str(DRB), help="the folder of DeepResearch Bench's reports and tasks")
@@ -87,7 +89,7 @@ def main() -> None:
                     out["runs"].append(_measure(
                         gateway, reads, tpm=args.tpm, window=args.window, latency=args.latency, jitter=args.jitter,
                         concurrency=args.concurrency, reports=reports, tasks=tasks, limit=args.limit,
-                        tmp=Path(d) / f"{gateway}-{reads}-{i}"))
+                        tmp=Path(d) / f"{gateway}-{reads}-{i}", fixed=args.kong_fixed))
     out["machine"] = machine()
     print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
 
