@@ -111,12 +111,15 @@ def read_gateway_quota(headers: Mapping[str, str], window_s: float | None = None
     if limits or remaining or waits:
         paced = None
         seen = max([*resets, window_s or 0.0])
+        named = False  # Kong names its windows (and slides them by default); APISIX's are fixed
         for suffix, limit in limits.items():
+            named = named or _kong_window(suffix) is not None
             paced = _tightest(paced, limit, _kong_window(suffix) or (math.ceil(seen) if seen >= 1 else None))
         spent = any(x < 1 for x in remaining.values())
         return GatewayQuota(headers="x-ai-ratelimit", tokens_per_minute=paced[0] if paced else None,
-                            window_s=paced[1] if paced else None, spent=spent,
-                            wait_s=max(waits) if waits else None, reset_s=max(resets) if resets else None)
+                            window_s=paced[1] if paced else None, fixed=paced is not None and not named,
+                            spent=spent, wait_s=max(waits) if waits else None,
+                            reset_s=max(resets) if resets else None)
     if litellm:
         tokens = requests = None
         spent = False
@@ -129,7 +132,7 @@ def read_gateway_quota(headers: Mapping[str, str], window_s: float | None = None
             spent = spent or said.get("remaining", 1.0) < 1
         return GatewayQuota(headers="litellm", tokens_per_minute=tokens[0] if tokens else None,
                             requests_per_minute=requests[0] if requests else None,
-                            window_s=LITELLM_WINDOW_S if tokens or requests else None, spent=spent)
+                            window_s=LITELLM_WINDOW_S if tokens or requests else None, fixed=True, spent=spent)
     if higress is not None:
         return GatewayQuota(headers="higress", spent=True, wait_s=higress if higress > 0 else None)
     return None

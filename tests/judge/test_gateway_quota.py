@@ -60,7 +60,7 @@ def test_apisix_names_no_window_its_reset_bounds_it_from_below() -> None:
           "X-AI-RateLimit-Reset-openai-instance": "30"}
     # 30 s left: the window is at least 30 s, so at most 100 x 60 / 30 = 200 a minute
     assert read_gateway_quota(_lower(ok)) == GatewayQuota(headers="x-ai-ratelimit", tokens_per_minute=200.0,
-                                                          window_s=30.0, wait_s=30.0, reset_s=30.0)
+                                                          window_s=30.0, fixed=True, wait_s=30.0, reset_s=30.0)
     # an earlier answer said 60 s left: 100 a minute
     assert read_gateway_quota(_lower(ok), window_s=60.0).tokens_per_minute == 100.0
     # a window of 45.2 s said: 46 (whole seconds, so never faster than the limit allows)
@@ -74,7 +74,7 @@ def test_litellm_own_limit_replaces_the_upstreams_it_passes_through() -> None:
                "x-ratelimit-limit-tokens": "2000000", "x-ratelimit-remaining-tokens": "1999000",
                "x-ratelimit-reset-tokens": "30ms"}
     assert read_gateway_quota(headers) == GatewayQuota(headers="litellm", tokens_per_minute=1000.0,
-                                                       requests_per_minute=10.0, window_s=60.0, spent=True)
+                                                       requests_per_minute=10.0, window_s=60.0, fixed=True, spent=True)
     info = parse_rate_limit_headers(headers)
     assert (info.limit_tokens, info.remaining_tokens, info.reset_tokens_s) == (1000.0, None, None)
     assert info.gateway is not None and (info.gateway.window_s, info.gateway.paces) == (60.0, ("tokens", "requests"))

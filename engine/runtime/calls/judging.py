@@ -71,6 +71,9 @@ class GatewayQuota(msgspec.Struct, frozen=True, kw_only=True):
     tokens_per_minute: float | None = None  # the tightest token limit of a known window up to a minute
     requests_per_minute: float | None = None
     window_s: float | None = None  # the window of that limit: what a client may spend at once
+    # the window is fixed: when it ends, the whole limit is there again (APISIX's, LiteLLM's); else
+    # it may slide (Kong's default), and what was spent leaves it only as the window slides past
+    fixed: bool = False
     spent: bool = False  # a limit with nothing left
     wait_s: float | None = None  # seconds until the window starts over (a Reset, Kong's Retry-After)
     # APISIX's Reset on any answer: seconds left in the window; the longest seen is a lower

@@ -88,16 +88,25 @@ class TokenBucket:
         self._t = time.monotonic()
         self._full_at: float | None = self._t  # when the level last reached the capacity (None: below it)
         self.shifted = 0.0  # all shift() moves so far: a permit's answer discounts those made since its grant
+        # Nothing refills before this (monotonic seconds): a sliding window's first burst is
+        # what the window holds until it has slid past it (RateLimiter._window)
+        self.held_until = 0.0
 
     def _refill(self, now: float) -> None:
-        if now <= self._t:
+        start = max(self._t, self.held_until)
+        if now <= start:
+            self._t = max(self._t, now)
             return
-        level = self.level + (now - self._t) * self.rate
+        level = self.level + (now - start) * self.rate
         if level >= self.capacity:
             if self._full_at is None:
-                self._full_at = self._t + max(0.0, self.capacity - self.level) / self.rate
+                self._full_at = start + max(0.0, self.capacity - self.level) / self.rate
             level = self.capacity
         self.level, self._t = level, now
+
+    def _held(self, now: float) -> float:
+        """Seconds until refilling starts again (0: it goes on)."""
+        return max(0.0, self.held_until - now)
 
     def _changed(self) -> None:
         if self.level < self.capacity:
@@ -131,13 +140,13 @@ class TokenBucket:
             # against 0.971-0.974, a reserving one 0.933-0.958 against 0.960 and 0.960).
             total = max(spread, self.capacity - need) + trimmed
         if need + total <= self.capacity:  # a level to reach, no time lost
-            return 0.0 if self.level >= need + total else (need + total - self.level) / self.rate
+            return 0.0 if self.level >= need + total else self._held(now) + (need + total - self.level) / self.rate
         # It does not fit (a bucket of one request, a request near the bucket's size): wait
         # that long after the level reached the need. A full bucket overflows: the time it
         # has been full counts.
         after = total / self.rate if self.rate > 0 else 0.0
         if self.level < need:
-            return (need - self.level) / self.rate + after
+            return self._held(now) + (need - self.level) / self.rate + after
         if self.level >= self.capacity and self._full_at is not None:
             reached = self._full_at - (self.capacity - need) / self.rate
         else:
@@ -169,7 +178,9 @@ class TokenBucket:
     def until_full(self, now: float) -> float:
         """Seconds until the level reaches the capacity."""
         self._refill(now)
-        return max(0.0, self.capacity - self.level) / self.rate if self.rate > 0 else math.inf
+        if self.level >= self.capacity:
+            return 0.0
+        return self._held(now) + (self.capacity - self.level) / self.rate if self.rate > 0 else math.inf
 
     def shift(self, delta: float, now: float) -> None:
         """Move the level by ``delta`` (the server's count against ours), never above the capacity."""
@@ -926,24 +937,40 @@ class RateLimiter:
         self.stopped = False
         self.shared: SharedQuota | None = None
 
-    def _requests_bucket(self, rpm: float, window_s: float | None = None) -> TokenBucket:
+    def _requests_bucket(self, rpm: float, window_s: float | None = None, slides: bool = False) -> TokenBucket:
         """A bucket of ``rpm`` requests a minute (at ``safety``), holding at least one request
-        (``window_s``: an AI gateway's window, the whole of which it may hold)."""
-        self.gateway_window_s = window_s or self.gateway_window_s
-        return TokenBucket(rpm * self.safety, window_s or self.burst_s)
+        (``window_s``: an AI gateway's window, the whole of which it may hold; see :meth:`_window`)."""
+        return self._windowed(TokenBucket(rpm * self.safety, window_s or self.burst_s), window_s, slides)
 
-    def _tokens_bucket(self, tpm: float, window_s: float | None = None) -> TokenBucket:
+    def _tokens_bucket(self, tpm: float, window_s: float | None = None, slides: bool = False) -> TokenBucket:
         """A bucket of ``tpm`` tokens a minute (at ``safety``): no minimum, a request larger
         than the bucket waits for a full one (TokenBucket.wait_time)."""
-        self.gateway_window_s = window_s or self.gateway_window_s
-        return TokenBucket(tpm * self.safety, window_s or self.burst_s, minimum_capacity=0.0)
+        return self._windowed(TokenBucket(tpm * self.safety, window_s or self.burst_s, minimum_capacity=0.0),
+                              window_s, slides)
+
+    def _windowed(self, bucket: TokenBucket, window_s: float | None, slides: bool) -> TokenBucket:
+        """``bucket`` holding a gateway's window: a sliding one's refill waits until the window
+        has slid past the burst the bucket starts with."""
+        if window_s:
+            self.gateway_window_s = window_s
+            if slides:
+                bucket.held_until = time.monotonic() + window_s
+        return bucket
+
+    @staticmethod
+    def _slides(info: RateLimitInfo) -> bool:
+        return info.gateway is not None and not info.gateway.fixed
 
     @staticmethod
     def _window(info: RateLimitInfo, dimension: str) -> float | None:
         """The window of an AI gateway's limit in ``dimension`` (judge.gateway_quota), up to a
         minute: its whole limit may be spent at once, where a provider's bucket refills over a
-        second. A fixed window gives it all at its start, and a sliding one over the window
-        before; held to the limit's rate over the window, a run never asks more of either."""
+        second. A fixed window (APISIX's) gives it all again at each start: the bucket refills at
+        the limit's rate, and a refusal's wait, which runs to the window's end, leaves it whole.
+        A sliding one (Kong's default) counts what the window before held until it has slid
+        past: the bucket spends its whole window once, refills from a window later, and a refusal
+        leaves it empty (the count is at the limit). Asked of a fixed window, that is never more
+        than it gives."""
         gateway = info.gateway
         if gateway is None or dimension not in gateway.paces or not gateway.window_s:
             return None
@@ -1447,7 +1474,7 @@ class RateLimiter:
                                     or (info.limit_requests == self.rpm and self._widens(self.requests, info, "requests"))):
             self.rpm = info.limit_requests
             old = self.requests
-            self.requests = self._requests_bucket(self.rpm, self._window(info, "requests"))
+            self.requests = self._requests_bucket(self.rpm, self._window(info, "requests"), self._slides(info))
             if old is not None:
                 self._carry(old, self.requests, info, "requests", now)
             if info.remaining_requests is not None:
@@ -1457,7 +1484,7 @@ class RateLimiter:
                                   or (info.limit_tokens == self.tpm and self._widens(self.tokens, info, "tokens"))):
             self.tpm = info.limit_tokens
             old = self.tokens
-            self.tokens = self._tokens_bucket(self.tpm, self._window(info, "tokens"))
+            self.tokens = self._tokens_bucket(self.tpm, self._window(info, "tokens"), self._slides(info))
             if old is not None:
                 self._carry(old, self.tokens, info, "tokens", now)
             if info.remaining_tokens is not None:
@@ -1601,14 +1628,19 @@ class RateLimiter:
         return delay
 
     def _window_starts_over(self, permit: Permit, info: RateLimitInfo) -> None:
-        """An AI gateway refused ``permit`` until its window starts over (its Reset): the pause
-        runs to then, and then the whole window is there again, less the calls still in
-        flight, which it charges when they are answered."""
+        """An AI gateway refused ``permit`` until its count is under the limit (its Reset): the
+        pause runs to then. A fixed window then starts whole again, less the calls still in
+        flight, which it charges when they are answered; a sliding one is just under its limit,
+        so the bucket holds nothing and paces at the rate from there."""
         now = time.monotonic()
         others = [p for p in self._unsettled.values() if p is not permit]
         for dimension, bucket, held in (("tokens", self.tokens, sum(p.estimate for p in others)),
                                         ("requests", self.requests, len(others))):
-            if bucket is not None and self._window(info, dimension) is not None:
+            if bucket is None or self._window(info, dimension) is None:
+                continue
+            if self._slides(info):
+                bucket.lower_to(0.0, now)
+            else:
                 bucket.move_to(max(bucket.level, bucket.capacity - held), now)
 
     async def release_refused(self, permit: Permit) -> None:

@@ -1038,12 +1038,13 @@ def test_a_429_naming_its_dimension_decides_the_binding_guess_for_good():
     assert plain.dimension == "tokens" and plain.refused(90, strain=(0.5, 0.9)) == "requests"
 
 
-def _gateway(tpm: float, window_s: float, wait_s: float | None = None) -> RateLimitInfo:
+def _gateway(tpm: float, window_s: float, wait_s: float | None = None, fixed: bool = True) -> RateLimitInfo:
     return RateLimitInfo(limit_tokens=tpm, retry_after_s=wait_s, gateway=GatewayQuota(
-        headers="x-ai-ratelimit", tokens_per_minute=tpm, window_s=window_s, wait_s=wait_s, paces=("tokens",)))
+        headers="x-ai-ratelimit", tokens_per_minute=tpm, window_s=window_s, wait_s=wait_s, paces=("tokens",),
+        fixed=fixed))
 
 
-async def test_a_gateways_window_is_spent_at_once_and_a_refusal_starts_it_over():
+async def test_a_gateways_fixed_window_is_spent_at_once_and_a_refusal_starts_it_over():
     lim = RateLimiter(concurrency=8)
     lim.observe(_gateway(360_000, 20))  # 6,000 tokens a second, 120,000 a window
     tokens = lim.tokens
@@ -1061,6 +1062,20 @@ async def test_a_gateways_window_is_spent_at_once_and_a_refusal_starts_it_over()
     delay = await lim.rate_limited_release(first, _gateway(360_000, 20, wait_s=7.0))
     assert delay == 7.0 and tokens.level == pytest.approx(119_000, abs=5)
     await lim.release_failed(second)
+
+
+async def test_a_sliding_window_is_spent_once_then_refills_a_window_later_and_a_refusal_empties_it():
+    lim = RateLimiter(concurrency=8)
+    lim.observe(_gateway(360_000, 20, fixed=False))  # Kong's: the window slides
+    tokens = lim.tokens
+    assert tokens is not None and tokens.capacity == pytest.approx(120_000)
+    first = await lim.acquire(100_000)  # the whole window at once, as a fixed one
+    # but what it spent counts until the window has slid past it: 30,000 more wait the 20 s
+    # hold, then the 10,000 past the 20,000 left at 6,000 a second: 21.7 s
+    assert tokens.wait_time(30_000, time.monotonic()) == pytest.approx(20 + 10_000 / 6_000, abs=0.1)
+    # refused: the count is at the limit; the wait its Retry-After said, and nothing left after
+    delay = await lim.rate_limited_release(first, _gateway(360_000, 20, wait_s=3.0, fixed=False))
+    assert delay == 3.0 and tokens.level <= 0.0
 
 
 def test_a_longer_window_widens_the_bucket_and_keeps_its_level():
