@@ -45,6 +45,7 @@ class BucketHistory:
 
     def __init__(self, rate: float, capacity: float, limit: int = 512) -> None:
         self.rate, self.capacity, self.limit = rate, capacity, limit
+        self.held_until = 0.0  # the bucket refills nothing before this (a sliding window's burst)
         self.closed = False
         self._at = 0.0
         self._level = capacity
@@ -85,7 +86,7 @@ class BucketHistory:
         return after - before
 
     def _refilled(self, level: float, since: float, until: float) -> float:
-        return min(self.capacity, level + max(0.0, until - since) * self.rate)
+        return min(self.capacity, level + max(0.0, until - max(since, self.held_until)) * self.rate)
 
     def _level_at(self, now: float) -> float:
         level, at = self._level, self._at

@@ -1178,7 +1178,7 @@ class RateLimiter:
                 history.close()
             history = self._history = BucketHistory(bucket.rate, bucket.capacity)
             self._history_bucket = bucket
-        history.rate, history.capacity = bucket.rate, bucket.capacity
+        history.rate, history.capacity, history.held_until = bucket.rate, bucket.capacity, bucket.held_until
         return history
 
     def _server_bucket(self, bucket: TokenBucket, now: float, taken: float) -> ServerBucket:

@@ -79,3 +79,14 @@ async def test_the_limiter_keeps_one_history_while_a_learned_rate_moves_and_a_ne
     assert c.take is not None and c.take[0] is not a.take[0] and a.take[0].closed
     for p in (a, b, c):
         await p.done(p.estimate)
+
+
+def test_a_bucket_held_from_refilling_forgives_nothing_while_held():
+    # 10 a second into 100, refilling nothing before t = 10 (a sliding window's burst): a call
+    # estimated at 10 and counted at 5 a second later leaves 95, not 90, where a refilling
+    # bucket would have been full either way by then (90 + 10 and 95 + 10, capped at 100)
+    held = BucketHistory(rate=10, capacity=100)
+    held.held_until = 10.0
+    assert held.counted(held.took(0.0, 100, 10), 5, 1.0) == pytest.approx(5)
+    refilling = BucketHistory(rate=10, capacity=100)
+    assert refilling.counted(refilling.took(0.0, 100, 10), 5, 1.0) == pytest.approx(0)
