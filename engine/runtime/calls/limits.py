@@ -1089,10 +1089,16 @@ class RateLimiter:
 
     def _shape(self) -> tuple[float, float, float, float]:
         """The buckets as the shared store paces them: at SHARED_SAFETY of the rates, since
-        its script keeps no reserve and several processes' requests interleave at the server."""
+        its script keeps no reserve and several processes' requests interleave at the server.
+        The store's buckets refill without pause, so a gateway's sliding window (whose burst
+        must be paid back before a refill: :meth:`_window`) is shared as a provider's second."""
         r, t = self.requests, self.tokens
-        return (r.rate * SHARED_SAFETY if r else 0.0, r.capacity if r else 0.0,
-                t.rate * SHARED_SAFETY if t else 0.0, t.capacity if t else 0.0)
+
+        def capacity(b: TokenBucket) -> float:
+            return max(1.0 if b is r else 0.0, b.rate * self.burst_s) if b.held_until else b.capacity
+
+        return (r.rate * SHARED_SAFETY if r else 0.0, capacity(r) if r else 0.0,
+                t.rate * SHARED_SAFETY if t else 0.0, capacity(t) if t else 0.0)
 
     async def _reserve_shared(self, tokens: int) -> float | None:
         """Seconds to wait per the shared store (0: taken); None once the store is gone."""

@@ -1078,6 +1078,16 @@ async def test_a_sliding_window_is_spent_once_then_refills_a_window_later_and_a_
     assert delay == 3.0 and tokens.level <= 0.0
 
 
+def test_a_team_shares_a_fixed_window_whole_and_a_sliding_one_as_a_second():
+    # --redis: the store's buckets refill without pause, so a sliding window's burst would be
+    # refilled while it still counts; the team paces it as a provider's one-second bucket
+    fixed, sliding = RateLimiter(concurrency=8), RateLimiter(concurrency=8)
+    fixed.observe(_gateway(360_000, 20))
+    sliding.observe(_gateway(360_000, 20, fixed=False))
+    assert fixed._shape()[3] == pytest.approx(120_000) and sliding._shape()[3] == pytest.approx(6_000)
+    assert sliding._shape()[2] == fixed._shape()[2] == pytest.approx(6_000 * 0.97)
+
+
 def test_a_longer_window_widens_the_bucket_and_keeps_its_level():
     lim = RateLimiter(concurrency=8)
     lim.observe(_gateway(360_000, 10))  # APISIX's first Reset said 10 s: 60,000
