@@ -243,9 +243,7 @@ def daily_quota_spent(named: list[NamedQuota], now: datetime | None = None) -> t
         if q.resets == "pacific_midnight":
             return q.describe(), seconds_to_pacific_midnight(at)
         if q.resets == "utc_midnight":
-            midnight = datetime.combine(at.astimezone(timezone.utc).date() + timedelta(days=1), time(0),
-                                        tzinfo=timezone.utc)
-            return q.describe(), (midnight - at).total_seconds()
+            return q.describe(), _seconds_to_midnight(at, timezone.utc)
     return None
 
 
@@ -256,8 +254,12 @@ def seconds_to_pacific_midnight(now: datetime) -> float:
         zone: tzinfo = ZoneInfo("America/Los_Angeles")
     except ZoneInfoNotFoundError:
         zone = timezone(timedelta(hours=-8))
-    local = now.astimezone(zone)
-    midnight = datetime.combine(local.date() + timedelta(days=1), time(0), tzinfo=zone)
+    return _seconds_to_midnight(now, zone)
+
+
+def _seconds_to_midnight(now: datetime, zone: tzinfo) -> float:
+    """Seconds from ``now`` (aware) to the next midnight in ``zone``."""
+    midnight = datetime.combine(now.astimezone(zone).date() + timedelta(days=1), time(0), tzinfo=zone)
     return (midnight - now).total_seconds()
 
 
