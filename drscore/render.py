@@ -365,6 +365,16 @@ def _judge_notes(t: dict[str, Any]) -> list[str]:
         lines.append(f"  note: the endpoint reserves each call's output cap against its token quota: calls went out "
                      f"with a cap fitted to their template's answers, {fitted['reserved_less']:,} tokens of quota "
                      f"not reserved{cut} (--fixed-output-cap sends the templates' own)")
+    shortened = t.get("prompts_cut")
+    if shortened:
+        lines.append(f"  note: the judge's server cut {shortened['prompts']:,} prompt(s) to {shortened['read_to']:,} tokens, its "
+                     "context, and answered about that part alone (Ollama does so past its num_ctx): those items "
+                     "failed (context_length) and nothing of them was cached, and prompts clearly longer were not "
+                     "sent. Raise the server's context (Ollama: OLLAMA_CONTEXT_LENGTH=32768, or num_ctx in a "
+                     "Modelfile) and run again")
+        if shortened.get("scored_before_known"):
+            lines.append(f"  note: {shortened['scored_before_known']} answer(s) scored before that count showed read "
+                         "exactly it: they were probably cut too, and their scores are suspect")
     gateway = t.get("gateway_quota")
     if gateway:
         paced = [f"{gateway[k]:,} {unit}/min" for k, unit in (("tokens_per_minute", "tokens"),

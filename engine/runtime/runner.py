@@ -281,6 +281,11 @@ class Runner:
         totals["reused"] = {"answers": s.reused, "cost_usd_list": known_cost(s.reused_cost_usd, priced, 6)}
         totals["request_faults"] = s.request_faults
         totals["refused_over_window"] = s.refused_over_window
+        if s.prompts_cut:  # answered about part of their prompt (engine.runtime.calls.prompt_cut): failed
+            totals["prompts_cut"] = {"prompts": s.prompts_cut, "read_to": self.pool.cut_to,
+                                     "scored_before_known": s.cut_before_known}
+        if s.suspect_reads:  # read far short of their estimates, not shown to be cut: scored
+            totals["prompts_read_short"] = s.suspect_reads
         if s.structured_output_ignored:
             totals["structured_output_ignored"] = True  # the schema went into the prompt instead
         if s.unusable_hints:  # 429 delay hints not believed: each waited --max-rate-limit-wait instead

@@ -89,6 +89,7 @@ from drscore.engine.runtime.calls.thinking import ThinkingPolicy, is_cut_off, sp
 from drscore.engine.runtime.calls.follow_ups import MAX_RECORDED, AnswerList, ListLength, list_lengths, resized
 from drscore.engine.runtime.calls.planned_input import COUNT_SLACK, PlannedInput, counted_basis, with_errors
 from drscore.engine.runtime.calls.prompt_counts import Counting, PromptCounts
+from drscore.engine.runtime.calls.prompt_cut import PromptCut, SameReads, cut_detail, cut_short
 from drscore.engine.runtime.calls.quota_charge import ReservedCharge
 from drscore.engine.runtime.calls.tokens import (
     PROXY_PRIOR_ERROR, PromptFeatures, RecentPrompts, TokenEstimator, estimate_tokens, message_features, prompt_id,
@@ -181,6 +182,9 @@ class PoolStats(msgspec.Struct):
     fitted_cap_cuts: int = 0  # answers cut off at a cap fitted to their template's (output_cap): asked again
     fitted_cap_cut_cost_usd: float = 0.0  # what those cut-off answers cost (billed, unused)
     refused_over_window: int = 0  # requests not sent: clearly beyond the model's context window
+    prompts_cut: int = 0  # answered, but the server read only part of the prompt (prompt_cut): failed
+    cut_before_known: int = 0  # answers scored before their count showed as the one a server cuts to
+    suspect_reads: int = 0  # answers read far short of their estimates, scored: not shown to be cut
     request_faults: int = 0  # requests failed by their own content (judging.REQUEST_FAULTS), not the endpoint
     stopped_calls: int = 0  # calls failed only because the pool had stopped
     structured_output_ignored: bool = False  # response_format was ignored: the schema went into the prompt
@@ -301,6 +305,9 @@ class JudgePool:
         known = window_of(backend.model) or (window_of(price_model) if price_model else None)
         self.window: int | None = known.context if known is not None else None
         self.window_source = "table" if known is not None else None
+        # The prompt tokens a server that cuts long prompts read of one (prompt_cut): its window
+        self.cut_to: int | None = None
+        self.same_reads = SameReads()  # where no one cut reads short enough, the count repeating
         # What the server said about itself before the preflight (its window, its parallel
         # slots): slots keep requests queued on our side (engine.runtime.calls.slots).
         self.server: ServerFacts | None = None
@@ -485,7 +492,11 @@ class JudgePool:
             self.stats.refused_over_window += 1
             self.stats.request_faults += 1
             self.stats.failures += 1
-            source = "as the endpoint stated" if self.window_source == "endpoint" else "per the model table"
+            source = {"endpoint": "as the endpoint stated",
+                      "ollama": "as Ollama loaded it, which would cut the prompt: raise OLLAMA_CONTEXT_LENGTH, or "
+                                "num_ctx in a Modelfile",
+                      "cut": "the server cut an earlier prompt to it: raise its context (Ollama: "
+                             "OLLAMA_CONTEXT_LENGTH)"}.get(self.window_source or "", "per the model table")
             raise JudgeFailed("context_length", f"prompt of about {tokens} tokens exceeds the {self.window}-token "
                                                 f"context window of {self.backend.model} ({source}); not sent")
 
@@ -508,6 +519,16 @@ class JudgePool:
         if facts.slots:
             self.slots = ServerSlots(facts.slots, cancels=facts.cancels)
 
+    async def _learn_loaded(self) -> None:
+        """Ollama states the context it loaded the model with only once it is loaded: asked
+        after the first answer, it is the window from then on (a longer prompt would be cut)."""
+        ask = getattr(self.backend, "loaded_window", None)
+        if ask is None or self.server is None or self.server.server != "ollama":
+            return
+        window = await ask()
+        if isinstance(window, int) and window > 0:
+            self.window, self.window_source = window, "ollama"
+
     def _learn_window(self, message: str) -> str:
         """Adopt the window a context-length error states; the detail for the item's error."""
         stated = stated_window(message)
@@ -517,6 +538,52 @@ class JudgePool:
             self.window, self.window_source = stated.window, "endpoint"
         size = f"{stated.requested} tokens requested, " if stated.requested else ""
         return f"{size}window {stated.window} tokens: {message}"
+
+    def _read_short(self, current: ChatRequest, req: ChatRequest, counted: int | None,
+                    proxied: tuple[float, float] | None, read: int) -> PromptCut | None:
+        """Whether the server read only part of ``current``'s prompt: its usage (``read``)
+        against the server's own count of the prompt, else the estimate and its error."""
+        # a read at the very window Ollama loaded the model with is one cut to it
+        cut_to = self.cut_to if self.cut_to is not None or self.window_source != "ollama" else self.window
+        if counted is not None and self.prompt_counts.counted_by == "server":  # the server's own count: exact
+            return self._confirmed(cut_short(counted, read, error=None, counted=True, cut_to=cut_to), counted, read)
+        if counted is not None:
+            # a tokenizer here (--tokenizer) names the model's, which only the usage confirms: its
+            # count is an estimate until answers show how it differs (CountDrift)
+            drift = self.prompt_counts.drift
+            sent = counted + drift.mean
+            error = drift.sd / max(1.0, sent) if drift.seen else None
+            return self._confirmed(cut_short(sent, read, error=error, proxied=True, cut_to=cut_to), sent, read)
+        own = proxied is not None and current.messages is req.messages
+        estimator = self.proxy_tokens if own else self.tokens
+        features = proxied if own and proxied is not None else message_features(current.messages)
+        sent = estimator.prompt(features)
+        # learned only where the answers so far (or earlier runs') held text of this prompt's
+        # kinds: an estimate taught on English alone still guesses Chinese by the prior rule
+        fit = estimator.recorded()
+        error = estimator.relative_error() if fit.calls > 0 and fit.covers(features) else None
+        return self._confirmed(cut_short(sent, read, error=error, proxied=own, cut_to=cut_to), sent, read)
+
+    def _confirmed(self, cut: PromptCut | None, sent: float, read: int) -> PromptCut | None:
+        """A sure cut as it is; a suspect, or a read a little short, once its count repeats as
+        only a server cutting to it makes it repeat (prompt_cut.SameReads). A suspect alone is
+        scored, and teaches no estimate."""
+        if cut is not None and cut.sure:
+            return cut
+        if self.same_reads.repeated(sent, read, suspect=cut is not None):
+            self.same_reads.uncount(read)  # this one fails; the ones before it were scored (_learn_cut)
+            return PromptCut(read=read, sent=round(sent))
+        return cut
+
+    def _learn_cut(self, cut: PromptCut) -> None:
+        """Take what a server that cuts long prompts read of one as its window: a prompt
+        clearly longer is then failed before it is sent, not sent to be cut."""
+        if cut.read != self.cut_to:
+            # answers scored before this count showed, read to exactly it: probably cut too
+            self.stats.cut_before_known += self.same_reads.forget(cut.read)
+        self.cut_to = cut.read
+        if self.window is None or self.window_source not in ("endpoint", "ollama") or cut.read < self.window:
+            self.window, self.window_source = cut.read, "cut"
 
     @property
     def judge_label(self) -> str:
@@ -780,7 +847,13 @@ class JudgePool:
         n = self.systematic.count(template)
         calls = f"the first {n} calls of the run" if self.systematic.nothing_worked else f"the first {n} {template} calls"
         model = self.backend.model
-        if e.reason == "context_length":
+        if e.reason == "context_length" and self.window_source in ("cut", "ollama") and self.window:
+            held = ("the server cuts a prompt to" if self.window_source == "cut" else
+                    "of the context Ollama loaded the model with")
+            what = (f"every prompt so far is longer than the {self.window:,} tokens {held} ({calls}): raise that "
+                    "context (Ollama: OLLAMA_CONTEXT_LENGTH=32768 before `ollama serve`, or num_ctx in a "
+                    "Modelfile), or use shorter inputs")
+        elif e.reason == "context_length":
             window = f" of {self.window} tokens" if self.window else ""
             what = (f"every prompt so far exceeds the context window{window} of {model} ({calls}): check "
                     "--judge-model or the window (a model with a larger one, or shorter inputs)")
@@ -1161,6 +1234,7 @@ class JudgePool:
                     # gate opens, so no other call is sent the ignored way.
                     self.json_mode = False
                     self.stats.structured_output_ignored = True
+                await self._learn_loaded()  # before anyone else is sent, and before this answer is judged
                 probe.open()
             self.breaker.success()
             if info is not None and info.gateway is not None:
@@ -1175,9 +1249,22 @@ class JudgePool:
                     # a stream without its usage (stream_options ignored): the bill would rest on
                     # estimates; the rest go unstreamed, their usage counted
                     self.follows_streams = False
-            if counted is not None and not resp.usage_estimated:
+            # A server that read only part of the prompt (Ollama past its num_ctx) answered about
+            # part of it: that usage teaches no estimate, and the item fails below (prompt_cut).
+            # The first answer of the request only: a retry of the same prompt may be read from the
+            # server's prefix cache, which some servers leave out of the usage.
+            first_answer = sum(1 for t in tries if t[0] == "answered") == 1
+            short = None if resp.usage_estimated or not first_answer else self._read_short(
+                current, req, counted, proxied, resp.input_tokens)
+            suspect = short is not None and not short.sure  # read short, not proven cut: scored, teaches nothing
+            if suspect:
+                self.stats.suspect_reads += 1
+                short = None
+            elif short is not None:
+                self._learn_cut(short)
+            if counted is not None and not resp.usage_estimated and short is None and not suspect:
                 self.prompt_counts.drift.observe(counted, resp.input_tokens)
-            if not resp.usage_estimated and reasks == 0:
+            if not resp.usage_estimated and reasks == 0 and short is None and not suspect:
                 # re-asks carry extra messages: not the features we measured
                 self.tokens.observe(features, req.template, resp.input_tokens, resp.output_tokens,
                                     prompt_id(req.messages), prompt_known=counted is not None)
@@ -1222,6 +1309,12 @@ class JudgePool:
             s.reasoning_tokens += resp.reasoning_tokens
             if resp.batched:
                 s.batched_calls += 1
+            if short is not None:  # its answer is about the part read: not the item's score, not cached
+                s.failures += 1
+                s.request_faults += 1
+                s.prompts_cut += 1
+                raise JudgeFailed("context_length", cut_detail(short, counted=counted is not None,
+                                                               server=self._server_name())) from None
             if (resp.finish_reason or "").lower() in ("content_filter", "safety"):
                 # The provider's filter withheld (part of) the answer; asking again gets the same.
                 s.failures += 1

@@ -1,0 +1,161 @@
+"""A server that reads only part of a long prompt and answers anyway (Ollama past its
+num_ctx): the rule that tells such an answer from an estimate's miss, and what the pool does
+with it. Every expected number is worked by hand beside its case."""
+from __future__ import annotations
+
+import pytest
+
+from drscore.engine.runtime.calls.judging import ChatResponse, JudgeFailed
+from drscore.engine.runtime.calls.limits import RateLimiter
+from drscore.engine.runtime.calls.prompt_cut import PromptCut, SameReads, cut_short
+from drscore.engine.runtime.calls.slots import ServerFacts
+from drscore.engine.runtime.calls.tokens import estimate_messages
+from support.fakes import Verdict, one_line_templates
+
+from .test_local_server_faults import Scripted, _pool
+
+
+@pytest.fixture(autouse=True)
+def template(monkeypatch):
+    one_line_templates(monkeypatch)
+
+
+def test_a_read_under_half_a_learned_estimate_on_characters_is_a_suspect():
+    # an estimate's recent error says nothing of a new kind of text: half, whatever it is; and
+    # a prefix cache left out of the usage reads short too, so it is not sure
+    assert cut_short(10_000, 4_999, error=0.02) == PromptCut(read=4_999, sent=10_000, sure=False)
+    assert cut_short(10_000, 5_001, error=0.02) is None
+
+
+def test_an_estimate_on_a_proxy_tokenizers_counts_allows_four_times_its_error_within_bounds():
+    # error 5%: 4 x 5% = 20%, raised to the floor of 30% -> short below 0.7 x 10,000 = 7,000
+    assert cut_short(10_000, 6_999, error=0.05, proxied=True) is not None
+    assert cut_short(10_000, 7_001, error=0.05, proxied=True) is None
+    # error 10%: 40% -> short below 6,000
+    assert cut_short(10_000, 5_999, error=0.10, proxied=True) is not None
+    assert cut_short(10_000, 6_001, error=0.10, proxied=True) is None
+    # error 30%: 120%, capped at 50% -> short below 5,000
+    assert cut_short(10_000, 4_999, error=0.30, proxied=True) is not None
+    assert cut_short(10_000, 5_001, error=0.30, proxied=True) is None
+
+
+def test_before_any_answer_only_a_read_under_15_percent_is_short():
+    # 15% of 20,000 = 3,000: a tokenizer may read far fewer tokens than the character rule
+    # guesses before it learned, never that few
+    assert cut_short(20_000, 2_999, error=None) is not None
+    assert cut_short(20_000, 3_001, error=None) is None
+
+
+def test_a_prompt_the_server_counted_is_surely_cut_a_tenth_short():
+    # counted 5,000: below 4,500 is a cut, and sure: the server's own count was far larger
+    assert cut_short(5_000, 4_499, error=None, counted=True) == PromptCut(read=4_499, sent=5_000, sure=True)
+    assert cut_short(5_000, 4_501, error=None, counted=True) is None
+
+
+def test_a_read_at_the_count_the_server_cuts_to_is_surely_a_cut():
+    # the ratio alone (4,096 of about 4,500: over half) says nothing, but the server cuts to
+    # 4,095 (it said so, or an earlier cut read it): within 2 tokens of it
+    assert cut_short(4_500, 4_096, error=0.02) is None
+    assert cut_short(4_500, 4_096, error=0.02, cut_to=4_095) == PromptCut(read=4_096, sent=4_500, sure=True)
+    # even one estimated at 2,000: an estimate taught by a cut answer before the cut showed is
+    # no guide, and a prompt of another length reads that very count only by chance
+    assert cut_short(2_000, 4_096, error=0.02, cut_to=4_095) is not None
+    # 3 tokens off that count: not the same cut
+    assert cut_short(4_500, 4_099, error=0.02, cut_to=4_096) is None
+
+
+def test_no_server_cuts_to_under_a_thousand_tokens():
+    assert cut_short(10_000, 999, error=0.02) is None and cut_short(10_000, 0, error=None) is None
+
+
+def test_two_suspects_reading_the_very_same_count_are_cuts():
+    reads = SameReads()
+    assert not reads.repeated(10_000, 3_000, suspect=True)
+    assert not reads.repeated(9_000, 3_001, suspect=True)  # another count: a prefix cache's shortfall
+    assert reads.repeated(12_000, 3_000, suspect=True)  # the second at 3,000, estimated 12,000 / 10,000 = 1.2 apart
+    reads.uncount(3_000)  # it failed as cut: the one before it was scored
+    assert reads.forget(3_000) == 1 and reads.forget(3_000) == 0
+
+
+def test_two_suspects_of_one_length_reading_the_same_count_are_not_cuts():
+    # the same report with two criteria of a similar length: one true length, estimates
+    # 10,000 and 11,900 (under 1.2 apart), both read short by a server's own counting
+    reads = SameReads()
+    assert not reads.repeated(10_000, 3_000, suspect=True) and not reads.repeated(11_900, 3_000, suspect=True)
+
+
+def test_the_same_count_read_a_little_short_by_prompts_of_very_different_sizes_is_a_cut():
+    reads = SameReads()
+    # three answers read exactly 3,000 tokens, no suspect among them, their prompts estimated
+    # at 4,000, 5,000 and 6,100: a spread of 6,100 / 4,000 = 1.525, over 1.5
+    assert not reads.repeated(4_000, 3_000, suspect=False) and not reads.repeated(5_000, 3_000, suspect=False)
+    assert reads.repeated(6_100, 3_000, suspect=False)
+
+
+def test_reads_over_their_estimates_are_no_cuts_whatever_they_repeat():
+    # a server (or a test's stand-in) reporting one count for prompts estimated 400 to 900
+    reads = SameReads()
+    assert not any(reads.repeated(sent, 1_000, suspect=False) for sent in (400, 600, 900, 650))
+
+
+def test_prompts_of_one_length_reading_the_same_count_are_not_a_cut():
+    reads = SameReads()
+    # five prompts truly 3,000 tokens long, estimated within 20% of each other (1.2 < 1.5)
+    assert not any(reads.repeated(sent, 3_000, suspect=False) for sent in (2_900, 3_100, 3_200, 3_300, 3_480))
+
+
+def _cutting_server(window: int, facts: ServerFacts | None = None):
+    """Reads every prompt as the estimator's character rule counts it, up to ``window``."""
+    return Scripted(lambda r: ChatResponse(text='{"score": 1}', output_tokens=3,
+                                           input_tokens=min(window, estimate_messages(r.messages))), facts)
+
+
+async def test_a_cut_shows_by_its_repeated_count_then_fails_and_refuses_the_next_unsent():
+    backend = _cutting_server(2_048)
+    pool = _pool(backend)
+    await pool.ask("t", Verdict, {"i": "word " * 100})  # read whole: the estimate learns the server's counting
+    learned = pool.tokens.weights
+    # about 10,000 tokens, read 2,048: a suspect (a prefix cache could explain it), scored
+    assert (await pool.ask("t", Verdict, {"i": "word " * 8_000})).value.score == 1
+    assert pool.tokens.weights == learned and pool.stats.suspect_reads == 1  # it taught nothing
+    # about 15,000 read to the very same 2,048: the count a server cuts to
+    with pytest.raises(JudgeFailed) as e:
+        await pool.ask("t", Verdict, {"i": "word " * 12_000})
+    assert e.value.reason == "context_length"
+    assert "read 2,048 tokens of a prompt of about 15,0" in e.value.detail and "not cached" in e.value.detail
+    assert pool.tokens.observations == 1  # neither taught the estimate
+    assert pool.stats.prompts_cut == 1 and pool.stats.cut_before_known == 1  # the suspect before it
+    assert (pool.window, pool.window_source, pool.cut_to) == (2_048, "cut", 2_048)
+    # a prompt clearly over those 2,048 tokens is failed before it is sent
+    with pytest.raises(JudgeFailed) as e:
+        await pool.ask("t", Verdict, {"i": "word " * 4_000})
+    assert "not sent" in e.value.detail and "the server cut an earlier prompt to it" in e.value.detail
+    assert len(backend.sent) == 3 and pool.stats.refused_over_window == 1
+    # one that fits is scored
+    assert (await pool.ask("t", Verdict, {"i": "word " * 1_000})).value.score == 1
+
+
+async def test_a_server_that_counts_the_prompt_shows_a_cut_at_once():
+    class Counting(Scripted):
+        counts_prompts = True
+        counted_by = "server"
+
+        async def count_prompt(self, request):
+            return estimate_messages(request.messages)
+    backend = Counting(lambda r: ChatResponse(text='{"score": 1}', output_tokens=3,
+                                              input_tokens=min(2_048, estimate_messages(r.messages))))
+    pool = _pool(backend, limiter=RateLimiter(tpm=60_000_000))  # a told token quota: its calls are counted first
+    with pytest.raises(JudgeFailed) as e:
+        await pool.ask("t", Verdict, {"i": "word " * 8_000})
+    assert "read 2,048 tokens of a prompt counted at 10,0" in e.value.detail
+
+
+async def test_a_retry_of_the_same_prompt_read_from_the_servers_cache_is_not_a_cut():
+    # An answer cut off at its cap is asked again with a larger one; this server leaves the
+    # prompt tokens read from its prefix cache out of the second answer's usage.
+    answers = iter([ChatResponse(text='{"sco', input_tokens=2_500, output_tokens=20, finish_reason="length"),
+                    ChatResponse(text='{"score": 1}', input_tokens=12, output_tokens=5)])
+    backend = Scripted(lambda r: next(answers))
+    pool = _pool(backend)
+    judged = await pool.ask("t", Verdict, {"i": "word " * 2_000})
+    assert judged.value.score == 1 and pool.stats.prompts_cut == 0 and len(backend.sent) == 2
