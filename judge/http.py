@@ -28,6 +28,7 @@ from drscore.engine.runtime.calls.redact import redact, redact_url, register_sec
 from drscore.engine.runtime.calls.slots import ServerFacts
 from drscore.engine.runtime.calls.tokens import estimate_messages, estimate_tokens
 from drscore.judge.counting import count_body, count_route
+from drscore.judge.ollama import is_version, loaded_context, may_be_ollama
 from drscore.judge.quota_refusal import (
     daily_quota_spent, fill_from_refusal, named_quotas, quota_replenished_in, refusal_fault,
 )
@@ -396,11 +397,28 @@ class HttpBackend:
             except (aiohttp.ClientError, asyncio.TimeoutError, orjson.JSONDecodeError, ValueError):
                 pass
             return ServerFacts(server="llama.cpp", window=window, slots=slots, cancels=True)
+        if may_be_ollama(owner, self._base_url):
+            # Ollama: its window is the loaded model's, stated once it is loaded (loaded_window)
+            try:
+                version, _ = await self._get_json(endpoint_url(_server_root(self._base_url), "/api/version"))
+            except (aiohttp.ClientError, asyncio.TimeoutError, orjson.JSONDecodeError, ValueError):
+                version = None
+            if is_version(version):
+                return ServerFacts(server="ollama")
         if owner == "me" and "openai-processing-ms" in headers:
             # llama-cpp-python's server: one lock around the model (one request at a time), and a
             # request whose client went away is finished anyway.
             return ServerFacts(server="llama-cpp-python", slots=1, cancels=False)
         return ServerFacts()
+
+    async def loaded_window(self) -> int | None:
+        """The context Ollama runs the model with (``GET /api/ps``, :mod:`drscore.judge.ollama`);
+        None while it is not loaded, or where it does not say."""
+        try:
+            body, _ = await self._get_json(endpoint_url(_server_root(self._base_url), "/api/ps"))
+        except (aiohttp.ClientError, asyncio.TimeoutError, orjson.JSONDecodeError, ValueError):
+            return None
+        return loaded_context(body, self.model)
 
     async def count_prompt(self, request: ChatRequest) -> int | None:
         """The server's own count of ``request``'s prompt (:mod:`drscore.judge.counting`: vLLM's

@@ -102,6 +102,9 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # fields, structured outputs; "": the plain mock (OpenAI-like, as before profiles).
     profile: str = ""
     context_window: int = 0  # prompts over this many tokens get the profile's context error (0: no limit)
+    # ollama: the context GET /api/ps states once the model is loaded (0: context_window, else
+    # 131,072); another value rehearses the versions that cut below the context they state
+    ollama_ps_context: int = 0
     poison_rate: float = 0.0  # share of bodies (chosen by their hash) answered 503 every time
     poison_match: str = ""  # bodies whose prompt contains this text are answered 503 every time
     filter_word: str = ""  # prompts containing this word meet the profile's content filter
@@ -227,6 +230,7 @@ class _MockJudge:
         self.stats = _Stats(in_flight=in_flight, max_in_flight=in_flight)
         self.seen: set[str] = set()
         self.answered: dict[str, int] = {}  # request hash -> successful answers
+        self.loaded_model: str | None = None  # the model of the last chat (Ollama's /api/ps)
         # Separate streams so that changing --jitter does not move which requests fail,
         # and batch traffic does not move the fates of synchronous calls.
         self.fault_rng = random.Random(self.cfg.seed)
@@ -294,6 +298,8 @@ class _MockJudge:
             if prof is not None and not prof.structured_output and isinstance(payload, dict):
                 payload = {k: v for k, v in payload.items() if k != "response_format"}  # ignored
             prep = self._counted(prepare(payload))
+            if isinstance(payload.get("model"), str):
+                self.loaded_model = payload["model"]  # what Ollama's /api/ps lists as loaded
         except BadRequest as e:
             st.bad_requests += 1
             return web.Response(status=400, body=error_body(str(e), "invalid_request_error"),
@@ -482,6 +488,8 @@ class _MockJudge:
         """One line of a batch: the synchronous answer path without quota or latency."""
         try:
             prep = self._counted(prepare(payload))
+            if isinstance(payload.get("model"), str):
+                self.loaded_model = payload["model"]  # what Ollama's /api/ps lists as loaded
         except BadRequest as e:
             return 400, {"error": {"message": str(e), "type": "invalid_request_error", "param": None,
                                    "code": None}}
@@ -519,9 +527,30 @@ class _MockJudge:
         if self.recorded is not None:
             listed, headers = self.recorded.models(self.cfg.model, self.cfg.context_window)
             return web.Response(body=orjson.dumps(listed), headers=headers, content_type=_JSON)
-        body = {"object": "list", "data": [
-            {"id": self.cfg.model, "object": "model", "created": 0, "owned_by": "drscore-mock"}]}
+        # Ollama lists its pulled models as owned by "library"
+        owner = "library" if self.cfg.profile == "ollama" else "drscore-mock"
+        body = {"object": "list", "data": [{"id": self.cfg.model, "object": "model", "created": 0, "owned_by": owner}]}
         return web.Response(body=orjson.dumps(body), content_type=_JSON)
+
+    async def ollama_version(self, request: web.Request) -> web.Response:
+        """Ollama's ``GET /api/version`` (the ollama profile only)."""
+        if self.cfg.profile != "ollama":
+            raise web.HTTPNotFound()
+        return web.Response(body=b'{"version": "0.12.3"}', content_type=_JSON)
+
+    async def ollama_ps(self, request: web.Request) -> web.Response:
+        """Ollama's ``GET /api/ps``: the model with the context it was loaded with, once a chat
+        loaded it (an empty list before, as Ollama's before the model is first used)."""
+        if self.cfg.profile != "ollama":
+            raise web.HTTPNotFound()
+        models = []
+        if self.loaded_model is not None:
+            name = self.loaded_model if ":" in self.loaded_model else f"{self.loaded_model}:latest"
+            context = self.cfg.ollama_ps_context or self.cfg.context_window or 131_072
+            models.append({"name": name, "model": name, "size": 5_618_579_456,
+                           "digest": "0" * 64, "expires_at": "2026-12-05T00:00:00Z", "size_vram": 5_618_579_456,
+                           "context_length": context})
+        return web.Response(body=orjson.dumps({"models": models}), content_type=_JSON)
 
     async def tokenize(self, request: web.Request) -> web.Response:
         """vLLM's ``POST /tokenize`` in its chat form: the prompt's count as the completion's usage
@@ -626,6 +655,8 @@ def build_app(cfg: MockConfig, *, clock: Callable[[], float] = time.monotonic) -
     app.router.add_get("/v1/models", judge.models)
     app.router.add_get("/models", judge.models)
     app.router.add_get("/props", judge.props)
+    app.router.add_get("/api/version", judge.ollama_version)
+    app.router.add_get("/api/ps", judge.ollama_ps)
     app.router.add_post("/tokenize", judge.tokenize)
     app.router.add_post("/v1beta/models/{model}:countTokens", judge.count_tokens)  # Gemini's native API
     judge.batches.routes(app)
@@ -714,6 +745,8 @@ _FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
                      "docs/providers.md); empty: the plain mock"),
     "context_window": (int, "prompts over this many tokens get the profile's context-length error "
                             "(ollama: cut silently); 0 = no limit"),
+    "ollama_ps_context": (int, "ollama: the context GET /api/ps states for the loaded model (0 = the context "
+                               "window, else 131072); another value rehearses a server that cuts below what it states"),
     "poison_rate": (float, "share of request bodies (chosen by a hash of the body) answered 503 every time"),
     "poison_match": (str, "request bodies whose prompt contains this text are answered 503 every time"),
     "filter_word": (str, "prompts containing this word meet the profile's content filter (azure: 400 "
@@ -785,10 +818,13 @@ class MockServerProcess:
     """
 
     def __init__(self, cfg: MockConfig | None = None, *, host: str = "127.0.0.1",
-                 startup_timeout: float = 30.0) -> None:
+                 startup_timeout: float = 30.0, port: int = 0) -> None:
+        """``port``: 0 for a free one; a port an earlier mock used brings a server back where
+        a run directory remembers it (a restarted server)."""
         self.cfg = cfg or MockConfig()
         self.host = host
         self.startup_timeout = startup_timeout
+        self._listen_port = port
         self.port: int | None = None
         self._proc: subprocess.Popen[str] | None = None
         self._stderr: Any = None
@@ -816,7 +852,7 @@ class MockServerProcess:
         """Spawn the child and wait for its ``LISTENING <port>`` line."""
         # stderr goes to a file, not a pipe nobody reads: a chatty child must never block.
         self._stderr = tempfile.TemporaryFile(mode="w+")
-        cmd = [sys.executable, "-m", "drscore.judge.mock.server", "--host", self.host, "--port", "0",
+        cmd = [sys.executable, "-m", "drscore.judge.mock.server", "--host", self.host, "--port", str(self._listen_port),
                *config_to_argv(self.cfg)]
         self._proc = proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr, text=True)
         stdout = proc.stdout
