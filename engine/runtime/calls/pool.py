@@ -185,6 +185,7 @@ class PoolStats(msgspec.Struct):
     prompts_cut: int = 0  # answered, but the server read only part of the prompt (prompt_cut): failed
     cut_before_known: int = 0  # answers scored before their count showed as the one a server cuts to
     suspect_reads: int = 0  # answers read far short of their estimates, scored: not shown to be cut
+    cuts_refuted: int = 0  # counts taken for a server's cut until an answer read more than them
     request_faults: int = 0  # requests failed by their own content (judging.REQUEST_FAULTS), not the endpoint
     stopped_calls: int = 0  # calls failed only because the pool had stopped
     structured_output_ignored: bool = False  # response_format was ignored: the schema went into the prompt
@@ -308,6 +309,7 @@ class JudgePool:
         # The prompt tokens a server that cuts long prompts read of one (prompt_cut): its window
         self.cut_to: int | None = None
         self.same_reads = SameReads()  # where no one cut reads short enough, the count repeating
+        self._window_before_cut: tuple[int | None, str | None] = (self.window, self.window_source)
         # What the server said about itself before the preflight (its window, its parallel
         # slots): slots keep requests queued on our side (engine.runtime.calls.slots).
         self.server: ServerFacts | None = None
@@ -569,10 +571,16 @@ class JudgePool:
         only a server cutting to it makes it repeat (prompt_cut.SameReads). A suspect alone is
         scored, and teaches no estimate."""
         if cut is not None and cut.sure:
+            self.same_reads.most_read = max(self.same_reads.most_read, read)
             return cut
-        if self.same_reads.repeated(sent, read, suspect=cut is not None):
+        if self.same_reads.repeated(sent, read):
             self.same_reads.uncount(read)  # this one fails; the ones before it were scored (_learn_cut)
             return PromptCut(read=read, sent=round(sent))
+        if self.cut_to is not None and self.window_source == "cut" and self.same_reads.read_past(self.cut_to):
+            # a server cutting there reads no prompt longer: it was not a cut after all
+            self.stats.cuts_refuted += 1
+            self.cut_to = None
+            self.window, self.window_source = self._window_before_cut
         return cut
 
     def _learn_cut(self, cut: PromptCut) -> None:
@@ -583,6 +591,8 @@ class JudgePool:
             self.stats.cut_before_known += self.same_reads.forget(cut.read)
         self.cut_to = cut.read
         if self.window is None or self.window_source not in ("endpoint", "ollama") or cut.read < self.window:
+            if self.window_source != "cut":
+                self._window_before_cut = (self.window, self.window_source)
             self.window, self.window_source = cut.read, "cut"
 
     @property

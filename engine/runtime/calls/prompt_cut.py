@@ -11,10 +11,10 @@ estimate, allowing for the estimate's error.
 A usage far below an estimate is not proof on its own: a server that leaves the prompt
 tokens read from its prefix cache out of the usage (an Ollama release did) reads a prompt
 sharing a long first message short too. What only a cut does is read *the same count* for
-prompts of different sizes, the context the server cuts to. So a cut is sure when the count
-read is the context the server states (Ollama's ``/api/ps``), the one an earlier cut read, or
-the server's own count of the prompt was far larger; a short read otherwise is a suspect,
-and two suspects reading the very same count are cuts.
+prompts of different sizes, the context the server cuts to, and never more. So a cut is
+sure when the count read is the context the server states (Ollama's ``/api/ps``), the one
+earlier cuts read, or the server's own count of the prompt was far larger; a short read
+otherwise is a suspect, scored, until the same count repeats (:class:`SameReads`).
 
 Pure functions and a small memory; the pool fails a cut item (``context_length``), keeps its
 answer out of the cache, and takes the tokens read as the server's window.
@@ -86,51 +86,55 @@ def cut_short(sent: float, read: int, *, error: float | None, counted: bool = Fa
     return None
 
 
-# A server that cuts where it states a larger context (an Ollama version that cut at half the
-# context /api/ps stated), or states none, shows the count it cuts to by repeating it for
-# prompts of different sizes. Prompts of one true length read one count too, but they are
-# estimated within the estimate's error of each other (the same report with criteria of a
-# similar length). Two suspects (short reads) at the very same count, estimated a fifth apart
-# or more, are cuts: a prefix cache left out of the usage makes each prompt read short by its
-# own amount, not all to one count. Reads a little short of their estimates, no suspects,
-# show it too, three of them estimated half as much again apart.
-SAME_SUSPECTS, SAME_SUSPECTS_SPREAD = 2, 1.2
-SAME_READS, SAME_READS_SPREAD = 3, 1.5
+# A server that cuts where it states a larger context (an Ollama release cut at half the
+# context /api/ps stated), or states none, shows the count it cuts to by repeating it: two
+# answers read short of their estimates to the very same count, from prompts estimated a
+# fifth apart or more, with no answer ever read to more than that count. Prompts of one true
+# length read one count too, but they are estimated within the estimate's error of each
+# other (the same report with criteria of a similar length); a prefix cache left out of the
+# usage makes each prompt read short by its own amount, not all to one count; and a server
+# that cuts reads no prompt past its cut, so one answer read longer rules the count out.
+SAME_READS, SAME_READS_SPREAD = 2, 1.2
 
 
 class SameReads:
-    """Answers by the exact prompt count they read (bounded memory): the count a server
-    cuts to shows as :data:`SAME_SUSPECTS` suspects, or :data:`SAME_READS` answers, whose
-    estimates span the spread set beside each."""
+    """Answers read short of their estimates, by the exact prompt count they read (bounded
+    memory), and the most any answer read: the count a server cuts to shows as
+    :data:`SAME_READS` of them, estimated :data:`SAME_READS_SPREAD` times apart, at the top
+    of what was ever read."""
 
     def __init__(self, size: int = 4096) -> None:
         self.size = size
-        # count read -> (answers, suspects among them, least and most estimate)
-        self._reads: OrderedDict[int, tuple[int, int, float, float]] = OrderedDict()
+        self._reads: OrderedDict[int, tuple[int, float, float]] = OrderedDict()  # answers, least, most estimate
+        self.most_read = 0
 
-    def repeated(self, sent: float, read: int, *, suspect: bool) -> bool:
+    def repeated(self, sent: float, read: int) -> bool:
         """Count this answer; whether its count is one a server cuts to."""
+        self.most_read = max(self.most_read, read)
         if read < LEAST_CUT or read >= sent:  # a read over its estimate is no cut's
             return False
-        n, suspects, least, most = self._reads.pop(read, (0, 0, sent, sent))
-        n, suspects, least, most = n + 1, suspects + suspect, min(least, sent), max(most, sent)
-        self._reads[read] = (n, suspects, least, most)
+        n, least, most = self._reads.pop(read, (0, sent, sent))
+        n, least, most = n + 1, min(least, sent), max(most, sent)
+        self._reads[read] = (n, least, most)
         if len(self._reads) > self.size:
             self._reads.popitem(last=False)
-        return (suspect and suspects >= SAME_SUSPECTS and most >= least * SAME_SUSPECTS_SPREAD) or (
-            n >= SAME_READS and most >= least * SAME_READS_SPREAD)
+        return n >= SAME_READS and most >= least * SAME_READS_SPREAD and not self.read_past(read)
+
+    def read_past(self, cut_to: int) -> bool:
+        """Whether some answer read more than ``cut_to``: no server cutting there reads that."""
+        return self.most_read > cut_to + SAME_CUT_TOKENS
 
     def uncount(self, read: int) -> None:
         """Take one answer at ``read`` back (it failed as cut)."""
-        n, suspects, least, most = self._reads.get(read, (0, 0, 0.0, 0.0))
+        n, least, most = self._reads.get(read, (0, 0.0, 0.0))
         if n > 1:
-            self._reads[read] = (n - 1, max(0, suspects - 1), least, most)
+            self._reads[read] = (n - 1, least, most)
         else:
             self._reads.pop(read, None)
 
     def forget(self, read: int) -> int:
         """How many answers read exactly ``read``; they are no longer counted."""
-        return self._reads.pop(read, (0, 0, 0.0, 0.0))[0]
+        return self._reads.pop(read, (0, 0.0, 0.0))[0]
 
 
 def cut_detail(cut: PromptCut, *, counted: bool, server: str) -> str:

@@ -68,40 +68,34 @@ def test_no_server_cuts_to_under_a_thousand_tokens():
     assert cut_short(10_000, 999, error=0.02) is None and cut_short(10_000, 0, error=None) is None
 
 
-def test_two_suspects_reading_the_very_same_count_are_cuts():
+def test_two_reads_short_to_the_very_same_count_are_cuts():
     reads = SameReads()
-    assert not reads.repeated(10_000, 3_000, suspect=True)
-    assert not reads.repeated(9_000, 3_001, suspect=True)  # another count: a prefix cache's shortfall
-    assert reads.repeated(12_000, 3_000, suspect=True)  # the second at 3,000, estimated 12,000 / 10,000 = 1.2 apart
+    assert not reads.repeated(10_000, 3_000)
+    assert not reads.repeated(9_000, 3_001)  # another count: a prefix cache's shortfall, say
+    assert reads.repeated(12_000, 3_000)  # the second at 3,000, estimated 12,000 / 10,000 = 1.2 apart
     reads.uncount(3_000)  # it failed as cut: the one before it was scored
     assert reads.forget(3_000) == 1 and reads.forget(3_000) == 0
 
 
-def test_two_suspects_of_one_length_reading_the_same_count_are_not_cuts():
+def test_prompts_of_one_length_reading_the_same_count_are_not_cuts():
     # the same report with two criteria of a similar length: one true length, estimates
     # 10,000 and 11,900 (under 1.2 apart), both read short by a server's own counting
     reads = SameReads()
-    assert not reads.repeated(10_000, 3_000, suspect=True) and not reads.repeated(11_900, 3_000, suspect=True)
-
-
-def test_the_same_count_read_a_little_short_by_prompts_of_very_different_sizes_is_a_cut():
-    reads = SameReads()
-    # three answers read exactly 3,000 tokens, no suspect among them, their prompts estimated
-    # at 4,000, 5,000 and 6,100: a spread of 6,100 / 4,000 = 1.525, over 1.5
-    assert not reads.repeated(4_000, 3_000, suspect=False) and not reads.repeated(5_000, 3_000, suspect=False)
-    assert reads.repeated(6_100, 3_000, suspect=False)
+    assert not reads.repeated(10_000, 3_000) and not reads.repeated(11_900, 3_000)
 
 
 def test_reads_over_their_estimates_are_no_cuts_whatever_they_repeat():
     # a server (or a test's stand-in) reporting one count for prompts estimated 400 to 900
     reads = SameReads()
-    assert not any(reads.repeated(sent, 1_000, suspect=False) for sent in (400, 600, 900, 650))
+    assert not any(reads.repeated(sent, 1_000) for sent in (400, 600, 900, 650))
 
 
-def test_prompts_of_one_length_reading_the_same_count_are_not_a_cut():
+def test_a_count_some_answer_read_past_is_no_cut():
+    # an answer read 5,000 tokens: a server cutting at 3,000 would not have
     reads = SameReads()
-    # five prompts truly 3,000 tokens long, estimated within 20% of each other (1.2 < 1.5)
-    assert not any(reads.repeated(sent, 3_000, suspect=False) for sent in (2_900, 3_100, 3_200, 3_300, 3_480))
+    assert not reads.repeated(4_000, 5_000)  # read whole (over its estimate)
+    assert not reads.repeated(10_000, 3_000) and not reads.repeated(12_000, 3_000)
+    assert reads.read_past(3_000) and not reads.read_past(4_998)
 
 
 def _cutting_server(window: int, facts: ServerFacts | None = None):
@@ -133,6 +127,20 @@ async def test_a_cut_shows_by_its_repeated_count_then_fails_and_refuses_the_next
     assert len(backend.sent) == 3 and pool.stats.refused_over_window == 1
     # one that fits is scored
     assert (await pool.ask("t", Verdict, {"i": "word " * 1_000})).value.score == 1
+
+
+async def test_a_count_taken_for_a_cut_is_dropped_once_an_answer_reads_past_it():
+    # two prompts that happen to read 2,048 short of their estimates, then one read whole to
+    # 3,000: no server cutting at 2,048 reads that
+    reads = iter([2_048, 2_048, 3_000])
+    backend = Scripted(lambda r: ChatResponse(text='{"score": 1}', output_tokens=3, input_tokens=next(reads)))
+    pool = _pool(backend)
+    await pool.ask("t", Verdict, {"i": "word " * 8_000})
+    with pytest.raises(JudgeFailed):
+        await pool.ask("t", Verdict, {"i": "word " * 12_000})
+    assert (pool.cut_to, pool.window_source) == (2_048, "cut")
+    assert (await pool.ask("t", Verdict, {"i": "word " * 1_500})).value.score == 1  # about 1,900: sent, read 3,000
+    assert (pool.cut_to, pool.window, pool.window_source) == (None, None, None) and pool.stats.cuts_refuted == 1
 
 
 async def test_a_server_that_counts_the_prompt_shows_a_cut_at_once():
