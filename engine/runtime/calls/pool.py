@@ -548,14 +548,16 @@ class JudgePool:
         # a read at the very window Ollama loaded the model with is one cut to it
         cut_to = self.cut_to if self.cut_to is not None or self.window_source != "ollama" else self.window
         if counted is not None and self.prompt_counts.counted_by == "server":  # the server's own count: exact
-            return self._confirmed(cut_short(counted, read, error=None, counted=True, cut_to=cut_to), counted, read)
+            return self._confirmed(cut_short(counted, read, error=None, counted=True, cut_to=cut_to),
+                                   counted, read, counted)
         if counted is not None:
             # a tokenizer here (--tokenizer) names the model's, which only the usage confirms: its
             # count is an estimate until answers show how it differs (CountDrift)
             drift = self.prompt_counts.drift
             sent = counted + drift.mean
             error = drift.sd / max(1.0, sent) if drift.seen else None
-            return self._confirmed(cut_short(sent, read, error=error, proxied=True, cut_to=cut_to), sent, read)
+            return self._confirmed(cut_short(sent, read, error=error, proxied=True, cut_to=cut_to),
+                                   sent, read, counted)
         own = proxied is not None and current.messages is req.messages
         estimator = self.proxy_tokens if own else self.tokens
         features = proxied if own and proxied is not None else message_features(current.messages)
@@ -564,16 +566,17 @@ class JudgePool:
         # kinds: an estimate taught on English alone still guesses Chinese by the prior rule
         fit = estimator.recorded()
         error = estimator.relative_error() if fit.calls > 0 and fit.covers(features) else None
-        return self._confirmed(cut_short(sent, read, error=error, proxied=own, cut_to=cut_to), sent, read)
+        return self._confirmed(cut_short(sent, read, error=error, proxied=own, cut_to=cut_to),
+                               sent, read, features[0] + features[1])
 
-    def _confirmed(self, cut: PromptCut | None, sent: float, read: int) -> PromptCut | None:
+    def _confirmed(self, cut: PromptCut | None, sent: float, read: int, size: float) -> PromptCut | None:
         """A sure cut as it is; a suspect, or a read a little short, once its count repeats as
-        only a server cutting to it makes it repeat (prompt_cut.SameReads). A suspect alone is
-        scored, and teaches no estimate."""
+        only a server cutting to it makes it repeat (prompt_cut.SameReads; ``size``: a fixed
+        measure of the prompt). A suspect alone is scored, and teaches no estimate."""
         if cut is not None and cut.sure:
             self.same_reads.most_read = max(self.same_reads.most_read, read)
             return cut
-        if self.same_reads.repeated(sent, read):
+        if self.same_reads.repeated(sent, read, size):
             self.same_reads.uncount(read)  # this one fails; the ones before it were scored (_learn_cut)
             return PromptCut(read=read, sent=round(sent))
         if self.cut_to is not None and self.window_source == "cut" and self.same_reads.read_past(self.cut_to):

@@ -88,37 +88,44 @@ def cut_short(sent: float, read: int, *, error: float | None, counted: bool = Fa
 
 # A server that cuts where it states a larger context (an Ollama release cut at half the
 # context /api/ps stated), or states none, shows the count it cuts to by repeating it: two
-# answers read short of their estimates to the very same count, from prompts estimated a
-# fifth apart or more, with no answer ever read to more than that count. Prompts of one true
-# length read one count too, but they are estimated within the estimate's error of each
-# other (the same report with criteria of a similar length); a prefix cache left out of the
-# usage makes each prompt read short by its own amount, not all to one count; and a server
-# that cuts reads no prompt past its cut, so one answer read longer rules the count out.
+# answers read short of their estimates to the very same count, from prompts a fifth apart in
+# size or more, with no answer ever read to more than that count. The sizes are fixed
+# measures (the character rule, a proxy tokenizer's or the server's count), not the learned
+# estimate, which moves between one answer and the next: the same prompt asked twice (two
+# samples) would look like two sizes. Prompts of one true length read one count too, but
+# their sizes are close (the same report with criteria of a similar length); a prefix cache
+# left out of the usage makes each prompt read short by its own amount, not all to one count;
+# and a server that cuts reads no prompt past its cut, so one answer read longer rules the
+# count out.
 SAME_READS, SAME_READS_SPREAD = 2, 1.2
 
 
 class SameReads:
     """Answers read short of their estimates, by the exact prompt count they read (bounded
     memory), and the most any answer read: the count a server cuts to shows as
-    :data:`SAME_READS` of them, estimated :data:`SAME_READS_SPREAD` times apart, at the top
-    of what was ever read."""
+    :data:`SAME_READS` of them, :data:`SAME_READS_SPREAD` times apart in size, at the top of
+    what was ever read."""
 
     def __init__(self, size: int = 4096) -> None:
         self.size = size
-        self._reads: OrderedDict[int, tuple[int, float, float]] = OrderedDict()  # answers, least, most estimate
+        # count read -> (answers, of them read short of their estimates, least and most size of those)
+        self._reads: OrderedDict[int, tuple[int, int, float, float]] = OrderedDict()
         self.most_read = 0
 
-    def repeated(self, sent: float, read: int) -> bool:
-        """Count this answer; whether its count is one a server cuts to."""
+    def repeated(self, sent: float, read: int, size: float) -> bool:
+        """Count this answer (``sent``: its prompt's estimate; ``size``: a fixed measure of
+        it); whether its count is one a server cuts to."""
         self.most_read = max(self.most_read, read)
-        if read < LEAST_CUT or read >= sent:  # a read over its estimate is no cut's
+        if read < LEAST_CUT or size <= 0:
             return False
-        n, least, most = self._reads.pop(read, (0, sent, sent))
-        n, least, most = n + 1, min(least, sent), max(most, sent)
-        self._reads[read] = (n, least, most)
+        n, short, least, most = self._reads.pop(read, (0, 0, size, size))
+        n += 1
+        if read < sent:  # a read over its estimate is no sign of a cut, though it may be one
+            short, least, most = short + 1, min(least, size), max(most, size)
+        self._reads[read] = (n, short, least, most)
         if len(self._reads) > self.size:
             self._reads.popitem(last=False)
-        return n >= SAME_READS and most >= least * SAME_READS_SPREAD and not self.read_past(read)
+        return read < sent and short >= SAME_READS and most >= least * SAME_READS_SPREAD and not self.read_past(read)
 
     def read_past(self, cut_to: int) -> bool:
         """Whether some answer read more than ``cut_to``: no server cutting there reads that."""
@@ -126,15 +133,16 @@ class SameReads:
 
     def uncount(self, read: int) -> None:
         """Take one answer at ``read`` back (it failed as cut)."""
-        n, least, most = self._reads.get(read, (0, 0.0, 0.0))
+        n, short, least, most = self._reads.get(read, (0, 0, 0.0, 0.0))
         if n > 1:
-            self._reads[read] = (n - 1, least, most)
+            self._reads[read] = (n - 1, max(0, short - 1), least, most)
         else:
             self._reads.pop(read, None)
 
     def forget(self, read: int) -> int:
-        """How many answers read exactly ``read``; they are no longer counted."""
-        return self._reads.pop(read, (0, 0.0, 0.0))[0]
+        """How many answers read exactly ``read`` (short of their estimates or not); they are
+        no longer counted."""
+        return self._reads.pop(read, (0, 0, 0.0, 0.0))[0]
 
 
 def cut_detail(cut: PromptCut, *, counted: bool, server: str) -> str:

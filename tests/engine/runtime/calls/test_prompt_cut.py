@@ -70,31 +70,39 @@ def test_no_server_cuts_to_under_a_thousand_tokens():
 
 def test_two_reads_short_to_the_very_same_count_are_cuts():
     reads = SameReads()
-    assert not reads.repeated(10_000, 3_000)
-    assert not reads.repeated(9_000, 3_001)  # another count: a prefix cache's shortfall, say
-    assert reads.repeated(12_000, 3_000)  # the second at 3,000, estimated 12,000 / 10,000 = 1.2 apart
+    assert not reads.repeated(10_000, 3_000, 10_000)
+    assert not reads.repeated(9_000, 3_001, 9_000)  # another count: a prefix cache's shortfall, say
+    assert reads.repeated(12_000, 3_000, 12_000)  # the second at 3,000, estimated 12,000 / 10,000 = 1.2 apart
     reads.uncount(3_000)  # it failed as cut: the one before it was scored
     assert reads.forget(3_000) == 1 and reads.forget(3_000) == 0
+
+
+def test_one_prompt_estimated_anew_between_two_answers_is_one_size():
+    # two samples of one prompt: the estimate learned in between (5,744 then 1,962), but its
+    # size by the character rule is the same 5,744
+    reads = SameReads()
+    assert not reads.repeated(5_744, 1_943, 5_744) and not reads.repeated(1_962, 1_943, 5_744)
 
 
 def test_prompts_of_one_length_reading_the_same_count_are_not_cuts():
     # the same report with two criteria of a similar length: one true length, estimates
     # 10,000 and 11,900 (under 1.2 apart), both read short by a server's own counting
     reads = SameReads()
-    assert not reads.repeated(10_000, 3_000) and not reads.repeated(11_900, 3_000)
+    assert not reads.repeated(10_000, 3_000, 10_000) and not reads.repeated(11_900, 3_000, 11_900)
 
 
 def test_reads_over_their_estimates_are_no_cuts_whatever_they_repeat():
     # a server (or a test's stand-in) reporting one count for prompts estimated 400 to 900
     reads = SameReads()
-    assert not any(reads.repeated(sent, 1_000) for sent in (400, 600, 900, 650))
+    assert not any(reads.repeated(sent, 1_000, sent) for sent in (400, 600, 900, 650))
+    assert reads.forget(1_000) == 4  # all counted: were 1,000 shown to be a cut, all four read to it
 
 
 def test_a_count_some_answer_read_past_is_no_cut():
     # an answer read 5,000 tokens: a server cutting at 3,000 would not have
     reads = SameReads()
-    assert not reads.repeated(4_000, 5_000)  # read whole (over its estimate)
-    assert not reads.repeated(10_000, 3_000) and not reads.repeated(12_000, 3_000)
+    assert not reads.repeated(4_000, 5_000, 4_000)  # read whole (over its estimate)
+    assert not reads.repeated(10_000, 3_000, 10_000) and not reads.repeated(12_000, 3_000, 12_000)
     assert reads.read_past(3_000) and not reads.read_past(4_998)
 
 
