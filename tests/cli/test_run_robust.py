@@ -349,7 +349,10 @@ def test_behind_kong_with_its_limits_hidden_the_refusal_waits_its_own_retry_afte
         served = mock.stats()
     assert proc.returncode == 0, proc.stderr
     totals = _summary(tmp_path)["totals"]
-    assert totals["items_failed"] == 0 and served["gateway_refused"] == 1
-    assert totals["gateway_quota"] == {"headers": "x-ai-ratelimit", "refusals": 1, "tokens_per_minute": None,
-                                       "requests_per_minute": None, "window_s": None}
+    # 1 refusal in most runs, 2 in about one of three (measured on this stop's code and on the
+    # code before it alike): with no limit told, the pace after the wait is learned, and the
+    # second call can meet the window the first one's answer filled again
+    assert totals["items_failed"] == 0 and served["gateway_refused"] in (1, 2)
+    assert totals["gateway_quota"] == {"headers": "x-ai-ratelimit", "refusals": served["gateway_refused"],
+                                       "tokens_per_minute": None, "requests_per_minute": None, "window_s": None}
     assert "its headers gave no window of a minute or less to pace by" in proc.stdout

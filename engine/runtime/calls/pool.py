@@ -572,7 +572,7 @@ class JudgePool:
     def _confirmed(self, cut: PromptCut | None, sent: float, read: int, size: float) -> PromptCut | None:
         """A sure cut as it is; a suspect, or a read a little short, once its count repeats as
         only a server cutting to it makes it repeat (prompt_cut.SameReads; ``size``: a fixed
-        measure of the prompt). A suspect alone is scored, and teaches no estimate."""
+        measure of the prompt). A suspect alone is scored."""
         if cut is not None and cut.sure:
             self.same_reads.most_read = max(self.same_reads.most_read, read)
             return cut
@@ -1269,15 +1269,17 @@ class JudgePool:
             first_answer = sum(1 for t in tries if t[0] == "answered") == 1
             short = None if resp.usage_estimated or not first_answer else self._read_short(
                 current, req, counted, proxied, resp.input_tokens)
-            suspect = short is not None and not short.sure  # read short, not proven cut: scored, teaches nothing
-            if suspect:
+            if short is not None and not short.sure:
+                # read short, not shown to be cut: scored, and it teaches the estimate as any answer
+                # (most are a kind of text the estimate has not learned yet; a cut shows later by its
+                # count, which the estimate does not decide)
                 self.stats.suspect_reads += 1
                 short = None
             elif short is not None:
                 self._learn_cut(short)
-            if counted is not None and not resp.usage_estimated and short is None and not suspect:
+            if counted is not None and not resp.usage_estimated and short is None:
                 self.prompt_counts.drift.observe(counted, resp.input_tokens)
-            if not resp.usage_estimated and reasks == 0 and short is None and not suspect:
+            if not resp.usage_estimated and reasks == 0 and short is None:
                 # re-asks carry extra messages: not the features we measured
                 self.tokens.observe(features, req.template, resp.input_tokens, resp.output_tokens,
                                     prompt_id(req.messages), prompt_known=counted is not None)

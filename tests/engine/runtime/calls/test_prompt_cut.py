@@ -116,23 +116,28 @@ async def test_a_cut_shows_by_its_repeated_count_then_fails_and_refuses_the_next
     backend = _cutting_server(2_048)
     pool = _pool(backend)
     await pool.ask("t", Verdict, {"i": "word " * 100})  # read whole: the estimate learns the server's counting
-    learned = pool.tokens.weights
     # about 10,000 tokens, read 2,048: a suspect (a prefix cache could explain it), scored
     assert (await pool.ask("t", Verdict, {"i": "word " * 8_000})).value.score == 1
-    assert pool.tokens.weights == learned and pool.stats.suspect_reads == 1  # it taught nothing
-    # about 15,000 read to the very same 2,048: the count a server cuts to
+    assert pool.stats.suspect_reads == 1 and pool.tokens.observations == 2
+    learned = pool.tokens.weights
+    # about 15,000 by the character rule, read to the very same 2,048: the count a server cuts to
     with pytest.raises(JudgeFailed) as e:
         await pool.ask("t", Verdict, {"i": "word " * 12_000})
-    assert e.value.reason == "context_length"
-    assert "read 2,048 tokens of a prompt of about 15,0" in e.value.detail and "not cached" in e.value.detail
-    assert pool.tokens.observations == 1  # neither taught the estimate
+    assert e.value.reason == "context_length" and "read 2,048 tokens of a prompt of about" in e.value.detail
+    assert "not cached" in e.value.detail
+    assert pool.tokens.weights == learned and pool.tokens.observations == 2  # the cut taught nothing
     assert pool.stats.prompts_cut == 1 and pool.stats.cut_before_known == 1  # the suspect before it
     assert (pool.window, pool.window_source, pool.cut_to) == (2_048, "cut", 2_048)
-    # a prompt clearly over those 2,048 tokens is failed before it is sent
+    # a prompt of about 5,000 tokens: the suspect taught the estimate its cut ratio, so it is
+    # sent, and read to the very same 2,048, it fails as cut whatever its estimate
     with pytest.raises(JudgeFailed) as e:
         await pool.ask("t", Verdict, {"i": "word " * 4_000})
+    assert "read 2,048 tokens" in e.value.detail and pool.stats.prompts_cut == 2
+    # one clearly over the window even by that estimate is failed before it is sent
+    with pytest.raises(JudgeFailed) as e:
+        await pool.ask("t", Verdict, {"i": "word " * 40_000})
     assert "not sent" in e.value.detail and "the server cut an earlier prompt to it" in e.value.detail
-    assert len(backend.sent) == 3 and pool.stats.refused_over_window == 1
+    assert len(backend.sent) == 4 and pool.stats.refused_over_window == 1
     # one that fits is scored
     assert (await pool.ask("t", Verdict, {"i": "word " * 1_000})).value.score == 1
 
