@@ -239,6 +239,14 @@ class _MockJudge:
         if self.prefix is not None:
             self.prefix.clear()
 
+    def _prepared(self, payload: Any) -> Prepared:
+        """A request parsed and counted (both the synchronous and the batch path); its model is
+        the one loaded from then on (what Ollama's /api/ps lists)."""
+        prep = self._counted(prepare(payload))
+        if isinstance(payload.get("model"), str):
+            self.loaded_model = payload["model"]
+        return prep
+
     def _counted(self, prep: Prepared) -> Prepared:
         """The request's token counts by the configured tokenizer (judge.mock.tokenizer)."""
         if self._count is not None:
@@ -297,9 +305,7 @@ class _MockJudge:
                     "Unknown parameter: 'stream_options'.", "invalid_request_error", "unknown_parameter"))
             if prof is not None and not prof.structured_output and isinstance(payload, dict):
                 payload = {k: v for k, v in payload.items() if k != "response_format"}  # ignored
-            prep = self._counted(prepare(payload))
-            if isinstance(payload.get("model"), str):
-                self.loaded_model = payload["model"]  # what Ollama's /api/ps lists as loaded
+            prep = self._prepared(payload)
         except BadRequest as e:
             st.bad_requests += 1
             return web.Response(status=400, body=error_body(str(e), "invalid_request_error"),
@@ -487,9 +493,7 @@ class _MockJudge:
     def answer_batch_line(self, payload: Any) -> tuple[int, dict[str, Any]]:
         """One line of a batch: the synchronous answer path without quota or latency."""
         try:
-            prep = self._counted(prepare(payload))
-            if isinstance(payload.get("model"), str):
-                self.loaded_model = payload["model"]  # what Ollama's /api/ps lists as loaded
+            prep = self._prepared(payload)
         except BadRequest as e:
             return 400, {"error": {"message": str(e), "type": "invalid_request_error", "param": None,
                                    "code": None}}

@@ -542,9 +542,11 @@ class JudgePool:
         return f"{size}window {stated.window} tokens: {message}"
 
     def _read_short(self, current: ChatRequest, req: ChatRequest, counted: int | None,
-                    proxied: tuple[float, float] | None, read: int) -> PromptCut | None:
+                    proxied: tuple[float, float] | None, features: tuple[float, float],
+                    read: int) -> PromptCut | None:
         """Whether the server read only part of ``current``'s prompt: its usage (``read``)
-        against the server's own count of the prompt, else the estimate and its error."""
+        against the server's own count of the prompt, else the estimate and its error
+        (``features``: the request's, measured once by the caller)."""
         # a read at the very window Ollama loaded the model with is one cut to it
         cut_to = self.cut_to if self.cut_to is not None or self.window_source != "ollama" else self.window
         if counted is not None and self.prompt_counts.counted_by == "server":  # the server's own count: exact
@@ -560,21 +562,24 @@ class JudgePool:
                                    sent, read, counted)
         own = proxied is not None and current.messages is req.messages
         estimator = self.proxy_tokens if own else self.tokens
-        features = proxied if own and proxied is not None else message_features(current.messages)
-        sent = estimator.prompt(features)
+        if own and proxied is not None:
+            measured = proxied
+        else:
+            measured = features if current.messages is req.messages else message_features(current.messages)
+        sent = estimator.prompt(measured)
         # learned only where the answers so far (or earlier runs') held text of this prompt's
         # kinds: an estimate taught on English alone still guesses Chinese by the prior rule
         fit = estimator.recorded()
-        error = estimator.relative_error() if fit.calls > 0 and fit.covers(features) else None
+        error = estimator.relative_error() if fit.calls > 0 and fit.covers(measured) else None
         return self._confirmed(cut_short(sent, read, error=error, proxied=own, cut_to=cut_to),
-                               sent, read, features[0] + features[1])
+                               sent, read, measured[0] + measured[1])
 
     def _confirmed(self, cut: PromptCut | None, sent: float, read: int, size: float) -> PromptCut | None:
         """A sure cut as it is; a suspect, or a read a little short, once its count repeats as
         only a server cutting to it makes it repeat (prompt_cut.SameReads; ``size``: a fixed
         measure of the prompt). A suspect alone is scored."""
         if cut is not None and cut.sure:
-            self.same_reads.most_read = max(self.same_reads.most_read, read)
+            self.same_reads.saw(read)
             return cut
         if self.same_reads.repeated(sent, read, size):
             self.same_reads.uncount(read)  # this one fails; the ones before it were scored (_learn_cut)
@@ -1268,7 +1273,7 @@ class JudgePool:
             # server's prefix cache, which some servers leave out of the usage.
             first_answer = sum(1 for t in tries if t[0] == "answered") == 1
             short = None if resp.usage_estimated or not first_answer else self._read_short(
-                current, req, counted, proxied, resp.input_tokens)
+                current, req, counted, proxied, features, resp.input_tokens)
             if short is not None and not short.sure:
                 # read short, not shown to be cut: scored, and it teaches the estimate as any answer
                 # (most are a kind of text the estimate has not learned yet; a cut shows later by its

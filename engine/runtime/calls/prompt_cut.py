@@ -115,7 +115,7 @@ class SameReads:
     def repeated(self, sent: float, read: int, size: float) -> bool:
         """Count this answer (``sent``: its prompt's estimate; ``size``: a fixed measure of
         it); whether its count is one a server cuts to."""
-        self.most_read = max(self.most_read, read)
+        self.saw(read)
         if read < LEAST_CUT or size <= 0:
             return False
         n, short, least, most = self._reads.pop(read, (0, 0, size, size))
@@ -126,6 +126,10 @@ class SameReads:
         if len(self._reads) > self.size:
             self._reads.popitem(last=False)
         return read < sent and short >= SAME_READS and most >= least * SAME_READS_SPREAD and not self.read_past(read)
+
+    def saw(self, read: int) -> None:
+        """An answer read ``read`` tokens (one shown to be cut, not counted as a repeat)."""
+        self.most_read = max(self.most_read, read)
 
     def read_past(self, cut_to: int) -> bool:
         """Whether some answer read more than ``cut_to``: no server cutting there reads that."""
