@@ -28,6 +28,7 @@ import subprocess
 import tempfile
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from drscore.engine.runtime.calls.local_process import LocalProcess
 
@@ -58,6 +59,17 @@ def find_llama_server() -> Path:
     if not path.is_file():
         raise LlamaServerMissing(f"llama-server not found at {path}: build it with scripts/install-llama-servers "
                                  "(./scripts/test does) or point $DRSCORE_LLAMA_SERVER at a binary")
+    return path
+
+
+def find_llama_vocab(name: str) -> Path:
+    """llama.cpp's vocabulary file ``ggml-vocab-NAME.gguf`` (``llama-bpe``: Llama 3's;
+    ``llama-spm``: Llama 2's; ``qwen2``...), beside its tokenizer tests' ``.inp`` and ``.out``,
+    as scripts/install-llama-servers extracts them from the source distribution."""
+    path = cache_dir() / f"llama-vocab-{_version()}" / f"ggml-vocab-{name}.gguf"
+    if not path.is_file():
+        raise LlamaServerMissing(f"{path.name} not found in {path.parent}: scripts/install-llama-servers extracts "
+                                 "llama.cpp's vocabulary files (./scripts/test does)")
     return path
 
 
@@ -123,21 +135,48 @@ CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }
           "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
+def byte_pair_vocabulary(texts: list[str], *, size: int = 3000) -> tuple[list[str], list[str]]:
+    """A byte-level BPE vocabulary (tokens by id, merges as ``"a b"``) trained on ``texts``
+    with the tokenizers library, the kind Llama 3 and Qwen carry (``tokenizer.ggml.model``
+    ``gpt2``)."""
+    import orjson
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(vocab_size=size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tokenizer.train_from_iterator(texts, trainer)
+    model = orjson.loads(tokenizer.to_str())["model"]
+    tokens = [t for t, _ in sorted(model["vocab"].items(), key=lambda kv: kv[1])]
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
+    return tokens, merges
+
+
 def write_tiny_gguf(path: Path, texts: list[str], *, context: int = 4096, embd: int = 64, layers: int = 2,
-                    heads: int = 4, seed: int = 7, chat_template: str | None = CHATML) -> Path:
-    """A tiny llama-architecture GGUF at ``path`` (random weights, see the module doc)."""
+                    heads: int = 4, seed: int = 7, chat_template: str | None = CHATML,
+                    byte_pairs: tuple[list[str], list[str], str] | None = None) -> Path:
+    """A tiny llama-architecture GGUF at ``path`` (random weights, see the module doc). Its
+    vocabulary is sentencepiece's kind, from ``texts``, unless ``byte_pairs`` (tokens, merges,
+    the pre-tokenizer's name) gives a byte-level BPE one, as Llama 3's."""
     import gguf  # a test dependency (drscore[dev]); imported here so the package does not need it
     import numpy as np
 
     rng = np.random.default_rng(seed)
     special = [("<unk>", gguf.TokenType.UNKNOWN), ("<s>", gguf.TokenType.CONTROL), ("</s>", gguf.TokenType.CONTROL)]
-    tokens = [t for t, _ in special] + [f"<0x{b:02X}>" for b in range(256)]
-    types = [int(k) for _, k in special] + [int(gguf.TokenType.BYTE)] * 256
-    scores = [0.0] * len(tokens)
-    for piece, score in tokenizer_pieces(texts):
-        tokens.append(piece)
-        types.append(int(gguf.TokenType.NORMAL))
-        scores.append(score)
+    tokens = [t for t, _ in special]
+    types = [int(k) for _, k in special]
+    if byte_pairs is None:
+        tokens += [f"<0x{b:02X}>" for b in range(256)]
+        types += [int(gguf.TokenType.BYTE)] * 256
+        scores = [0.0] * len(tokens)
+        for piece, score in tokenizer_pieces(texts):
+            tokens.append(piece)
+            types.append(int(gguf.TokenType.NORMAL))
+            scores.append(score)
+    else:
+        tokens += byte_pairs[0]
+        types += [int(gguf.TokenType.NORMAL)] * len(byte_pairs[0])
     vocab = len(tokens)
     ff = embd * 2
     w = gguf.GGUFWriter(str(path), "llama")
@@ -152,10 +191,16 @@ def write_tiny_gguf(path: Path, texts: list[str], *, context: int = 4096, embd: 
     w.add_rope_dimension_count(embd // heads)
     w.add_vocab_size(vocab)
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_tokenizer_model("llama")
-    w.add_tokenizer_pre("default")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
+    if byte_pairs is None:
+        w.add_tokenizer_model("llama")
+        w.add_tokenizer_pre("default")
+        w.add_token_list(tokens)
+        w.add_token_scores(scores)
+    else:
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre(byte_pairs[2])
+        w.add_token_list(tokens)
+        w.add_token_merges(byte_pairs[1])
     w.add_token_types(types)
     w.add_unk_token_id(0)
     w.add_bos_token_id(1)
@@ -178,7 +223,8 @@ def write_tiny_gguf(path: Path, texts: list[str], *, context: int = 4096, embd: 
     emb[:, 0] = 1.0
     emb[:, 1] = 0.0
     index = {t: i for i, t in enumerate(tokens)}
-    emb[index[WORD], 1] = 1.0
+    if WORD in index:
+        emb[index[WORD], 1] = 1.0
     w.add_tensor("token_embd.weight", emb)
     for i in range(layers):
         w.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(embd, dtype=np.float32))
@@ -195,13 +241,58 @@ def write_tiny_gguf(path: Path, texts: list[str], *, context: int = 4096, embd: 
     for piece, pref in _PREFERRED.items():
         if piece in index:
             out[index[piece], 0] = pref
-    out[index[WORD], 1] = WORD_DONE
+    if WORD in index:
+        out[index[WORD], 1] = WORD_DONE
     w.add_tensor("output.weight", out)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_STRING, _ARRAY = 8, 9
+
+
+def gguf_metadata(path: Path) -> dict[str, Any]:
+    """A GGUF's key-value metadata as Ollama's ``/api/show`` returns it in ``model_info``
+    (``"verbose": true``): each key as in the file, arrays whole. Read here rather than by
+    the gguf package's reader, which maps every tensor too: 7.5 s for Llama 3's vocabulary
+    file, against a fraction of a second for the keys alone."""
+    import struct
+
+    data = path.read_bytes()
+    if data[:4] != b"GGUF":
+        raise ValueError(f"{path}: not a GGUF file")
+    at = 24  # magic, version (uint32), tensor count (uint64): then the number of keys
+
+    def take(fmt: str) -> Any:
+        nonlocal at
+        value = struct.unpack_from(fmt, data, at)[0]
+        at += struct.calcsize(fmt)
+        return value
+
+    def text() -> str:
+        nonlocal at
+        n = take("<Q")
+        at += n
+        return data[at - n:at].decode("utf-8", errors="replace")
+
+    def value(kind: int) -> Any:
+        if kind == _STRING:
+            return text()
+        if kind == _ARRAY:
+            item, n = take("<I"), take("<Q")
+            return [value(item) for _ in range(n)]
+        return take(_SCALARS[kind])
+
+    (keys,) = struct.unpack_from("<Q", data, 16)
+    out: dict[str, Any] = {}
+    for _ in range(keys):
+        key = text()
+        out[key] = value(take("<I"))
+    return out
 
 
 # --- the servers ------------------------------------------------------------------
