@@ -28,7 +28,9 @@ from drscore.engine.runtime.calls.redact import redact, redact_url, register_sec
 from drscore.engine.runtime.calls.slots import ServerFacts
 from drscore.engine.runtime.calls.tokens import estimate_messages, estimate_tokens
 from drscore.judge.counting import count_body, count_route
-from drscore.judge.ollama import is_version, loaded_context, may_be_ollama
+from drscore.judge.gguf_vocab import GgufVocabError, text_counter
+from drscore.judge.local_tokenizer import LocalTokenizer
+from drscore.judge.ollama import is_version, loaded_context, may_be_ollama, model_vocabulary, show_request
 from drscore.judge.quota_refusal import (
     daily_quota_spent, fill_from_refusal, named_quotas, quota_replenished_in, refusal_fault,
 )
@@ -255,6 +257,7 @@ class HttpBackend:
             if api_key:
                 self._count_headers["x-goog-api-key"] = api_key
         self._count_failures = 0
+        self.vocabulary_note: str | None = None  # why the model's vocabulary counts no prompt (vocabulary_counter)
         # The quickest connection made to the endpoint (seconds), None before the first: the
         # pool hands it to the rate limiter, whose margins follow it (measured_connect).
         self.connect_s: float | None = None
@@ -419,6 +422,55 @@ class HttpBackend:
         except (aiohttp.ClientError, asyncio.TimeoutError, orjson.JSONDecodeError, ValueError):
             return None
         return loaded_context(body, self.model)
+
+    async def load_model(self) -> bool:
+        """Have Ollama load the model now (``POST /api/generate`` with no prompt), so that
+        ``/api/ps`` states the context it loaded it with before the first prompt is sent;
+        whether it said the model is loaded."""
+        url = endpoint_url(_server_root(self._base_url), "/api/generate")
+        try:
+            async with self._get_session().post(url, data=orjson.dumps({"model": self.model}), headers=self._headers,
+                                                timeout=self._timeout) as resp:
+                status, raw = resp.status, await resp.read()
+            body = orjson.loads(raw) if status == 200 else None
+        except (aiohttp.ClientError, asyncio.TimeoutError, orjson.JSONDecodeError):
+            return False
+        return isinstance(body, dict) and body.get("done") is True
+
+    async def vocabulary_counter(self) -> LocalTokenizer | None:
+        """A prompt counter with the model's own vocabulary, where the server gives it (Ollama's
+        ``POST /api/show``, :mod:`drscore.judge.ollama`); None where it gives none or one not
+        counted here (:attr:`vocabulary_note` then says why). Read and built on a worker
+        thread: a vocabulary is megabytes of JSON and a BPE's merges take a second to load."""
+        url = endpoint_url(_server_root(self._base_url), "/api/show")
+        timeout = aiohttp.ClientTimeout(total=min(self.timeout_s, 60.0))
+        try:
+            async with self._get_session().post(url, data=orjson.dumps(show_request(self.model)),
+                                                headers=self._headers, timeout=timeout) as resp:
+                status, raw = resp.status, await resp.read()
+        except (aiohttp.ClientError, asyncio.TimeoutError):
+            self.vocabulary_note = "POST /api/show did not answer"
+            return None
+        if status != 200:
+            self.vocabulary_note = f"POST /api/show answered HTTP {status}"
+            return None
+
+        def build() -> LocalTokenizer | None:
+            try:
+                vocab = model_vocabulary(orjson.loads(raw))
+            except orjson.JSONDecodeError:
+                vocab = None
+            if vocab is None:
+                self.vocabulary_note = "POST /api/show gave no tokenizer (an Ollama older than verbose show?)"
+                return None
+            try:
+                count = text_counter(vocab)
+            except GgufVocabError as e:
+                self.vocabulary_note = f"the model's vocabulary is not counted here: {e}"
+                return None
+            exact = "" if vocab.exact else f", pre-tokenizer {vocab.pre!r} split as Llama 3's"
+            return LocalTokenizer(f"ollama:{self.model} (its {vocab.model} vocabulary{exact})", count)
+        return await asyncio.to_thread(build)
 
     async def count_prompt(self, request: ChatRequest) -> int | None:
         """The server's own count of ``request``'s prompt (:mod:`drscore.judge.counting`: vLLM's

@@ -115,14 +115,16 @@ def _texts(messages: Iterable[Any]) -> list[str]:
 
 class LocalTokenizer:
     """Counts chat prompts on this machine (the pool's prompt counter, in place of a server's
-    count route). Counting runs on a worker thread: a report's prompt is tens of thousands
-    of tokens, milliseconds the event loop must not spend."""
+    count route): with the tokenizer ``spec`` names, or ``count`` (the vocabulary Ollama
+    gave, :mod:`drscore.judge.gguf_vocab`), ``spec`` then saying what it is. Counting runs on a
+    worker thread: a report's prompt is tens of thousands of tokens, milliseconds the event
+    loop must not spend."""
 
     counts_prompts: bool | None = True
 
-    def __init__(self, spec: str) -> None:
+    def __init__(self, spec: str, count: Callable[[str], int] | None = None) -> None:
         self.counted_by = spec  # what the run's summary says counted its prompts
-        self._count = load_counter(spec)
+        self._count = count if count is not None else load_counter(spec)
 
     def count_messages(self, messages: Iterable[Any]) -> int:
         """The prompt's tokens: its messages' texts and the chat format's overhead."""

@@ -9,11 +9,18 @@ the GPU's memory). Only once the model is loaded does ``GET /api/ps`` state it
 
 Ollama lists its pulled models at ``/v1/models`` as owned by ``library`` (a namespace for
 others), and answers ``GET /api/version`` with ``{"version": ...}``; its default port is 11434.
+
+It has no route that counts a prompt, but ``POST /api/show`` with ``"verbose": true`` returns
+the model's GGUF metadata whole (``model_info``), its tokenizer among it: drscore counts each
+prompt with that vocabulary (:mod:`drscore.judge.gguf_vocab`). Without ``verbose`` the
+tokenizer's arrays come back empty.
 """
 from __future__ import annotations
 
 from typing import Any
 from urllib.parse import urlsplit
+
+from drscore.judge.gguf_vocab import GgufVocab, vocab_from_metadata
 
 DEFAULT_PORT = 11434
 
@@ -26,6 +33,17 @@ def may_be_ollama(owner: Any, base_url: str) -> bool:
 def is_version(body: Any) -> bool:
     """Whether ``body`` is Ollama's answer to ``GET /api/version``."""
     return isinstance(body, dict) and isinstance(body.get("version"), str) and len(body) <= 3
+
+
+def show_request(model: str) -> dict[str, Any]:
+    """The body of ``POST /api/show`` that returns the model's tokenizer whole."""
+    return {"model": model, "verbose": True}
+
+
+def model_vocabulary(body: Any) -> GgufVocab | None:
+    """The tokenizer in ``POST /api/show``'s answer; None where it holds none (not verbose,
+    or a model without one)."""
+    return vocab_from_metadata(body.get("model_info")) if isinstance(body, dict) else None
 
 
 def _names(model: str) -> set[str]:

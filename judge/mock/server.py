@@ -58,7 +58,7 @@ from drscore.judge.mock.quota import (
     TPM_CHARGES, UNCAPPED_RESERVATION, Quota, TokenBucket, ceil_ms, character_guess, format_duration,
 )
 from drscore.judge.mock.thinking import STYLES, output_cap, planned_reasoning, shape_body, think
-from drscore.judge.mock.tokenizer import TOKENIZERS, counter
+from drscore.judge.mock.tokenizer import TOKENIZERS, counter, gguf_info
 
 __all__ = [
     "MockConfig",
@@ -112,7 +112,7 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # x-ratelimit-reset-*, Gemini's retryDelay, "try again in"): "inf", "nan", "-5", a
     # date, 5,000 digits... to rehearse a server whose hints cannot be believed.
     rate_limit_hint: str = ""
-    tokenizer: str = "words"  # how usage counts tokens (judge.mock.tokenizer): words | cl100k | hf:PATH
+    tokenizer: str = "words"  # how usage counts tokens (judge.mock.tokenizer): words | cl100k | hf:PATH | gguf:PATH
     # What the token quota charges a request (judge.mock.quota): "counted", its prompt and
     # answer as usage counts them, at admission; "reserved", as OpenAI's and Azure's limiters
     # are documented to: a character guess at the prompt plus the whole output cap, the unused
@@ -143,8 +143,8 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise ValueError("mock judge: a gateway needs tpm > 0 (its limit) and gateway_window > 0")
         if self.tpm_charge not in TPM_CHARGES:
             raise ValueError(f"mock judge: tpm_charge must be one of {', '.join(TPM_CHARGES)}, got {self.tpm_charge!r}")
-        if self.tokenizer not in TOKENIZERS and not self.tokenizer.startswith("hf:"):
-            raise ValueError(f"mock judge: tokenizer must be one of {', '.join(TOKENIZERS)} or hf:PATH, "
+        if self.tokenizer not in TOKENIZERS and not self.tokenizer.startswith(("hf:", "gguf:")):
+            raise ValueError(f"mock judge: tokenizer must be one of {', '.join(TOKENIZERS)}, hf:PATH or gguf:PATH, "
                              f"got {self.tokenizer!r}")
         if self.reasoning_style and self.reasoning_style not in STYLES:
             raise ValueError(f"mock judge: reasoning_style must be one of {', '.join(STYLES)}, "
@@ -556,6 +556,54 @@ class _MockJudge:
                            "context_length": context})
         return web.Response(body=orjson.dumps({"models": models}), content_type=_JSON)
 
+    async def ollama_generate(self, request: web.Request) -> web.Response:
+        """Ollama's ``POST /api/generate`` with no prompt: the model loaded (``/api/ps`` lists
+        it from then on), ``done_reason: load``. The mock generates from no other prompt there."""
+        if self.cfg.profile != "ollama":
+            raise web.HTTPNotFound()
+        try:
+            payload = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            payload = None
+        model = payload.get("model") if isinstance(payload, dict) else None
+        if not isinstance(model, str) or not model:
+            return web.Response(status=400, body=b'{"error":"model is required"}', content_type=_JSON)
+        if payload.get("prompt"):
+            return web.Response(status=501, body=b'{"error":"the mock judge answers prompts at /v1/chat/completions"}',
+                                content_type=_JSON)
+        self.loaded_model = model
+        body = {"model": model, "created_at": "2026-12-05T00:00:00Z", "response": "", "done": True,
+                "done_reason": "load"}
+        return web.Response(body=orjson.dumps(body), content_type=_JSON)
+
+    async def ollama_show(self, request: web.Request) -> web.Response:
+        """Ollama's ``POST /api/show``: the model's GGUF metadata in ``model_info`` (the file
+        ``--tokenizer gguf:PATH`` names, without ``general.name`` and the chat template, as
+        Ollama drops them), every array over five items emptied unless ``"verbose": true``.
+        Counting with another tokenizer, the mock has no vocabulary to give: ``model_info``
+        then holds what a model imported from safetensors shows, no tokenizer."""
+        if self.cfg.profile != "ollama":
+            raise web.HTTPNotFound()
+        try:
+            payload = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            payload = None
+        model = payload.get("model") or payload.get("name") if isinstance(payload, dict) else None
+        if not isinstance(model, str) or not model:
+            return web.Response(status=400, body=b'{"error":"model is required"}', content_type=_JSON)
+        if self.cfg.tokenizer.startswith("gguf:"):
+            info = {k: v for k, v in gguf_info(self.cfg.tokenizer).items()
+                    if k not in ("general.name", "tokenizer.chat_template")}
+            if payload.get("verbose") is not True:
+                info = {k: [] if isinstance(v, list) and len(v) > 5 else v for k, v in info.items()}
+        else:
+            info = {"general.architecture": "llama", "llama.context_length": self.cfg.context_window or 131_072}
+        body = {"modelfile": f"FROM {model}\n", "parameters": "", "template": "{{ .Prompt }}",
+                "details": {"format": "gguf", "family": "llama", "families": ["llama"], "parameter_size": "8.0B",
+                            "quantization_level": "Q4_K_M"},
+                "model_info": info, "capabilities": ["completion"]}
+        return web.Response(body=orjson.dumps(body), content_type=_JSON)
+
     async def tokenize(self, request: web.Request) -> web.Response:
         """vLLM's ``POST /tokenize`` in its chat form: the prompt's count as the completion's usage
         will give it (not charged to the quota). Only the profiles that have the route."""
@@ -661,6 +709,8 @@ def build_app(cfg: MockConfig, *, clock: Callable[[], float] = time.monotonic) -
     app.router.add_get("/props", judge.props)
     app.router.add_get("/api/version", judge.ollama_version)
     app.router.add_get("/api/ps", judge.ollama_ps)
+    app.router.add_post("/api/show", judge.ollama_show)
+    app.router.add_post("/api/generate", judge.ollama_generate)
     app.router.add_post("/tokenize", judge.tokenize)
     app.router.add_post("/v1beta/models/{model}:countTokens", judge.count_tokens)  # Gemini's native API
     judge.batches.routes(app)
@@ -774,7 +824,9 @@ _FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "gateway_hides_limits": (_switch, "the gateway sends no Limit or Remaining headers, only a refusal's Reset and "
                                       "Retry-After (Kong's hide_client_headers) (true/false)"),
     "tokenizer": (str, "how usage counts tokens: words (the mock's own rule), cl100k (GPT-4's byte-pair "
-                       "encoding) or hf:PATH (a Hugging Face tokenizer.json); the last two need drscore[tokenizer]"),
+                       "encoding), hf:PATH (a Hugging Face tokenizer.json; these two need drscore[tokenizer]) or "
+                       "gguf:PATH (the vocabulary in a GGUF model file, which the ollama profile's /api/show "
+                       "gives)"),
 }
 
 

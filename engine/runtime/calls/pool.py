@@ -316,6 +316,10 @@ class JudgePool:
         self.follows_streams = True  # False once a streamed answer came without its usage
         self.slots: ServerSlots | None = None
         self._server_asked = False
+        # Every prompt is counted, quota or not, where the counter is the model's vocabulary the
+        # server gave (Ollama's): here, in milliseconds, and a prompt over the window it loaded
+        # is then failed before it is sent, not cut by the server
+        self.counts_every_prompt = False
         self.stats = PoolStats()
         self.tokens = TokenEstimator()
         # A reserving endpoint charges the prompt's character guess and the cap sent, both known
@@ -494,13 +498,32 @@ class JudgePool:
             self.stats.refused_over_window += 1
             self.stats.request_faults += 1
             self.stats.failures += 1
-            source = {"endpoint": "as the endpoint stated",
-                      "ollama": "as Ollama loaded it, which would cut the prompt: raise OLLAMA_CONTEXT_LENGTH, or "
-                                "num_ctx in a Modelfile",
-                      "cut": "the server cut an earlier prompt to it: raise its context (Ollama: "
-                             "OLLAMA_CONTEXT_LENGTH)"}.get(self.window_source or "", "per the model table")
             raise JudgeFailed("context_length", f"prompt of about {tokens} tokens exceeds the {self.window}-token "
-                                                f"context window of {self.backend.model} ({source}); not sent")
+                                                f"context window of {self.backend.model} ({self._window_said()}); "
+                                                "not sent")
+
+    def _window_said(self) -> str:
+        """Where the window came from, for a refused prompt's message."""
+        return {"endpoint": "as the endpoint stated",
+                "ollama": "as Ollama loaded it, which would cut the prompt: raise OLLAMA_CONTEXT_LENGTH, or "
+                          "num_ctx in a Modelfile",
+                "cut": "the server cut an earlier prompt to it: raise its context (Ollama: "
+                       "OLLAMA_CONTEXT_LENGTH)"}.get(self.window_source or "", "per the model table")
+
+    def _refuse_counted_over_window(self, counted: int) -> None:
+        """Fail a prompt the model's vocabulary counts over the window before it is sent (Ollama
+        would cut it): the count is of the texts alone, and the chat format only adds to it."""
+        if self.window is None or not self.counts_every_prompt:
+            return
+        tokens = counted + max(0, math.floor(self.prompt_counts.drift.mean))
+        if tokens <= self.window:
+            return
+        self.stats.refused_over_window += 1
+        self.stats.request_faults += 1
+        self.stats.failures += 1
+        raise JudgeFailed("context_length", f"prompt of {tokens} tokens ({self.prompt_counts.counted_by}) exceeds "
+                                            f"the {self.window}-token context window of {self.backend.model} "
+                                            f"({self._window_said()}); not sent")
 
     async def _learn_server(self) -> None:
         """Ask the endpoint about itself, once, before the preflight call (a backend
@@ -520,6 +543,24 @@ class JudgePool:
             self.window, self.window_source = facts.window, "endpoint"
         if facts.slots:
             self.slots = ServerSlots(facts.slots, cancels=facts.cancels)
+        if facts.server == "ollama":
+            await self._learn_ollama()
+
+    async def _learn_ollama(self) -> None:
+        """Before Ollama is sent a prompt: the model loaded, so that the context it cuts prompts
+        to is known (``_learn_loaded``), and, where no ``--tokenizer`` was named, the model's own
+        vocabulary to count every prompt with from now on (Ollama counts nothing itself)."""
+        load = getattr(self.backend, "load_model", None)
+        if load is not None and await load():
+            await self._learn_loaded()
+        build = getattr(self.backend, "vocabulary_counter", None)
+        if build is None or self.local_counter is not None or self.reserved is not None:
+            return
+        counter = await build()
+        if counter is not None:
+            self.prompt_counts = PromptCounts(counter)
+            self.local_counter = counter
+            self.counts_every_prompt = True
 
     async def _learn_loaded(self) -> None:
         """Ollama states the context it loaded the model with only once it is loaded: asked
@@ -940,9 +981,11 @@ class JudgePool:
         """The server's count of ``current``'s prompt where a local token bucket paces the
         calls on their counts at a known quota (told, announced or remembered; not a reserving
         one, a shared ``--redis`` one or a pace learned from 429s) and the server counts
-        prompts; it teaches the estimator too (``features``: the prompt's, when it is the
-        request's own). None otherwise."""
-        if not self.limiter.paces_known_tokens or self.reserved is not None or not self.prompt_counts.available:
+        prompts, or where the model's vocabulary counts here (``counts_every_prompt``); it
+        teaches the estimator too (``features``: the prompt's, when it is the request's own).
+        None otherwise."""
+        if not (self.limiter.paces_known_tokens or self.counts_every_prompt) or self.reserved is not None \
+                or not self.prompt_counts.available:
             return None
         count = await self.prompt_counts.count(current)
         if count is not None and features is not None:
@@ -1064,6 +1107,8 @@ class JudgePool:
                         # the estimator learns the request's own prompt once, not again at each retry
                         counted = await self._count_prompt(
                             current, features if current.messages is req.messages and counted is None else None)
+                        if counted is not None:
+                            self._refuse_counted_over_window(counted)
                         if counted is None and proxied is None and self.proxy is not None \
                                 and limiter.estimates_tokens:
                             proxied = await asyncio.to_thread(self.proxy.features, req.messages)
