@@ -151,6 +151,10 @@ def over_window(p: Profile, prompt_tokens: int, cap: int, window: int) -> bool:
         return False
     if p.name in ("llamacpp", "llamacpp-python"):  # the prompt must leave one token to generate
         return prompt_tokens >= window
+    if p.overflow == "truncate":
+        # Ollama cuts a prompt only when the prompt alone is over its context ("truncating input
+        # prompt limit=4096 prompt=7268 ... new=4096"); the answer then shifts the context along
+        return prompt_tokens > window
     return prompt_tokens + (cap if p.window_counts_output else 0) > window
 
 
