@@ -176,7 +176,8 @@ def main() -> None:
                     help="how the mock counts tokens: its words rule (a line of Chinese is one token, about "
                          "half of what the character rule estimates for these reports), cl100k (GPT-4's), or "
                          "hf:PATH (a tokenizer.json, e.g. Claude's 65k-token one the anthropic package shipped "
-                         "up to 0.34; needs --tpm)")
+                         "up to 0.34), or gguf:PATH (a GGUF model's vocabulary, which the ollama profile gives at "
+                         "/api/show as Ollama does); the last two need --tpm")
     ap.add_argument("--charge", default="counted", choices=("counted", "reserved", "input"),
                     help="what the mock's token quota charges: the count (default), as OpenAI's and Azure's "
                          "limiters are documented to (reserved: a character guess at the prompt plus the whole "

@@ -487,7 +487,12 @@ class JudgePool:
 
     def _refuse_over_window(self, req: ChatRequest) -> None:
         """Fail a request clearly beyond the model's window before it is sent (and paid for)."""
-        if self.window is None:
+        if self.window is None or self.counts_every_prompt:
+            return  # counted, the count decides (_refuse_counted_over_window)
+        if self.window_source == "ollama" and not self.tokens.observations:
+            # Ollama's context, read once the model loaded, before any answer taught the estimates:
+            # a character guess is no ground to refuse a prompt Ollama would read whole (such
+            # refusals stopped whole runs); the first answer teaches them, and shows a cut by its usage
             return
         tokens = self._prompt_tokens(req)
         # Until the server's usage has taught the estimator its counting (the preflight

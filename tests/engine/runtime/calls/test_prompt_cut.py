@@ -180,3 +180,59 @@ async def test_a_retry_of_the_same_prompt_read_from_the_servers_cache_is_not_a_c
     pool = _pool(backend)
     judged = await pool.ask("t", Verdict, {"i": "word " * 2_000})
     assert judged.value.score == 1 and pool.stats.prompts_cut == 0 and len(backend.sent) == 2
+
+
+class _Ollama(Scripted):
+    """Ollama as the pool meets it: it states its context once the model is loaded, and gives
+    a vocabulary (``vocabulary``: a counter, or None for a version that gives none)."""
+
+    def __init__(self, script, *, context: int, vocabulary=None):
+        super().__init__(script, ServerFacts(server="ollama"))
+        self.context, self.vocabulary, self.loaded = context, vocabulary, False
+
+    async def load_model(self):
+        self.loaded = True
+        return True
+
+    async def loaded_window(self):
+        return self.context if self.loaded else None
+
+    async def vocabulary_counter(self):
+        return self.vocabulary
+
+
+def _words(r) -> int:
+    """The tokens this stand-in's vocabulary reads: one a word, a third of the character rule."""
+    return sum(len(str(m.content).split()) for m in r.messages)
+
+
+async def test_ollamas_context_is_known_before_the_first_prompt_but_no_guess_refuses_one():
+    # The model loads first, so /api/ps states 4,096 before any answer. A prompt of 1,000 words
+    # of 26 letters the character rule puts at about 6,750 tokens (27,000 characters over 4),
+    # over 1.5 times the context, reads 1,000 here: no estimate taught yet, so it is sent and
+    # read whole, not refused on the guess.
+    backend = _Ollama(lambda r: ChatResponse(text='{"score": 1}', output_tokens=3, input_tokens=_words(r)),
+                      context=4_096)
+    pool = _pool(backend)
+    assert (await pool.ask("t", Verdict, {"i": "abcdefghijklmnopqrstuvwxyz " * 1_000})).value.score == 1
+    assert (pool.window, pool.window_source) == (4_096, "ollama") and backend.loaded
+    assert pool.stats.refused_over_window == 0 and len(backend.sent) == 1
+
+
+async def test_ollamas_vocabulary_counts_each_prompt_and_one_over_the_context_is_never_sent():
+    from drscore.judge.local_tokenizer import LocalTokenizer
+
+    # the vocabulary: a token a word; the texts' count plus 3 a message and 3 for the reply
+    vocabulary = LocalTokenizer("ollama:local (its stand-in vocabulary)", lambda text: len(text.split()))
+    backend = _Ollama(lambda r: ChatResponse(text='{"score": 1}', output_tokens=3, input_tokens=_words(r)),
+                      context=2_048, vocabulary=vocabulary)
+    pool = _pool(backend)
+    # 2,000 words and the one-line template's few: counted 2,000 + a few + 3 + 3, under 2,048: sent
+    assert (await pool.ask("t", Verdict, {"i": "word " * 2_000})).value.score == 1
+    assert pool.counts_every_prompt and pool.prompt_counts.counted == 1
+    # 2,100 words: counted over 2,048 before any quota or estimate says anything, and not sent
+    with pytest.raises(JudgeFailed) as e:
+        await pool.ask("t", Verdict, {"i": "word " * 2_100})
+    assert e.value.reason == "context_length" and "(ollama:local (its stand-in vocabulary)) exceeds the 2048" \
+        in e.value.detail and "not sent" in e.value.detail
+    assert len(backend.sent) == 1 and pool.stats.refused_over_window == 1 and pool.stats.prompts_cut == 0
