@@ -141,6 +141,9 @@ def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tas
             "binding": use.binding,
             "requests_sent": s["requests"], "requests_ok": s["ok"], "responses_429": s["rate_limited"],
             "prompts_counted_at_tokenize": s.get("tokenize_requests", 0),
+            # what counted each prompt before its call, if anything did (the server, --tokenizer,
+            # or the model's vocabulary Ollama gave), and the usage's mean difference from it
+            "prompts_counted": summary["totals"].get("prompts_counted"),
             "tokens_charged": use.charged, "limit_s": round(limit, 2), "span_s": round(span, 2),
             "limit_over_span": round(limit / span, 3) if span > 0 else None,
             "used_of_available": round(limit / (span + burst), 3) if span > 0 else None, "wall_s": round(wall, 2),
