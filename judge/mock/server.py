@@ -556,22 +556,31 @@ class _MockJudge:
                            "context_length": context})
         return web.Response(body=orjson.dumps({"models": models}), content_type=_JSON)
 
-    async def ollama_generate(self, request: web.Request) -> web.Response:
-        """Ollama's ``POST /api/generate`` with no prompt: the model loaded (``/api/ps`` lists
-        it from then on), ``done_reason: load``. The mock generates from no other prompt there."""
+    async def _ollama_body(self, request: web.Request) -> dict[str, Any] | web.Response:
+        """The JSON body of a request to Ollama's native API, its model under ``model`` (which
+        Ollama also takes as ``name``), or the 400 Ollama answers without one; a 404 where the
+        profile is not Ollama's."""
         if self.cfg.profile != "ollama":
             raise web.HTTPNotFound()
         try:
             payload = orjson.loads(await request.read())
         except orjson.JSONDecodeError:
             payload = None
-        model = payload.get("model") if isinstance(payload, dict) else None
+        model = (payload.get("model") or payload.get("name")) if isinstance(payload, dict) else None
         if not isinstance(model, str) or not model:
             return web.Response(status=400, body=b'{"error":"model is required"}', content_type=_JSON)
+        return {**payload, "model": model}
+
+    async def ollama_generate(self, request: web.Request) -> web.Response:
+        """Ollama's ``POST /api/generate`` with no prompt: the model loaded (``/api/ps`` lists
+        it from then on), ``done_reason: load``. The mock generates from no other prompt there."""
+        payload = await self._ollama_body(request)
+        if isinstance(payload, web.Response):
+            return payload
         if payload.get("prompt"):
             return web.Response(status=501, body=b'{"error":"the mock judge answers prompts at /v1/chat/completions"}',
                                 content_type=_JSON)
-        self.loaded_model = model
+        model = self.loaded_model = payload["model"]
         body = {"model": model, "created_at": "2026-12-05T00:00:00Z", "response": "", "done": True,
                 "done_reason": "load"}
         return web.Response(body=orjson.dumps(body), content_type=_JSON)
@@ -582,15 +591,10 @@ class _MockJudge:
         Ollama drops them), every array over five items emptied unless ``"verbose": true``.
         Counting with another tokenizer, the mock has no vocabulary to give: ``model_info``
         then holds what a model imported from safetensors shows, no tokenizer."""
-        if self.cfg.profile != "ollama":
-            raise web.HTTPNotFound()
-        try:
-            payload = orjson.loads(await request.read())
-        except orjson.JSONDecodeError:
-            payload = None
-        model = payload.get("model") or payload.get("name") if isinstance(payload, dict) else None
-        if not isinstance(model, str) or not model:
-            return web.Response(status=400, body=b'{"error":"model is required"}', content_type=_JSON)
+        payload = await self._ollama_body(request)
+        if isinstance(payload, web.Response):
+            return payload
+        model = payload["model"]
         if self.cfg.tokenizer.startswith("gguf:"):
             info = {k: v for k, v in gguf_info(self.cfg.tokenizer).items()
                     if k not in ("general.name", "tokenizer.chat_template")}
