@@ -375,6 +375,11 @@ def _judge_notes(t: dict[str, Any]) -> list[str]:
         if shortened.get("scored_before_known"):
             lines.append(f"  note: {shortened['scored_before_known']} answer(s) scored before that count showed read "
                          "exactly it: they were probably cut too, and their scores are suspect")
+    unread = (t.get("judge_server") or {}).get("vocabulary_not_used")
+    if unread:
+        lines.append(f"  note: Ollama's vocabulary counted no prompt ({unread}): prompts were estimated, and one "
+                     "near its context may have been cut; --tokenizer hf:PATH (the model's tokenizer.json) counts "
+                     "them instead")
     gateway = t.get("gateway_quota")
     if gateway:
         paced = [f"{gateway[k]:,} {unit}/min" for k, unit in (("tokens_per_minute", "tokens"),

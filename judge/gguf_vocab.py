@@ -88,6 +88,11 @@ class GgufVocab(msgspec.Struct, frozen=True):
     add_space_prefix: bool | None = None
 
     @property
+    def kind(self) -> str:
+        """What the vocabulary is, in words: ``sentencepiece`` or ``byte-level BPE``."""
+        return {"llama": "sentencepiece", "gpt2": "byte-level BPE"}.get(self.model, self.model)
+
+    @property
     def exact(self) -> bool:
         """Whether llama.cpp's rules for this vocabulary are all written here."""
         return self.model == "llama" or self.pre in _SPLITS

@@ -313,6 +313,8 @@ class Runner:
         server = self.pool.server
         if server is not None and server.server:  # what the endpoint said about itself
             totals["judge_server"] = {k: v for k, v in msgspec.to_builtins(server).items() if v is not None}
+            if self.pool.vocabulary_note:  # Ollama's vocabulary not read: its prompts were estimated
+                totals["judge_server"]["vocabulary_not_used"] = self.pool.vocabulary_note
         if s.timeouts_not_resent:
             totals["timeouts_not_resent"] = s.timeouts_not_resent
         counts = self.pool.prompt_counts

@@ -38,7 +38,10 @@ def test_cut_prompts_fail_their_items_and_a_raised_context_sends_only_them_again
     assert first.returncode == 3, first.stderr  # finished, some items failed
     t = _totals(tmp_path)
     failed = t["items_failed"]
-    assert t["judge_server"] == {"server": "ollama"}
+    # the mock counting by its words rule has no vocabulary to give at /api/show: estimated, and said so
+    assert t["judge_server"] == {"server": "ollama", "vocabulary_not_used": "POST /api/show gave no tokenizer: an "
+                                 "Ollama without verbose show, or a model imported from safetensors"}
+    assert "note: Ollama's vocabulary counted no prompt (POST /api/show gave no tokenizer" in first.stdout
     # The 8 prompts over the context either were not sent, estimated clearly longer than the
     # 5,000 tokens /api/ps stated, or were sent, cut, and caught, each read to those 5,000
     # tokens (which of the two depends on the estimates the first answers taught; the mock's

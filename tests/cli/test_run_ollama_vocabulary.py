@@ -46,15 +46,16 @@ def test_prompts_counted_with_ollamas_vocabulary_are_never_cut_and_the_longer_on
     t = json.loads((tmp_path / "run" / "summary.json").read_text())["totals"]
     # every prompt counted with the model's vocabulary; the usage is the count less the 3 tokens
     # this client adds for the reply's opening, which the mock's chat format does not have: exact
-    assert t["prompts_counted"]["by"] == "ollama:llama3.1:8b (its gpt2 vocabulary)"
+    assert t["prompts_counted"]["by"] == "ollama:llama3.1:8b (its byte-level BPE vocabulary)"
     assert t["prompts_counted"]["usage_less_count"] == -3.0
+    assert t["judge_server"] == {"server": "ollama"}  # nothing to say: the vocabulary was read
     # the model was loaded and its context read before the first prompt: nothing was cut
     assert served["truncated_prompts"] == 0 and "prompts_cut" not in t
     failed = t["items_failed"]
     assert failed >= 1 and t["refused_over_window"] == failed and t["failure_reasons"] == {"context_length": failed}
     first_rows = _rows(tmp_path)
     refused = {r["task_id"] for r in first_rows if r["status"] == "failed"}
-    assert all("tokens (ollama:llama3.1:8b (its gpt2 vocabulary)) exceeds the 8192-token context window"
+    assert all("tokens (ollama:llama3.1:8b (its byte-level BPE vocabulary)) exceeds the 8192-token context window"
                in r["errors"][0] for r in first_rows if r["status"] == "failed")
     assert all(r["input_tokens"] <= CONTEXT for r in first_rows if r["method"] == "quality" and r["status"] == "ok")
 

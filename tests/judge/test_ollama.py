@@ -51,3 +51,30 @@ async def test_the_backend_knows_ollama_and_asks_the_loaded_context_after_a_chat
             assert await backend.server_facts() == ServerFacts()
         finally:
             await backend.close()
+
+
+async def test_the_backend_loads_the_model_and_counts_with_the_vocabulary_show_gives(tiny_gguf):
+    from drscore.judge.gguf_vocab import text_counter, vocab_from_metadata
+    from drscore.judge.local_llama import gguf_metadata
+
+    with MockServerProcess(MockConfig(profile="ollama", context_window=6000, tokenizer=f"gguf:{tiny_gguf}")) as mock:
+        backend = HttpBackend(mock.url, "llama3.1")
+        try:
+            assert await backend.load_model()  # POST /api/generate with no prompt: done_reason "load"
+            assert await backend.loaded_window() == 6000  # stated before any chat
+            counter = await backend.vocabulary_counter()
+            assert counter is not None and counter.counted_by == "ollama:llama3.1 (its sentencepiece vocabulary)"
+            text = "The report finds that the report is long."
+            vocab = vocab_from_metadata(gguf_metadata(tiny_gguf))
+            assert vocab is not None
+            # the texts by the GGUF's own rules, 3 tokens a message and 3 for the reply's opening
+            assert counter.count_messages([Message("user", text)]) == text_counter(vocab)(text) + 3 + 3
+        finally:
+            await backend.close()
+    with MockServerProcess(MockConfig(profile="ollama")) as mock:  # counting by its words rule: no vocabulary
+        backend = HttpBackend(mock.url, "llama3.1")
+        try:
+            assert await backend.vocabulary_counter() is None
+            assert backend.vocabulary_note is not None and "gave no tokenizer" in backend.vocabulary_note
+        finally:
+            await backend.close()

@@ -320,6 +320,7 @@ class JudgePool:
         # server gave (Ollama's): here, in milliseconds, and a prompt over the window it loaded
         # is then failed before it is sent, not cut by the server
         self.counts_every_prompt = False
+        self.vocabulary_note: str | None = None  # why Ollama's vocabulary counts no prompt, where it does not
         self.stats = PoolStats()
         self.tokens = TokenEstimator()
         # A reserving endpoint charges the prompt's character guess and the cap sent, both known
@@ -562,10 +563,12 @@ class JudgePool:
         if build is None or self.local_counter is not None or self.reserved is not None:
             return
         counter = await build()
-        if counter is not None:
-            self.prompt_counts = PromptCounts(counter)
-            self.local_counter = counter
-            self.counts_every_prompt = True
+        if counter is None:
+            self.vocabulary_note = getattr(self.backend, "vocabulary_note", None)
+            return
+        self.prompt_counts = PromptCounts(counter)
+        self.local_counter = counter
+        self.counts_every_prompt = True
 
     async def _learn_loaded(self) -> None:
         """Ollama states the context it loaded the model with only once it is loaded: asked
