@@ -5,7 +5,8 @@ end and answering anyway (docs/providers.md, "A server that cuts long prompts").
 context is the loaded runner's, not the model's: the Modelfile's ``num_ctx``, else
 ``OLLAMA_CONTEXT_LENGTH``, else a default of 2,048-4,096 tokens (newer versions choose by
 the GPU's memory). Only once the model is loaded does ``GET /api/ps`` state it
-(``context_length``, Ollama 0.10 and later), so drscore asks after the run's first answer.
+(``context_length``, Ollama 0.10 and later), so drscore has Ollama load the model first
+(``POST /api/generate`` with no prompt) and asks then, or after the run's first answer.
 
 Ollama lists its pulled models at ``/v1/models`` as owned by ``library`` (a namespace for
 others), and answers ``GET /api/version`` with ``{"version": ...}``; its default port is 11434.

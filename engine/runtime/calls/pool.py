@@ -65,7 +65,7 @@ import math
 import random
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, NoReturn, TypeVar
 
 import msgspec
 
@@ -501,20 +501,20 @@ class JudgePool:
         # wider margin then.
         margin = OVER_MARGIN if self.tokens.observations else UNLEARNED_OVER_MARGIN
         if clearly_over(tokens, self.window, margin):
-            self.stats.refused_over_window += 1
-            self.stats.request_faults += 1
-            self.stats.failures += 1
-            raise JudgeFailed("context_length", f"prompt of about {tokens} tokens exceeds the {self.window}-token "
-                                                f"context window of {self.backend.model} ({self._window_said()}); "
-                                                "not sent")
+            self._refuse(f"about {tokens} tokens")
 
-    def _window_said(self) -> str:
-        """Where the window came from, for a refused prompt's message."""
-        return {"endpoint": "as the endpoint stated",
+    def _refuse(self, size: str) -> NoReturn:
+        """Fail a prompt of ``size`` over the window, unsent, saying where the window came from."""
+        self.stats.refused_over_window += 1
+        self.stats.request_faults += 1
+        self.stats.failures += 1
+        said = {"endpoint": "as the endpoint stated",
                 "ollama": "as Ollama loaded it, which would cut the prompt: raise OLLAMA_CONTEXT_LENGTH, or "
                           "num_ctx in a Modelfile",
                 "cut": "the server cut an earlier prompt to it: raise its context (Ollama: "
                        "OLLAMA_CONTEXT_LENGTH)"}.get(self.window_source or "", "per the model table")
+        raise JudgeFailed("context_length", f"prompt of {size} exceeds the {self.window}-token context window of "
+                                            f"{self.backend.model} ({said}); not sent")
 
     def _refuse_counted_over_window(self, counted: int) -> None:
         """Fail a prompt the model's vocabulary counts over the window before it is sent (Ollama
@@ -522,14 +522,8 @@ class JudgePool:
         if self.window is None or not self.counts_every_prompt:
             return
         tokens = counted + max(0, math.floor(self.prompt_counts.drift.mean))
-        if tokens <= self.window:
-            return
-        self.stats.refused_over_window += 1
-        self.stats.request_faults += 1
-        self.stats.failures += 1
-        raise JudgeFailed("context_length", f"prompt of {tokens} tokens ({self.prompt_counts.counted_by}) exceeds "
-                                            f"the {self.window}-token context window of {self.backend.model} "
-                                            f"({self._window_said()}); not sent")
+        if tokens > self.window:
+            self._refuse(f"{tokens} tokens ({self.prompt_counts.counted_by})")
 
     async def _learn_server(self) -> None:
         """Ask the endpoint about itself, once, before the preflight call (a backend
@@ -572,10 +566,11 @@ class JudgePool:
 
     async def _learn_loaded(self) -> None:
         """Ollama states the context it loaded the model with only once it is loaded: asked
-        after the first answer, it is the window from then on (a longer prompt would be cut)."""
+        once it loaded the model before the first prompt (``_learn_ollama``), else after the
+        first answer, it is the window from then on (a longer prompt would be cut)."""
         ask = getattr(self.backend, "loaded_window", None)
-        if ask is None or self.server is None or self.server.server != "ollama":
-            return
+        if ask is None or self.server is None or self.server.server != "ollama" or self.window_source == "ollama":
+            return  # not Ollama, or its context already read
         window = await ask()
         if isinstance(window, int) and window > 0:
             self.window, self.window_source = window, "ollama"
@@ -602,8 +597,8 @@ class JudgePool:
             return self._confirmed(cut_short(counted, read, error=None, counted=True, cut_to=cut_to),
                                    counted, read, counted)
         if counted is not None:
-            # a tokenizer here (--tokenizer) names the model's, which only the usage confirms: its
-            # count is an estimate until answers show how it differs (CountDrift)
+            # a tokenizer here (--tokenizer, or the vocabulary Ollama gave) counts the texts, not the
+            # chat format: its count is an estimate until answers show how it differs (CountDrift)
             drift = self.prompt_counts.drift
             sent = counted + drift.mean
             error = drift.sd / max(1.0, sent) if drift.seen else None
