@@ -22,7 +22,7 @@ import aiohttp
 import orjson
 
 from drscore.engine.runtime.calls.judging import (
-    ChatRequest, ChatResponse, FatalError, JudgeError, RateLimited, RateLimitInfo, TransientError,
+    REQUEST_LEFT, ChatRequest, ChatResponse, FatalError, JudgeError, RateLimited, RateLimitInfo, TransientError,
 )
 from drscore.engine.runtime.calls.redact import redact, redact_url, register_secret, register_url_secrets
 from drscore.engine.runtime.calls.slots import ServerFacts
@@ -270,14 +270,19 @@ class HttpBackend:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self._connections, ttl_dns_cache=300),
                 timeout=self._timeout, json_serialize=lambda o: orjson.dumps(o).decode(),
-                trace_configs=[self._connect_timer()])
+                trace_configs=[self._tracer()])
         return self._session
 
-    def _connect_timer(self) -> aiohttp.TraceConfig:
+    def _tracer(self) -> aiohttp.TraceConfig:
         """Times each new connection (DNS, TCP and TLS): the quickest is kept as ``connect_s``.
         Our event loop's own delays only lengthen a measure, so the minimum is the nearest to
-        the round trip."""
+        the round trip. Tells the pool when a request's headers have left (``REQUEST_LEFT``)."""
         trace = aiohttp.TraceConfig()
+
+        async def left(_session: aiohttp.ClientSession, _context: SimpleNamespace, _params: Any) -> None:
+            told = REQUEST_LEFT.get()  # the caller's context: aiohttp runs its hooks in the request's task
+            if told is not None:
+                told()
 
         async def started(_session: aiohttp.ClientSession, context: SimpleNamespace, _params: Any) -> None:
             context.connect_started = time.monotonic()
@@ -288,6 +293,7 @@ class HttpBackend:
 
         trace.on_connection_create_start.append(started)
         trace.on_connection_create_end.append(made)
+        trace.on_request_headers_sent.append(left)
         return trace
 
     async def complete(self, request: ChatRequest) -> tuple[ChatResponse, RateLimitInfo | None]:

@@ -13,7 +13,9 @@ require("sdk", "--transport sdk")
 
 import openai  # noqa: E402  (after the check, so a missing extra is named)
 
-from drscore.engine.runtime.calls.judging import ChatRequest, ChatResponse, RateLimitInfo, TransientError
+from drscore.engine.runtime.calls.judging import (
+    REQUEST_LEFT, ChatRequest, ChatResponse, RateLimitInfo, TransientError,
+)
 from drscore.engine.runtime.calls.redact import redact, redact_url, register_secret, register_url_secrets
 from drscore.judge.http import CONNECT_TIMEOUT_S, classify_connection_error, parse_completion, status_error
 from drscore.judge.ratelimit_headers import QuotaHeaders
@@ -23,6 +25,14 @@ from drscore.judge.wire import WireProfile, family_profile, request_body
 # parameters, Anthropic's ``thinking``, Gemini's ``extra_body``) travels in ``extra_body``.
 _SDK_FIELDS = frozenset({"model", "messages", "temperature", "max_tokens", "max_completion_tokens", "seed",
                          "response_format", "reasoning_effort"})
+
+
+async def _leaving(_request: Any) -> None:
+    """httpx's hook as a request is about to be sent (before its connection is taken: the
+    nearest to its departure the SDK tells), in the request's task: the pool's ``REQUEST_LEFT``."""
+    told = REQUEST_LEFT.get()
+    if told is not None:
+        told()
 
 
 class SdkBackend:
@@ -41,7 +51,9 @@ class SdkBackend:
         # Local servers need no key, but the SDK insists on one.
         self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=api_key or "not-needed",
                                           max_retries=0,
-                                          timeout=openai.Timeout(timeout_s, connect=min(timeout_s, CONNECT_TIMEOUT_S)))
+                                          timeout=openai.Timeout(timeout_s, connect=min(timeout_s, CONNECT_TIMEOUT_S)),
+                                          http_client=openai.DefaultAsyncHttpxClient(
+                                              event_hooks={"request": [_leaving]}))
 
     def identity(self) -> dict[str, Any]:
         # Same answers as the HTTP transport: share its cache entries.

@@ -194,6 +194,33 @@ async def test_a_429_with_the_delay_only_in_prose_carries_it_as_retry_after():
     assert err.value.limits.retry_after_s == pytest.approx(86352.5)
 
 
+@pytest.mark.parametrize("transport", [HttpBackend, SdkBackend])
+async def test_each_request_tells_its_own_caller_when_it_left(mock, transport):
+    # The pool sets REQUEST_LEFT around each send; many sends share one session at once, and each
+    # must reach its own permit, once, after it was granted and before its answer.
+    import asyncio
+
+    from drscore.engine.runtime.calls.judging import REQUEST_LEFT
+
+    backend = transport(await mock(seed=3), "mock")
+
+    async def send(i: int) -> tuple[list[tuple[int, float]], float, float]:
+        told: list[tuple[int, float]] = []
+        REQUEST_LEFT.set(lambda: told.append((i, time.monotonic())))
+        before = time.monotonic()
+        await backend.complete(_request(sample=i))
+        return told, before, time.monotonic()
+
+    try:
+        sent = await asyncio.gather(*(send(i) for i in range(6)))
+        unset = await backend.complete(_request(sample=9))  # nobody asked: nothing to tell
+    finally:
+        await backend.close()
+    for i, (told, before, after) in enumerate(sent):
+        assert len(told) == 1 and told[0][0] == i and before <= told[0][1] <= after
+    assert unset[0].text and REQUEST_LEFT.get() is None
+
+
 def test_key_header_bearer_by_default_or_named_for_azure():
     assert HttpBackend("http://x/v1", "m", api_key="k1")._headers["Authorization"] == "Bearer k1"
     azure = HttpBackend("http://x/v1", "m", api_key="k2", api_key_header="api-key")._headers

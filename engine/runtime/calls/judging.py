@@ -5,6 +5,7 @@ limits, cache, in-flight de-duplication, decoding and retries around them.
 """
 from __future__ import annotations
 
+import contextvars
 import re
 from typing import Any, Callable, Protocol, runtime_checkable
 
@@ -61,6 +62,14 @@ class ChatResponse(msgspec.Struct, kw_only=True):
 # The longest delay a server's hint (Retry-After, retryDelay, x-ratelimit-reset-*) may
 # state and still be believed: a week, the top of --max-rate-limit-wait's range.
 HINT_CEILING_S = 7 * 86_400.0
+
+# What a backend calls when a call's request has left (its headers written to the socket), set
+# by the pool around each send: the learner times a call by its departure, not by the limiter's
+# grant, which a busy event loop may have made well before (a stretch timed from grants came
+# out short, and the rate it proved over the endpoint's). A backend that cannot tell leaves the
+# grant's time.
+REQUEST_LEFT: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+    "drscore_request_left", default=None)
 
 
 class GatewayQuota(msgspec.Struct, frozen=True, kw_only=True):

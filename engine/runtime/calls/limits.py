@@ -327,6 +327,15 @@ class RateLearner:
         while len(self._sent) > SENT_KEPT or self._sent[0][1] < at - SENT_KEPT_S:
             self._sent.pop(0)
 
+    def left(self, seq: int, at: float) -> None:
+        """Call ``seq`` left at ``at`` (its request written), later than :meth:`sent` was
+        told: its time is moved there, as is the start of the first measure for the first call."""
+        i = self._sent_index(seq)
+        if i is not None and at > self._sent[i][1]:
+            self._sent[i] = (seq, at, self._sent[i][2])
+            if seq == 1 and self.cuts == 0 and self._episode is not None and self._episode[1] == 0.0:
+                self._episode = (at, 0.0)
+
     def _sent_from(self, seq: int) -> int:
         """The position of call ``seq`` in the calls kept, or of the first sent after it."""
         return bisect.bisect_left(self._sent, (seq, -math.inf, -math.inf))
@@ -336,10 +345,13 @@ class RateLearner:
         return i if i < len(self._sent) and self._sent[i][0] == seq else None
 
     def _kept(self, before: int | None) -> tuple[np.ndarray, np.ndarray]:
-        """The send times and units of the calls kept (those sent before call ``before``)."""
+        """The send times and units of the calls kept (those granted before call ``before``),
+        in the order they left."""
         sent = self._sent if before is None else self._sent[:self._sent_from(before)]
         n = len(sent)
-        return np.fromiter((s[1] for s in sent), float, n), np.fromiter((s[2] for s in sent), float, n)
+        at, units = np.fromiter((s[1] for s in sent), float, n), np.fromiter((s[2] for s in sent), float, n)
+        order = np.argsort(at, kind="stable")  # in the order they left, which a stalled call may change
+        return at[order], units[order]
 
     def proven_rate(self, before: int | None = None) -> tuple[float, float] | None:
         """The highest rate the calls sent (before call number ``before``: at a 429, those
@@ -991,6 +1003,12 @@ class RateLimiter:
             new.clamp(old.level, now)
             return
         new.move_to(new.capacity - old.spent(now), now)
+
+    def left(self, permit: Permit, at: float | None = None) -> None:
+        """The permit's request left at ``at`` (now): the learners time the call from there."""
+        at = time.monotonic() if at is None else at
+        self.learner.left(permit.seq, at)
+        self.token_learner.left(permit.seq, at)
 
     def measured_connect(self, seconds: float) -> None:
         """The quickest connection the backend has made to the endpoint took ``seconds``: a

@@ -75,8 +75,8 @@ from drscore.engine.runtime.calls.cache import AnswerCache, request_key
 from drscore.engine.runtime.calls.health import PREFLIGHT_OVERLAP_S, CircuitBreaker, EndpointGate, Lane, SystematicFaults
 from drscore.engine.runtime.calls.ledger import RunLedger, Usage, key_id
 from drscore.engine.runtime.calls.judging import (
-    ENDPOINT_FAULTS, OTHER_FAULTS, REQUEST_FAULTS, VALIDATION_ERROR, Backend, ChatRequest, JudgeError,
-    JudgeFailed, Message, RateLimited, RateLimitInfo, StopReason, StreamingBackend, TransientError,
+    ENDPOINT_FAULTS, OTHER_FAULTS, REQUEST_FAULTS, REQUEST_LEFT, VALIDATION_ERROR, Backend, ChatRequest,
+    JudgeError, JudgeFailed, Message, RateLimited, RateLimitInfo, StopReason, StreamingBackend, TransientError,
 )
 from drscore.engine.runtime.calls.limits import LimiterStopped, Permit, RateLimiter
 from drscore.engine.runtime.calls.prefix import CacheEstimator, WarmupGate, group_key
@@ -822,11 +822,14 @@ class JudgePool:
         return self.prices.cost(self.price_model, tin, estimate_tokens(text), batch=self.batched)
 
     async def _send(self, request: ChatRequest, admitted: Callable[[RateLimitInfo | None], None] | None = None,
-                    ) -> tuple[Any, Any]:
+                    permit: Permit | None = None) -> tuple[Any, Any]:
         """One attempt, bounded by ``timeout_s``; every failure is a :class:`JudgeError`
         with a redacted message. With ``admitted`` (the preflight, a call large against the
         token bucket) a backend that can stream hands over the quota headers when the server
-        accepts the call."""
+        accepts the call. A backend that tells when the request left times the permit's call
+        from there (``REQUEST_LEFT``)."""
+        limiter = self.limiter
+        told = REQUEST_LEFT.set(None if permit is None else lambda: limiter.left(permit))
         try:
             # A batched call waits for its batch (minutes to hours): only the batching
             # backend's own HTTP timeouts apply.
@@ -840,6 +843,7 @@ class JudgePool:
             e.args = (redact(str(e)),)
             raise
         finally:
+            REQUEST_LEFT.reset(told)
             connect_s = getattr(self.backend, "connect_s", None)
             if connect_s is not None:
                 self.limiter.measured_connect(connect_s)
@@ -1185,7 +1189,7 @@ class JudgePool:
                 raise
             tj = time.monotonic()
             try:
-                resp, info = await self._send(current, admitted)
+                resp, info = await self._send(current, admitted, permit)
             except JudgeError as e:
                 judge_spans.append((tj, time.monotonic()))
                 message = str(e)
