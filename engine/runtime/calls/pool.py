@@ -61,6 +61,7 @@ reason, the token estimator); the policies themselves live in their own modules
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import random
 import time
@@ -995,6 +996,8 @@ class JudgePool:
                 or not self.prompt_counts.available:
             return None
         count = await self.prompt_counts.count(current)
+        if count is not None:
+            self.limiter.prompts_counted = True
         if count is not None and features is not None:
             self.tokens.counted(features, current.template, self.prompt_counts.drift.charge(count),
                                 prompt_id(current.messages))
@@ -1120,8 +1123,9 @@ class JudgePool:
                                 and limiter.estimates_tokens:
                             proxied = await asyncio.to_thread(self.proxy.features, req.messages)
                             self.proxied += 1
-                        permit = await limiter.acquire(estimate, None if counted is None else self._counted_sd(
-                            req.template, tpl.expected_output_tokens))
+                        # the answer's length as the answers so far show it when this call's turn comes
+                        permit = await limiter.acquire(estimate, None if counted is None else functools.partial(
+                            self._counted_sd, req.template, tpl.expected_output_tokens))
                         if counted is not None:
                             self.prompt_counts.asking.used()
                     except LimiterStopped:

@@ -564,6 +564,25 @@ async def test_a_call_estimated_just_under_the_bucket_is_not_sent_below_full_on_
     assert lim._wait(5900, now, sd=100.0) == pytest.approx((5900 + 200 + 107.85) / 7190, abs=1e-6)
 
 
+async def test_a_queued_calls_deviation_is_read_when_its_turn_comes():
+    # A counted call's deviation is its answer's length: at the start of a run a prior (0.3 x the
+    # template's expectation), then what the answers show. Read when the call entered the queue,
+    # every call of a run's first wave kept the prior while the answers showed lengths within a
+    # token (bench.pacing, told, the mock counting with Llama 3's vocabulary: a 105-token deviation
+    # on all 100 calls, 35-60 ms waited past a full bucket on each of 54).
+    lim = RateLimiter(tpm=60_000, concurrency=4, margin_s=0.0)  # 1,000 a second, capacity 1,000
+    first = await lim.acquire(1000, sd=0.0)  # empties the bucket
+    deviation = [105.0]
+    queued = asyncio.create_task(lim.acquire(200, sd=lambda: deviation[0]))
+    await asyncio.sleep(0.05)
+    assert not queued.done()
+    deviation[0] = 1.0  # an answer came back meanwhile
+    permit = await queued
+    assert permit.var == pytest.approx(1.0)  # the spread it adds for the calls after it is the new one
+    for p in (first, permit):
+        await p.done(None)
+
+
 async def test_the_servers_count_moves_the_bucket_both_ways_and_the_usage_it_holds_is_not_counted_again():
     lim = RateLimiter(tpm=60_000, concurrency=4, margin_s=0.0)  # 1,000 a second, capacity 1,000
     now = lim.tokens._t

@@ -8,6 +8,7 @@ import time
 from typing import Annotated
 
 import msgspec
+import pytest
 
 from drscore import prompts
 from drscore.engine.runtime.calls.cache import JudgeCache
@@ -176,6 +177,21 @@ async def test_a_counted_prompt_is_charged_at_its_count_and_teaches_the_estimato
     # 1,000 tokens for 16.5 by the rule (two messages' text and overhead, all ASCII): 61 a rule
     # token, beyond the estimator's ceiling of 8
     assert pool.tokens.weights[0] == 8.0
+
+
+async def test_counted_prompts_widen_the_lag_a_full_bucket_is_waited_past(tmp_path, monkeypatch):
+    # The server counts a prompt too before admitting its call, so admission trails the grant by
+    # about a count: the lag grows by COUNTED_LAG_S once prompts are counted.
+    from drscore.engine.runtime.calls.limits import COUNTED_LAG_S, LAG_S, LAG_WIDEST_S
+
+    _, pool, _ = await _ask(tmp_path, monkeypatch, 1_000, ["a report"])
+    assert pool.limiter.prompts_counted and pool.limiter.lag_s == pytest.approx(LAG_S + COUNTED_LAG_S)
+    pool.limiter.lag_widened = 4  # two episodes of 429s at the known quota: doubled twice, up to the widest
+    assert pool.limiter.lag_s == LAG_WIDEST_S
+    # nothing counted: the lag of the connection alone
+    (tmp_path / "none").mkdir()
+    _, uncounted, _ = await _ask(tmp_path / "none", monkeypatch, None, ["a report"])
+    assert not uncounted.limiter.prompts_counted and uncounted.limiter.lag_s == LAG_S
 
 
 def test_the_drift_of_the_usage_from_the_count_is_learned_from_the_answers():
