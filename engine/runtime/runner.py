@@ -26,6 +26,7 @@ from drscore.engine.runtime.aggregate import Aggregator
 from drscore.engine.runtime.context import ItemContext
 from drscore.engine.runtime.evidence import PageSource
 from drscore.engine.runtime.calls.judging import ENDPOINT_FAULTS, OTHER_FAULTS, JudgeFailed
+from drscore.engine.runtime.calls.limits import COUNTED_LAG_S
 from drscore.engine.runtime.calls.meter import Meter
 from drscore.engine.runtime.calls.planned_input import overall_error
 from drscore.engine.runtime.method import Method, MethodResult
@@ -338,6 +339,8 @@ class Runner:
             connect_s = getattr(self.pool.backend, "connect_s", None)
             totals["quota_margins"] = {"connect_ms": None if connect_s is None else round(connect_s * 1000, 3),
                                        "lag_ms": round(limiter.lag_s * 1000, 3), "lag_widened": limiter.lag_widened,
+                                       # the part of the lag for the server's own count of a counted prompt
+                                       "counted_ms": round(COUNTED_LAG_S * 1000, 3) if limiter.prompts_counted else 0.0,
                                        "ambiguous_ms": round(limiter.ambiguous_s * 1000, 3)}
         learned = limiter.learned_quota()
         if learned is not None:  # no headers, nothing told: what the 429s taught, for the next run

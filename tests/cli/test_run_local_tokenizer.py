@@ -46,13 +46,15 @@ def test_each_prompt_is_counted_here_with_the_named_tokenizer(tmp_path):
     assert totals["prompts_counted"] == {"by": "tiktoken:cl100k_base", "prompts": served["requests"],
                                          "usage_less_count": -3.0}
     # The margins it paced with follow its connection to this loopback server: 8 ms past a full
-    # bucket plus the quickest connection's time, doubled by each episode of 429s (none where the
-    # server refused nothing), and 10 ms plus twice it for a give-back's order
+    # bucket plus the quickest connection's time and 20 ms for the server's own count of each
+    # prompt (these are counted), doubled by each episode of 429s (none where the server refused
+    # nothing), and 10 ms plus twice it for a give-back's order
     margins = totals["quota_margins"]
     assert margins["connect_ms"] is not None and margins["connect_ms"] > 0
     assert margins["lag_widened"] == 1 or served["rate_limited"] > 0
-    assert margins["lag_ms"] == pytest.approx(min(50.0, min(15.0, 8.0 + margins["connect_ms"]) * margins["lag_widened"]),
-                                              abs=0.002)
+    assert margins["counted_ms"] == 20.0
+    assert margins["lag_ms"] == pytest.approx(
+        min(50.0, (min(15.0, 8.0 + margins["connect_ms"]) + 20.0) * margins["lag_widened"]), abs=0.002)
     assert margins["ambiguous_ms"] == pytest.approx(min(50.0, 10.0 + 2 * margins["connect_ms"]), abs=0.003)
 
 
