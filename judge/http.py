@@ -22,7 +22,7 @@ import aiohttp
 import orjson
 
 from drscore.engine.runtime.calls.judging import (
-    REQUEST_LEFT, ChatRequest, ChatResponse, FatalError, JudgeError, RateLimited, RateLimitInfo, TransientError,
+    ChatRequest, ChatResponse, FatalError, JudgeError, RateLimited, RateLimitInfo, TransientError, request_left,
 )
 from drscore.engine.runtime.calls.redact import redact, redact_url, register_secret, register_url_secrets
 from drscore.engine.runtime.calls.slots import ServerFacts
@@ -280,9 +280,7 @@ class HttpBackend:
         trace = aiohttp.TraceConfig()
 
         async def left(_session: aiohttp.ClientSession, _context: SimpleNamespace, _params: Any) -> None:
-            told = REQUEST_LEFT.get()  # the caller's context: aiohttp runs its hooks in the request's task
-            if told is not None:
-                told()
+            request_left()  # aiohttp runs its hooks in the request's task: the caller's context
 
         async def started(_session: aiohttp.ClientSession, context: SimpleNamespace, _params: Any) -> None:
             context.connect_started = time.monotonic()

@@ -14,7 +14,7 @@ require("sdk", "--transport sdk")
 import openai  # noqa: E402  (after the check, so a missing extra is named)
 
 from drscore.engine.runtime.calls.judging import (
-    REQUEST_LEFT, ChatRequest, ChatResponse, RateLimitInfo, TransientError,
+    ChatRequest, ChatResponse, RateLimitInfo, TransientError, request_left,
 )
 from drscore.engine.runtime.calls.redact import redact, redact_url, register_secret, register_url_secrets
 from drscore.judge.http import CONNECT_TIMEOUT_S, classify_connection_error, parse_completion, status_error
@@ -30,9 +30,7 @@ _SDK_FIELDS = frozenset({"model", "messages", "temperature", "max_tokens", "max_
 async def _leaving(_request: Any) -> None:
     """httpx's hook as a request is about to be sent (before its connection is taken: the
     nearest to its departure the SDK tells), in the request's task: the pool's ``REQUEST_LEFT``."""
-    told = REQUEST_LEFT.get()
-    if told is not None:
-        told()
+    request_left()
 
 
 class SdkBackend:

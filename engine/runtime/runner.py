@@ -26,7 +26,6 @@ from drscore.engine.runtime.aggregate import Aggregator
 from drscore.engine.runtime.context import ItemContext
 from drscore.engine.runtime.evidence import PageSource
 from drscore.engine.runtime.calls.judging import ENDPOINT_FAULTS, OTHER_FAULTS, JudgeFailed
-from drscore.engine.runtime.calls.limits import COUNTED_LAG_S
 from drscore.engine.runtime.calls.meter import Meter
 from drscore.engine.runtime.calls.planned_input import overall_error
 from drscore.engine.runtime.method import Method, MethodResult
@@ -340,7 +339,7 @@ class Runner:
             totals["quota_margins"] = {"connect_ms": None if connect_s is None else round(connect_s * 1000, 3),
                                        "lag_ms": round(limiter.lag_s * 1000, 3), "lag_widened": limiter.lag_widened,
                                        # the part of the lag for the server's own count of a counted prompt
-                                       "counted_ms": round(COUNTED_LAG_S * 1000, 3) if limiter.prompts_counted else 0.0,
+                                       "counted_ms": round(limiter.counted_lag_s * 1000, 3),
                                        "ambiguous_ms": round(limiter.ambiguous_s * 1000, 3)}
         learned = limiter.learned_quota()
         if learned is not None:  # no headers, nothing told: what the 429s taught, for the next run

@@ -72,6 +72,14 @@ REQUEST_LEFT: contextvars.ContextVar[Callable[[], None] | None] = contextvars.Co
     "drscore_request_left", default=None)
 
 
+def request_left() -> None:
+    """Tell the pool this task's request has left, where it asked (``REQUEST_LEFT``): what a
+    backend's send hook calls, in the request's own task."""
+    told = REQUEST_LEFT.get()
+    if told is not None:
+        told()
+
+
 class GatewayQuota(msgspec.Struct, frozen=True, kw_only=True):
     """What an AI gateway's headers said of its quota (``None``: not said), read by
     :mod:`judge.gateway_quota`."""

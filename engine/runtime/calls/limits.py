@@ -1018,9 +1018,9 @@ class RateLimiter:
             return
         new.move_to(new.capacity - old.spent(now), now)
 
-    def left(self, permit: Permit, at: float | None = None) -> None:
-        """The permit's request left at ``at`` (now): the learners time the call from there."""
-        at = time.monotonic() if at is None else at
+    def left(self, permit: Permit) -> None:
+        """The permit's request left now: the learners time the call from here."""
+        at = time.monotonic()
         self.learner.left(permit.seq, at)
         self.token_learner.left(permit.seq, at)
 
@@ -1082,8 +1082,13 @@ class RateLimiter:
         """How long a call larger than the bucket waits past a full one: the connection's margin
         and, where prompts are counted (:attr:`prompts_counted`), ``COUNTED_LAG_S``, doubled by
         each episode of 429s at a known quota, up to ``LAG_WIDEST_S``."""
-        counting = COUNTED_LAG_S if self.prompts_counted else 0.0
-        return min(LAG_WIDEST_S, (self._lag_base + counting) * self.lag_widened)
+        return min(LAG_WIDEST_S, (self._lag_base + self.counted_lag_s) * self.lag_widened)
+
+    @property
+    def counted_lag_s(self) -> float:
+        """The lag's part for the server's own count of a counted prompt: ``COUNTED_LAG_S``
+        once prompts are counted, else 0."""
+        return COUNTED_LAG_S if self.prompts_counted else 0.0
 
     @property
     def estimates_tokens(self) -> bool:

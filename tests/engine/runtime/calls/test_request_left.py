@@ -9,7 +9,7 @@ import time
 import pytest
 
 from drscore.engine.runtime.calls.cache import JudgeCache
-from drscore.engine.runtime.calls.judging import REQUEST_LEFT, ChatResponse, RateLimited, RateLimitInfo
+from drscore.engine.runtime.calls.judging import ChatResponse, RateLimited, RateLimitInfo, request_left
 from drscore.engine.runtime.calls.limits import RateLearner, RateLimiter
 from drscore.engine.runtime.calls.pool import JudgePool
 from drscore.engine.runtime.calls.pricing import Price, PriceTable
@@ -69,9 +69,7 @@ class StallingEndpoint:
         self.calls += 1
         if self.calls % 3 == 0:
             await asyncio.sleep(self.stall_s)
-        left = REQUEST_LEFT.get()
-        if left is not None:
-            left()
+        request_left()
         now = time.monotonic()
         self.level = min(self.rate, self.level + (now - self.at) * self.rate)
         self.at = now
