@@ -302,7 +302,9 @@ class RateLearner:
         self._proven_misses = 0  # 429s met while pacing within the proven rate
         self.proven: float | None = None  # the proof at the last cut after the first (units per second)
         self._proven_ceiling: float | None = None  # the proven rate the pace was last cut to a share of
-        self._sent: list[tuple[int, float, float]] = []  # calls not refused: (number, sent at, units)
+        # calls not refused: (number, sent at, units, whether the backend told it left)
+        self._sent: list[tuple[int, float, float, bool]] = []
+        self._tells = False  # the backend tells when a request leaves (:meth:`left`)
 
     def rate(self) -> float | None:
         return self.pace
@@ -334,31 +336,37 @@ class RateLearner:
     def sent(self, seq: int, at: float, units: float = 1.0) -> None:
         """Call number ``seq`` (numbered in the order calls leave) of ``units`` left at ``at``,
         for :meth:`proven_rate`."""
-        self._sent.append((seq, at, units))
+        self._sent.append((seq, at, units, False))
         while len(self._sent) > SENT_KEPT or self._sent[0][1] < at - SENT_KEPT_S:
             self._sent.pop(0)
 
     def left(self, seq: int, at: float) -> None:
         """Call ``seq`` left at ``at`` (its request written), later than :meth:`sent` was
-        told: its time is moved there, as is the start of the first measure for the first call."""
+        told: its time is moved there, as is the start of the first measure for the first call.
+        From the first call told so, a call not yet told proves nothing: the endpoint has not
+        seen it."""
+        self._tells = True
         i = self._sent_index(seq)
-        if i is not None and at > self._sent[i][1]:
-            self._sent[i] = (seq, at, self._sent[i][2])
+        if i is not None:
+            _, granted, units, _ = self._sent[i]
+            self._sent[i] = (seq, max(at, granted), units, True)
             if seq == 1 and self.cuts == 0 and self._episode is not None and self._episode[1] == 0.0:
-                self._episode = (at, 0.0)
+                self._episode = (max(at, self._episode[0]), 0.0)
 
     def _sent_from(self, seq: int) -> int:
         """The position of call ``seq`` in the calls kept, or of the first sent after it."""
-        return bisect.bisect_left(self._sent, (seq, -math.inf, -math.inf))
+        return bisect.bisect_left(self._sent, (seq, -math.inf, -math.inf, False))
 
     def _sent_index(self, seq: int) -> int | None:
         i = self._sent_from(seq)
         return i if i < len(self._sent) and self._sent[i][0] == seq else None
 
     def _kept(self, before: int | None) -> tuple[np.ndarray, np.ndarray]:
-        """The send times and units of the calls kept (those granted before call ``before``),
-        in the order they left."""
+        """The send times and units of the calls kept (those granted before call ``before``
+        and, where the backend tells, that have left), in the order they left."""
         sent = self._sent if before is None else self._sent[:self._sent_from(before)]
+        if self._tells:  # a call granted but still held before its send (a stalled loop) was not taken yet
+            sent = [s for s in sent if s[3]]
         n = len(sent)
         at, units = np.fromiter((s[1] for s in sent), float, n), np.fromiter((s[2] for s in sent), float, n)
         order = np.argsort(at, kind="stable")  # in the order they left, which a stalled call may change
@@ -444,7 +452,8 @@ class RateLearner:
         now = self.clock()
         i = self._sent_index(seq) if seq is not None else None
         if i is not None:
-            self._sent[i] = (*self._sent[i][:2], units)
+            seq_, at, _, told = self._sent[i]
+            self._sent[i] = (seq_, at, units, told)
         self._successes.append((now, units))
         self._units += units
         self._forget(now)  # bounded: a long run without 429s keeps only the window

@@ -417,7 +417,7 @@ async def test_a_429_the_request_proof_cannot_explain_turns_a_start_up_guess_to_
     # allows up to 9,000 / (1 + 2g), so the token strain is 2/3 (1 + 2g) / (1 + g), under 1.05
     # for any g under 1.7 s.
     for learner in (lim.learner, lim.token_learner):
-        learner._sent = [(seq, at - 3.0, units) for seq, at, units in learner._sent]
+        learner._sent = [(seq, at - 3.0, units, told) for seq, at, units, told in learner._sent]
         learner._cut_until = 0.0  # past the first 429's pause
     for _ in range(2):
         p = await lim.acquire(3000)
@@ -952,11 +952,11 @@ async def test_the_learners_are_told_what_each_call_cost_and_what_was_refused():
     lim = RateLimiter(concurrency=4)  # nothing told, no headers: the learners listen
     now = time.monotonic()
     sent = [lim._grant(n, now + i) for i, n in enumerate((100, 200, 300))]
-    assert [units for _, _, units in lim.token_learner._sent] == [100, 200, 300]
+    assert [units for _, _, units, _ in lim.token_learner._sent] == [100, 200, 300]
     await sent[0].done(120)  # the server counted 120
     await lim.rate_limited_release(sent[1], RateLimitInfo(retry_after_s=0.01))  # the server took nothing
-    assert [(seq, units) for seq, _, units in lim.token_learner._sent] == [(1, 120), (3, 300)]
-    assert [(seq, units) for seq, _, units in lim.learner._sent] == [(1, 1), (3, 1)]  # and the requests
+    assert [(seq, units) for seq, _, units, _ in lim.token_learner._sent] == [(1, 120), (3, 300)]
+    assert [(seq, units) for seq, _, units, _ in lim.learner._sent] == [(1, 1), (3, 1)]  # and the requests
 
 
 def test_margins_follow_a_measured_connection_only_where_it_is_quicker():
