@@ -1614,6 +1614,15 @@ class RateLimiter:
         Returns the pause (seconds) the caller should respect before retrying.
         ``unusable_wait_s``: the pause when the server's only delay hint could not be
         believed (``info.unusable_hint``; the pool passes its --max-rate-limit-wait)."""
+        try:
+            return await self._rate_limited(permit, info, unusable_wait_s)
+        finally:
+            # whatever fails in the accounting (a cancelled shared store, a fault in the
+            # learning), the slot is given back: each 429 that kept its slot left one caller
+            # fewer, and a run whose every slot was kept waited forever on none
+            await self.concurrency.release()
+
+    async def _rate_limited(self, permit: Permit, info: RateLimitInfo | None, unusable_wait_s: float) -> float:
         self._took_nothing(permit)
         # The server took nothing, but its bucket held less than we thought: the charge stays
         # (the pause and the headers, if any, correct the rest).
@@ -1666,12 +1675,8 @@ class RateLimiter:
             # the 429 that first named the quota: nothing paced at it yet)
             self.lag_widened *= 2
         if self.shared is not None:
-            try:
-                await self.shared.rate_limited(delay, info.remaining_requests if info else None,
-                                               info.remaining_tokens if info else None, self._shape())
-            except BaseException:  # cancelled while the shared store answered: give the slot back
-                await self.concurrency.release()
-                raise
+            await self.shared.rate_limited(delay, info.remaining_requests if info else None,
+                                           info.remaining_tokens if info else None, self._shape())
         self._paused_until = max(self._paused_until, now + delay)
         self._changed.set()  # the head re-reads the pause
         if learning:
@@ -1683,7 +1688,6 @@ class RateLimiter:
         # With a known quota the pacing is the control: the pause and the drained buckets
         # correct it, and a halved concurrency would bind instead (2 s answers at 10 a
         # second need 20 in flight). Nothing to cut.
-        await self.concurrency.release()
         return delay
 
     def _window_starts_over(self, permit: Permit, info: RateLimitInfo) -> None:
@@ -1708,13 +1712,15 @@ class RateLimiter:
         pauses."""
         if permit._released:
             return
-        self._took_nothing(permit)
-        correction = self._correct(permit, 0)
-        if self.tokens is not None and self.shared is None:
-            self.tokens.shift(correction, time.monotonic())
-            self._changed.set()
-        self._end_probe()
-        await self.concurrency.release()
+        try:
+            self._took_nothing(permit)
+            correction = self._correct(permit, 0)
+            if self.tokens is not None and self.shared is None:
+                self.tokens.shift(correction, time.monotonic())
+                self._changed.set()
+            self._end_probe()
+        finally:  # never a slot kept (see rate_limited_release)
+            await self.concurrency.release()
 
     def _took_nothing(self, permit: Permit) -> None:
         """``permit``'s call was refused: released, and out of what the server took (its
@@ -1733,10 +1739,12 @@ class RateLimiter:
         if permit._released:
             return
         permit._released = True
-        self._settle(permit)
-        self._correct(permit, permit.estimate)
-        self._end_probe()
-        await self.concurrency.release()
+        try:
+            self._settle(permit)
+            self._correct(permit, permit.estimate)
+            self._end_probe()
+        finally:  # never a slot kept (see rate_limited_release)
+            await self.concurrency.release()
 
     @property
     def _learns(self) -> bool:

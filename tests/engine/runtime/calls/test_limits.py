@@ -94,6 +94,31 @@ async def test_429_pauses_everyone_for_retry_after():
     await p2.done()
 
 
+async def test_a_fault_in_the_accounting_of_a_release_never_keeps_the_slot(monkeypatch):
+    # A fault while a 429 was learned from (here the binding guess) left its caller's slot
+    # taken: with 2 slots, two such 429s and every later call waited forever, a run that hung
+    # with nothing in flight. The fault now reaches the caller and the slot is free.
+    lim = RateLimiter(concurrency=2)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a fault in the learning")
+
+    monkeypatch.setattr(lim.binding, "refused", broken)
+    for _ in range(3):
+        p = await asyncio.wait_for(lim.acquire(10), 2)
+        with pytest.raises(RuntimeError, match="a fault in the learning"):
+            await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
+        assert lim.concurrency.in_use == 0
+    monkeypatch.setattr(lim, "_settle", broken)  # the accounting of a failed or refused call
+    for release in (lim.release_failed, lim.release_refused):
+        p = await asyncio.wait_for(lim.acquire(10), 5)
+        with pytest.raises(RuntimeError):
+            await release(p)
+        assert lim.concurrency.in_use == 0
+        await release(p)  # released once: a second release gives nothing back
+        assert lim.concurrency.in_use == 0
+
+
 async def test_with_quota_headers_a_429_pauses_and_drains_but_keeps_the_concurrency():
     lim = RateLimiter(concurrency=4)
     p = await lim.acquire(10)
