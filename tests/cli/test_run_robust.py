@@ -7,8 +7,8 @@ of stalling the suite, and both output streams are what a user would see."""
 from __future__ import annotations
 
 import base64
-import math
 import json
+import math
 import os
 import subprocess
 import sys
