@@ -1106,7 +1106,11 @@ class JudgePool:
                     if await lane.wait():
                         wait_spans.append((tl, time.monotonic()))
                 if probe is not None:
+                    # asking the server about itself (Ollama: loading the model) holds this call
+                    # as the gate holds the others: a wait before sending, on the item's row too
+                    tl = time.monotonic()
                     await self._learn_server()
+                    wait_spans.append((tl, time.monotonic()))
                     self._refuse_over_window(current)  # the window the server stated
                 if self.stopped is not None:
                     raise self._stopped_error()

@@ -3,6 +3,9 @@ num_ctx): the rule that tells such an answer from an estimate's miss, and what t
 with it. Every expected number is worked by hand beside its case."""
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 
 from drscore.engine.runtime.calls.judging import ChatResponse, JudgeFailed
@@ -236,3 +239,20 @@ async def test_ollamas_vocabulary_counts_each_prompt_and_one_over_the_context_is
     assert e.value.reason == "context_length" and "(ollama:local (its stand-in vocabulary)) exceeds the 2048" \
         in e.value.detail and "not sent" in e.value.detail
     assert len(backend.sent) == 1 and pool.stats.refused_over_window == 1 and pool.stats.prompts_cut == 0
+
+
+async def test_the_time_ollama_takes_to_load_the_model_is_the_first_calls_wait_not_lost():
+    # Loading a model takes seconds on a real Ollama; the first call waits for it before it is
+    # sent, as the others wait for the first call: a wait on its row, not time unaccounted.
+    class Slow(_Ollama):
+        async def load_model(self):
+            await asyncio.sleep(0.3)
+            return await super().load_model()
+
+    backend = Slow(lambda r: ChatResponse(text='{"score": 1}', output_tokens=3, input_tokens=_words(r)),
+                   context=4_096)
+    pool = _pool(backend)
+    t0 = time.monotonic()
+    judged = await pool.ask("t", Verdict, {"i": "word " * 10})
+    loading = [b - a for a, b in judged.wait_spans if b - a >= 0.3]
+    assert backend.loaded and len(loading) == 1 and loading[0] <= time.monotonic() - t0

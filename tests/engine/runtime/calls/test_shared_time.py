@@ -60,10 +60,14 @@ async def test_two_agents_with_the_same_report_count_the_call_at_the_judge_once(
         # ... it waited for the owner's answer instead, about as long as the owner's call took
         assert sharer.shared_wait_s >= LATENCY * 0.9
         assert sharer.shared_wait_s <= owner.latency_s + 0.05
-        # the owner's item waited at most for the preflight (the run's first call goes alone)
-        assert owner.judge_s + owner.quota_wait_s == pytest.approx(owner.latency_s, abs=0.05)
         for r in pair:
             assert r.judge_s + r.quota_wait_s + r.shared_wait_s <= r.latency_s + 1e-3
+    # The run's first call goes alone (the preflight): the other owner's item waited for its
+    # whole call before sending, and that wait is on its row as waiting, not lost. (Bounded
+    # below only: the rest of an item's wall time is its own work, which a loaded machine
+    # stretches, so matching the sum to the clock would be a timing test.)
+    owners = sorted((r for r in rows if r.calls == 1), key=lambda r: r.quota_wait_s)
+    assert owners[1].quota_wait_s >= LATENCY * 0.9
     entries = {e["agent"]: e for e in summary["per_agent_method"]}
     assert sum(e["judge_s"] for e in entries.values()) == pytest.approx(sum(r.judge_s for r in rows), abs=1e-3)
     assert sum(e["shared_wait_s"] for e in entries.values()) >= 2 * LATENCY * 0.9
