@@ -29,7 +29,13 @@ built from the providers' documentation and their users' reports, not the live s
   ``{"type": "error", "error": {type, message}}``, "prompt is too long: N tokens > W
   maximum"; overload is HTTP 529; quota headers are Anthropic's own
   (``anthropic-ratelimit-requests-limit`` ...) plus ``retry-after``; thinking is billed but
-  neither shown nor counted in the usage.
+  neither shown nor counted in the usage. With an output quota (``otpm`` > 0: *split mode*)
+  its quotas are the real API's three: requests, input tokens (the ``tokens`` bucket, best
+  with ``tpm_charge="input"``) and output tokens (each call's cap reserved at admission, the
+  unused part given back with the answer); every answer then states all three and their sum
+  (``anthropic-ratelimit-{requests,input-tokens,output-tokens,tokens}-{limit,remaining,reset}``:
+  token remainings to the nearest thousand, resets as RFC 3339 seconds), and a 429 names the
+  quota that refused it ("... rate limit of 16,000 output tokens per minute ...").
 * **vllm**: no quota of its own (a gateway in front sends only ``Retry-After``); errors
   ``{"object": "error", "message", "type": "BadRequestError", "code": 400}``; "maximum
   context length is W tokens. However, you requested N tokens (X in the messages, Y in the
@@ -46,13 +52,16 @@ built from the providers' documentation and their users' reports, not the live s
 """
 from __future__ import annotations
 
+import math
 import re
-from typing import Any
+import time
+from datetime import datetime, timezone
+from typing import Any, Mapping
 
 import msgspec
 import orjson
 
-from drscore.judge.mock.quota import Refusal, figure, format_duration
+from drscore.judge.mock.quota import Figures, Refusal, figure, format_duration
 
 PROFILES = ("openai", "azure", "gemini", "anthropic", "vllm", "ollama", "llamacpp", "llamacpp-python")
 
@@ -182,12 +191,16 @@ def overload_body(p: Profile) -> bytes:
 
 
 def rate_limit_response(p: Profile, wait_s: float, quota_headers: dict[str, str], model: str,
-                        refusal: Refusal | None = None, input_only: bool = False) -> tuple[dict[str, str], bytes]:
-    """Headers and body of a 429 (``quota_headers``: the OpenAI-style set the quota computed).
-    Where the provider's body names the quota that refused the call (``refusal``), it does so in
-    the provider's words (as its users' bug reports quote them: judge.quota_refusal)."""
+                        refusal: Refusal | None = None, input_only: bool = False,
+                        split: Mapping[str, Figures] | None = None) -> tuple[dict[str, str], bytes]:
+    """Headers and body of a 429 (``quota_headers``: the OpenAI-style set the quota computed;
+    ``split``: the buckets' figures where Anthropic's quotas are split, whose own header set is
+    sent instead). Where the provider's body names the quota that refused the call
+    (``refusal``), it does so in the provider's words (as its users' bug reports quote them:
+    judge.quota_refusal)."""
     seconds = max(1, -(-int(wait_s * 1000) // 1000))
-    headers = quota_rate_headers(p, quota_headers)
+    split = split if p.quota_headers == "anthropic" else None
+    headers = split_quota_headers(split) if split is not None else quota_rate_headers(p, quota_headers)
     if p.retry_after_header:
         headers["Retry-After"] = str(seconds)
         if p.quota_headers in ("openai", "azure"):
@@ -206,6 +219,8 @@ def rate_limit_response(p: Profile, wait_s: float, quota_headers: dict[str, str]
         details.append({"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{seconds}s"})
         body = error_body(p, 429, "You exceeded your current quota, please check your plan and billing details.",
                           extra={"details": details})
+    elif p.name == "anthropic" and split is not None and refusal is not None:
+        body = error_body(p, 429, anthropic_refusal(model, refusal))
     elif p.name == "anthropic":
         body = error_body(p, 429, "This request would exceed the rate limit for your organization. Please "
                                   "retry after some time.")
@@ -267,6 +282,55 @@ def quota_rate_headers(p: Profile, openai_style: dict[str, str]) -> dict[str, st
                 out[f"anthropic-ratelimit-{kind}-remaining"] = openai_style[f"x-ratelimit-remaining-{kind}"]
         return out
     return {}
+
+
+# How Anthropic's 429 names each of its split quotas
+_ANTHROPIC_QUOTA = {"requests": "requests", "tokens": "input tokens", "output_tokens": "output tokens"}
+
+
+def anthropic_refusal(model: str, refusal: Refusal) -> str:
+    """Anthropic's 429 message naming the split quota that refused, in its words (quoted in its
+    users' bug reports), the figure with thousands separators."""
+    limit = f"{int(refusal.limit):,}" if float(refusal.limit).is_integer() else f"{refusal.limit:,}"
+    return (f"This request would exceed your organization's rate limit of {limit} "
+            f"{_ANTHROPIC_QUOTA.get(refusal.dimension, 'tokens')} per minute (org: mock-org, model: {model}). "
+            "For details, refer to: https://docs.claude.com/en/api/rate-limits. You can see the response headers "
+            "for current usage. Please reduce the prompt length or the maximum tokens requested, or try again later.")
+
+
+def split_quota_headers(figures: Mapping[str, Figures], now: float | None = None) -> dict[str, str]:
+    """Anthropic's headers where its token quota is split (``figures``: the quota's, by dimension):
+    requests, input tokens (the ``tokens`` bucket), output tokens, and tokens as the sum of the
+    two. ``now``: the wall clock the resets count from (the present by default)."""
+    wall = time.time() if now is None else now
+    out: dict[str, str] = {}
+    requests = figures.get("requests")
+    if requests is not None:  # exact, as the real API gives it (999, not 1000)
+        out.update(_anthropic_set("requests", figure(requests.limit), requests.remaining, wall + requests.reset_s))
+    parts = [(kind, figures[dim]) for kind, dim in (("input-tokens", "tokens"), ("output-tokens", "output_tokens"))
+             if dim in figures]
+    for kind, f in parts:
+        out.update(_anthropic_set(kind, figure(f.limit), _thousands(f), wall + f.reset_s))
+    if parts:
+        out.update(_anthropic_set("tokens", figure(sum(f.limit for _, f in parts)),
+                                  sum(_thousands(f) for _, f in parts), wall + max(f.reset_s for _, f in parts)))
+    return out
+
+
+def _anthropic_set(kind: str, limit: str, remaining: int, full_at: float) -> dict[str, str]:
+    return {f"anthropic-ratelimit-{kind}-limit": limit, f"anthropic-ratelimit-{kind}-remaining": str(remaining),
+            f"anthropic-ratelimit-{kind}-reset": rfc3339_second(full_at)}
+
+
+def _thousands(f: Figures) -> int:
+    """A token remaining as Anthropic states it: to the nearest thousand (half up), never above the limit."""
+    return min(math.floor(f.limit), math.floor(f.remaining / 1000 + 0.5) * 1000)
+
+
+def rfc3339_second(epoch: float) -> str:
+    """``2025-08-21T12:40:59Z``: the UTC second at or after ``epoch`` (a reset rounded up, so
+    that waiting until then suffices); the inner round() keeps float noise from adding a second."""
+    return datetime.fromtimestamp(math.ceil(round(epoch, 6)), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def shape_usage(p: Profile, body: dict[str, Any], cached: int) -> dict[str, Any]:

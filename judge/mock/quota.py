@@ -1,4 +1,4 @@
-"""The mock judge's synchronous quota: RPM/TPM token buckets and OpenAI-style headers.
+"""The mock judge's synchronous quota: RPM/TPM (and OTPM) token buckets and OpenAI-style headers.
 
 Pure and clock-driven (tests pass a fake clock), separate from the HTTP handlers in
 :mod:`judge.mock.server`. Batch requests (:mod:`judge.mock.batches`) never touch it:
@@ -11,8 +11,8 @@ from typing import Callable
 
 import msgspec
 
-__all__ = ["TPM_CHARGES", "UNCAPPED_RESERVATION", "Quota", "Refusal", "TokenBucket", "ceil_ms", "character_guess", "figure",
-           "format_duration"]
+__all__ = ["TPM_CHARGES", "UNCAPPED_RESERVATION", "Figures", "Quota", "Refusal", "TokenBucket", "ceil_ms",
+           "character_guess", "figure", "format_duration"]
 
 # What a token quota charges a request (MockConfig.tpm_charge).
 TPM_CHARGES = ("counted", "reserved", "input")
@@ -109,11 +109,23 @@ class TokenBucket:
         """Seconds until the bucket is full again."""
         return max(0.0, (self.capacity - self.level) / self.rate)
 
+    def figures(self) -> Figures:
+        """What a provider's headers say of this bucket now (call :meth:`refill` first)."""
+        return Figures(limit=self.limit, remaining=self.remaining(), reset_s=self.reset_s())
+
     def refill_to_full(self, now: float) -> None:
         """Forget all charges (used by ``POST /reset``)."""
         self.level = self.capacity
         self._updated = now
         self.full_s, self.dropped, self._charged = 0.0, 0.0, False
+
+
+class Figures(msgspec.Struct, frozen=True, kw_only=True):
+    """One bucket as quota headers state it: per-minute limit, whole units left, seconds until full."""
+
+    limit: float
+    remaining: int
+    reset_s: float
 
 
 class Refusal(msgspec.Struct, frozen=True, kw_only=True):
@@ -127,13 +139,16 @@ class Refusal(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Quota:
-    """RPM and TPM buckets checked and charged together (all-or-nothing admission)."""
+    """RPM and TPM buckets, and optionally an output-token one (Anthropic's OTPM), checked and
+    charged together (all-or-nothing admission)."""
 
-    def __init__(self, rpm: float, tpm: float, burst: float, clock: Callable[[], float]) -> None:
+    def __init__(self, rpm: float, tpm: float, burst: float, clock: Callable[[], float], *,
+                 otpm: float = 0.0) -> None:
         self.clock = clock
         now = clock()
         self.requests = TokenBucket(rpm, burst, 1.0, now) if rpm > 0 else None
         self.tokens = TokenBucket(tpm, burst, 0.0, now) if tpm > 0 else None
+        self.output = TokenBucket(otpm, burst, 0.0, now) if otpm > 0 else None
         self.refused: Refusal | None = None  # what refused the last call admit() refused
 
     def too_large(self, tokens: int) -> bool:
@@ -141,28 +156,31 @@ class Quota:
         "Request too large", however long it waits)."""
         return self.tokens is not None and tokens > self.tokens.limit
 
-    def admit(self, tokens: int) -> float:
-        """Charge one request and ``tokens`` if both fit and return 0; otherwise charge
-        nothing and return the seconds to wait."""
-        if self.requests is None and self.tokens is None:
+    def _buckets(self) -> list[tuple[str, TokenBucket]]:
+        """The limited dimensions, in the order a tie between refusals is settled."""
+        named = (("requests", self.requests), ("tokens", self.tokens), ("output_tokens", self.output))
+        return [(name, bucket) for name, bucket in named if bucket is not None]
+
+    def admit(self, tokens: int, output: int = 0) -> float:
+        """Charge one request, ``tokens`` and ``output`` (the output bucket's reservation) if all
+        fit and return 0; otherwise charge nothing and return the seconds to wait."""
+        buckets = self._buckets()
+        if not buckets:
             return 0.0
         now = self.clock()
-        wait = 0.0
-        for bucket, cost in ((self.requests, 1), (self.tokens, tokens)):
-            if bucket is not None:
-                bucket.refill(now)
-                wait = max(wait, bucket.wait_for(cost))
+        costs = {"requests": 1, "tokens": tokens, "output_tokens": output}
+        waits = []
+        for name, bucket in buckets:
+            bucket.refill(now)
+            waits.append((bucket.wait_for(costs[name]), name, bucket))
+        wait, name, bucket = max(waits, key=lambda w: w[0])  # the first of equal waits, as before
         if wait > 0:
             # what refused it, as a provider's 429 body names it (judge.mock.profiles)
-            refusing = max(((b, c) for b, c in ((self.requests, 1), (self.tokens, tokens)) if b is not None),
-                           key=lambda bc: bc[0].wait_for(bc[1]))
-            self.refused = Refusal(dimension="requests" if refusing[0] is self.requests else "tokens",
-                                   limit=refusing[0].limit, left=refusing[0].remaining(), requested=refusing[1])
+            self.refused = Refusal(dimension=name, limit=bucket.limit, left=bucket.remaining(),
+                                   requested=costs[name])
             return wait
-        if self.requests is not None:
-            self.requests.take(1)
-        if self.tokens is not None:
-            self.tokens.take(tokens)
+        for name, bucket in buckets:
+            bucket.take(costs[name])
         return 0.0
 
     def give_back(self, tokens: int) -> None:
@@ -170,8 +188,14 @@ class Quota:
         if self.tokens is not None and tokens > 0:
             self.tokens.give_back(tokens, self.clock())
 
+    def give_back_output(self, n: int) -> None:
+        """Return ``n`` of an admitted request's output reservation (the cap it did not use)."""
+        if self.output is not None and n > 0:
+            self.output.give_back(n, self.clock())
+
     def headers(self) -> dict[str, str]:
-        """OpenAI-style ``x-ratelimit-*`` headers for the limited dimensions."""
+        """OpenAI-style ``x-ratelimit-*`` headers for the limited dimensions (requests and
+        tokens: no OpenAI-style endpoint states an output quota)."""
         out: dict[str, str] = {}
         for kind, bucket in (("requests", self.requests), ("tokens", self.tokens)):
             if bucket is not None:
@@ -180,11 +204,20 @@ class Quota:
                 out[f"x-ratelimit-reset-{kind}"] = format_duration(bucket.reset_s())
         return out
 
+    def figures(self) -> dict[str, Figures]:
+        """Every limited bucket's figures now, by dimension (``requests``, ``tokens``,
+        ``output_tokens``): what a profile with its own header set (Anthropic's split quotas) states."""
+        now = self.clock()
+        out: dict[str, Figures] = {}
+        for name, bucket in self._buckets():
+            bucket.refill(now)
+            out[name] = bucket.figures()
+        return out
+
     def reset(self) -> None:
         now = self.clock()
-        for bucket in (self.requests, self.tokens):
-            if bucket is not None:
-                bucket.refill_to_full(now)
+        for _, bucket in self._buckets():
+            bucket.refill_to_full(now)
 
 
 def figure(x: float) -> str:

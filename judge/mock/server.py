@@ -119,6 +119,10 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # part of the cap given back when the answer leaves; "input", the prompt alone as usage
     # counts it, at admission (Gemini's token quota is of input tokens per minute).
     tpm_charge: str = "counted"
+    # Output tokens per minute (Anthropic's OTPM), a bucket of its own: each call's output cap is
+    # reserved at admission and the part it did not use given back with the answer. With the
+    # anthropic profile, Anthropic's split quota headers and 429 wording (judge.mock.profiles).
+    otpm: float = 0.0
     # False: a streamed body is refused with a 400 naming stream_options, as Azure OpenAI's
     # API versions before stream_options did (and some gateways still do)
     streams: bool = True
@@ -149,7 +153,7 @@ class MockConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         if self.reasoning_style and self.reasoning_style not in STYLES:
             raise ValueError(f"mock judge: reasoning_style must be one of {', '.join(STYLES)}, "
                              f"got {self.reasoning_style!r}")
-        for name in ("rpm", "tpm", "latency", "jitter", "prefix_cache_ttl", "batch_delay", "batch_expire_first",
+        for name in ("rpm", "tpm", "otpm", "latency", "jitter", "prefix_cache_ttl", "batch_delay", "batch_expire_first",
                      "reasoning_tokens"):
             if getattr(self, name) < 0:
                 raise ValueError(f"mock judge: {name} must be >= 0, got {getattr(self, name)}")
@@ -194,6 +198,9 @@ class _Stats(msgspec.Struct, kw_only=True):
     max_counting: int = 0  # the most prompts ever being counted at once
     caps_reserved: int = 0  # output caps a reserving quota held at admission (--tpm-charge reserved), summed
     quota_tokens: int = 0  # what the token quota kept of the admitted requests (their charge less what it gave back)
+    rate_limited_input: int = 0  # 429s the token bucket gave (split mode: the input-token quota)
+    rate_limited_output: int = 0  # 429s the output-token bucket gave (--otpm)
+    output_tokens_charged: int = 0  # what the output-token bucket kept: the caps reserved less what it gave back
 
 
 class _MockJudge:
@@ -212,7 +219,9 @@ class _MockJudge:
         # A gateway in front holds the token quota (its window), not the mock's own bucket
         self.gateway = GatewayWindow(cfg.gateway, cfg.tpm * cfg.gateway_window / 60.0, cfg.gateway_window, clock,
                                      cfg.gateway_hides_limits, cfg.gateway_fixed) if cfg.gateway else None
-        self.quota = Quota(cfg.rpm, 0 if self.gateway is not None else cfg.tpm, cfg.burst, clock)
+        self.quota = Quota(cfg.rpm, 0 if self.gateway is not None else cfg.tpm, cfg.burst, clock, otpm=cfg.otpm)
+        # Anthropic's real quota headers and 429 wording need its output quota to state
+        self.split = self.profile is not None and self.profile.name == "anthropic" and cfg.otpm > 0
         # Loaded now, as a server's tokenizer is before it takes requests: loading it at the
         # first request would delay that request's admission by the load (0.13 s for cl100k),
         # a stall a client cannot see and no real endpoint has.
@@ -322,8 +331,8 @@ class _MockJudge:
             st.distinct_requests += 1
 
         # A reserving limiter holds the output cap (without one, the window) until the answer leaves
-        reserved = (output_cap(payload) or cfg.context_window or UNCAPPED_RESERVATION) \
-            if cfg.tpm_charge == "reserved" else None
+        reserved = self._reservation(payload) if cfg.tpm_charge == "reserved" else None
+        output = self._reservation(payload) if cfg.otpm > 0 else 0  # Anthropic's OTPM reserves it likewise
         if cfg.tpm_charge == "input":
             charge = prep.prompt_tokens
         elif reserved is None:
@@ -341,12 +350,16 @@ class _MockJudge:
             st.rate_limited += 1
             status, headers, body, content_type = gateway.rejection()
             return web.Response(status=status, headers=headers, body=body, content_type=content_type)
-        wait = self.quota.admit(charge)
+        wait = self.quota.admit(charge, output)
         if wait > 0:
             st.rate_limited += 1
+            refusing = self.quota.refused.dimension if self.quota.refused is not None else ""
+            st.rate_limited_input += refusing == "tokens"
+            st.rate_limited_output += refusing == "output_tokens"
             if prof is not None:
                 headers, body = profiles.rate_limit_response(prof, wait, self.quota.headers(), cfg.model,
-                                                             self.quota.refused, cfg.tpm_charge == "input")
+                                                             self.quota.refused, cfg.tpm_charge == "input",
+                                                             split=self.quota.figures() if self.split else None)
             else:
                 headers = self.quota.headers()
                 headers["Retry-After"] = str(math.ceil(ceil_ms(wait) / 1000))
@@ -359,7 +372,9 @@ class _MockJudge:
         if reserved is not None:
             st.caps_reserved += reserved
         headers = self.quota.headers()
-        if prof is not None:
+        if self.split:
+            headers = profiles.split_quota_headers(self.quota.figures())
+        elif prof is not None:
             headers = profiles.quota_rate_headers(prof, headers)
         if gateway is not None:
             headers.update(gateway.headers())
@@ -382,12 +397,17 @@ class _MockJudge:
             if delay > 0:
                 await asyncio.sleep(delay)
         status, response = self._finish(prep, payload, fate, cached, boundaries, st)
-        if reserved is not None:  # the answer has left: the cap it did not use is given back
-            used = response.get("usage", {}).get("completion_tokens", 0) if status == 200 else 0
+        # the answer has left: the cap it did not use is given back (its thought included in the use)
+        used = response.get("usage", {}).get("completion_tokens", 0) if status == 200 else 0
+        if reserved is not None:
             unused = max(0, reserved - used)
             self.quota.give_back(unused)
             charge -= unused
         st.quota_tokens += charge
+        if output:
+            unused = max(0, output - used)
+            self.quota.give_back_output(unused)
+            st.output_tokens_charged += output - unused
         if gateway is not None and status == 200:  # charged after the answer, from its usage
             usage = response.get("usage", {})
             gateway.charge(usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0))
@@ -401,6 +421,11 @@ class _MockJudge:
             await stream.write_eof()
             return stream
         return web.Response(status=status, body=orjson.dumps(response), headers=headers, content_type=_JSON)
+
+    def _reservation(self, payload: dict[str, Any]) -> int:
+        """The output a reserving quota holds for a call: its cap; without one, the window (as
+        Azure documents), else a default."""
+        return output_cap(payload) or self.cfg.context_window or UNCAPPED_RESERVATION
 
     def _finish(self, prep: Prepared, payload: dict[str, Any], fate: float, cached: int,
                 boundaries: list[tuple[int, bytes]], st: _Stats | None) -> tuple[int, dict[str, Any]]:
@@ -506,7 +531,8 @@ class _MockJudge:
         out.update(msgspec.structs.asdict(self.batches.stats))
         # Seconds each bucket spent full since its first charge (quota the clients left unused),
         # and its level now (below 0: in debt), which a client's own bucket can be checked against
-        for kind, bucket in (("requests", self.quota.requests), ("tokens", self.quota.tokens)):
+        for kind, bucket in (("requests", self.quota.requests), ("tokens", self.quota.tokens),
+                             ("output_tokens", self.quota.output)):
             if bucket is not None:
                 out[f"{kind}_full_s"] = round(bucket.full_s, 3)
                 out[f"{kind}_level"] = round(bucket.level_at(self.quota.clock()), 3)
@@ -515,6 +541,8 @@ class _MockJudge:
             out["gateway_windows"] = self.gateway.windows
         if self.quota.tokens is not None:  # only a token reservation is given back
             out["tokens_given_back_dropped"] = round(self.quota.tokens.dropped, 3)
+        if self.quota.output is not None:  # and an output one (--otpm)
+            out["output_tokens_given_back_dropped"] = round(self.quota.output.dropped, 3)
         if request.query.get("hashes") not in (None, "", "0", "false"):
             out["hashes"] = dict(self.answered)
         return web.Response(body=orjson.dumps(out), content_type=_JSON)
@@ -819,6 +847,9 @@ _FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
                         "them, at admission), reserved (as OpenAI's and Azure's limiters do: a character guess at "
                         "the prompt plus the whole max_tokens, the unused part given back with the answer) or input "
                         "(the prompt alone, at admission, as Gemini's input-token quota does)"),
+    "otpm": (float, "output tokens per minute, Anthropic's OTPM (0 = unlimited): each call's max_tokens reserved at "
+                    "admission, the unused part given back with the answer; with --profile anthropic, its split "
+                    "input/output quota headers and 429s"),
     "gateway": (str, "an AI gateway's token quota in front of the model: apisix (ai-rate-limiting: 503 refusals, "
                      "X-AI-RateLimit-*-<instance> headers) or kong (ai-rate-limiting-advanced: 429 refusals with "
                      "X-AI-RateLimit-Retry-After); a window of tpm x gateway-window / 60 tokens (apisix: fixed; kong: "

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import random
 import re
 import socket
-from typing import Annotated, Any, AsyncIterator, Literal
+from typing import Annotated, Any, Literal
 
 import aiohttp
 import msgspec
@@ -23,9 +22,9 @@ from drscore.judge.mock.server import (
     MockServerProcess,
     count_tokens,
     format_duration,
-    start,
 )
 from support.data import DATA
+from support.mock_http import FakeClock, served
 
 
 class Verdict(msgspec.Struct, forbid_unknown_fields=True):
@@ -44,27 +43,6 @@ def chat(content: str, *, schema: dict | None = SCHEMA, system: str | None = Non
         body["response_format"] = {"type": "json_schema",
                                    "json_schema": {"name": "Verdict", "schema": schema, "strict": True}}
     return body
-
-
-class FakeClock:
-    """Drives the quota buckets so refill arithmetic is exact and timing-independent."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@contextlib.asynccontextmanager
-async def served(cfg: MockConfig, clock: Any = None) -> AsyncIterator[tuple[aiohttp.ClientSession, str]]:
-    kwargs = {"clock": clock} if clock is not None else {}
-    runner, port = await start(cfg, "127.0.0.1", 0, **kwargs)
-    try:
-        async with aiohttp.ClientSession() as session:
-            yield session, f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
 
 
 async def post(session: aiohttp.ClientSession, url: str, body: Any) -> tuple[int, dict, Any]:
