@@ -1,6 +1,7 @@
 """Reading what an OpenAI-compatible server says about its quota."""
 from __future__ import annotations
 
+import datetime
 import email.utils
 import math
 import re
@@ -108,6 +109,20 @@ def _bare_reset(value: str | None) -> float | None:
     return x
 
 
+def _until(value: str | None) -> float | None:
+    """Seconds from now to an RFC 3339 time (``2025-08-21T12:40:59Z``; 0 when past), None when
+    it is none."""
+    if not value:
+        return None
+    try:
+        when = datetime.datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
 def _float(value: str | None) -> float | None:
     try:
         return float(value) if value is not None else None
@@ -151,7 +166,14 @@ def parse_rate_limit_headers(headers: Mapping[str, str], gateway_window_s: float
         remaining_requests = _count(h.get("anthropic-ratelimit-requests-remaining"))
     remaining_tokens = _count(h.get("x-ratelimit-remaining-tokens"))
     if remaining_tokens is None:
-        remaining_tokens = _count(h.get("anthropic-ratelimit-tokens-remaining"))
+        remaining_tokens = _thousands(_count(h.get("anthropic-ratelimit-tokens-remaining")))
+    # Anthropic limits input and output tokens apart, and its tokens-* figures are their sum
+    # (recorded answers: 80,000 + 16,000 = 96,000): paced as one quota, the prompts alone
+    # would overrun the input limit by the output's share of the sum. So its input quota is
+    # the token quota, and its output quota comes apart.
+    split = None if _count(h.get("x-ratelimit-limit-tokens")) else _split_quota(h)
+    if split is not None:
+        limit_tokens, remaining_tokens = split[0], split[1]
     # A hint drscore cannot believe (inf, nan, negative, centuries) is dropped and named in
     # ``unusable_hint``: the pool then waits its --max-rate-limit-wait bound instead.
     unusable: list[str] = []
@@ -164,6 +186,15 @@ def parse_rate_limit_headers(headers: Mapping[str, str], gateway_window_s: float
             break
     reset_requests, bad_requests = _hint(h, "x-ratelimit-reset-requests", parse_duration)
     reset_tokens, bad_tokens = _hint(h, "x-ratelimit-reset-tokens", parse_duration)
+    grain = 0.0
+    if reset_requests is None and bad_requests is None:
+        # Anthropic's: when the bucket is whole again, an RFC 3339 time to the second
+        reset_requests, bad_requests = _hint(h, "anthropic-ratelimit-requests-reset", _until)
+        grain = 1.0 if reset_requests is not None else 0.0
+    if reset_tokens is None and bad_tokens is None:
+        name = "anthropic-ratelimit-input-tokens-reset" if split is not None else "anthropic-ratelimit-tokens-reset"
+        reset_tokens, bad_tokens = _hint(h, name, _until)
+        grain = 1.0 if reset_tokens is not None else grain
     unusable += [b for b in (bad_requests, bad_tokens) if b]
     if retry_s is None and reset_requests is None and reset_tokens is None:
         # no Retry-After and no OpenAI-style resets: a bare X-RateLimit-Reset says when
@@ -193,9 +224,36 @@ def parse_rate_limit_headers(headers: Mapping[str, str], gateway_window_s: float
         remaining_tokens=remaining_tokens,
         reset_requests_s=reset_requests,
         reset_tokens_s=reset_tokens,
+        reset_grain_s=grain,
         unusable_hint="; ".join(unusable) or None,
         gateway=gateway,
+        tokens_are_input=split is not None and not (gateway is not None and "tokens" in gateway.paces),
+        limit_output_tokens=split[2] if split is not None else None,
+        remaining_output_tokens=split[3] if split is not None else None,
     )
+
+
+def _split_quota(h: Mapping[str, str]) -> tuple[float, float | None, float | None, float | None] | None:
+    """``(input limit, input remaining, output limit, output remaining)`` where Anthropic
+    stated its input-token quota (``anthropic-ratelimit-input-tokens-*``); None otherwise."""
+    limit = _count(h.get("anthropic-ratelimit-input-tokens-limit"))
+    if not limit:
+        return None
+    return (limit, _thousands(_count(h.get("anthropic-ratelimit-input-tokens-remaining"))),
+            _count(h.get("anthropic-ratelimit-output-tokens-limit")) or None,
+            _thousands(_count(h.get("anthropic-ratelimit-output-tokens-remaining"))))
+
+
+# Anthropic's token counts left come in whole thousands (every recorded one does; its documents
+# say rounded to the nearest thousand): one may stand for up to 500 fewer.
+ROUNDED_BY = 500.0
+
+
+def _thousands(remaining: float | None) -> float | None:
+    """What a remaining count of Anthropic's guarantees: a whole-thousands one, 500 less."""
+    if remaining is None or remaining < 1000 or remaining % 1000:
+        return remaining
+    return remaining - ROUNDED_BY
 
 
 class QuotaHeaders:

@@ -83,3 +83,58 @@ def test_a_bare_x_ratelimit_reset_says_when_in_seconds_or_epoch_time():
     # a time already past is now, not an unusable hint; a Retry-After wins over it
     assert parse_rate_limit_headers({"x-ratelimit-reset": "1741305600000"}).retry_after_s == 0.0
     assert parse_rate_limit_headers({"x-ratelimit-reset": "3045", "retry-after": "7"}).retry_after_s == 7.0
+
+
+# Anthropic's quota headers as a real answer carried them (a tier-2 account's, recorded in a
+# public test fixture): its input and output token limits apart, and a tokens pair their sum.
+ANTHROPIC_ANSWER = {
+    "anthropic-ratelimit-input-tokens-limit": "80000", "anthropic-ratelimit-input-tokens-remaining": "80000",
+    "anthropic-ratelimit-input-tokens-reset": "2025-08-21T12:40:59Z",
+    "anthropic-ratelimit-output-tokens-limit": "16000", "anthropic-ratelimit-output-tokens-remaining": "16000",
+    "anthropic-ratelimit-output-tokens-reset": "2025-08-21T12:41:00Z",
+    "anthropic-ratelimit-requests-limit": "1000", "anthropic-ratelimit-requests-remaining": "999",
+    "anthropic-ratelimit-requests-reset": "2025-08-21T12:40:59Z",
+    "anthropic-ratelimit-tokens-limit": "96000", "anthropic-ratelimit-tokens-remaining": "96000",
+    "anthropic-ratelimit-tokens-reset": "2025-08-21T12:40:59Z",
+}
+
+
+def test_anthropics_input_quota_is_the_token_quota_and_its_output_quota_comes_apart():
+    # The sum (96,000) paced as one quota lets the prompts alone reach 96,000 a minute, 20% over
+    # the 80,000 the input limit allows.
+    info = parse_rate_limit_headers(ANTHROPIC_ANSWER)
+    # its token counts left are rounded to the thousand: each may stand for 500 fewer
+    assert (info.limit_tokens, info.remaining_tokens, info.tokens_are_input) == (80_000, 79_500, True)
+    assert (info.limit_output_tokens, info.remaining_output_tokens) == (16_000, 15_500)
+    assert (info.limit_requests, info.remaining_requests) == (1_000, 999)  # requests are exact
+    # its resets are RFC 3339 times to the second: long past here, so the buckets are whole now
+    assert (info.reset_tokens_s, info.reset_requests_s) == (0.0, 0.0)
+
+
+def test_anthropics_resets_are_seconds_from_now_and_an_unreadable_one_is_named():
+    import datetime as dt
+
+    soon = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    info = parse_rate_limit_headers({**ANTHROPIC_ANSWER, "anthropic-ratelimit-input-tokens-reset": soon,
+                                     "anthropic-ratelimit-requests-reset": "tomorrow"})
+    assert info.reset_tokens_s is not None and 28.0 <= info.reset_tokens_s <= 30.0  # to the second
+    assert info.reset_requests_s is None
+    info = parse_rate_limit_headers({**ANTHROPIC_ANSWER, "anthropic-ratelimit-input-tokens-reset": "soon",
+                                     "anthropic-ratelimit-requests-reset": "tomorrow"})
+    assert (info.reset_tokens_s, info.reset_requests_s) == (None, None)
+    assert info.unusable_hint == ("anthropic-ratelimit-requests-reset: tomorrow; "
+                                  "anthropic-ratelimit-input-tokens-reset: soon")
+    # an exact count (not whole thousands) is taken as it is
+    info = parse_rate_limit_headers({**ANTHROPIC_ANSWER, "anthropic-ratelimit-input-tokens-remaining": "41234"})
+    assert info.remaining_tokens == 41_234
+
+
+def test_the_tokens_pair_alone_is_still_one_quota_and_openai_headers_win():
+    only_sum = {k: v for k, v in ANTHROPIC_ANSWER.items() if "put-tokens" not in k}
+    info = parse_rate_limit_headers(only_sum)
+    assert (info.limit_tokens, info.remaining_tokens, info.tokens_are_input, info.limit_output_tokens) \
+        == (96_000, 95_500, False, None)
+    # a gateway passing Anthropic's headers through beside its own OpenAI-style ones: those pace
+    both = {**ANTHROPIC_ANSWER, "x-ratelimit-limit-tokens": "50000", "x-ratelimit-remaining-tokens": "40000"}
+    info = parse_rate_limit_headers(both)
+    assert (info.limit_tokens, info.remaining_tokens, info.tokens_are_input) == (50_000, 40_000, False)

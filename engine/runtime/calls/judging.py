@@ -114,6 +114,7 @@ class RateLimitInfo(msgspec.Struct, kw_only=True):
     remaining_tokens: float | None = None
     reset_requests_s: float | None = None
     reset_tokens_s: float | None = None
+    reset_grain_s: float = 0.0  # the resets were stated to this many seconds (Anthropic's times: 1.0)
     unusable_hint: str | None = None  # e.g. "Retry-After: inf" (shortened)
     # The limits above came from a 429's body, which named them (judge.quota_refusal):
     # "250,000 input tokens per minute"
@@ -126,6 +127,12 @@ class RateLimitInfo(msgspec.Struct, kw_only=True):
     binding_named: str | None = None
     # An AI gateway's quota headers came with it (judge.gateway_quota)
     gateway: GatewayQuota | None = None
+    # The token quota above is of input tokens alone, and the server states its output tokens
+    # apart (Anthropic's ITPM and OTPM; its tokens-* headers are their sum): the calls are
+    # charged their prompts against it, and their output caps against the output quota
+    tokens_are_input: bool = False
+    limit_output_tokens: float | None = None  # per minute: the cap is reserved from it at admission
+    remaining_output_tokens: float | None = None
 
 
 # What went wrong with a call, as a backend classifies it (``JudgeError.kind``). The

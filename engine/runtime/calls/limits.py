@@ -926,6 +926,7 @@ class RateLimiter:
         # The server reserves each call's output cap and gives back the unused part with the
         # answer (engine.runtime.calls.quota_charge): the pool sets it.
         self.reserves_output = False
+        self._grain_s = 0.0  # how coarse the resets of the answer being followed are (_server_level)
         # Told each reserving server's count followed: (the call's grant order, the count less
         # the replay's prediction of it, or None), for its prompt guess (quota_charge.ReservedCharge):
         # the pool sets it.
@@ -1461,7 +1462,7 @@ class RateLimiter:
             bucket.clamp(remaining, now)  # the store paces: never believe more than remains
             return None
         rate = bucket.rate
-        server = _server_level(bucket, remaining, reset_s)
+        server = _server_level(bucket, remaining, reset_s, self._grain_s)
         diff = server - after[1] - (bucket.shifted - after[2])
         if reset_s is None and remaining <= 0 and diff > 0:
             # Floored at 0: a bucket in debt says how deep only through its reset, which this
@@ -1490,7 +1491,7 @@ class RateLimiter:
                 or self._server_of is not bucket):
             return False, None
         rate = bucket.rate
-        level = _server_level(bucket, remaining, reset_s)
+        level = _server_level(bucket, remaining, reset_s, self._grain_s)
         admitted = permit.granted_at + ARRIVAL_S
         if reset_s is None and remaining <= 0:
             # Floored at 0 and no reset to say how deep (Azure sends remaining counts alone): the
@@ -1514,6 +1515,7 @@ class RateLimiter:
         ``permit`` (the call the answer belongs to) the buckets follow the server's
         remaining counts and take its bucket size (see the class)."""
         replace = False
+        self._grain_s = info.reset_grain_s if info is not None else 0.0
         if info is not None and (info.limit_requests or info.limit_tokens):
             # a pace learned from this run's 429s gives way too: it was a guess at this quota
             learned = self._learns and bool(self.learner.cuts or self.token_learner.cuts)
@@ -1596,7 +1598,7 @@ class RateLimiter:
         half a second past a full bucket (bench.pacing, quality alone, announced)."""
         bucket = self.tokens
         assert bucket is not None
-        level = _server_level(bucket, remaining, reset_s)
+        level = _server_level(bucket, remaining, reset_s, self._grain_s)
         refilled = max(0.0, now - (permit.granted_at + ARRIVAL_S)) * bucket.rate
         bucket.move_to(min(bucket.capacity, level + refilled), now)
         self._took_count(permit)
@@ -1786,16 +1788,22 @@ class RateLimiter:
         }
 
 
-def _server_level(bucket: TokenBucket, remaining: float, reset_s: float | None) -> float:
+def _server_level(bucket: TokenBucket, remaining: float, reset_s: float | None, grain_s: float = 0.0) -> float:
     """The server's level by its count: ``remaining``, or where a reset came with it, the
     bucket's size less the reset's worth of refill (exact to the millisecond where the count is
     floored at 0, and how deep a debt is). ``remaining + reset x rate`` is the size of the
-    server's bucket: ``bucket`` takes it (up to MAX_WINDOW_S of quota)."""
+    server's bucket: ``bucket`` takes it (up to MAX_WINDOW_S of quota). A reset stated to a
+    ``grain_s`` (Anthropic's times, to the second) may be that much off either way: the size
+    is read from its low end, a positive count is the level itself, and a debt's depth is read
+    from the reset's high end, so neither overstates what the server holds."""
     if reset_s is None:
         return remaining
     if remaining > 0:  # a bucket in debt reports 0 left and a reset beyond its size
-        bucket.capacity = min(max(bucket.capacity, remaining + reset_s * bucket.rate), bucket.rate * MAX_WINDOW_S)
-    return bucket.capacity - reset_s * bucket.rate
+        size = remaining + max(0.0, reset_s - grain_s) * bucket.rate
+        bucket.capacity = min(max(bucket.capacity, size), bucket.rate * MAX_WINDOW_S)
+        if grain_s:
+            return remaining
+    return bucket.capacity - (reset_s + grain_s) * bucket.rate
 
 
 def _believable(seconds: float | None) -> float | None:
