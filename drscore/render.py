@@ -389,6 +389,15 @@ def _judge_notes(t: dict[str, Any]) -> list[str]:
                 "its headers gave no window of a minute or less to pace by, so the pace was learned from its refusals")
         refusals = f"; {gateway['refusals']} refusal(s), each waited out" if gateway["refusals"] else ""
         lines.append(f"  note: an AI gateway keeps the quota ({gateway['headers']} headers): {pace}{refusals}")
+    split = t.get("split_token_quota")
+    if split:
+        paced = [f"prompts at {split['input_tokens_per_minute']:,} input tokens/min"] \
+            if split.get("input_tokens_per_minute") else []
+        if split.get("output_tokens_per_minute"):
+            waited = (f", {split['waited_for_output']} call(s) waited {split['output_wait_s']:g} s for it"
+                      if split["waited_for_output"] else "")
+            paced.append(f"output caps held against {split['output_tokens_per_minute']:,} output tokens/min{waited}")
+        lines.append(f"  note: the endpoint limits input and output tokens apart: {'; '.join(paced)}")
     named = t.get("quota_named_by_429")
     if named:
         following = ", and the next run against this endpoint starts from it (kept in the cache)" if named["kept"] else ""

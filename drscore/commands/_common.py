@@ -70,9 +70,10 @@ judge_options: Callable[[F], F] = options(
     option("--tpm-charge", section=_L, type=click.Choice(["auto", "counted", "reserved", "input"]), default="auto",
            help="what the endpoint's token quota charges a call: counted (prompt and answer as usage reports "
                 "them), reserved (a character guess at the prompt plus the whole output cap, as OpenAI's and "
-                "Azure's limiters do) or input (the prompt alone, as Gemini's input-token quota does); auto: "
-                "reserved for api.openai.com, Azure OpenAI, api.anthropic.com and api.cerebras.ai, input for "
-                "generativelanguage.googleapis.com, counted elsewhere (default auto)"),
+                "Azure's limiters do) or input (the prompt alone, as Gemini's and Anthropic's input-token quotas "
+                "do); auto: reserved for api.openai.com, Azure OpenAI and api.cerebras.ai, input for "
+                "generativelanguage.googleapis.com and api.anthropic.com, counted elsewhere; a server stating "
+                "input and output token quotas apart is charged as input from its first answer (default auto)"),
     option("--tokenizer", section=_L, metavar="SPEC", default=None,
            help="the judge model's tokenizer, to count each prompt here for the token quota: "
                 "tiktoken:ENCODING (o200k_base for GPT-4o and later, cl100k_base for GPT-4) or hf:PATH (an "

@@ -84,8 +84,10 @@ from drscore.engine.runtime.calls.prefix import CacheEstimator, WarmupGate, grou
 from drscore.engine.runtime.calls.pricing import PriceTable
 from drscore.engine.runtime.calls.redact import redact
 from drscore.engine.runtime.calls.samples import key_component
+from drscore.engine.runtime.calls import output_quota
 from drscore.engine.runtime.calls.slots import ServerFacts, ServerSlots
 from drscore.engine.runtime.calls.output_cap import FittedCaps
+from drscore.engine.runtime.calls.output_quota import OutputQuota
 from drscore.engine.runtime.calls.thinking import ThinkingPolicy, is_cut_off, split_thinking
 from drscore.engine.runtime.calls.follow_ups import MAX_RECORDED, AnswerList, ListLength, list_lengths, resized
 from drscore.engine.runtime.calls.planned_input import COUNT_SLACK, PlannedInput, counted_basis, with_errors
@@ -199,6 +201,12 @@ class PoolStats(msgspec.Struct):
     # an AI gateway's quota headers came back (judge.gateway_quota): its family, and its refusals
     gateway: str = ""
     gateway_refusals: int = 0
+    # the server states its input and output token quotas apart (Anthropic's): prompts alone were
+    # charged to its token quota, and the calls' caps held against its output quota
+    input_quota: bool = False
+    output_quota_per_minute: float = 0.0
+    output_quota_waits: int = 0  # calls that waited for output quota for their cap
+    output_quota_wait_s: float = 0.0
     timeouts_not_resent: int = 0  # timed out at a server that may still be working on them: not sent again
     # dry-run plan (calls that would be made)
     planned_calls: int = 0
@@ -331,6 +339,7 @@ class JudgePool:
         # set the cap (--max-output-tokens), nor for a thinking model (see _sent_cap)
         self.output_caps = FittedCaps() if self.reserved is not None and fit_output_cap \
             and self.thinking.max_output is None else None
+        self._fits_caps = fit_output_cap and self.thinking.max_output is None  # an output quota may start it
         # Where a proxy tokenizer counts the prompts the server does not, the estimates a token
         # quota is paced on learn on its counts, and the next run's first calls start from what
         # this one learned (kept in the cache beside the character fit; the dry run still plans
@@ -344,6 +353,10 @@ class JudgePool:
         limiter.followed = self.reserved.followed if self.reserved is not None else None
         # A quota of input tokens (Gemini's) charges the prompt alone: the answer is not guessed
         self.charges_input = tpm_charge == "input"
+        # Where the server states an output-token quota apart (Anthropic's), the caps of the calls
+        # in flight are held against it (output_quota); from its first statement on
+        self.output_quota: OutputQuota | None = None
+        self._output_started_by: Permit | None = None  # the call whose answer started it
         # The server's own prompt counts, where it gives them (vLLM's /tokenize), or the model's
         # tokenizer's here where the user named it (--tokenizer): see prompt_counts
         self.prompt_counts = PromptCounts(prompt_counter if prompt_counter is not None
@@ -859,13 +872,53 @@ class JudgePool:
         if self._local_server():
             return None
 
+        sent_at = time.monotonic()
+
         def admitted(info: RateLimitInfo | None) -> None:
             if permit is not None:
+                self._observe_split(info, permit, sent_at)
                 self.limiter.observe(info, permit)
             if self.limiter.requests is not None or self.limiter.tokens is not None:
                 gate.overlap(PREFLIGHT_OVERLAP_S)
                 gate.shorten(self.limiter.until_full())  # the buckets as the headers left them
         return admitted
+
+    def _observe_split(self, info: RateLimitInfo | None, permit: Permit, sent_at: float) -> None:
+        """Adopt what a server that states its input and output token quotas apart (Anthropic)
+        said with the answer to ``permit`` (sent at ``sent_at``): its token quota charges the
+        prompt alone, and its output quota holds the caps of the calls in flight. The call
+        whose statement starts the output quota holds its cap from then (it was sent before)."""
+        if info is None:
+            return
+        if info.tokens_are_input and self.reserved is None:
+            # the prompt alone from now on: charged the answer too, the input quota idles by its share
+            self.charges_input = self.stats.input_quota = True
+        per_minute = info.limit_output_tokens
+        if not per_minute:
+            return
+        if self.output_quota is None:
+            self.output_quota = output_quota.started(per_minute, info.remaining_output_tokens, sent_at)
+            self._output_started_by = permit
+            if self.output_caps is None and self._fits_caps:  # a cap held for nothing holds the others back
+                self.output_caps = FittedCaps()
+        else:
+            self.output_quota.restate(per_minute)
+        self.stats.output_quota_per_minute = per_minute
+
+    def _settle_output(self, held: int, used: int | None, refusal: RateLimitInfo | None = None) -> None:
+        """The call that held ``held`` of the output quota was answered using ``used`` output
+        tokens, or (None) was not admitted; a refusal's count of the output quota corrects it."""
+        quota = self.output_quota
+        if quota is None:
+            return
+        if held:
+            if used is None:
+                quota.release(held)
+            else:
+                quota.settle(held, used)
+        if refusal is not None and refusal.remaining_output_tokens is not None:
+            quota.refused(refusal.remaining_output_tokens)
+        self.stats.output_quota_waits, self.stats.output_quota_wait_s = quota.waits, quota.wait_s
 
     def _local_server(self) -> bool:
         """The judge is a local llama.cpp or llama-cpp-python server (known from its model
@@ -1098,6 +1151,7 @@ class JudgePool:
             permit = None
             slot = False
             held = False  # the budget reserved this attempt's worst case, until the send takes it over
+            out_held = 0  # the output cap this attempt holds against an output quota
             charged_cap = None
             call: int | None = None
             try:
@@ -1114,6 +1168,13 @@ class JudgePool:
                     self._refuse_over_window(current)  # the window the server stated
                 if self.stopped is not None:
                     raise self._stopped_error()
+                if limiter is not None and self.output_quota is not None:
+                    # its cap, held before the prompt's quota is granted, so the send follows the grant
+                    tw = time.monotonic()
+                    cap = self._sent_cap(tpl, current, ceiling, features if fit else None)[0]
+                    await self.output_quota.reserve(cap)
+                    out_held = cap  # held only once taken: a cancelled wait gives nothing back
+                    wait_spans.append((tw, time.monotonic()))
                 if limiter is not None:
                     tw = time.monotonic()
                     try:
@@ -1148,6 +1209,8 @@ class JudgePool:
                     current = msgspec.structs.replace(current, json_mode=False)
                 if room != current.max_tokens:
                     current = msgspec.structs.replace(current, max_tokens=room)
+                if out_held and self.output_quota is not None:
+                    out_held = self.output_quota.resize(out_held, current.max_tokens)
                 # The reservation is made now, after the quota wait: the spend it checks
                 # against is current, and the quota wait cannot outdate it.
                 worst = 0.0 if self.budget.cap is None else self.prices.cost(
@@ -1186,6 +1249,8 @@ class JudgePool:
             except BaseException:  # stopped, cancelled, or a fault before the send: nothing was sent
                 if held:
                     self.budget.release(worst)
+                if out_held and self.output_quota is not None:
+                    self.output_quota.release(out_held)
                 if call is not None:
                     self.ledger.unpaid(call, "not sent")
                 if slot and self.slots is not None:
@@ -1201,6 +1266,11 @@ class JudgePool:
             except JudgeError as e:
                 judge_spans.append((tj, time.monotonic()))
                 message = str(e)
+                # refused, the server took nothing; failed after admitting it, it held the cap
+                # and gives it all back (nothing was answered)
+                self._settle_output(out_held, None if isinstance(e, RateLimited) or e.kind == "over_quota" else 0,
+                                    e.limits if isinstance(e, RateLimited) else None)
+                out_held = 0
                 tries.append((e.kind, judge_spans[-1][1] - tj, message[:300]))
                 resend = self._free_slot(slot, current, e.kind, time.monotonic() - tj)
                 slot = False
@@ -1288,6 +1358,8 @@ class JudgePool:
                 self.stats.failures += 1
                 raise JudgeFailed(e.kind, message) from None
             except BaseException:
+                self._settle_output(out_held, 0)
+                out_held = 0
                 self.budget.forfeit(worst)  # cancelled mid-call: it may have been billed
                 self.ledger.unknown(call, "interrupted")
                 self._free_slot(slot, current, "timeout", time.monotonic() - tj)
@@ -1318,6 +1390,11 @@ class JudgePool:
             if info is not None and info.gateway is not None:
                 self.stats.gateway = info.gateway.headers
             if permit is not None:
+                self._observe_split(info, permit, tj)
+                if self._output_started_by is permit:  # its statement started the output quota
+                    out_held, self._output_started_by = current.max_tokens, None
+                self._settle_output(out_held, resp.output_tokens)
+                out_held = 0
                 self.limiter.observe(info, permit)
                 # a reserving server keeps its prompt guess and the output used (quota_charge)
                 await permit.done(None if resp.usage_estimated else resp.input_tokens if self.charges_input

@@ -6,7 +6,10 @@ OpenAI's limiters cannot know the answer's length when a request arrives, and th
 say what they charge instead: a guess at the prompt from its character count (the request is
 not tokenized) plus the whole output cap (``max_tokens``, or the model's context when none is
 set); Azure adds that the part of the cap left unused stops weighing on the quota once the
-request finishes. Anthropic (output tokens) and Cerebras reserve the cap the same way.
+request finishes. Cerebras reserves the cap the same way. Anthropic reserves it too, but from a
+quota of output tokens apart from its input-token one (its answers state both, and a ``tokens``
+pair that is their sum): its prompts are charged as Gemini's below, its caps held against the
+output quota (:mod:`drscore.engine.runtime.calls.output_quota`).
 Gemini's token quota counts input tokens only (its rate-limit guide: "tokens per minute
 (input)"; its quota is named the GenerateContent input token count), charged at admission: a
 request refused with a 400 for its length still used its count. A client that charges such a
@@ -35,11 +38,13 @@ RESERVING_HOSTS = (
     "openai.azure.com",  # Azure OpenAI resources: NAME.openai.azure.com
     "cognitiveservices.azure.com",  # Azure AI services resources serving the same deployments
     "services.ai.azure.com",  # Azure AI Foundry
-    "api.anthropic.com",
     "api.cerebras.ai",
 )
 # Hosts whose token quota counts the prompt alone: ``auto`` resolves to "input" for these.
-INPUT_HOSTS = ("generativelanguage.googleapis.com",)
+# Anthropic's input-token quota is one apart from its output-token one, which reserves the cap
+# (engine.runtime.calls.output_quota); a server met elsewhere that states them apart is
+# charged the same way from its first answer on.
+INPUT_HOSTS = ("generativelanguage.googleapis.com", "api.anthropic.com")
 
 
 def resolve(charge: str, url: str | None) -> str:

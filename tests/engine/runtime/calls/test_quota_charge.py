@@ -25,7 +25,7 @@ from drscore.engine.runtime.calls.tokens import estimate_messages
 @pytest.mark.parametrize(("url", "charge"), [
     ("https://api.openai.com/v1", "reserved"),
     ("https://my-team.openai.azure.com/openai/deployments/gpt-4o?api-version=2024-10-21", "reserved"),
-    ("https://api.anthropic.com/v1/", "reserved"),
+    ("https://api.anthropic.com/v1/", "input"),  # its input-token quota; the caps go to its output one
     ("https://api.cerebras.ai/v1", "reserved"),
     ("https://generativelanguage.googleapis.com/v1beta/openai/", "input"),  # Gemini: input tokens a minute
     ("http://127.0.0.1:8000/v1", "counted"),  # vLLM, llama.cpp, a gateway: they count
