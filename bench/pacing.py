@@ -22,7 +22,12 @@ then against the ``azure`` profile (remaining counts without limits, as Azure se
 ``--client-output-cap fixed`` one that sends every call its template's own cap rather than one
 fitted to the answers (``caps_reserved``: the caps the quota held at admission).
 ``--charge input`` charges the prompt alone, as Gemini's input-token quota does (told quotas
-then against the ``gemini`` profile).
+then against the ``gemini`` profile). ``--otpm N`` adds an output-token quota apart, as
+Anthropic has (each call's ``max_tokens`` reserved at admission, the unused part given back
+with the answer): the announced runs then meet the ``anthropic`` profile, whose headers state
+the input and output quotas apart beside a ``tokens`` pair that is their sum, token counts
+rounded to the thousand (``--charge input`` is then implied); the limit counts the output
+quota too (output tokens charged / OTPM).
 
 limit = max(answered / RPM, tokens charged / TPM) (the mock's own count); span = the
 mock's first request to its last answer. A client that used the whole quota from the
@@ -110,9 +115,9 @@ def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tas
          jitter: float, concurrency: int, methods: list[str], tmp: Path, burst: float = 1.0,
          remembered: bool = False, fitted: bool = False, tokenizer: str = "words", charge: str = "counted",
          client_charge: str = "auto", client_tokenizer: str | None = None, client_estimates: str = "proxy",
-         client_output_cap: str = "fitted") -> dict:
+         client_output_cap: str = "fitted", otpm: float = 0.0) -> dict:
     cfg = MockConfig(profile=profile, rpm=rpm, tpm=tpm, latency=latency, jitter=jitter, seed=11, burst=burst,
-                     tokenizer=tokenizer, tpm_charge=charge)
+                     tokenizer=tokenizer, tpm_charge=charge, otpm=otpm)
     cache = tmp.with_name(f"{tmp.name}-cache")
     if fitted:
         _learn_token_counting(reports=reports, tasks=tasks, methods=methods, tokenizer=tokenizer, tmp=tmp, cache=cache,
@@ -134,12 +139,19 @@ def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tas
         s = mock.stats()
     use = quota_use(s, rpm, tpm, charge=charge)
     limit, span = use.limit, use.span
+    by_output = s.get("output_tokens_charged", 0) / otpm * 60 if otpm else 0.0
+    binding = use.binding if use.limit >= by_output else "otpm"
+    limit = max(limit, by_output)
     return {"quota": "told, token counting learned earlier" if fitted else "told" if told
             else "remembered" if remembered else "headers", "profile": profile, "rpm": rpm, "tpm": tpm,
             "client_tpm_charge": judge.tpm_charge, "client_tokenizer": client_tokenizer,
             "client_estimates_on": summary["totals"].get("prompts_estimated", {}).get("on", "characters"),
-            "binding": use.binding,
+            "binding": binding, "otpm": otpm or None,
             "requests_sent": s["requests"], "requests_ok": s["ok"], "responses_429": s["rate_limited"],
+            # an output quota apart (--otpm): its refusals, what it kept, and the calls that waited for it
+            "responses_429_output": s.get("rate_limited_output") if otpm else None,
+            "output_tokens_charged": s.get("output_tokens_charged") if otpm else None,
+            "split_token_quota": summary["totals"].get("split_token_quota"),
             "prompts_counted_at_tokenize": s.get("tokenize_requests", 0),
             # what counted each prompt before its call, if anything did (the server, --tokenizer,
             # or the model's vocabulary Ollama gave), and the usage's mean difference from it
@@ -149,7 +161,8 @@ def _run(*, profile: str, rpm: float, tpm: float, told: bool, reports: Path, tas
             "used_of_available": round(limit / (span + burst), 3) if span > 0 else None, "wall_s": round(wall, 2),
             # where the span went beyond the limit: seconds the server's bucket sat full (quota
             # offered and not taken) and from the last request it received to its last answer
-            "server_bucket_full_s": s.get(f"{'tokens' if use.binding == 'tpm' else 'requests'}_full_s"),
+            "server_bucket_full_s": s.get(f"{'tokens' if binding == 'tpm' else 'requests'}_full_s")
+            if binding != "otpm" else None,
             # a reserving quota's give-backs that met a full bucket and were dropped by the server
             # (seconds of quota): its loss that no pacing of ours can prevent
             "given_back_dropped_s": round(s.get("tokens_given_back_dropped", 0.0) / (tpm / 60), 2) if tpm else None,
@@ -204,8 +217,14 @@ def main() -> None:
     ap.add_argument("--client-output-cap", default="fitted", choices=("fitted", "fixed"),
                     help="against a reserving quota, the client's output caps: fitted to each template's answers "
                          "(the default) or the templates' own (--fixed-output-cap)")
+    ap.add_argument("--otpm", type=float, default=0.0,
+                    help="an output-token quota a minute apart from the token one, as Anthropic's (its cap "
+                         "reserved at admission): announced runs then meet the anthropic profile, and --charge "
+                         "input is implied (default 0: none)")
     ap.add_argument("--drb", default=str(DRB), help="the folder of DeepResearch Bench's reports and tasks")
     args = ap.parse_args()
+    if args.otpm:
+        args.charge = "input"
     drb = Path(args.drb)
     reports, tasks = drb / "reports.claude-3-7-sonnet.jsonl", drb / "tasks.jsonl"
     require_data("pacing", reports, tasks)
@@ -232,16 +251,17 @@ def main() -> None:
             bound, quota = setting.split("-")
             told = quota in ("told", "fitted")
             rpm_limit, tpm_limit = (rpm, 0.0) if bound == "rpm" else (0.0, tpm)
-            runs.append(_run(profile=told_profile if told else "openai", rpm=rpm_limit, tpm=tpm_limit, told=told,
+            headers_profile = "anthropic" if args.otpm else "openai"
+            runs.append(_run(profile=told_profile if told else headers_profile, rpm=rpm_limit, tpm=tpm_limit, told=told,
                              reports=reports, tasks=tasks, latency=args.latency, jitter=args.jitter,
                              concurrency=args.concurrency, methods=methods, tmp=Path(d) / str(i), burst=args.burst,
                              remembered=quota == "remembered", fitted=quota == "fitted",
                              tokenizer=args.tokenizer, charge=args.charge, client_charge=args.client_charge,
                              client_tokenizer=args.client_tokenizer, client_estimates=args.client_estimates,
-                             client_output_cap=args.client_output_cap))
+                             client_output_cap=args.client_output_cap, otpm=args.otpm))
     out = {"benchmark": "pacing", "methods": methods, "reports": "DeepResearch Bench, 100 reports",
            "mock_latency_s": args.latency, "mock_jitter_s": args.jitter, "mock_burst_s": args.burst,
-           "mock_tokenizer": args.tokenizer, "mock_tpm_charge": args.charge, "client_concurrency": args.concurrency, "runs": runs, "machine": machine()}
+           "mock_tokenizer": args.tokenizer, "mock_tpm_charge": args.charge, "mock_otpm": args.otpm or None, "client_concurrency": args.concurrency, "runs": runs, "machine": machine()}
     print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
 
 
