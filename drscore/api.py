@@ -410,6 +410,8 @@ async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePoo
                 await team.close()
         raise
     pool.team = team  # closed with close_team(pool)
+    if team is not None:
+        pool.output_shared = team.output_quota
     try:
         await pool.load_token_counting()
     except BaseException:

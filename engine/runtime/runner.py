@@ -78,6 +78,8 @@ class Runner:
 
     def snapshot(self) -> dict[str, Any]:
         s = self.pool.stats
+        for w in self.work.values():  # an endpoint may show its token quota to be of input alone mid-run
+            w.quota_counts_output = not self.pool.charges_input
         snap = {"items_done": self.items_done, "items_failed": self.items_failed, "calls": s.calls,
                 "cache_hits": s.cache_hits, "shared": s.shared, "retries": s.retries,
                 "rate_limited": s.rate_limited, "cost_usd": self.pool.ledger.run_cost_usd(),  # the run's, as --max-cost

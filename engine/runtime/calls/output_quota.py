@@ -21,7 +21,24 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
+
+class SharedStore(Protocol):
+    """The part of :class:`~drscore.engine.runtime.calls.limits.SharedQuota` this uses: a team's
+    bucket in Redis (its tokens dimension holds the output quota; None: the store is gone)."""
+
+    def available(self) -> bool: ...
+
+    async def reserve(self, requests: float, tokens: float, shape: tuple[float, float, float, float]) -> float | None:
+        ...
+
+    async def adjust(self, tokens: float, shape: tuple[float, float, float, float]) -> bool | None: ...
+
+    async def rate_limited(self, delay_s: float, remaining_requests: float | None,
+                           remaining_tokens: float | None, shape: tuple[float, float, float, float]) -> bool | None:
+        ...
+
 
 class OutputQuota:
     """Output tokens a minute, reserved at each call's cap and settled to its usage.
@@ -30,8 +47,12 @@ class OutputQuota:
     then drives it into debt, as the server admits it (no call waits forever)."""
 
     def __init__(self, per_minute: float, level: float | None = None, now: float | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, shared: SharedStore | None = None) -> None:
         self.per_minute = per_minute
+        # A team (--redis) holds the caps of all its processes in one bucket there; this mirror
+        # then paces only while the store is gone.
+        self.shared = shared
+        self._pending: set[asyncio.Task[Any]] = set()
         self.level = per_minute if level is None else min(per_minute, level)
         self._clock = clock
         self._at = clock() if now is None else now
@@ -55,11 +76,43 @@ class OutputQuota:
         missing = min(cap, self.per_minute) - self.level_at(now)
         return 0.0 if missing <= 1e-9 else missing / self.rate
 
+    def _shape(self) -> tuple[float, float, float, float]:
+        return (0.0, 0.0, self.rate, self.per_minute)  # no request dimension: the limiter has it
+
+    def _tell(self, update: Coroutine[Any, Any, Any]) -> None:
+        """Send a change to the team's bucket without holding up the call that made it."""
+        task = asyncio.ensure_future(update)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _reserve_shared(self, cap: int) -> bool | None:
+        """Take ``cap`` from the team's bucket, waiting there as long as it says: whether it
+        had to wait, or None when the store cannot (gone, or refusing): this call is paced
+        here instead."""
+        assert self.shared is not None
+        waited = False
+        while self.shared.available():
+            wait = await self.shared.reserve(0.0, float(cap), self._shape())
+            if wait is None:
+                return None
+            if wait <= 0:
+                return waited
+            waited = True
+            await asyncio.sleep(min(wait, 1.0))  # others may give back sooner than the refill
+        return None
+
     async def reserve(self, cap: int) -> None:
         """Wait until the bucket holds ``cap`` and take it."""
         async with self._lock:
             waited = False
             t0 = self._clock()
+            shared = await self._reserve_shared(cap) if self.shared is not None else None
+            if shared is not None:
+                if shared:
+                    self.waits += 1
+                    self.wait_s += self._clock() - t0
+                self._take(cap, self._clock())
+                return
             while True:
                 now = self._clock()
                 wait = self.wait_for(cap, now)
@@ -85,10 +138,23 @@ class OutputQuota:
         """The call is sent with ``cap`` instead of the ``held`` it reserved (its room grew
         or shrank while it waited): the difference is taken or given back now. Returns ``cap``."""
         if cap > held:
-            self._take(cap - held, self._clock())
+            self.took(cap - held)
         elif cap < held:
             self._give(held - cap)
         return cap
+
+    def took(self, amount: int) -> None:
+        """``amount`` was taken without a wait (a call sent before the quota was known, or a
+        cap grown at the send)."""
+        self._take(amount, self._clock())
+        if self.shared is not None and amount > 0:
+            self._tell(self.shared.adjust(float(amount), self._shape()))
+
+    def holds_first(self, cap: int) -> None:
+        """The call whose answer started the quota holds ``cap``: out of the level the server
+        stated already, so only a team's bucket is told."""
+        if self.shared is not None and cap > 0:
+            self._tell(self.shared.adjust(float(cap), self._shape()))
 
     def settle(self, held: int, used: int) -> None:
         """The call that held ``held`` was answered using ``used`` output tokens (0 for an
@@ -107,6 +173,8 @@ class OutputQuota:
         self._refill(now)
         self.level = min(self.per_minute, self.level + amount)
         self._changed.set()
+        if self.shared is not None:
+            self._tell(self.shared.adjust(-float(amount), self._shape()))
 
     def restate(self, per_minute: float) -> None:
         """The server states another limit: the level keeps its share of the bucket."""
@@ -122,14 +190,18 @@ class OutputQuota:
         now = self._clock()
         self._refill(now)
         self.level = min(self.level, remaining)
+        if self.shared is not None:  # the team's bucket too (no pause: the limiter's store pauses)
+            self._tell(self.shared.rate_limited(0.0, None, remaining, self._shape()))
 
 
-def started(per_minute: float, remaining: float | None, sent_at: float) -> OutputQuota:
+def started(per_minute: float, remaining: float | None, sent_at: float,
+            shared: SharedStore | None = None) -> OutputQuota:
     """The quota the first statement of it shows, its call having gone alone (the preflight):
     the server's level after it reserved that call's cap (``remaining``), refilled since the
-    call was sent. That call holds its cap from now on, and gives back what it did not use
-    with its answer (:meth:`OutputQuota.settle`)."""
+    call was sent. That call holds its cap from now on (a team's bucket is told so:
+    :meth:`OutputQuota.took`), and gives back what it did not use with its answer
+    (:meth:`OutputQuota.settle`)."""
     now = time.monotonic()
     if remaining is None:
-        return OutputQuota(per_minute, now=now)
-    return OutputQuota(per_minute, remaining + max(0.0, now - sent_at) * per_minute / 60.0, now)
+        return OutputQuota(per_minute, now=now, shared=shared)
+    return OutputQuota(per_minute, remaining + max(0.0, now - sent_at) * per_minute / 60.0, now, shared=shared)

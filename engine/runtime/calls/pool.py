@@ -87,7 +87,7 @@ from drscore.engine.runtime.calls.samples import key_component
 from drscore.engine.runtime.calls import output_quota
 from drscore.engine.runtime.calls.slots import ServerFacts, ServerSlots
 from drscore.engine.runtime.calls.output_cap import FittedCaps
-from drscore.engine.runtime.calls.output_quota import OutputQuota
+from drscore.engine.runtime.calls.output_quota import OutputQuota, SharedStore
 from drscore.engine.runtime.calls.thinking import ThinkingPolicy, is_cut_off, split_thinking
 from drscore.engine.runtime.calls.follow_ups import MAX_RECORDED, AnswerList, ListLength, list_lengths, resized
 from drscore.engine.runtime.calls.planned_input import COUNT_SLACK, PlannedInput, counted_basis, with_errors
@@ -357,6 +357,7 @@ class JudgePool:
         # in flight are held against it (output_quota); from its first statement on
         self.output_quota: OutputQuota | None = None
         self._output_started_by: Permit | None = None  # the call whose answer started it
+        self.output_shared: SharedStore | None = None  # a team's bucket for it (--redis)
         # The server's own prompt counts, where it gives them (vLLM's /tokenize), or the model's
         # tokenizer's here where the user named it (--tokenizer): see prompt_counts
         self.prompt_counts = PromptCounts(prompt_counter if prompt_counter is not None
@@ -897,7 +898,8 @@ class JudgePool:
         if not per_minute:
             return
         if self.output_quota is None:
-            self.output_quota = output_quota.started(per_minute, info.remaining_output_tokens, sent_at)
+            self.output_quota = output_quota.started(per_minute, info.remaining_output_tokens, sent_at,
+                                                     self.output_shared)
             self._output_started_by = permit
             if self.output_caps is None and self._fits_caps:  # a cap held for nothing holds the others back
                 self.output_caps = FittedCaps()
@@ -1391,8 +1393,10 @@ class JudgePool:
                 self.stats.gateway = info.gateway.headers
             if permit is not None:
                 self._observe_split(info, permit, tj)
-                if self._output_started_by is permit:  # its statement started the output quota
+                if self._output_started_by is permit and self.output_quota is not None:
+                    # its statement started the output quota: it holds its cap from then
                     out_held, self._output_started_by = current.max_tokens, None
+                    self.output_quota.holds_first(out_held)
                 self._settle_output(out_held, resp.output_tokens)
                 out_held = 0
                 self.limiter.observe(info, permit)

@@ -23,6 +23,9 @@ class Team:
     def __init__(self, link: TeamLink, *, lease_s: float = 15.0, answer_ttl_s: float = DEFAULT_ANSWER_TTL_S) -> None:
         self.link = link
         self.quota = RedisQuota(link)
+        # Anthropic's output-token quota, where the server states one: the caps every process
+        # holds, in one bucket (engine.runtime.calls.output_quota)
+        self.output_quota = RedisQuota(link, "q-out", "pause-out")
         self.tier = RedisTier(link, ttl_s=answer_ttl_s)
         self.lease_s = lease_s
         self.claims: RedisClaims | None = None
@@ -39,6 +42,8 @@ class Team:
         reason = self.link.degraded_reason
         out: dict[str, Any] = {"redis": self.link.url, "endpoint": self.link.endpoint,
                                "degraded": reason is not None, **self.quota.stats(),
+                               "output_reservations": self.output_quota.reservations,
+                               "output_reservation_waits": self.output_quota.waits,
                                "redis_cache_hits": self.tier.hits, "redis_cache_writes": self.tier.writes,
                                "answer_ttl_s": self.tier.ttl_s, "key_errors": self.link.key_errors,
                                "out_of_memory": self.link.out_of_memory is not None}

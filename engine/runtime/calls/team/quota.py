@@ -78,10 +78,12 @@ Shape = tuple[float, float, float, float]
 class RedisQuota:
     """The shared buckets of one endpoint (see the module docstring)."""
 
-    def __init__(self, link: TeamLink) -> None:
+    def __init__(self, link: TeamLink, name: str = "q", channel: str = "pause") -> None:
+        """``name`` and ``channel``: another bucket of the same endpoint (its output-token
+        quota, where the server states one apart) keeps its own hash and pause channel."""
         self.link = link
-        self.key = link.key("q", link.endpoint)
-        self.pause_channel = link.channel("pause")
+        self.key = link.key(name, link.endpoint)
+        self.pause_channel = link.channel(channel)
         self._script = link.client.register_script(_SCRIPT)
         self.reservations = 0  # quota taken through Redis
         self.waits = 0  # reservations answered "not yet"

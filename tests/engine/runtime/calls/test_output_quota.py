@@ -102,3 +102,44 @@ async def test_a_wait_cancelled_takes_nothing_and_the_next_caller_goes_first():
     q.settle(6_000, 1_000)  # 5,000 back: the next caller is not held behind the cancelled one
     await asyncio.wait_for(q.reserve(4_000), timeout=5.0)
     assert q.level == 1_000
+
+
+class Store:
+    """A team's bucket as the limiter's store protocol gives it: says how long to wait, records
+    what it is told; ``up`` False: gone."""
+
+    def __init__(self, waits: list[float]) -> None:
+        self.waits, self.told, self.up = waits, [], True
+
+    def available(self) -> bool:
+        return self.up
+
+    async def reserve(self, requests, tokens, shape):
+        self.told.append(("reserve", tokens, shape))
+        return self.waits.pop(0) if self.waits else 0.0
+
+    async def adjust(self, tokens, shape):
+        self.told.append(("adjust", tokens, shape))
+        return True
+
+    async def rate_limited(self, delay_s, remaining_requests, remaining_tokens, shape):
+        self.told.append(("limited", delay_s, remaining_tokens))
+        return True
+
+
+async def test_a_teams_bucket_holds_the_caps_and_hears_every_give_back():
+    clock = Clock()
+    store = Store(waits=[0.02])  # the team's bucket says: not yet, then yes
+    q = OutputQuota(6_000, clock=clock, shared=store)
+    await q.reserve(1_000)
+    q.holds_first(400)  # the first call's cap, already out of the level the server stated
+    q.settle(1_000, 100)
+    q.refused(2_000)
+    await asyncio.sleep(0)  # the store is told without holding up the call
+    shape = (0.0, 0.0, 100.0, 6_000)  # no request dimension; 100 tokens a second, a minute's bucket
+    assert store.told == [("reserve", 1_000, shape), ("reserve", 1_000, shape), ("adjust", 400, shape),
+                          ("adjust", -900, shape), ("limited", 0.0, 2_000)]
+    assert q.waits == 1
+    store.up = False  # the store gone: the mirror here paces alone
+    await q.reserve(500)
+    assert store.told[-1][0] == "limited" and q.level == pytest.approx(2_000 - 500)

@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Annotated
 
+import aiohttp
 import msgspec
 import pytest
 import redis.asyncio as aioredis
@@ -180,6 +181,44 @@ async def test_two_processes_share_one_rpm_and_the_server_never_says_429(redis_u
         assert len(results) == 40
         assert sum(p.stats.rate_limited for p in pools) == 0
         assert sum(t.quota.reservations for t in teams) == 40
+    finally:
+        for pool in pools:
+            await pool.backend.close()
+        for team in teams:
+            await team.close()
+        await runner.cleanup()
+
+
+async def test_two_processes_hold_their_caps_in_one_output_quota(redis_url, monkeypatch):
+    # Anthropic's output quota (a minute's bucket of 2,400 tokens) against calls sent a 400-token
+    # cap, eight at once from each of two processes: each process's own mirror of the bucket
+    # would let it hold six caps, twelve together, twice what the server holds. Holding them in
+    # one bucket in Redis, the two never ask it for more than it has.
+    tpl = prompts.parse("t", "---\nmax_tokens: 400\nexpected_output_tokens: 10\n---\n## user\nRate: ${text}")
+    monkeypatch.setattr(prompts, "load", lambda name: tpl)
+    runner, port = await start(MockConfig(profile="anthropic", tpm=10_000_000, tpm_charge="input", otpm=2_400,
+                                          burst=60.0, latency=0.3))
+    url = f"http://127.0.0.1:{port}/v1"
+    teams = [await _team(redis_url), await _team(redis_url)]
+    pools = []
+    try:
+        for team in teams:
+            limiter = RateLimiter(concurrency=8)
+            limiter.use_shared(team.quota)
+            pool = JudgePool(HttpBackend(url, "m1"), cache=None, limiter=limiter, prices=PriceTable(),
+                             fit_output_cap=False)
+            pool.output_shared = team.output_quota
+            pools.append(pool)
+        results = await asyncio.gather(*(pool.ask("t", Verdict, {"text": f"{i}-{j}"})
+                                         for j, pool in enumerate(pools) for i in range(12)))
+        assert len(results) == 24
+        async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/stats") as r:
+            stats = await r.json()
+        assert stats["rate_limited"] == 0 and sum(p.stats.rate_limited for p in pools) == 0
+        assert all(p.output_quota is not None and p.output_quota.shared is t.output_quota
+                   for p, t in zip(pools, teams))
+        assert sum(t.output_quota.reservations for t in teams) >= 20  # the calls after each preflight
+        assert sum(t.output_quota.waits for t in teams) >= 1  # the caps did not all fit at once
     finally:
         for pool in pools:
             await pool.backend.close()
