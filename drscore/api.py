@@ -38,6 +38,7 @@ from drscore.engine.runtime.calls.ledger import LEDGER_FILE, RunLedger, check_bu
 from drscore.engine.runtime.calls.pool import JudgePool
 from drscore.engine.runtime.calls.pricing import PriceTable, known_cost, unknown_price_message
 from drscore.judge.local_tokenizer import LocalTokenizer, ProxyTokenizer, load_counter
+from drscore.judge import wire
 from drscore.engine.runtime.calls.redact import endpoint_host, redact_url as redact_judge_url, register_url_secrets
 from drscore.engine.runtime.rundir import RunWriter, open_run_dir
 from drscore.engine.runtime.runner import Runner
@@ -410,6 +411,8 @@ async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePoo
                 await team.close()
         raise
     pool.team = team  # closed with close_team(pool)
+    if wire.ignores_response_format(jc.url):  # Anthropic's compatible endpoint, by its documents
+        pool.schema_in_prompt()
     if team is not None:
         pool.output_shared = team.output_quota
     try:

@@ -884,6 +884,14 @@ class JudgePool:
                 gate.shorten(self.limiter.until_full())  # the buckets as the headers left them
         return admitted
 
+    def schema_in_prompt(self) -> None:
+        """The endpoint is known to ignore ``response_format`` (its documents say so): the
+        schema goes in the prompt from the first call, as after a preflight that showed it
+        (cache keys keep the configured mode)."""
+        if self.json_mode:
+            self.json_mode = False
+            self.stats.structured_output_ignored = True
+
     def _observe_split(self, info: RateLimitInfo | None, permit: Permit, sent_at: float) -> None:
         """Adopt what a server that states its input and output token quotas apart (Anthropic)
         said with the answer to ``permit`` (sent at ``sent_at``): its token quota charges the
