@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
+
 class SharedStore(Protocol):
     """The part of :class:`~drscore.engine.runtime.calls.limits.SharedQuota` this uses: a team's
     bucket in Redis (its tokens dimension holds the output quota; None: the store is gone)."""
@@ -144,8 +145,7 @@ class OutputQuota:
         return cap
 
     def took(self, amount: int) -> None:
-        """``amount`` was taken without a wait (a call sent before the quota was known, or a
-        cap grown at the send)."""
+        """``amount`` was taken without a wait (a cap grown at the send)."""
         self._take(amount, self._clock())
         if self.shared is not None and amount > 0:
             self._tell(self.shared.adjust(float(amount), self._shape()))
@@ -199,7 +199,7 @@ def started(per_minute: float, remaining: float | None, sent_at: float,
     """The quota the first statement of it shows, its call having gone alone (the preflight):
     the server's level after it reserved that call's cap (``remaining``), refilled since the
     call was sent. That call holds its cap from now on (a team's bucket is told so:
-    :meth:`OutputQuota.took`), and gives back what it did not use with its answer
+    :meth:`OutputQuota.holds_first`), and gives back what it did not use with its answer
     (:meth:`OutputQuota.settle`)."""
     now = time.monotonic()
     if remaining is None:
