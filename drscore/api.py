@@ -64,10 +64,15 @@ class JudgeConfig(msgspec.Struct, kw_only=True):
     max_rate_limit_wait_s: float = 300.0  # a 429 resetting later than this stops the run (exit 3)
     rpm: float = 0  # 0 = no limit
     tpm: float = 0
+    # Output tokens a minute, a quota apart (Anthropic's OTPM): each call's cap is held against
+    # it until its answer gives back what it did not use (engine.runtime.calls.output_quota).
+    # 0: none told (an endpoint's headers may still state one).
+    otpm: float = 0
     concurrency: int = 16
     burst_s: float = 1.0
     # What the endpoint's token quota charges a call (engine.runtime.calls.quota_charge): auto
-    # (reserved for OpenAI's, Azure's, Anthropic's and Cerebras's hosts, else counted), counted, reserved.
+    # (reserved for OpenAI's, Azure's and Cerebras's hosts, input for Gemini's and Anthropic's,
+    # else counted), counted, reserved, input.
     tpm_charge: str = "auto"
     # The model's tokenizer, to count each prompt here (judge.local_tokenizer): tiktoken:ENCODING
     # or hf:PATH (a tokenizer.json).
@@ -399,7 +404,7 @@ async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePoo
             prompt_counter=LocalTokenizer(jc.tokenizer) if jc.tokenizer else None,
             # without it, a proxy's counts to learn the model's on, where the extra is installed
             proxy=None if jc.tokenizer or not jc.proxy_tokenizer else ProxyTokenizer.available(),
-            fit_output_cap=jc.fit_output_cap,
+            fit_output_cap=jc.fit_output_cap, otpm=jc.otpm,
         )
     except BaseException:
         try:
@@ -414,7 +419,7 @@ async def open_pool(jc: JudgeConfig, *, dry_run: bool = False) -> tuple[JudgePoo
     if wire.ignores_response_format(jc.url):  # Anthropic's compatible endpoint, by its documents
         pool.schema_in_prompt()
     if team is not None:
-        pool.output_shared = team.output_quota
+        pool.share_output_quota(team.output_quota)
     try:
         await pool.load_token_counting()
     except BaseException:

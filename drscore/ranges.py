@@ -59,6 +59,7 @@ JUDGE_RANGES = (
     Range("max_rate_limit_wait_s", "--max-rate-limit-wait", 0, 7 * 86_400),
     Range("rpm", "--rpm", 0),  # 0 = unlimited
     Range("tpm", "--tpm", 0),
+    Range("otpm", "--otpm", 0),
     Range("concurrency", "--concurrency", 1, 100_000, integer=True),
     Range("burst_s", "--burst", 0, 3_600, above=True),
     Range("max_cost", "--max-cost", 0, optional=True),

@@ -66,7 +66,13 @@ judge_options: Callable[[F], F] = options(
     option("--prompts", section=_J, metavar="DIR", help="directory of <name>.md templates that replace the "
            "built-in ones of that name (same placeholders; see `drscore prompts list`)"),
     option("--rpm", section=_L, type=float, default=0.0, help="requests per minute (0 = unlimited)"),
-    option("--tpm", section=_L, type=float, default=0.0, help="tokens per minute (0 = unlimited)"),
+    option("--tpm", section=_L, type=float, default=0.0,
+           help="tokens per minute; where the endpoint's token quota is of input tokens alone (Gemini's, "
+                "Anthropic's: --tpm-charge input), that quota (0 = unlimited)"),
+    option("--otpm", section=_L, type=float, default=0.0,
+           help="output tokens per minute, a quota apart from --tpm (Anthropic's): each call's output cap is "
+                "held against it until its answer gives back what it did not use; an endpoint that states "
+                "one in its headers needs none told (0 = none)"),
     option("--tpm-charge", section=_L, type=click.Choice(["auto", "counted", "reserved", "input"]), default="auto",
            help="what the endpoint's token quota charges a call: counted (prompt and answer as usage reports "
                 "them), reserved (a character guess at the prompt plus the whole output cap, as OpenAI's and "
@@ -125,7 +131,7 @@ def judge_config_from_args(args: Any) -> JudgeConfig:
     return JudgeConfig(
         url=a["judge_url"], model=a["judge_model"], transport=a["transport"], api_key_env=a["api_key_env"],
         api_key_header=a["api_key_header"],
-        json_mode=not a["no_json_schema"], timeout_s=a["timeout"], rpm=a["rpm"], tpm=a["tpm"],
+        json_mode=not a["no_json_schema"], timeout_s=a["timeout"], rpm=a["rpm"], tpm=a["tpm"], otpm=a.get("otpm") or 0.0,
         concurrency=a["concurrency"], burst_s=a["burst"], tpm_charge=a.get("tpm_charge") or "auto", tokenizer=a.get("tokenizer"),
         max_rate_limit_wait_s=a["max_rate_limit_wait"],
         cache_dir=a["cache"], no_cache=a["no_cache"],

@@ -255,6 +255,7 @@ class JudgePool:
         prompt_counter: Counting | None = None,
         proxy: PromptFeatures | None = None,
         fit_output_cap: bool = True,
+        otpm: float = 0.0,
     ) -> None:
         """``timeout_s`` bounds each attempt (None: only the backend's own timeout);
         ``max_rate_limit_wait_s`` is the longest 429 reset the pool waits for before it
@@ -269,7 +270,8 @@ class JudgePool:
         features a token quota's estimates learn on (tokens of another tokenizer, not
         characters: :class:`~drscore.engine.runtime.calls.tokens.PromptFeatures`);
         ``fit_output_cap``: against a reserving endpoint, send each template's calls a cap
-        fitted to its answers (:mod:`drscore.engine.runtime.calls.output_cap`)."""
+        fitted to its answers (:mod:`drscore.engine.runtime.calls.output_cap`). ``otpm``: an
+        output-token quota a minute told (:mod:`drscore.engine.runtime.calls.output_quota`)."""
         self.backend = backend
         # Where templates come from (``--prompts DIR`` overrides); looked up per call so
         # the hash of the template actually used goes into the cache key.
@@ -358,6 +360,11 @@ class JudgePool:
         self.output_quota: OutputQuota | None = None
         self._output_started_by: Permit | None = None  # the call whose answer started it
         self.output_shared: SharedStore | None = None  # a team's bucket for it (--redis)
+        if otpm > 0 and not self.batched:  # told: held from the first call (its answers may restate it)
+            self.output_quota = OutputQuota(otpm)
+            if self.output_caps is None and self._fits_caps:
+                self.output_caps = FittedCaps()
+            self.stats.output_quota_per_minute = otpm
         # The server's own prompt counts, where it gives them (vLLM's /tokenize), or the model's
         # tokenizer's here where the user named it (--tokenizer): see prompt_counts
         self.prompt_counts = PromptCounts(prompt_counter if prompt_counter is not None
@@ -883,6 +890,13 @@ class JudgePool:
                 gate.overlap(PREFLIGHT_OVERLAP_S)
                 gate.shorten(self.limiter.until_full())  # the buckets as the headers left them
         return admitted
+
+    def share_output_quota(self, store: SharedStore) -> None:
+        """Hold the caps against a team's bucket (``--redis``) of the output quota, told or
+        stated, with every process sharing it."""
+        self.output_shared = store
+        if self.output_quota is not None:
+            self.output_quota.shared = store
 
     def schema_in_prompt(self) -> None:
         """The endpoint is known to ignore ``response_format`` (its documents say so): the

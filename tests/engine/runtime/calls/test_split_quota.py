@@ -14,8 +14,8 @@ from support.data import ROOT
 EXAMPLES = ROOT / "examples"
 
 
-async def _run(url: str, out: Path, *, concurrency: int = 8) -> tuple[list, dict]:
-    judge = JudgeConfig(url=url, model="mock", concurrency=concurrency, no_cache=True)
+async def _run(url: str, out: Path, *, concurrency: int = 8, otpm: float = 0.0) -> tuple[list, dict]:
+    judge = JudgeConfig(url=url, model="mock", concurrency=concurrency, no_cache=True, otpm=otpm)
     cfg = RunConfig(methods=["quality"], reports=[str(EXAMPLES / "reports.claude-3-7-sonnet.jsonl")],
                     tasks=str(EXAMPLES / "tasks.jsonl"), out=str(out), judge=judge)
     async with Run(cfg) as run:
@@ -56,3 +56,17 @@ async def test_the_caps_in_flight_never_ask_more_output_than_the_output_quota_ho
     assert stats["output_tokens_charged"] == stats["completion_tokens"]
     # the waits are on the rows as waiting, not lost: some item waited for quota
     assert any(r.quota_wait_s > 0 for r in rows)
+
+
+async def test_an_output_quota_told_holds_the_caps_where_no_header_states_it(tmp_path):
+    # The plain mock (OpenAI-style headers, none of them about output) behind the same output
+    # quota, told as --otpm: the caps are held against it from the first call.
+    cfg = MockConfig(otpm=6_000, burst=60.0, latency=0.3)
+    with MockServerProcess(cfg) as mock:
+        rows, summary = await _run(mock.url, tmp_path / "out", otpm=6_000)
+        stats = mock.stats()
+    assert len(rows) == 10 and all(r.score is not None for r in rows)
+    assert stats["rate_limited"] == 0
+    split = summary["totals"]["split_token_quota"]
+    assert split["output_tokens_per_minute"] == 6_000 and split["waited_for_output"] >= 1
+    assert split["input_tokens_per_minute"] is None  # nothing said the token quota is of input alone

@@ -207,7 +207,7 @@ async def test_two_processes_hold_their_caps_in_one_output_quota(redis_url, monk
             limiter.use_shared(team.quota)
             pool = JudgePool(HttpBackend(url, "m1"), cache=None, limiter=limiter, prices=PriceTable(),
                              fit_output_cap=False)
-            pool.output_shared = team.output_quota
+            pool.share_output_quota(team.output_quota)
             pools.append(pool)
         results = await asyncio.gather(*(pool.ask("t", Verdict, {"text": f"{i}-{j}"})
                                          for j, pool in enumerate(pools) for i in range(12)))
