@@ -59,9 +59,11 @@ async def test_the_caps_in_flight_never_ask_more_output_than_the_output_quota_ho
 
 
 async def test_an_output_quota_told_holds_the_caps_where_no_header_states_it(tmp_path):
-    # The plain mock (OpenAI-style headers, none of them about output) behind the same output
-    # quota, told as --otpm: the caps are held against it from the first call.
-    cfg = MockConfig(otpm=6_000, burst=60.0, latency=0.3)
+    # The plain mock behind the same output quota: its OpenAI-style headers state a token quota
+    # too large to bind, so the calls go eight at once after the preflight, and say nothing of
+    # output (untold, two of them met 429s in each of two runs). Told as --otpm, the caps are
+    # held against it from the first call.
+    cfg = MockConfig(tpm=10_000_000, otpm=6_000, burst=60.0, latency=0.3)
     with MockServerProcess(cfg) as mock:
         rows, summary = await _run(mock.url, tmp_path / "out", otpm=6_000)
         stats = mock.stats()
