@@ -37,8 +37,8 @@ from drscore.engine.methods.language import task_language
 from drscore.engine.runtime.calls.ledger import LEDGER_FILE, RunLedger, check_budget
 from drscore.engine.runtime.calls.pool import JudgePool
 from drscore.engine.runtime.calls.pricing import PriceTable, known_cost, unknown_price_message
-from drscore.judge.local_tokenizer import LocalTokenizer, ProxyTokenizer, load_counter
 from drscore.judge import wire
+from drscore.judge.local_tokenizer import LocalTokenizer, ProxyTokenizer, load_counter
 from drscore.engine.runtime.calls.redact import endpoint_host, redact_url as redact_judge_url, register_url_secrets
 from drscore.engine.runtime.rundir import RunWriter, open_run_dir
 from drscore.engine.runtime.runner import Runner

@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import urlsplit
 
 import msgspec
 import orjson
 
 from drscore.engine.runtime.calls.judging import ChatRequest
+from drscore.engine.runtime.calls.quota_charge import on_host
 from drscore.engine.runtime.calls.samples import request_seed
 from drscore.engine.runtime.calls.thinking import CLAUDE_BUDGETS, family_of
 
@@ -72,8 +72,7 @@ IGNORES_RESPONSE_FORMAT = ("api.anthropic.com",)
 
 def ignores_response_format(url: str | None) -> bool:
     """Whether the endpoint at ``url`` is one of :data:`IGNORES_RESPONSE_FORMAT` (or under one)."""
-    host = (urlsplit(url).hostname or "").lower() if url else ""
-    return any(host == h or host.endswith("." + h) for h in IGNORES_RESPONSE_FORMAT)
+    return on_host(url, IGNORES_RESPONSE_FORMAT)
 
 
 class WireProfile(msgspec.Struct, kw_only=True):

@@ -301,12 +301,14 @@ class Runner:
                 "reserved_less": sum(int(c["reserved_less"]) for c in caps.values())}
         if s.named_quota:  # no headers said the quota, a 429's body did: paced at it from then on
             totals["quota_named_by_429"] = {"quota": s.named_quota, "kept": self.pool.keeps_quota}
-        if s.input_quota or s.output_quota_per_minute:  # input and output token quotas apart (Anthropic's)
+        output = self.pool.output_quota
+        if s.input_quota or output is not None:  # input and output token quotas apart (Anthropic's)
             limiter = self.pool.limiter
             totals["split_token_quota"] = {
                 "input_tokens_per_minute": round(limiter.tpm) if s.input_quota and limiter.tpm else None,
-                "output_tokens_per_minute": round(s.output_quota_per_minute) or None,
-                "waited_for_output": s.output_quota_waits, "output_wait_s": round(s.output_quota_wait_s, 3)}
+                "output_tokens_per_minute": round(output.per_minute) if output is not None else None,
+                "waited_for_output": output.waits if output is not None else 0,
+                "output_wait_s": round(output.wait_s, 3) if output is not None else 0.0}
         if s.gateway:  # an AI gateway keeps the quota (judge.gateway_quota): what its headers gave the pace
             limiter = self.pool.limiter
             totals["gateway_quota"] = {

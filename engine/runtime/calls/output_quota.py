@@ -22,25 +22,9 @@ import asyncio
 import math
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any, Protocol
+from typing import Any
 
-from drscore.engine.runtime.calls.limits import MARGIN_S
-
-
-class SharedStore(Protocol):
-    """The part of :class:`~drscore.engine.runtime.calls.limits.SharedQuota` this uses: a team's
-    bucket in Redis (its tokens dimension holds the output quota; None: the store is gone)."""
-
-    def available(self) -> bool: ...
-
-    async def reserve(self, requests: float, tokens: float, shape: tuple[float, float, float, float]) -> float | None:
-        ...
-
-    async def adjust(self, tokens: float, shape: tuple[float, float, float, float]) -> bool | None: ...
-
-    async def rate_limited(self, delay_s: float, remaining_requests: float | None,
-                           remaining_tokens: float | None, shape: tuple[float, float, float, float]) -> bool | None:
-        ...
+from drscore.engine.runtime.calls.limits import MARGIN_S, SharedQuota
 
 
 class OutputQuota:
@@ -50,10 +34,10 @@ class OutputQuota:
     then drives it into debt, as the server admits it (no call waits forever)."""
 
     def __init__(self, per_minute: float, level: float | None = None, now: float | None = None,
-                 clock: Callable[[], float] = time.monotonic, shared: SharedStore | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, shared: SharedQuota | None = None) -> None:
         self.per_minute = per_minute
-        # A team (--redis) holds the caps of all its processes in one bucket there; this mirror
-        # then paces only while the store is gone.
+        # A team (--redis) holds the caps of all its processes in one bucket there (its tokens
+        # dimension); this mirror then paces only while the store is gone.
         self.shared = shared
         self._pending: set[asyncio.Task[Any]] = set()
         self.level = per_minute if level is None else min(per_minute, level)
@@ -201,7 +185,7 @@ class OutputQuota:
 
 
 def started(per_minute: float, remaining: float | None, sent_at: float,
-            shared: SharedStore | None = None) -> OutputQuota:
+            shared: SharedQuota | None = None) -> OutputQuota:
     """The quota the first statement of it shows, its call having gone alone (the preflight):
     the server's level after it reserved that call's cap (``remaining``), refilled since the
     call was sent. That call holds its cap from now on (a team's bucket is told so:

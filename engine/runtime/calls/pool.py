@@ -79,7 +79,7 @@ from drscore.engine.runtime.calls.judging import (
     ENDPOINT_FAULTS, OTHER_FAULTS, REQUEST_FAULTS, REQUEST_LEFT, VALIDATION_ERROR, Backend, ChatRequest,
     JudgeError, JudgeFailed, Message, RateLimited, RateLimitInfo, StopReason, StreamingBackend, TransientError,
 )
-from drscore.engine.runtime.calls.limits import LimiterStopped, Permit, RateLimiter
+from drscore.engine.runtime.calls.limits import LimiterStopped, Permit, RateLimiter, SharedQuota
 from drscore.engine.runtime.calls.prefix import CacheEstimator, WarmupGate, group_key
 from drscore.engine.runtime.calls.pricing import PriceTable
 from drscore.engine.runtime.calls.redact import redact
@@ -87,7 +87,7 @@ from drscore.engine.runtime.calls.samples import key_component
 from drscore.engine.runtime.calls import output_quota
 from drscore.engine.runtime.calls.slots import ServerFacts, ServerSlots
 from drscore.engine.runtime.calls.output_cap import FittedCaps
-from drscore.engine.runtime.calls.output_quota import OutputQuota, SharedStore
+from drscore.engine.runtime.calls.output_quota import OutputQuota
 from drscore.engine.runtime.calls.thinking import ThinkingPolicy, is_cut_off, split_thinking
 from drscore.engine.runtime.calls.follow_ups import MAX_RECORDED, AnswerList, ListLength, list_lengths, resized
 from drscore.engine.runtime.calls.planned_input import COUNT_SLACK, PlannedInput, counted_basis, with_errors
@@ -204,9 +204,6 @@ class PoolStats(msgspec.Struct):
     # the server states its input and output token quotas apart (Anthropic's): prompts alone were
     # charged to its token quota, and the calls' caps held against its output quota
     input_quota: bool = False
-    output_quota_per_minute: float = 0.0
-    output_quota_waits: int = 0  # calls that waited for output quota for their cap
-    output_quota_wait_s: float = 0.0
     timeouts_not_resent: int = 0  # timed out at a server that may still be working on them: not sent again
     # dry-run plan (calls that would be made)
     planned_calls: int = 0
@@ -359,12 +356,11 @@ class JudgePool:
         # in flight are held against it (output_quota); from its first statement on
         self.output_quota: OutputQuota | None = None
         self._output_started_by: Permit | None = None  # the call whose answer started it
-        self.output_shared: SharedStore | None = None  # a team's bucket for it (--redis)
+        self.output_shared: SharedQuota | None = None  # a team's bucket for it (--redis)
         if otpm > 0 and not self.batched:  # told: held from the first call (its answers may restate it)
             self.output_quota = OutputQuota(otpm)
             if self.output_caps is None and self._fits_caps:
                 self.output_caps = FittedCaps()
-            self.stats.output_quota_per_minute = otpm
         # The server's own prompt counts, where it gives them (vLLM's /tokenize), or the model's
         # tokenizer's here where the user named it (--tokenizer): see prompt_counts
         self.prompt_counts = PromptCounts(prompt_counter if prompt_counter is not None
@@ -891,7 +887,7 @@ class JudgePool:
                 gate.shorten(self.limiter.until_full())  # the buckets as the headers left them
         return admitted
 
-    def share_output_quota(self, store: SharedStore) -> None:
+    def share_output_quota(self, store: SharedQuota) -> None:
         """Hold the caps against a team's bucket (``--redis``) of the output quota, told or
         stated, with every process sharing it."""
         self.output_shared = store
@@ -927,7 +923,6 @@ class JudgePool:
                 self.output_caps = FittedCaps()
         else:
             self.output_quota.restate(per_minute)
-        self.stats.output_quota_per_minute = per_minute
 
     def _settle_output(self, held: int, used: int | None, refusal: RateLimitInfo | None = None) -> None:
         """The call that held ``held`` of the output quota was answered using ``used`` output
@@ -942,7 +937,6 @@ class JudgePool:
                 quota.settle(held, used)
         if refusal is not None and refusal.remaining_output_tokens is not None:
             quota.refused(refusal.remaining_output_tokens)
-        self.stats.output_quota_waits, self.stats.output_quota_wait_s = quota.waits, quota.wait_s
 
     def _local_server(self) -> bool:
         """The judge is a local llama.cpp or llama-cpp-python server (known from its model

@@ -55,12 +55,14 @@ def resolve(charge: str, url: str | None) -> str:
         raise ValueError(f"--tpm-charge must be one of {', '.join(TPM_CHARGES)}, got {charge!r}")
     if charge != "auto":
         return charge
+    return "reserved" if on_host(url, RESERVING_HOSTS) else "input" if on_host(url, INPUT_HOSTS) else "counted"
+
+
+def on_host(url: str | None, hosts: tuple[str, ...]) -> bool:
+    """Whether ``url``'s host is one of ``hosts`` or under one (``eu.api.anthropic.com``),
+    not merely named like one (``api.anthropic.com.example.net``)."""
     host = (urlsplit(url).hostname or "").lower() if url else ""
-
-    def at(hosts: tuple[str, ...]) -> bool:
-        return any(host == h or host.endswith("." + h) for h in hosts)
-
-    return "reserved" if at(RESERVING_HOSTS) else "input" if at(INPUT_HOSTS) else "counted"
+    return any(host == h or host.endswith("." + h) for h in hosts)
 
 
 # Granted calls whose prompt charge the server's count has not yet covered, kept at most: a

@@ -8,14 +8,7 @@ import time
 import pytest
 
 from drscore.engine.runtime.calls.output_quota import OutputQuota, started
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
+from support.mock_http import FakeClock as Clock
 
 
 async def test_a_cap_is_held_until_the_answer_gives_back_what_it_did_not_use():
@@ -23,10 +16,10 @@ async def test_a_cap_is_held_until_the_answer_gives_back_what_it_did_not_use():
     q = OutputQuota(6_000, clock=clock)  # 100 tokens a second, a minute's worth held
     await q.reserve(4_000)
     assert q.level == 2_000
-    clock.t += 3.0  # refilled 300
+    clock.now += 3.0  # refilled 300
     q.settle(4_000, 500)  # used 500: 3,500 back
     assert q.level == pytest.approx(2_000 + 300 + 3_500)
-    clock.t += 60.0
+    clock.now += 60.0
     assert q.level_at(clock()) == 6_000  # never above a minute's worth
 
 
@@ -111,6 +104,9 @@ class Store:
 
     def __init__(self, waits: list[float]) -> None:
         self.waits, self.told, self.up = waits, [], True
+
+    def attach(self, on_pause) -> None:
+        pass
 
     def available(self) -> bool:
         return self.up

@@ -5,8 +5,10 @@ own TeamLink (its own connections and pub/sub), as separate processes would have
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated
 
 import aiohttp
@@ -79,6 +81,32 @@ async def _process(url, tmp_path, name, backend, *, lease_s=15.0, warnings=None,
     pool = JudgePool(backend, cache=cache, limiter=limiter, prices=PriceTable(),
                      backoff_base_s=0.01)
     return pool, cache, team
+
+
+@contextlib.asynccontextmanager
+async def _two_processes(redis_url: str, cfg: MockConfig, pool_of: Callable[[str, Team], JudgePool],
+                         ) -> AsyncIterator[tuple[str, list[Team], list[JudgePool]]]:
+    """The mock in this process, and two processes' teams on one Redis with the pool each makes
+    (``pool_of(judge_url, team)``): the mock's base URL, the teams, the pools; all closed after."""
+    runner, port = await start(cfg)
+    base = f"http://127.0.0.1:{port}"
+    teams = [await _team(redis_url), await _team(redis_url)]
+    pools: list[JudgePool] = []
+    try:
+        pools.extend(pool_of(f"{base}/v1", team) for team in teams)
+        yield base, teams, pools
+    finally:
+        for pool in pools:
+            await pool.backend.close()
+        for team in teams:
+            await team.close()
+        await runner.cleanup()
+
+
+async def _ask_each(pools: list[JudgePool], n: int) -> list:
+    """``n`` distinct calls from each pool, all at once."""
+    return await asyncio.gather(*(pool.ask("t", Verdict, {"text": f"{i}-{j}"})
+                                  for j, pool in enumerate(pools) for i in range(n)))
 
 
 async def _close(cache, team):
@@ -167,26 +195,15 @@ async def test_a_429_seen_by_one_process_pauses_the_others(redis_url):
 async def test_two_processes_share_one_rpm_and_the_server_never_says_429(redis_url, template):
     # Without sharing, two clients each told the full 600 rpm overrun the server (see
     # test_limits); sharing one bucket through Redis they stay inside it together.
-    runner, port = await start(MockConfig(rpm=600, burst=1.0))
-    url = f"http://127.0.0.1:{port}/v1"
-    teams = [await _team(redis_url), await _team(redis_url)]
-    pools = []
-    try:
-        for team in teams:
-            limiter = RateLimiter(rpm=600, concurrency=16)
-            limiter.use_shared(team.quota)
-            pools.append(JudgePool(HttpBackend(url, "mock"), cache=None, limiter=limiter, prices=PriceTable()))
-        results = await asyncio.gather(*(pool.ask("t", Verdict, {"text": f"{i}-{j}"})
-                                         for j, pool in enumerate(pools) for i in range(20)))
-        assert len(results) == 40
+    def pool_of(url: str, team: Team) -> JudgePool:
+        limiter = RateLimiter(rpm=600, concurrency=16)
+        limiter.use_shared(team.quota)
+        return JudgePool(HttpBackend(url, "mock"), cache=None, limiter=limiter, prices=PriceTable())
+
+    async with _two_processes(redis_url, MockConfig(rpm=600, burst=1.0), pool_of) as (base, teams, pools):
+        assert len(await _ask_each(pools, 20)) == 40
         assert sum(p.stats.rate_limited for p in pools) == 0
         assert sum(t.quota.reservations for t in teams) == 40
-    finally:
-        for pool in pools:
-            await pool.backend.close()
-        for team in teams:
-            await team.close()
-        await runner.cleanup()
 
 
 async def test_two_processes_hold_their_caps_in_one_output_quota(redis_url, monkeypatch):
@@ -196,35 +213,23 @@ async def test_two_processes_hold_their_caps_in_one_output_quota(redis_url, monk
     # one bucket in Redis, the two never ask it for more than it has.
     tpl = prompts.parse("t", "---\nmax_tokens: 400\nexpected_output_tokens: 10\n---\n## user\nRate: ${text}")
     monkeypatch.setattr(prompts, "load", lambda name: tpl)
-    runner, port = await start(MockConfig(profile="anthropic", tpm=10_000_000, tpm_charge="input", otpm=2_400,
-                                          burst=60.0, latency=0.3))
-    url = f"http://127.0.0.1:{port}/v1"
-    teams = [await _team(redis_url), await _team(redis_url)]
-    pools = []
-    try:
-        for team in teams:
-            limiter = RateLimiter(concurrency=8)
-            limiter.use_shared(team.quota)
-            pool = JudgePool(HttpBackend(url, "m1"), cache=None, limiter=limiter, prices=PriceTable(),
-                             fit_output_cap=False)
-            pool.share_output_quota(team.output_quota)
-            pools.append(pool)
-        results = await asyncio.gather(*(pool.ask("t", Verdict, {"text": f"{i}-{j}"})
-                                         for j, pool in enumerate(pools) for i in range(12)))
-        assert len(results) == 24
-        async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/stats") as r:
+    def pool_of(url: str, team: Team) -> JudgePool:
+        limiter = RateLimiter(concurrency=8)
+        limiter.use_shared(team.quota)
+        pool = JudgePool(HttpBackend(url, "m1"), cache=None, limiter=limiter, prices=PriceTable(), fit_output_cap=False)
+        pool.share_output_quota(team.output_quota)
+        return pool
+
+    cfg = MockConfig(profile="anthropic", tpm=10_000_000, tpm_charge="input", otpm=2_400, burst=60.0, latency=0.3)
+    async with _two_processes(redis_url, cfg, pool_of) as (base, teams, pools):
+        assert len(await _ask_each(pools, 12)) == 24
+        async with aiohttp.ClientSession() as session, session.get(f"{base}/stats") as r:
             stats = await r.json()
         assert stats["rate_limited"] == 0 and sum(p.stats.rate_limited for p in pools) == 0
         assert all(p.output_quota is not None and p.output_quota.shared is t.output_quota
                    for p, t in zip(pools, teams))
         assert sum(t.output_quota.reservations for t in teams) >= 20  # the calls after each preflight
         assert sum(t.output_quota.waits for t in teams) >= 1  # the caps did not all fit at once
-    finally:
-        for pool in pools:
-            await pool.backend.close()
-        for team in teams:
-            await team.close()
-        await runner.cleanup()
 
 
 async def test_cache_tier_serves_another_machine_and_fills_its_local_cache(redis_url, tmp_path, template):
