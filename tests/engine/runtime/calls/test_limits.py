@@ -949,6 +949,41 @@ def test_a_learner_paces_at_the_proven_rate_from_its_second_cut(noisy):
         assert learner.pace == pytest.approx(pace)
 
 
+def test_a_cut_is_done_again_when_a_call_its_proof_counted_is_refused_behind_it():
+    # Calls sent a millisecond apart reach the server in either order, and so do their 429s:
+    # the cut at call 11's 429 counted call 10 as taken, and proved 5 requests a second
+    # against a 4-a-second bucket (a CI run reported 299 a minute of an endpoint's 240).
+    now = [0.0]
+    learner = RateLearner(decrease=0.9, burst_s=1.0, clock=lambda: now[0])
+    learner.started(0.0)
+    for seq in range(1, 5):  # the server's full bucket: 4 requests in 3 ms
+        learner.sent(seq, (seq - 1) / 1000)
+    learner.sent(5, 0.010)
+    learner.refused(5)
+    now[0] = 0.020
+    # 1 -> 4 proves (3 + 1) / (0.003 + 1) = 3.988; 4 taken over 1.02 s measures 3.92: 0.99 x the proof
+    assert learner.rate_limited(pause_s=1.0, admitted=4.0, seq=5)
+    assert learner.pace == pytest.approx(0.99 * 4 / 1.003)
+    learner.pace = 6.0  # the slow start overshot
+    for seq in range(6, 12):  # after the pause, 6 calls in 5 ms
+        learner.sent(seq, 1.100 + (seq - 6) / 1000)
+    now[0] = 1.106
+    assert not learner.refused(11)  # no cut counted it yet
+    # call 10's 429 is still on its way: 6 -> 10 proves (4 + 1) / (0.004 + 1) = 4.98
+    assert learner.rate_limited(pause_s=1.0, admitted=9.0, seq=11)
+    assert learner.proven == pytest.approx(5 / 1.004) and learner.pace == pytest.approx(0.99 * 5 / 1.004)
+    now[0] = 1.107
+    # then it comes: the cut is done again without it. 6 -> 9 proves (3 + 1) / 1.003 = 3.988
+    assert learner.refused(10)
+    assert learner.proven == pytest.approx(4 / 1.003) and learner.pace == pytest.approx(0.99 * 4 / 1.003)
+    assert learner.cuts == 2 and not learner.pausing(2.106) and learner.pausing(2.105)  # one cut, its pause kept
+    # a call sent after the refused one, or a refusal after the pause: nothing to redo
+    learner.sent(12, 1.2)
+    assert not learner.refused(12)
+    now[0] = 2.2
+    assert not learner.refused(9) and learner.pace == pytest.approx(0.99 * 4 / 1.003)
+
+
 def test_proofs_refused_twice_in_a_row_are_no_longer_believed():
     now = [0.0]
     learner = RateLearner(decrease=0.9, burst_s=1.0, noisy=True, clock=lambda: now[0])
