@@ -225,6 +225,7 @@ def parse_rate_limit_headers(headers: Mapping[str, str], gateway_window_s: float
         reset_requests_s=reset_requests,
         reset_tokens_s=reset_tokens,
         reset_grain_s=grain,
+        resets_are_times=grain > 0,
         unusable_hint="; ".join(unusable) or None,
         gateway=gateway,
         tokens_are_input=split is not None and not (gateway is not None and "tokens" in gateway.paces),

@@ -118,6 +118,8 @@ def test_anthropics_resets_are_seconds_from_now_and_an_unreadable_one_is_named()
     info = parse_rate_limit_headers({**ANTHROPIC_ANSWER, "anthropic-ratelimit-input-tokens-reset": soon,
                                      "anthropic-ratelimit-requests-reset": "tomorrow"})
     assert info.reset_tokens_s is not None and 28.0 <= info.reset_tokens_s <= 30.0  # to the second
+    # times, so they count from the answer's arrival, not from the call's admission as the counts do
+    assert info.resets_are_times and not parse_rate_limit_headers({"x-ratelimit-reset-tokens": "30s"}).resets_are_times
     assert info.reset_requests_s is None
     info = parse_rate_limit_headers({**ANTHROPIC_ANSWER, "anthropic-ratelimit-input-tokens-reset": "soon",
                                      "anthropic-ratelimit-requests-reset": "tomorrow"})

@@ -115,6 +115,9 @@ class RateLimitInfo(msgspec.Struct, kw_only=True):
     reset_requests_s: float | None = None
     reset_tokens_s: float | None = None
     reset_grain_s: float = 0.0  # the resets were stated to this many seconds (Anthropic's times: 1.0)
+    # The resets were clock times (Anthropic's), parsed as seconds from the answer's arrival,
+    # where the counts beside them are as of the call's admission, an answer's latency earlier
+    resets_are_times: bool = False
     unusable_hint: str | None = None  # e.g. "Retry-After: inf" (shortened)
     # The limits above came from a 429's body, which named them (judge.quota_refusal):
     # "250,000 input tokens per minute"

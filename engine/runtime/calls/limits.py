@@ -977,6 +977,7 @@ class RateLimiter:
         # answer (engine.runtime.calls.quota_charge): the pool sets it.
         self.reserves_output = False
         self._grain_s = 0.0  # how coarse the resets of the answer being followed are (_server_level)
+        self._times = False  # the resets of the answer being followed are clock times (_age)
         # Told each reserving server's count followed: (the call's grant order, the count less
         # the replay's prediction of it, or None), for its prompt guess (quota_charge.ReservedCharge):
         # the pool sets it.
@@ -1500,19 +1501,20 @@ class RateLimiter:
         self._changed.set()
 
     def _follow(self, bucket: TokenBucket | None, after: tuple[TokenBucket, float, float] | None,
-                remaining: float | None, reset_s: float | None, now: float, taken: float) -> float | None:
+                remaining: float | None, reset_s: float | None, now: float, taken: float,
+                age_s: float = 0.0) -> float | None:
         """Correct ``bucket`` by the server's count: what it had right after admitting the
         call against ``after``, our level right after charging the call ``taken`` units,
         less the corrections made since (an answer of an earlier call may have made part of
-        the same one). Returns the difference (the server's count less ours; None when not
-        corrected)."""
+        the same one). ``age_s``: see :func:`_server_level`. Returns the difference (the
+        server's count less ours; None when not corrected)."""
         if bucket is None or remaining is None or after is None or after[0] is not bucket:
             return None
         if self.shared is not None:
             bucket.clamp(remaining, now)  # the store paces: never believe more than remains
             return None
         rate = bucket.rate
-        server = _server_level(bucket, remaining, reset_s, self._grain_s)
+        server = _server_level(bucket, remaining, reset_s, self._grain_s, age_s)
         diff = server - after[1] - (bucket.shifted - after[2])
         if reset_s is None and remaining <= 0 and diff > 0:
             # Floored at 0: a bucket in debt says how deep only through its reset, which this
@@ -1541,7 +1543,7 @@ class RateLimiter:
                 or self._server_of is not bucket):
             return False, None
         rate = bucket.rate
-        level = _server_level(bucket, remaining, reset_s, self._grain_s)
+        level = _server_level(bucket, remaining, reset_s, self._grain_s, self._age(permit, now))
         admitted = permit.granted_at + ARRIVAL_S
         if reset_s is None and remaining <= 0:
             # Floored at 0 and no reset to say how deep (Azure sends remaining counts alone): the
@@ -1566,6 +1568,7 @@ class RateLimiter:
         remaining counts and take its bucket size (see the class)."""
         replace = False
         self._grain_s = info.reset_grain_s if info is not None else 0.0
+        self._times = info is not None and info.resets_are_times
         if info is not None and (info.limit_requests or info.limit_tokens):
             # a pace learned from this run's 429s gives way too: it was a guess at this quota
             learned = self._learns and bool(self.learner.cuts or self.token_learner.cuts)
@@ -1609,9 +1612,10 @@ class RateLimiter:
             # followed says nothing newer. Each bucket moves on only when the answer had its
             # count: an answer without (a told quota, a header-less endpoint) leaves the
             # usage of this call and of those before it to correct the tokens bucket.
+            age = self._age(permit, now)
             if permit.seq > self._followed_requests and self._follow(
                     self.requests, permit.requests_after, info.remaining_requests, info.reset_requests_s, now,
-                    1.0) is not None:
+                    1.0, age) is not None:
                 self._followed_requests = permit.seq
             if permit.seq > self._followed and self.reserves_output and self.shared is None:
                 followed, miss = self._follow_reserved(permit, info.remaining_tokens, info.reset_tokens_s, now)
@@ -1621,12 +1625,17 @@ class RateLimiter:
                         self.followed(permit.seq, miss)
             elif permit.seq > self._followed:
                 diff = self._follow(self.tokens, permit.tokens_after, info.remaining_tokens,
-                                    info.reset_tokens_s, now, permit.estimate)
+                                    info.reset_tokens_s, now, permit.estimate, age)
                 if diff is not None:
                     self._took_count(permit)
                     if self.followed is not None:
                         self.followed(permit.seq, diff)
             self._changed.set()  # the level may have risen: the head re-reads it
+
+    def _age(self, permit: Permit, now: float) -> float:
+        """Seconds from ``permit``'s grant, the earliest its call was admitted, to now, where the
+        last answer's resets were clock times (see :func:`_server_level`); else 0."""
+        return max(0.0, now - permit.granted_at) if self._times else 0.0
 
     def _count_makes_bucket(self, permit: Permit, remaining: float, reset_s: float | None) -> bool:
         """Whether the count that came with ``permit`` sets the level of a tokens bucket just
@@ -1648,7 +1657,7 @@ class RateLimiter:
         half a second past a full bucket (bench.pacing, quality alone, announced)."""
         bucket = self.tokens
         assert bucket is not None
-        level = _server_level(bucket, remaining, reset_s, self._grain_s)
+        level = _server_level(bucket, remaining, reset_s, self._grain_s, self._age(permit, now))
         refilled = max(0.0, now - (permit.granted_at + ARRIVAL_S)) * bucket.rate
         bucket.move_to(min(bucket.capacity, level + refilled), now)
         self._took_count(permit)
@@ -1839,22 +1848,30 @@ class RateLimiter:
         }
 
 
-def _server_level(bucket: TokenBucket, remaining: float, reset_s: float | None, grain_s: float = 0.0) -> float:
+def _server_level(bucket: TokenBucket, remaining: float, reset_s: float | None, grain_s: float = 0.0,
+                  age_s: float = 0.0) -> float:
     """The server's level by its count: ``remaining``, or where a reset came with it, the
     bucket's size less the reset's worth of refill (exact to the millisecond where the count is
     floored at 0, and how deep a debt is). ``remaining + reset x rate`` is the size of the
     server's bucket: ``bucket`` takes it (up to MAX_WINDOW_S of quota). A reset stated to a
     ``grain_s`` (Anthropic's times, to the second) may be that much off either way: the size
     is read from its low end, a positive count is the level itself, and a debt's depth is read
-    from the reset's high end, so neither overstates what the server holds."""
+    from the reset's high end, so neither overstates what the server holds.
+
+    The count is the level the server left at the call's admission. A reset that is a clock
+    time (Anthropic's) was parsed as seconds from the answer's arrival, ``age_s`` later: the
+    level it says is as of then, by ``age_s`` of refill above the admission's. Read as the
+    admission's, a 2.5 s answer's count of 0 read 4,569 tokens (about a call) above what the
+    server held then, and the next call met a 429 (bench.pacing, Anthropic's split quotas:
+    traced in 1 of 2 runs)."""
     if reset_s is None:
         return remaining
     if remaining > 0:  # a bucket in debt reports 0 left and a reset beyond its size
-        size = remaining + max(0.0, reset_s - grain_s) * bucket.rate
+        size = remaining + max(0.0, reset_s - grain_s) * bucket.rate  # the low end: from the arrival
         bucket.capacity = min(max(bucket.capacity, size), bucket.rate * MAX_WINDOW_S)
         if grain_s:
             return remaining
-    return bucket.capacity - (reset_s + grain_s) * bucket.rate
+    return bucket.capacity - (reset_s + age_s + grain_s) * bucket.rate
 
 
 def _believable(seconds: float | None) -> float | None:

@@ -861,6 +861,30 @@ async def test_a_fault_while_estimating_gives_the_slot_back(queued):
     await limiter.release_failed(permit)
 
 
+async def test_a_reset_stated_as_a_time_reads_the_level_at_the_calls_admission():
+    # Anthropic states when its bucket is whole again as a clock time, parsed as seconds from
+    # the answer's arrival; its count is as of the call's admission, an answer's latency
+    # earlier. A count of 0 (under 500 left, or a debt) is read through the reset: read as of
+    # the admission, a 2.5 s answer showed 2.5 s of refill the server did not have then.
+    limiter = RateLimiter(tpm=60_000, concurrency=4, burst_s=60)  # 60,000 tokens, 1,000 a second
+    permit = await limiter.acquire(5_000)
+    assert limiter.tokens is not None and limiter.tokens.level == pytest.approx(55_000, abs=20)
+    permit.granted_at -= 2.5  # its answer comes 2.5 s after the grant
+    # the server's bucket is whole again 57.5 s after the arrival (60 s after the admission),
+    # stated to the second: from its high end, 60,000 - (57.5 + 2.5 + 1) x 1,000 = -1,000 at
+    # the admission, against our 55,000 then
+    info = RateLimitInfo(limit_tokens=60_000, remaining_tokens=0, reset_tokens_s=57.5, reset_grain_s=1.0,
+                         resets_are_times=True)
+    limiter.observe(info, permit)
+    assert limiter.tokens.level == pytest.approx(-1_000, abs=20)  # not the arrival's 1,500
+    # a duration (OpenAI's "57.5s") counts from the admission, as the count does: read as it is
+    again = RateLimiter(tpm=60_000, concurrency=4, burst_s=60)
+    permit = await again.acquire(5_000)
+    permit.granted_at -= 2.5
+    again.observe(RateLimitInfo(limit_tokens=60_000, remaining_tokens=0, reset_tokens_s=57.5), permit)
+    assert again.tokens is not None and again.tokens.level == pytest.approx(2_500, abs=20)
+
+
 async def test_a_remaining_count_floored_at_zero_without_a_reset_never_raises_a_bucket_in_debt():
     # Azure sends remaining counts without resets: a bucket in debt reads 0 left whatever its
     # depth. Followed as the level, it lifted our bucket out of its debt, and the next request
