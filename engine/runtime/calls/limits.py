@@ -260,6 +260,14 @@ class _State(NamedTuple):
     proven_ceiling: float | None
 
 
+class _Reading(NamedTuple):
+    """How an answer's resets read against its counts (see :func:`_server_level`): stated to
+    ``grain_s`` seconds, and ``age_s`` from the call's admission to the answer's arrival where
+    they are clock times (0 where they are durations from the admission, as the counts are)."""
+    grain_s: float = 0.0
+    age_s: float = 0.0
+
+
 class _Cut(NamedTuple):
     """A learner's cut as it was made: the state before it and its inputs."""
     state: _State
@@ -977,8 +985,6 @@ class RateLimiter:
         # The server reserves each call's output cap and gives back the unused part with the
         # answer (engine.runtime.calls.quota_charge): the pool sets it.
         self.reserves_output = False
-        self._grain_s = 0.0  # how coarse the resets of the answer being followed are (_server_level)
-        self._times = False  # the resets of the answer being followed are clock times (_age)
         # Told each reserving server's count followed: (the call's grant order, the count less
         # the replay's prediction of it, or None), for its prompt guess (quota_charge.ReservedCharge):
         # the pool sets it.
@@ -1503,11 +1509,11 @@ class RateLimiter:
 
     def _follow(self, bucket: TokenBucket | None, after: tuple[TokenBucket, float, float] | None,
                 remaining: float | None, reset_s: float | None, now: float, taken: float,
-                age_s: float = 0.0) -> float | None:
+                reading: _Reading = _Reading()) -> float | None:
         """Correct ``bucket`` by the server's count: what it had right after admitting the
         call against ``after``, our level right after charging the call ``taken`` units,
         less the corrections made since (an answer of an earlier call may have made part of
-        the same one). ``age_s``: see :func:`_server_level`. Returns the difference (the
+        the same one), its reset read as ``reading`` says. Returns the difference (the
         server's count less ours; None when not corrected)."""
         if bucket is None or remaining is None or after is None or after[0] is not bucket:
             return None
@@ -1515,7 +1521,7 @@ class RateLimiter:
             bucket.clamp(remaining, now)  # the store paces: never believe more than remains
             return None
         rate = bucket.rate
-        server = _server_level(bucket, remaining, reset_s, self._grain_s, age_s)
+        server = _server_level(bucket, remaining, reset_s, *reading)
         diff = server - after[1] - (bucket.shifted - after[2])
         if reset_s is None and remaining <= 0 and diff > 0:
             # Floored at 0: a bucket in debt says how deep only through its reset, which this
@@ -1532,7 +1538,7 @@ class RateLimiter:
         bucket.shift(diff, now)
         return diff
 
-    def _follow_reserved(self, permit: Permit, remaining: float | None, reset_s: float | None,
+    def _follow_reserved(self, permit: Permit, remaining: float | None, reset_s: float | None, reading: _Reading,
                          now: float) -> tuple[bool, float | None]:
         """Set a reserving server's tokens bucket from its count for ``permit`` by replaying
         what happened since (:mod:`drscore.engine.runtime.calls.server_bucket`). Returns whether
@@ -1544,7 +1550,7 @@ class RateLimiter:
                 or self._server_of is not bucket):
             return False, None
         rate = bucket.rate
-        level = _server_level(bucket, remaining, reset_s, self._grain_s, self._age(permit, now))
+        level = _server_level(bucket, remaining, reset_s, *reading)
         admitted = permit.granted_at + ARRIVAL_S
         if reset_s is None and remaining <= 0:
             # Floored at 0 and no reset to say how deep (Azure sends remaining counts alone): the
@@ -1568,8 +1574,6 @@ class RateLimiter:
         ``permit`` (the call the answer belongs to) the buckets follow the server's
         remaining counts and take its bucket size (see the class)."""
         replace = False
-        self._grain_s = info.reset_grain_s if info is not None else 0.0
-        self._times = info is not None and info.resets_are_times
         if info is not None and (info.limit_requests or info.limit_tokens):
             # a pace learned from this run's 429s gives way too: it was a guess at this quota
             learned = self._learns and bool(self.learner.cuts or self.token_learner.cuts)
@@ -1605,7 +1609,8 @@ class RateLimiter:
             if info.remaining_tokens is not None:
                 if old is None and permit is not None and self._count_makes_bucket(
                         permit, info.remaining_tokens, info.reset_tokens_s):
-                    self._start_from_count(permit, info.remaining_tokens, info.reset_tokens_s, now)
+                    self._start_from_count(permit, info.remaining_tokens, info.reset_tokens_s, now,
+                                           _reading(info, permit, now))
                 else:
                     self.tokens.clamp(info.remaining_tokens, now)
         if permit is not None:
@@ -1613,30 +1618,26 @@ class RateLimiter:
             # followed says nothing newer. Each bucket moves on only when the answer had its
             # count: an answer without (a told quota, a header-less endpoint) leaves the
             # usage of this call and of those before it to correct the tokens bucket.
-            age = self._age(permit, now)
+            reading = _reading(info, permit, now)
             if permit.seq > self._followed_requests and self._follow(
                     self.requests, permit.requests_after, info.remaining_requests, info.reset_requests_s, now,
-                    1.0, age) is not None:
+                    1.0, reading) is not None:
                 self._followed_requests = permit.seq
             if permit.seq > self._followed and self.reserves_output and self.shared is None:
-                followed, miss = self._follow_reserved(permit, info.remaining_tokens, info.reset_tokens_s, now)
+                followed, miss = self._follow_reserved(permit, info.remaining_tokens, info.reset_tokens_s,
+                                                       reading, now)
                 if followed:
                     self._took_count(permit)
                     if self.followed is not None:
                         self.followed(permit.seq, miss)
             elif permit.seq > self._followed:
                 diff = self._follow(self.tokens, permit.tokens_after, info.remaining_tokens,
-                                    info.reset_tokens_s, now, permit.estimate, age)
+                                    info.reset_tokens_s, now, permit.estimate, reading)
                 if diff is not None:
                     self._took_count(permit)
                     if self.followed is not None:
                         self.followed(permit.seq, diff)
             self._changed.set()  # the level may have risen: the head re-reads it
-
-    def _age(self, permit: Permit, now: float) -> float:
-        """Seconds from ``permit``'s grant, the earliest its call was admitted, to now, where the
-        last answer's resets were clock times (see :func:`_server_level`); else 0."""
-        return max(0.0, now - permit.granted_at) if self._times else 0.0
 
     def _count_makes_bucket(self, permit: Permit, remaining: float, reset_s: float | None) -> bool:
         """Whether the count that came with ``permit`` sets the level of a tokens bucket just
@@ -1649,7 +1650,8 @@ class RateLimiter:
                 and permit.seq > self._followed and not self.reserves_output and self.shared is None
                 and all(seq <= permit.seq for seq in self._unsettled))
 
-    def _start_from_count(self, permit: Permit, remaining: float, reset_s: float | None, now: float) -> None:
+    def _start_from_count(self, permit: Permit, remaining: float, reset_s: float | None, now: float,
+                          reading: _Reading) -> None:
         """Level the new tokens bucket with the server's count for ``permit`` (a debt the floor
         at 0 hides, by its reset), refilled since the server admitted the call: that count
         holds the real charge of every call granted so far, so their estimates leave the
@@ -1658,7 +1660,7 @@ class RateLimiter:
         half a second past a full bucket (bench.pacing, quality alone, announced)."""
         bucket = self.tokens
         assert bucket is not None
-        level = _server_level(bucket, remaining, reset_s, self._grain_s, self._age(permit, now))
+        level = _server_level(bucket, remaining, reset_s, *reading)
         refilled = max(0.0, now - (permit.granted_at + ARRIVAL_S)) * bucket.rate
         bucket.move_to(min(bucket.capacity, level + refilled), now)
         self._took_count(permit)
@@ -1847,6 +1849,13 @@ class RateLimiter:
             "binding": self.binding.dimension if not self.announced and (
                 self.learner.cuts or self.token_learner.cuts) else None,
         }
+
+
+def _reading(info: RateLimitInfo, permit: Permit, now: float) -> _Reading:
+    """How ``info``'s resets read for ``permit``'s answer, arrived ``now``: the call's grant is
+    the earliest it was admitted, so a reset that is a clock time reads no more room than the
+    server had then."""
+    return _Reading(info.reset_grain_s, max(0.0, now - permit.granted_at) if info.resets_are_times else 0.0)
 
 
 def _server_level(bucket: TokenBucket, remaining: float, reset_s: float | None, grain_s: float = 0.0,
