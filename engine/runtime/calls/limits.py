@@ -1588,6 +1588,7 @@ class RateLimiter:
         if info is None:
             return
         now = time.monotonic()
+        reading = _reading(info, permit, now) if permit is not None else _Reading()
         if info.limit_requests and (not self.rpm or info.limit_requests < self.rpm
                                     or (replace and info.limit_requests != self.rpm)
                                     or (info.limit_requests == self.rpm and self._widens(self.requests, info, "requests"))):
@@ -1609,8 +1610,7 @@ class RateLimiter:
             if info.remaining_tokens is not None:
                 if old is None and permit is not None and self._count_makes_bucket(
                         permit, info.remaining_tokens, info.reset_tokens_s):
-                    self._start_from_count(permit, info.remaining_tokens, info.reset_tokens_s, now,
-                                           _reading(info, permit, now))
+                    self._start_from_count(permit, info.remaining_tokens, info.reset_tokens_s, now, reading)
                 else:
                     self.tokens.clamp(info.remaining_tokens, now)
         if permit is not None:
@@ -1618,7 +1618,6 @@ class RateLimiter:
             # followed says nothing newer. Each bucket moves on only when the answer had its
             # count: an answer without (a told quota, a header-less endpoint) leaves the
             # usage of this call and of those before it to correct the tokens bucket.
-            reading = _reading(info, permit, now)
             if permit.seq > self._followed_requests and self._follow(
                     self.requests, permit.requests_after, info.remaining_requests, info.reset_requests_s, now,
                     1.0, reading) is not None:

@@ -358,9 +358,7 @@ class JudgePool:
         self._output_started_by: Permit | None = None  # the call whose answer started it
         self.output_shared: SharedQuota | None = None  # a team's bucket for it (--redis)
         if otpm > 0 and not self.batched:  # told: held from the first call (its answers may restate it)
-            self.output_quota = OutputQuota(otpm)
-            if self.output_caps is None and self._fits_caps:
-                self.output_caps = FittedCaps()
+            self._hold_output(OutputQuota(otpm))
         # The server's own prompt counts, where it gives them (vLLM's /tokenize), or the model's
         # tokenizer's here where the user named it (--tokenizer): see prompt_counts
         self.prompt_counts = PromptCounts(prompt_counter if prompt_counter is not None
@@ -916,13 +914,18 @@ class JudgePool:
         if not per_minute:
             return
         if self.output_quota is None:
-            self.output_quota = output_quota.started(per_minute, info.remaining_output_tokens, sent_at,
-                                                     self.output_shared)
+            self._hold_output(output_quota.started(per_minute, info.remaining_output_tokens, sent_at,
+                                                   self.output_shared))
             self._output_started_by = permit
-            if self.output_caps is None and self._fits_caps:  # a cap held for nothing holds the others back
-                self.output_caps = FittedCaps()
         else:
             self.output_quota.restate(per_minute)
+
+    def _hold_output(self, quota: OutputQuota) -> None:
+        """Hold the calls' caps against ``quota`` from now on, fitted to the answers where the
+        caps may be (a cap held for nothing holds the others back)."""
+        self.output_quota = quota
+        if self.output_caps is None and self._fits_caps:
+            self.output_caps = FittedCaps()
 
     def _settle_output(self, held: int, used: int | None, refusal: RateLimitInfo | None = None) -> None:
         """The call that held ``held`` of the output quota was answered using ``used`` output
