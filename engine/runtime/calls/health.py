@@ -195,13 +195,19 @@ class SystematicFaults:
     While a kind is *suspect* (its only outcomes so far are one request fault; before the
     run's first success, every kind is, once anything failed) its calls go one at a time
     (:meth:`lane`), so a run where every prompt fails sends about ``first`` of them, not
-    ``first`` plus a wave of concurrent calls; a success lets everyone through."""
+    ``first`` plus a wave of concurrent calls; a success lets everyone through.
+
+    A request sent earlier whose outcome is still unknown is among the first too: while one
+    is out (:meth:`Lane.sent`), the rule does not trip (prompts refused unsent, as clearly
+    over the window, can fail ten in the time one sent call takes to answer); the next
+    failure after it ended does."""
 
     def __init__(self, first: int = 10) -> None:
         self.first = max(1, first)
         self._working: set[str] = set()  # kinds with a success (or mixed faults): the rule is off
         self._streaks: dict[str, tuple[str, set[Hashable]]] = {}  # kind -> (fault, requests)
         self._probing: set[str] = set()  # lanes with a call through
+        self._out: dict[str, int] = {}  # kind -> calls sent whose outcome is not known yet
         self._freed = asyncio.Event()  # set (and replaced) whenever a lane is released
 
     @property
@@ -228,7 +234,14 @@ class SystematicFaults:
             self.success(kind)
             return False
         streak[1].add(request)
-        return self.count(kind) >= self.first
+        return self.count(kind) >= self.first and not self._awaited(kind)
+
+    def _awaited(self, kind: str) -> bool:
+        """A call that counts toward ``kind``'s streak (any call, while nothing worked) was
+        sent and has no outcome yet: it may still show the prompts work."""
+        if self.nothing_worked and len(self._faults()) == 1:
+            return any(self._out.values())
+        return self._out.get(kind, 0) > 0
 
     def count(self, kind: str) -> int:
         """Requests failed alike so far: of ``kind``, or of the run while nothing worked."""
@@ -252,6 +265,24 @@ class Lane:
     def __init__(self, faults: SystematicFaults, kind: str) -> None:
         self._faults, self.kind = faults, kind
         self._held: str | None = None
+        self._out = False  # this call was sent and its outcome is not known yet
+
+    def sent(self) -> None:
+        """The call is being sent (again): until :meth:`ended`, its outcome is awaited."""
+        if not self._out:
+            self._out = True
+            out = self._faults._out
+            out[self.kind] = out.get(self.kind, 0) + 1
+
+    def ended(self) -> None:
+        """The call has its outcome (called before that outcome is recorded, and in any
+        ``finally``)."""
+        if self._out:
+            self._out = False
+            out = self._faults._out
+            out[self.kind] -= 1
+            if not out[self.kind]:
+                del out[self.kind]
 
     def _key(self) -> str | None:
         f = self._faults

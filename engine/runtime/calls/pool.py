@@ -1047,13 +1047,17 @@ class JudgePool:
                 judged = await self._attempts(req, verdict, key, components, t0, wait_spans, tries, lane)
             except JudgeFailed as e:
                 e.attempts = tries  # every request this call sent, for the viewer
+                if lane is not None:
+                    lane.ended()
                 if self.stopped is None and self.systematic.failure(kind, e.reason, key):
                     self.halt(self._systematic_stop(e, kind))
                 raise
+            else:
+                self.systematic.success(kind)
             finally:
                 if lane is not None:
+                    lane.ended()
                     lane.release()
-            self.systematic.success(kind)
             return judged
         finally:
             if leader and warmup is not None:
@@ -1281,6 +1285,8 @@ class JudgePool:
                 if probe is not None:
                     probe.open()
                 raise
+            if lane is not None:  # its outcome is awaited: the systematic rule waits for it
+                lane.sent()
             tj = time.monotonic()
             try:
                 resp, info = await self._send(current, admitted, permit)

@@ -148,3 +148,35 @@ async def test_a_window_stated_by_the_endpoint_is_learned():
     # 24,000 characters: about 6,000 estimated tokens, over 1.1 x 4096: refused, not sent
     assert await _outcomes(pool, ["b" * 24_000, "short"]) == ["context_length", "ok"]
     assert len(backend.sent) == 3 and pool.stats.refused_over_window == 1
+
+
+class Slow(ByPrompt):
+    """A ByPrompt whose answers take ``delay`` seconds."""
+
+    def __init__(self, script, delay, model="m"):
+        super().__init__(script, model)
+        self.delay = delay
+
+    async def complete(self, request):
+        await asyncio.sleep(self.delay)
+        return await super().complete(request)
+
+
+async def test_prompts_refused_unsent_do_not_stop_the_run_while_a_sent_call_may_still_work():
+    # gpt-4o's 128,000-token window: 800,000 characters (about 200,000 tokens) are refused
+    # unsent, at once, where the one short prompt sent first takes 0.05 s to answer. Twelve
+    # refusals before any outcome would pass the rule's ten; the short call was among the
+    # first requests too, and it works: the run goes on.
+    backend = Slow(lambda p: None, 0.05, model="gpt-4o")
+    pool = _pool(backend)
+    outcomes = await _outcomes(pool, ["short"] + [f"{k}" + "z" * 800_000 for k in range(12)])
+    assert outcomes == ["ok"] + ["context_length"] * 12
+    assert pool.stopped is None and backend.sent == ["Rate short"] and pool.stats.refused_over_window == 12
+    # The same twelve while the sent call fails the same way: the rule trips once it has ended.
+    message = "HTTP 400: This model's maximum context length is 128000 tokens. However, you requested 130000 tokens"
+    backend = Slow(lambda p: FatalError(message, kind="context_length"), 0.05, model="gpt-4o")
+    pool = _pool(backend)
+    outcomes = await _outcomes(pool, ["short"] + [f"{k}" + "z" * 800_000 for k in range(12)])
+    assert outcomes == ["context_length"] * 13 and backend.sent == ["Rate short"]
+    assert pool.stopped is not None and pool.stopped.reason == "context_length"
+    assert "(the first 13 calls of the run)" in pool.stopped.message
