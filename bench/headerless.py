@@ -25,7 +25,9 @@ header-less measure: each run's 429s, limit over span and the 429s' votes on whi
 ``--second-run`` measures, each time, the run after a first one against the same endpoint (its
 answers then deleted from the cache, the server's buckets full again): the quota the first
 learned is kept in the cache, and the measured run starts from it (``resumed``; the first
-run's 429s and limit over span beside it). ``--body-names-quota`` adds a run of each case against
+run's 429s and limit over span beside it). ``--largest-first`` orders the token and mixed cases' reports by
+length, longest first: the first calls are the largest and the sizes shrink as the run goes
+(a file grouped by agent, or sorted). ``--body-names-quota`` adds a run of each case against
 the ``gemini`` profile, which sends no quota headers but names the quota in each 429's body
 (``quota_named_by_429``): paced at it from that 429 on. ``--header-less-profile azure`` measures
 the header-less runs against the ``azure`` profile instead: remaining counts without limits in
@@ -115,6 +117,15 @@ def _measure(profile: str, *, rpm: float, tpm: float, latency: float, jitter: fl
     }
 
 
+def _largest_first(reports: Path, folder: Path) -> Path:
+    """A copy of ``reports`` (JSON lines) in ``folder``, ordered by the report's length, longest first."""
+    rows = [orjson.loads(line) for line in reports.read_bytes().splitlines() if line.strip()]
+    rows.sort(key=lambda row: -len(row.get("article") or ""))
+    out = folder / f"{reports.stem}.largest-first.jsonl"
+    out.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+    return out
+
+
 def _limit_over_span(use: QuotaUse) -> float | None:
     """The quota's limit over the span the mock saw (first request to last answer)."""
     return round(use.limit / use.span, 3) if use.span > 0 else None
@@ -159,6 +170,9 @@ def main() -> None:
     ap.add_argument("--body-names-quota", action="store_true",
                     help="also run each case once against the gemini profile: no quota headers, but each 429's body "
                          "names the quota that refused it (Gemini's QuotaFailure)")
+    ap.add_argument("--largest-first", action="store_true",
+                    help="tokens and mixed cases: the reports ordered by length, longest first (the sizes shrink as "
+                         "the run goes)")
     ap.add_argument("--client-estimates", default="proxy", choices=("proxy", "characters"),
                     help="what the client's token estimates learn on: cl100k_base's counts (the default where "
                          "drscore[tokenizer] is installed) or characters")
@@ -186,11 +200,13 @@ def main() -> None:
             if case not in cases:
                 continue
             require_data("headerless", str(reports), str(drb / "tasks.jsonl"))
+            if args.largest_first and reports.parent == drb:
+                reports = _largest_first(reports, Path(d))
             kw = dict(rpm=rpm, tpm=tpm, methods=["quality"], reports=reports, tasks=drb / "tasks.jsonl",
                       limit=0, **common)
             out[case] = {
                 "rpm": rpm or None, "tpm": tpm or None, "methods": ["quality"],
-                "reports": "DeepResearch Bench, 100 reports",
+                "reports": "DeepResearch Bench, 100 reports" + (", longest first" if args.largest_first else ""),
                 **_header_less(args.runs, tmp=Path(d) / case, second=args.second_run, profile=args.header_less_profile,
                                **kw),
                 "with_headers": _measure("openai", tmp=Path(d) / case, **kw),
