@@ -136,7 +136,11 @@ def test_the_circuit_breaker_stops_a_run_whose_calls_keep_failing_the_same_way(t
                                           ("openrouter_daily429", "the daily quota (50 requests per day) is spent")])  # 5 days 3 h 23 min 11 s
 def test_a_429_resetting_beyond_the_max_wait_stops_with_rate_limit_and_resumes(tmp_path, mode, resets):
     with ScriptedJudge(mode, retry_after=3600, ok_before_429=3) as judge:
-        first = _run(judge.url, tmp_path, "--concurrency", "1", methods="quality", timeout=60)
+        # A daily quota comes back at midnight (Pacific for Gemini, UTC for OpenRouter): within
+        # the default wait of 300 s before it, the run would wait for it (a CI run at 07:55 UTC
+        # did, and timed out). One second of wait is beyond every reset here but the last second.
+        first = _run(judge.url, tmp_path, "--concurrency", "1", "--max-rate-limit-wait", "1", methods="quality",
+                     timeout=60)
         summary = _summary(tmp_path)
         rows = _rows(tmp_path)
         judge.mode = "ok"  # the quota is back
