@@ -196,12 +196,13 @@ def main() -> None:
                 **({"body_names_quota": _measure("gemini", tmp=Path(d) / "r", **kw)} if args.body_names_quota else {})}
         drb = Path(args.drb)
         reports = drb / "reports.claude-3-7-sonnet.jsonl"
+        if args.largest_first and {"tokens", "mixed"} & set(cases):
+            require_data("headerless", str(reports))
+            reports = _largest_first(reports, Path(d))
         for case, rpm, tpm in (("tokens", 0.0, args.tpm), ("mixed", args.mixed_rpm, 0.0)):
             if case not in cases:
                 continue
             require_data("headerless", str(reports), str(drb / "tasks.jsonl"))
-            if args.largest_first and reports.parent == drb:
-                reports = _largest_first(reports, Path(d))
             kw = dict(rpm=rpm, tpm=tpm, methods=["quality"], reports=reports, tasks=drb / "tasks.jsonl",
                       limit=0, **common)
             out[case] = {

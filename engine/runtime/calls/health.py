@@ -236,16 +236,20 @@ class SystematicFaults:
         streak[1].add(request)
         return self.count(kind) >= self.first and not self._awaited(kind)
 
+    def _run_wide(self) -> bool:
+        """Nothing worked and every failure so far was alike: the streak is the run's, not a kind's."""
+        return self.nothing_worked and len(self._faults()) == 1
+
     def _awaited(self, kind: str) -> bool:
         """A call that counts toward ``kind``'s streak (any call, while nothing worked) was
         sent and has no outcome yet: it may still show the prompts work."""
-        if self.nothing_worked and len(self._faults()) == 1:
+        if self._run_wide():
             return any(self._out.values())
         return self._out.get(kind, 0) > 0
 
     def count(self, kind: str) -> int:
         """Requests failed alike so far: of ``kind``, or of the run while nothing worked."""
-        if self.nothing_worked and len(self._faults()) == 1:
+        if self._run_wide():
             return sum(len(requests) for _, requests in self._streaks.values())
         streak = self._streaks.get(kind)
         return len(streak[1]) if streak is not None else 0

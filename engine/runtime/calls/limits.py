@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import itertools
 import math
 import time
 from collections import deque
@@ -747,8 +748,8 @@ class BindingGuess:
         if self.dimension != "requests" or self._proven or self._named or self._drifted \
                 or len(self._sizes) < DRIFT_CALLS:
             return False
-        recent = list(self._sizes)[-DRIFT_CALLS:]
-        if request_pace * sum(recent) / len(recent) >= DRIFT_SHARE * token_proof:
+        recent = sum(itertools.islice(reversed(self._sizes), DRIFT_CALLS)) / DRIFT_CALLS
+        if request_pace * recent >= DRIFT_SHARE * token_proof:
             return False
         self.dimension, self._drifted = "tokens", True
         if len(self.votes) < VOTES_KEPT:
