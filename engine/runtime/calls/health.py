@@ -258,6 +258,38 @@ class SystematicFaults:
         """The lane of one call of ``kind`` (see :class:`Lane`)."""
         return Lane(self, kind)
 
+    # the bookkeeping of :class:`Lane`
+
+    def _sent(self, kind: str) -> None:
+        self._out[kind] = self._out.get(kind, 0) + 1
+
+    def _ended(self, kind: str) -> None:
+        self._out[kind] -= 1
+        if not self._out[kind]:
+            del self._out[kind]
+
+    def _suspect(self, kind: str) -> str | None:
+        """The lane a call of ``kind`` queues in while suspect ("*": the run's, while nothing
+        worked); None when it may go at once."""
+        if self.nothing_worked:
+            return "*"
+        return kind if kind in self._streaks and kind not in self._working else None
+
+    def _take(self, key: str) -> bool:
+        """Let one call through lane ``key``; False when one is through already."""
+        if key in self._probing:
+            return False
+        self._probing.add(key)
+        return True
+
+    async def _wait_freed(self) -> None:
+        await self._freed.wait()
+
+    def _free(self, key: str) -> None:
+        self._probing.discard(key)
+        freed, self._freed = self._freed, asyncio.Event()
+        freed.set()
+
 
 class Lane:
     """One call's passage through :class:`SystematicFaults`: :meth:`wait` before each
@@ -275,24 +307,14 @@ class Lane:
         """The call is being sent (again): until :meth:`ended`, its outcome is awaited."""
         if not self._out:
             self._out = True
-            out = self._faults._out
-            out[self.kind] = out.get(self.kind, 0) + 1
+            self._faults._sent(self.kind)
 
     def ended(self) -> None:
         """The call has its outcome (called before that outcome is recorded, and in any
         ``finally``)."""
         if self._out:
             self._out = False
-            out = self._faults._out
-            out[self.kind] -= 1
-            if not out[self.kind]:
-                del out[self.kind]
-
-    def _key(self) -> str | None:
-        f = self._faults
-        if f.nothing_worked:
-            return "*"
-        return self.kind if self.kind in f._streaks and self.kind not in f._working else None
+            self._faults._ended(self.kind)
 
     def failed(self, fault: str, request: Hashable) -> None:
         """Record a request fault as soon as it is known, before the preflight gate opens
@@ -304,24 +326,20 @@ class Lane:
         f = self._faults
         waited = False
         while self._held is None:
-            key = self._key()
+            key = f._suspect(self.kind)
             if key is None:
                 return waited
-            if key not in f._probing:
+            if f._take(key):
                 self._held = key
-                f._probing.add(key)
                 return waited
             waited = True
-            await f._freed.wait()
+            await f._wait_freed()
         return waited
 
     def release(self) -> None:
         """The call has its outcome: the next one may go (synchronous, so it runs in any
         ``finally``, cancelled or not)."""
-        f = self._faults
         if self._held is None:
             return
-        f._probing.discard(self._held)
-        self._held = None
-        freed, f._freed = f._freed, asyncio.Event()
-        freed.set()
+        held, self._held = self._held, None
+        self._faults._free(held)
