@@ -40,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
-import itertools
 import math
 import time
 from collections import deque
@@ -623,11 +622,6 @@ FIRST_RANK_TOKENS = 0.6  # the start-up 429, nothing paced yet: above it, tokens
 LARGE_RANK = 0.7  # requests paced: a call this large refused at a request rate already proven...
 PROVEN_STRAIN = 0.95  # ...(strain at least this) says tokens
 SMALL_RANK = 0.25  # tokens paced: a call this small refused says requests
-# Requests paced on the ranks' guess: once the calls sent are so much smaller that the request
-# pace keeps their tokens under this share of the token rate the calls proved, tokens (a file
-# ordered longest first ran at 0.50 of a token quota on a request pace; docs/providers.md)
-DRIFT_SHARE = 0.67
-DRIFT_CALLS = 16  # the calls whose mean size is the one sent now
 
 
 class GuessVote(msgspec.Struct, frozen=True):
@@ -635,8 +629,7 @@ class GuessVote(msgspec.Struct, frozen=True):
     before it, the dimension ``paced`` when it came ("none" at the first 429, the start-up
     burst's), the :meth:`RateLearner.strain` of each dimension (``strain``: requests, tokens),
     what decided (``by``: "proofs" where a strain ruled a dimension out, "body" where the 429's
-    body named the dimension, "sizes" where the calls shrank under a request pace (no 429:
-    :meth:`BindingGuess.drifted`), else "ranks") and the ``guess`` after it."""
+    body named the dimension, else "ranks") and the ``guess`` after it."""
 
     rank: float
     paced: str
@@ -681,8 +674,6 @@ class BindingGuess:
         self.votes: list[GuessVote] = []  # the first VOTES_KEPT, for the run's summary
         self._refusals = 0  # before the first, nothing was paced
         self._named = False  # a 429's body named the binding dimension
-        self._proven = False  # a vote was decided by the proofs
-        self._drifted = False  # the guess turned to tokens once as the sizes shrank (drifted)
 
     def sent(self, tokens: float) -> None:
         self._sizes.append(tokens)
@@ -723,9 +714,9 @@ class BindingGuess:
         r, t = (x if x is not None else 0.0 for x in strain)
         by = "proofs"
         if r > STRAIN_RULES_OUT and t <= STRAIN_RULES_OUT:
-            self.dimension, self._proven = "tokens", True
+            self.dimension = "tokens"
         elif t > STRAIN_RULES_OUT and r <= STRAIN_RULES_OUT:
-            self.dimension, self._proven = "requests", True
+            self.dimension = "requests"
         else:
             by = "ranks"
             if paced == "none":
@@ -738,23 +729,6 @@ class BindingGuess:
             self.votes.append(GuessVote(rank=round(rank, 3), paced=paced, strain=(round(r, 3), round(t, 3)),
                                         by=by, guess=self.dimension))
         return self.dimension
-
-    def drifted(self, request_pace: float, token_proof: float) -> bool:
-        """Requests paced on the ranks' guess (not by proofs, nor named): True, and tokens
-        from now on, once the last ``DRIFT_CALLS`` calls' mean size at ``request_pace`` is
-        under ``DRIFT_SHARE`` of ``token_proof``, the token rate the calls proved. A request
-        pace learned on large calls is silent as they shrink: no 429 comes to correct it. Where
-        requests do bind, the token pace meets a 429 that the proofs turn back; once a run."""
-        if self.dimension != "requests" or self._proven or self._named or self._drifted \
-                or len(self._sizes) < DRIFT_CALLS:
-            return False
-        recent = sum(itertools.islice(reversed(self._sizes), DRIFT_CALLS)) / DRIFT_CALLS
-        if request_pace * recent >= DRIFT_SHARE * token_proof:
-            return False
-        self.dimension, self._drifted = "tokens", True
-        if len(self.votes) < VOTES_KEPT:
-            self.votes.append(GuessVote(rank=0.0, paced="requests", strain=(0.0, 0.0), by="sizes", guess="tokens"))
-        return True
 
 
 class MovingSemaphore:
@@ -1454,10 +1428,7 @@ class RateLimiter:
         requests_changed = self.learner.success(seq=permit.seq)
         tokens_changed = self.token_learner.success(actual if actual is not None else permit.estimate,
                                                     seq=permit.seq)
-        drifted = self._learns and self.learner.pace is not None and self.token_learner.proven is not None \
-            and self.binding.drifted(self.learner.pace, self.token_learner.proven)
-        if (requests_changed or tokens_changed or drifted) and not self.announced \
-                and (self.learner.cuts or self.token_learner.cuts):
+        if (requests_changed or tokens_changed) and not self.announced and (self.learner.cuts or self.token_learner.cuts):
             self._apply_learned()
         self.concurrency.on_success()
 

@@ -1217,30 +1217,3 @@ def test_a_longer_window_widens_the_bucket_and_keeps_its_level():
     upstream.observe(RateLimitInfo(limit_tokens=360_000, gateway=GatewayQuota(
         headers="litellm", requests_per_minute=10, window_s=60.0, paces=("requests",))))
     assert upstream.tokens is not None and upstream.tokens.capacity == pytest.approx(6_000)
-
-
-def test_a_request_pace_guessed_on_large_calls_turns_to_tokens_as_they_shrink():
-    g = BindingGuess()
-    for x in (8000, 3000, 9000, 2500, 7000, 2000, 8500, 4000):
-        g.sent(x)
-    assert g.refused(2200) == "requests"  # the start-up 429 refused a small call (rank 1/8)
-    # 1.5 requests a second at a mean of 7,500 tokens a call take 11,250 tokens a second, over
-    # 0.67 x the 10,000 the calls proved: requests stay
-    for _ in range(16):
-        g.sent(7500)
-    assert not g.drifted(1.5, 10_000) and g.dimension == "requests"
-    # the calls shrink to 4,000: 6,000 a second, under 6,700; no 429 would come to say so
-    for _ in range(16):
-        g.sent(4000)
-    assert g.drifted(1.5, 10_000) and g.dimension == "tokens" and g.votes[-1].by == "sizes"
-    # once a run: a 429 that turns it back to requests (the proofs, where requests do bind) holds
-    assert g.refused(900, strain=(0.98, 1.3)) == "requests"
-    assert not g.drifted(1.5, 10_000) and g.dimension == "requests"
-    # nor where the proofs chose requests
-    h = BindingGuess()
-    for x in (8000, 3000, 9000, 2500, 7000, 2000, 8500, 4000):
-        h.sent(x)
-    assert h.refused(5000, strain=(0.9, 1.2)) == "requests" and h.votes[-1].by == "proofs"
-    for _ in range(16):
-        h.sent(4000)
-    assert not h.drifted(1.5, 10_000) and h.dimension == "requests"
