@@ -3,6 +3,7 @@ names a section (``page.md#section``), at a heading that page has: sections get 
 moved, and a link that no longer lands is found here rather than by a reader."""
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -28,7 +29,8 @@ def slug(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
-def anchors(page: Path) -> set[str]:
+@functools.cache  # many links name sections of one page (providers.md): read and parse it once
+def anchors(page: Path) -> frozenset[str]:
     """The anchors of ``page``'s headings; a repeated heading gets ``-1``, ``-2``, ... as on GitHub."""
     seen: dict[str, int] = {}
     out = set()
@@ -37,7 +39,7 @@ def anchors(page: Path) -> set[str]:
         n = seen.get(s, 0)
         seen[s] = n + 1
         out.add(s if n == 0 else f"{s}-{n}")
-    return out
+    return frozenset(out)
 
 
 def test_slugs_follow_github():
