@@ -87,14 +87,6 @@ COUNTED_LAG_S = 0.02
 # How long after our grant a server admits the call (grant to admission on loopback, logged
 # at both ends: 9-14 ms median): what a quota header's count has refilled beyond ours.
 ARRIVAL_S = 0.01
-# The start-up of an endpoint whose quota nothing told or announced lets calls go one refusal's
-# round trip apart: this, plus twice the connection time once measured (RateLimiter.measured_connect).
-# The slow start frees two slots at each answer, and both calls of a pair met the drained
-# bucket of the start-up 429 (bench.headerless, logged: 41 of 186 runs of the token and mixed
-# cases began so, every mixed one among them, as did 12 of the 13 runs that met 4 429s). A 429
-# came back 2 ms after its grant (median; 95% within 6 ms, at most 23) on loopback. Spaced so,
-# the mixed case met 2 429s in each of 4 runs, against 3 in each of 4 before (docs/providers.md).
-REFUSAL_S = 0.01
 
 
 class TokenBucket:
@@ -1032,9 +1024,6 @@ class RateLimiter:
         # call, which the lag allows for (COUNTED_LAG_S)
         self.prompts_counted = False
         self._paused_until = 0.0
-        # A refusal's round trip (REFUSAL_S), and when the last call was let go (see _start_up_wait)
-        self.refusal_s = REFUSAL_S
-        self._granted_at = -math.inf
         self._queue: deque[asyncio.Future[None]] = deque()
         self._changed = asyncio.Event()
         self.waiting = 0  # callers queued for quota (shown as "waiting for rate limit")
@@ -1113,7 +1102,6 @@ class RateLimiter:
         connection, six of them 0.97 or more; 0 429s in each)."""
         self._lag_base = min(LAG_S, NEAR_LAG_S + seconds)
         self.ambiguous_s = min(AMBIGUOUS_S, NEAR_AMBIGUOUS_S + 2 * seconds)
-        self.refusal_s = REFUSAL_S + 2 * seconds
         if self._server is not None:
             self._server.ambiguous_s = self.ambiguous_s
 
@@ -1258,17 +1246,7 @@ class RateLimiter:
                                                    lag_s=self.lag_s))
         return wait
 
-    def _start_up_wait(self, now: float) -> float:
-        """Seconds until a call may go one refusal's round trip (:attr:`refusal_s`) after the
-        last, while the slow start runs on a quota nothing told or announced: a call let go
-        with another meets the same bucket, and the start-up 429 refused both. Where it
-        refuses one, the next waits out the pause instead."""
-        if not (self.concurrency.slow_start and self._learns):
-            return 0.0
-        return self._granted_at + self.refusal_s - now
-
     def _grant(self, tokens: int, now: float, *, take: bool = True, sd: float | None = None) -> Permit:
-        self._granted_at = now
         if take:
             if self.requests:
                 self.requests.take(1, now)
@@ -1373,7 +1351,7 @@ class RateLimiter:
         """Wait, holding a concurrency slot, for quota covering ``estimate`` (see :meth:`acquire`)."""
         if not self._queue:  # nobody waiting: go now if the buckets allow, without queueing
             now = time.monotonic()
-            if self._paused_until <= now and self._start_up_wait(now) <= 0:
+            if self._paused_until <= now:
                 tokens = estimate() if callable(estimate) else estimate
                 if self.requests is None and self.tokens is None:
                     return self._grant(tokens, now, take=False)
@@ -1401,7 +1379,7 @@ class RateLimiter:
                         wait = shared_wait
                         now = time.monotonic()
                 if wait <= 0:
-                    wait = max(self._start_up_wait(now), self._wait(tokens, now, sd))
+                    wait = self._wait(tokens, now, sd)
                     if wait <= 0:
                         return self._grant(tokens, now, sd=sd)
                 self._changed.clear()

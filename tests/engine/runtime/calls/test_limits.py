@@ -454,32 +454,6 @@ async def test_a_429_the_request_proof_cannot_explain_turns_a_start_up_guess_to_
     assert lim.binding.dimension == "tokens" and lim.tokens is not None
 
 
-async def test_the_start_up_lets_calls_go_one_refusals_round_trip_apart():
-    lim = RateLimiter(concurrency=4)  # nothing told, no headers
-    first = await lim.acquire(100)
-    lim.observe(None, first)  # the probe's answer, no headers: the slow start begins
-    await first.done(100)
-    assert lim.concurrency.slow_start and lim.concurrency.limit == 2
-    one = await lim.acquire(100)
-    other = asyncio.ensure_future(lim.acquire(100))  # the slot the answer freed, and the one it added
-    await asyncio.sleep(0)
-    assert not other.done()  # held one round trip (REFUSAL_S) behind the first
-    await lim.rate_limited_release(one, RateLimitInfo(retry_after_s=0.05))  # refused within it
-    two = await other
-    assert two.granted_at - one.granted_at >= 0.05  # it waited out the pause, not met the same bucket
-    assert lim._start_up_wait(time.monotonic()) == 0.0  # the 429 ended the slow start: paced from here
-    # measured on a slow connection, the round trip is longer; a told quota paces without it
-    lim = RateLimiter(concurrency=4)
-    lim.measured_connect(0.05)
-    lim.concurrency.slow_start = True
-    lim._granted_at = 10.0
-    assert lim._start_up_wait(10.02) == pytest.approx(0.01 + 0.1 - 0.02)
-    told = RateLimiter(rpm=600, concurrency=4)
-    told.concurrency.slow_start, told._granted_at = True, 10.0
-    assert told._start_up_wait(10.0) == 0.0
-    await two.done(100)
-
-
 async def test_a_429_within_the_pause_of_the_one_before_does_not_vote():
     lim = RateLimiter(concurrency=4)
     for x in (1000, 9000, 1500, 8000, 1200, 9500, 900, 8500):
