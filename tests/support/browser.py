@@ -8,8 +8,10 @@ and every network request the page makes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -126,7 +128,7 @@ class Browser:
         self._log = open(self.profile.parent / f"{self.profile.name}.chromium.log", "wb")
         self._proc = await asyncio.create_subprocess_exec(
             str(self.chromium), *CHROMIUM_FLAGS, f"--user-data-dir={self.profile}", "about:blank",
-            stdout=asyncio.subprocess.DEVNULL, stderr=self._log)
+            stdout=asyncio.subprocess.DEVNULL, stderr=self._log, start_new_session=True)
         port_file = self.profile / "DevToolsActivePort"
         for _ in range(600):
             if port_file.exists() and port_file.read_text().strip():
@@ -155,11 +157,26 @@ class Browser:
                 await self._http.close()
         finally:
             if self._proc is not None:
-                if self._proc.returncode is None:
-                    self._proc.kill()
+                # Chromium's helpers (renderer, network and storage services) are its children in
+                # its own process group: killing the browser alone left one writing the profile
+                # while the test's temporary directory was being removed ("Directory not empty:
+                # 'Default'", once in a CI run). The whole group goes, and is waited for.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self._proc.pid, signal.SIGKILL)
                 await self._proc.wait()
+                await _group_gone(self._proc.pid)
             if self._log is not None:
                 self._log.close()
+
+
+async def _group_gone(group: int, within_s: float = 5.0) -> None:
+    """Wait until no process of ``group`` is left (at most ``within_s``)."""
+    for _ in range(int(within_s / 0.02)):
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return
+        await asyncio.sleep(0.02)
 
 
 def console_errors(events: list[dict[str, Any]]) -> list[str]:
