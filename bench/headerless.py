@@ -110,7 +110,7 @@ def _measure(profile: str, *, rpm: float, tpm: float, latency: float, jitter: fl
         "efficiency": round(physical / wall, 3) if wall else None,
         "items": t["items"], "items_failed": t["items_failed"],
         "estimates_on": t.get("prompts_estimated", {}).get("on", "characters"),
-        # the 429s' votes on which quota binds (engine.runtime.calls.limits.GuessVote)
+        # the 429s' votes on which quota binds (engine.runtime.calls.binding.GuessVote)
         "votes": (t.get("learned_quota") or {}).get("votes", []),
         # a second run: the learned quota it started from, and the first run's figures
         **({"resumed": (t.get("learned_quota") or {}).get("resumed"), "first_run": before} if second else {}),

@@ -10,9 +10,9 @@ import aiohttp
 import pytest
 
 from drscore.engine.runtime.calls.judging import GatewayQuota, RateLimitInfo
-from drscore.engine.runtime.calls.limits import (
-    ARRIVAL_S, AdaptiveConcurrency, BindingGuess, GuessVote, KnownQuota, RateLearner, RateLimiter, TokenBucket,
-)
+from drscore.engine.runtime.calls.binding import BindingGuess, GuessVote
+from drscore.engine.runtime.calls.learner import RateLearner
+from drscore.engine.runtime.calls.limits import ARRIVAL_S, AdaptiveConcurrency, KnownQuota, RateLimiter, TokenBucket
 from drscore.engine.runtime.calls.pool import JudgePool
 from support.fakes import ScoreVerdict as V, one_line_templates
 from drscore.engine.runtime.calls.pricing import PriceTable

@@ -10,7 +10,8 @@ import pytest
 
 from drscore.engine.runtime.calls.cache import JudgeCache
 from drscore.engine.runtime.calls.judging import ChatResponse, RateLimited, RateLimitInfo, request_left
-from drscore.engine.runtime.calls.limits import RateLearner, RateLimiter
+from drscore.engine.runtime.calls.learner import RateLearner
+from drscore.engine.runtime.calls.limits import RateLimiter
 from drscore.engine.runtime.calls.pool import JudgePool
 from drscore.engine.runtime.calls.pricing import Price, PriceTable
 
