@@ -21,12 +21,22 @@ PROVEN_STRAIN = 0.95  # ...(strain at least this) says tokens
 SMALL_RANK = 0.25  # tokens paced: a call this small refused says requests
 
 
+# A request pace the ranks chose is probed again (the limiter grows it as after the first cut)
+# once it leaves the token quota this idle: the calls' mean size at it, as tokens a second,
+# under this share of the token learner's pace (the sizes shrank, or the cut that chose
+# requests was made on a few large calls). See BindingGuess.hindsight.
+UNDER_USED = 0.67
+PROBES = 3  # the most such probes a run makes
+RECENT_SIZES = 16  # the calls whose mean size the probe reads
+
+
 class GuessVote(msgspec.Struct, frozen=True):
     """One 429's vote on which quota binds: the refused call's ``rank`` among the sizes sent
     before it, the dimension ``paced`` when it came ("none" at the first 429, the start-up
     burst's), the :meth:`RateLearner.strain` of each dimension (``strain``: requests, tokens),
-    what decided (``by``: "proofs" where a strain ruled a dimension out, "body" where the 429's
-    body named the dimension, else "ranks") and the ``guess`` after it."""
+    what decided (``by``: "proofs" where a strain ruled a dimension out, "hindsight" where the
+    requests the calls proved since ruled out an earlier refusal's, "body" where the 429's body
+    named the dimension, else "ranks") and the ``guess`` after it."""
 
     rank: float
     paced: str
@@ -62,6 +72,17 @@ class BindingGuess:
     nearly one size cannot tell the two apart, and need not: pacing requests is pacing tokens,
     and requests it is. The limiter asks only at the 429 that opens an episode: one met within
     the pause of the one before met the same drained bucket.
+
+    In hindsight, too: each refusal bounds the request rate a bucket that refused it could have
+    (:meth:`bounded`), and a request rate the calls prove later above that bound, by more than
+    ``STRAIN_RULES_OUT``, says no request quota refused it (:meth:`hindsight`). Requests are
+    counted exactly, so this bound is as sharp as the proofs; a token count is an estimate
+    until the answer, and is not read so. A request pace the ranks chose meets no 429 while
+    the calls shrink under it and the token quota goes unused; the limiter then probes it
+    (grows it again, see ``UNDER_USED``), and a proof past an earlier refusal's bound turns
+    the guess to tokens without a 429 (:meth:`turn_to_tokens`), where a request quota meets
+    one 429 at its limit. A 429 that kept requests on the proofs (tokens ruled out), or that
+    the probe met before its proofs ruled requests out, ends the probing.
     """
 
     def __init__(self, sizes: int = 64, alike_cv: float = 0.25) -> None:
@@ -71,6 +92,7 @@ class BindingGuess:
         self.votes: list[GuessVote] = []  # the first VOTES_KEPT, for the run's summary
         self._refusals = 0  # before the first, nothing was paced
         self._named = False  # a 429's body named the binding dimension
+        self._request_bounds: deque[tuple[float, float]] = deque()  # (when, bound) of recent refusals
 
     def sent(self, tokens: float) -> None:
         self._sizes.append(tokens)
@@ -81,6 +103,39 @@ class BindingGuess:
         self.dimension = dimension
         self._refusals = max(self._refusals, 1)
 
+    @property
+    def named(self) -> bool:
+        """A 429's body named the binding dimension: nothing else moves the guess."""
+        return self._named
+
+    def recent_size(self) -> float | None:
+        """The mean size of the last ``RECENT_SIZES`` calls sent (None before any)."""
+        recent = list(self._sizes)[-RECENT_SIZES:]
+        return sum(recent) / len(recent) if recent else None
+
+    def bounded(self, at: float, bound: float | None, kept_s: float) -> None:
+        """A refusal at ``at`` allows a request bucket of at most ``bound`` a second
+        (:meth:`RateLearner.bound`); the bounds of the last ``kept_s`` seconds are kept."""
+        while self._request_bounds and self._request_bounds[0][0] < at - kept_s:
+            self._request_bounds.popleft()
+        if bound is not None:
+            self._request_bounds.append((at, bound))
+
+    def hindsight(self, proof: float | None) -> float | None:
+        """The request rate ``proof`` (calls a second) over the lowest bound kept: above
+        ``STRAIN_RULES_OUT``, some refusal was not a request quota's. None without either."""
+        if proof is None or not self._request_bounds:
+            return None
+        return proof / min(b for _, b in self._request_bounds)
+
+    def turn_to_tokens(self, strain: float) -> None:
+        """The requests proved since ruled an earlier refusal's request bucket out (``strain``,
+        :meth:`hindsight`): tokens bind."""
+        self.dimension = "tokens"
+        if len(self.votes) < VOTES_KEPT:
+            self.votes.append(GuessVote(rank=0.0, paced="requests", strain=(round(strain, 3), 0.0), by="hindsight",
+                                        guess="tokens"))
+
     def _alike(self) -> bool:
         n = len(self._sizes)
         if n < 2:
@@ -90,11 +145,14 @@ class BindingGuess:
         return mean <= 0 or var ** 0.5 / mean < self.alike_cv
 
     def refused(self, tokens: float, strain: tuple[float | None, float | None] = (None, None),
-                named: str | None = None) -> str:
+                named: str | None = None, probing: bool = False) -> str:
         """Record a 429 of a request of ``tokens`` (``strain``: :meth:`RateLearner.strain` of
         requests and of tokens, None without a proof); the dimension that binds now.
         ``named``: the dimension the 429's body named without its figure (Azure's "exceeded
-        token rate limit"): it binds, whatever the sizes and proofs say, now and after."""
+        token rate limit"): it binds, whatever the sizes and proofs say, now and after.
+        ``probing``: met by the limiter's probe of the request pace, which ran the requests
+        past what they had proved: only the proofs move the guess (a large call refused at the
+        top of a probe says nothing of tokens)."""
         paced = self.dimension if self._refusals else "none"
         self._refusals += 1
         if named in ("requests", "tokens"):
@@ -118,7 +176,7 @@ class BindingGuess:
             by = "ranks"
             if paced == "none":
                 self.dimension = "tokens" if rank > FIRST_RANK_TOKENS else "requests"
-            elif paced == "requests" and rank >= LARGE_RANK and r >= PROVEN_STRAIN:
+            elif paced == "requests" and rank >= LARGE_RANK and r >= PROVEN_STRAIN and not probing:
                 self.dimension = "tokens"
             elif paced == "tokens" and rank <= SMALL_RANK:
                 self.dimension = "requests"

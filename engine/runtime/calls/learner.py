@@ -222,9 +222,15 @@ class RateLearner:
 
     def strain(self, seq: int, units: float, at: float) -> float | None:
         """How far the refusal of call ``seq`` (``units`` of it, sent at ``at``) is from what
-        one bucket of this dimension explains: the proven rate over the highest rate the
-        refusal allows (above 1: no bucket of the rate the calls proved would have refused
-        it). None without a proof.
+        one bucket of this dimension explains: the proven rate over :meth:`bound` (above 1: no
+        bucket of the rate the calls proved would have refused it). None without a proof."""
+        proof = self.proven_rate(before=seq)  # None unless two calls or more went before it
+        bound = self.bound(seq, units, at)
+        return None if proof is None or bound is None else proof[0] / bound
+
+    def bound(self, seq: int, units: float, at: float) -> float | None:
+        """The highest rate of a bucket that refused call ``seq`` (``units`` of it, sent at
+        ``at``); None with fewer than two calls before it.
 
         A bucket that refused the call held less than ``u`` of it. From any call ``s`` before it
         the bucket refilled at ``r`` and paid the ``t`` units sent since, so without reaching its
@@ -232,17 +238,16 @@ class RateLearner:
         later call ``c``, ``r*(b + w_c) - t_c < u``. So ``r`` is under the larger of the two
         for each ``s``, and under the least of those over all ``s``.
         """
-        proof = self.proven_rate(before=seq)  # None unless two calls or more went before it
-        if proof is None:
-            return None
         sent_at, units_before = self._kept(seq)
+        if len(sent_at) < 2:
+            return None
         taken = np.cumsum(units_before[::-1])[::-1] + units  # from each call through the refused one
         w = at - sent_at
         with np.errstate(divide="ignore"):
             unfilled = np.where(w > 0, taken / w, np.inf)
         filled = np.maximum.accumulate(np.append(taken / (self.burst_s + w), units / self.burst_s)[::-1])[::-1][1:]
         bound = float(np.min(np.maximum(unfilled, filled)))
-        return proof[0] / bound if bound > 0 else None
+        return bound if bound > 0 else None
 
     def resume(self, rate: float, now: float) -> None:
         """Start from the rate (units per second) an earlier run's calls proved, as after a
@@ -254,6 +259,18 @@ class RateLearner:
         self._proven_ceiling = rate
         self.cuts = 2  # past the first cut's slow start: the proof is the earlier run's
         self._cut_until = self._grown_at = now
+
+    def reopen(self, now: float) -> None:
+        """Grow the pace again as after the first cut (``first_increase_per_s`` compounded per
+        second) until the next 429, which is cut as a second one is: the pace stands below a
+        limit it has not met since (the limiter's probe of a request pace that leaves the
+        token quota unused, see :mod:`drscore.engine.runtime.calls.binding`)."""
+        if self.pace is None:
+            return
+        self.cuts = 1
+        self._base = self.pace
+        self._proven_ceiling = None
+        self._grown_at = max(now, self._cut_until)
 
     def refused(self, seq: int) -> bool:
         """Call number ``seq`` was refused: the endpoint took nothing of it. True when the

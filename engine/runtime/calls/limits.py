@@ -46,10 +46,10 @@ from typing import Any, Callable, NamedTuple, Protocol
 
 import msgspec
 
-from drscore.engine.runtime.calls.binding import BindingGuess
+from drscore.engine.runtime.calls.binding import PROBES, STRAIN_RULES_OUT, UNDER_USED, BindingGuess
 from drscore.engine.runtime.calls.history import BucketHistory, Take
 from drscore.engine.runtime.calls.judging import HINT_CEILING_S, RateLimitInfo
-from drscore.engine.runtime.calls.learner import RateLearner
+from drscore.engine.runtime.calls.learner import SENT_KEPT_S, RateLearner
 from drscore.engine.runtime.calls.server_bucket import AMBIGUOUS_S, NEAR_AMBIGUOUS_S, ServerBucket, given_back
 
 
@@ -87,6 +87,10 @@ COUNTED_LAG_S = 0.02
 # How long after our grant a server admits the call (grant to admission on loopback, logged
 # at both ends: 9-14 ms median): what a quota header's count has refilled beyond ours.
 ARRIVAL_S = 0.01
+# How often a learned request pace is checked against the token quota it leaves idle and
+# the refusals before it (RateLimiter._probe_request_pace: a proof's search is quadratic in
+# the calls kept)
+PROBE_CHECK_S = 0.25
 
 
 class TokenBucket:
@@ -483,6 +487,11 @@ class RateLimiter:
         self.token_learner = RateLearner(max_rps=tpm * safety / 60 if tpm else None, noisy=True,
                                          increase_per_s=TOKEN_INCREASE_PER_S, burst_s=burst_s)
         self.binding = BindingGuess()
+        # The probe of a request pace that leaves the token quota idle (_probe_request_pace)
+        self._pace_probe = False
+        self._pace_probes = 0
+        self._requests_held = False  # a 429 kept requests on the proofs, or met a probe: no more probes
+        self._request_pace_checked = -math.inf
         # The token estimate's relative error (0.1 = 10%): the pool sets it from its estimator.
         self.estimate_error: Callable[[], float] = lambda: 0.0
         # The server reserves each call's output cap and gives back the unused part with the
@@ -933,7 +942,33 @@ class RateLimiter:
                                                     seq=permit.seq)
         if (requests_changed or tokens_changed) and not self.announced and (self.learner.cuts or self.token_learner.cuts):
             self._apply_learned()
+            self._probe_request_pace(time.monotonic())
         self.concurrency.on_success()
+
+    def _probe_request_pace(self, now: float) -> None:
+        """A request pace the 429s' ranks chose, checked against the token quota it leaves idle
+        (see :class:`BindingGuess`): probed again when the calls' tokens at it fall under
+        ``UNDER_USED`` of the token pace, and given up for tokens once the requests proved
+        rule out an earlier refusal's request bucket."""
+        if (not self._learns or self.binding.dimension != "requests" or self.binding.named
+                or now < self._request_pace_checked + PROBE_CHECK_S):
+            return
+        self._request_pace_checked = now
+        proof = self.learner.proven_rate()
+        strain = self.binding.hindsight(proof[0] if proof else None)
+        if strain is not None and strain > STRAIN_RULES_OUT:
+            self.binding.turn_to_tokens(strain)
+            self._pace_probe = False
+            self._apply_learned()
+            return
+        pace, token_pace, size = self.learner.rate(), self.token_learner.rate(), self.binding.recent_size()
+        if (self._pace_probe or self._requests_held or self._pace_probes >= PROBES or self.learner.cuts < 2
+                or self.learner.pausing(now) or pace is None or token_pace is None or size is None):
+            return
+        if pace * size < UNDER_USED * token_pace:
+            self.learner.reopen(now)
+            self._pace_probe = True
+            self._pace_probes += 1
 
     def until_full(self) -> float:
         """Seconds until every bucket is full again (0 when all are). Only then does waiting
@@ -1226,9 +1261,23 @@ class RateLimiter:
                 # met the bucket that one had found wanting, where any size is refused: its size
                 # tells nothing new, and as a vote it dragged a token quota's guess to requests
                 # (bench.headerless, tokens: 0.72 then 0.17 a millisecond later, in 3 runs of 31).
-                strain = (self.learner.strain(permit.seq, 1.0, permit.granted_at),
-                          self.token_learner.strain(permit.seq, permit.estimate, permit.granted_at))
-                self.binding.refused(permit.estimate, strain=strain, named=info.binding_named if info else None)
+                request_bound = self.learner.bound(permit.seq, 1.0, permit.granted_at)
+                self.binding.bounded(now, request_bound, SENT_KEPT_S)
+                request_proof = self.learner.proven_rate(before=permit.seq)
+                proof = request_proof[0] if request_proof else None
+                # this refusal's strain, or an earlier one's in hindsight, whichever is higher
+                request_strain = max((x for x in (None if proof is None or request_bound is None
+                                                  else proof / request_bound, self.binding.hindsight(proof))
+                                      if x is not None), default=None)
+                token_strain = self.token_learner.strain(permit.seq, permit.estimate, permit.granted_at)
+                self.binding.refused(permit.estimate, strain=(request_strain, token_strain),
+                                     named=info.binding_named if info else None, probing=self._pace_probe)
+                # Requests kept where the proofs ruled tokens out, or at the 429 a probe met before
+                # its proofs ruled requests out: a request quota, not a guess to probe again
+                held = self.binding.dimension == "requests" and (
+                    self._pace_probe or (token_strain or 0.0) > STRAIN_RULES_OUT)
+                self._requests_held = self._requests_held or held
+                self._pace_probe = False
             self.token_learner.unit_guess = max(1.0, float(permit.estimate))
             requests_cut = self.learner.rate_limited(delay, self._admitted_requests, permit.seq)
             tokens_cut = self.token_learner.rate_limited(delay, self._admitted_tokens, permit.seq)

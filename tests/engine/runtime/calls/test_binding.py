@@ -1,0 +1,191 @@
+"""Which quota binds: the 429s' votes, the same read in hindsight, and the limiter's probe of
+a request pace that leaves the token quota idle; hand-made states, expected figures worked out
+in the comments."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from drscore.engine.runtime.calls.binding import PROBES, BindingGuess, GuessVote
+from drscore.engine.runtime.calls.judging import RateLimitInfo
+from drscore.engine.runtime.calls.limits import RateLimiter
+
+
+def test_binding_guess_by_hand():
+    alike = BindingGuess(sizes=8)
+    for x in (1000, 1000, 1000, 1050):
+        alike.sent(x)
+    # requests of about one size: pacing either is the same, and no vote is cast
+    assert alike.refused(1050) == "requests" and alike.votes == []
+    g = BindingGuess(sizes=8)
+    for x in (1000, 1000, 1000, 1000, 500, 4000, 800, 9000):
+        g.sent(x)
+    # among 1000 x4, 500, 4000, 800, 9000 a refused 3000 ranks above 6 of 8 (0.75); nothing was
+    # paced before this first vote of the run, and 0.75 > 0.6: tokens
+    assert g.refused(3000) == "tokens"
+    # paced by tokens, a refused 900 ranks 2/8 = 0.25, at most SMALL_RANK: requests
+    assert g.refused(900) == "requests"
+    # paced by requests, a refused 8000 (7/8) at a request rate well above any proven (strain
+    # 0.9): a request quota refuses any call, so it stays
+    assert g.refused(8000, strain=(0.9, 0.8)) == "requests"
+    # the same call refused at a request rate the endpoint had accepted (strain 0.97): tokens
+    assert g.refused(8000, strain=(0.97, 0.8)) == "tokens"
+    # paced by tokens, a mid-sized refusal (1000: 2 below, 4 level, 4 / 8) says nothing: it stays
+    assert g.refused(1000, strain=(0.9, 0.99)) == "tokens"
+    # each vote kept for the summary, with the dimension paced when it came (before the first
+    # 429 nothing was paced)
+    assert [(v.rank, v.paced, v.guess, v.by) for v in g.votes] == [
+        (0.75, "none", "tokens", "ranks"), (0.25, "tokens", "requests", "ranks"),
+        (0.875, "requests", "requests", "ranks"), (0.875, "requests", "tokens", "ranks"),
+        (0.5, "tokens", "tokens", "ranks")]
+    assert g.votes[3] == GuessVote(rank=0.875, paced="requests", strain=(0.97, 0.8), by="ranks", guess="tokens")
+
+def test_a_strain_over_1_05_rules_its_dimension_out_whatever_the_rank():
+    g = BindingGuess(sizes=8)
+    for x in (1000, 1000, 1000, 1000, 500, 4000, 800, 9000):
+        g.sent(x)
+    assert g.refused(400) == "requests"  # the start-up: the smallest refused, rank 0
+    # paced by requests, the smallest refused again, but at a request rate 20% under one the
+    # endpoint had accepted: no request bucket refuses that, so tokens bind
+    assert g.refused(400, strain=(1.2, 0.9)) == "tokens"
+    # paced by tokens, the smallest once more: rank 0 would say requests, but requests are
+    # ruled out again, and nothing rules tokens out
+    assert g.refused(400, strain=(1.1, 1.0)) == "tokens"
+    # now tokens are ruled out and requests are not: requests, whatever the size
+    assert g.refused(9500, strain=(0.9, 1.3)) == "requests"
+    # both ruled out (a server bucket larger than assumed inflates every proof): the ranks
+    # decide, and a large call at a request rate already accepted says tokens
+    assert g.refused(9500, strain=(1.3, 1.3)) == "tokens"
+    assert [v.by for v in g.votes] == ["ranks", "proofs", "proofs", "proofs", "ranks"]
+
+def test_a_429_naming_its_dimension_decides_the_binding_guess_for_good():
+    guess = BindingGuess()
+    for x in (100, 5000, 120, 4800, 90, 5100):
+        guess.sent(x)
+    # the smallest call refused in the start-up burst says requests by its rank; Azure's body
+    # ("exceeded token rate limit") says tokens
+    assert guess.refused(90, named="tokens") == "tokens" and guess.votes[-1].by == "body"
+    # a later 429 naming nothing, a small call refused while tokens are paced: still tokens
+    assert guess.refused(90, strain=(0.5, 0.9)) == "tokens" and guess.votes[-1].by == "body"
+    # without the body, that second vote would have turned the guess to requests
+    plain = BindingGuess()
+    for x in (100, 5000, 120, 4800, 90, 5100):
+        plain.sent(x)
+    plain.refused(5100)
+    assert plain.dimension == "tokens" and plain.refused(90, strain=(0.5, 0.9)) == "requests"
+
+
+def test_a_429_met_by_the_probe_of_a_request_pace_moves_the_guess_on_the_proofs_alone():
+    g = BindingGuess(sizes=8)
+    g.resume("requests")  # paced by requests
+    for x in (1000, 1000, 1000, 1000, 500, 4000, 800, 9000):
+        g.sent(x)
+    # the probe ran requests past what they had proved: a large call (7 of 8) refused at a request
+    # rate already accepted (strain 0.97) would say tokens, but at the top of a probe says nothing
+    assert g.refused(8000, strain=(0.97, 0.8), probing=True) == "requests"
+    assert g.votes[-1].by == "ranks"
+    # the proofs still decide: no request bucket of the rate proved refused it
+    assert g.refused(8000, strain=(1.2, 0.8), probing=True) == "tokens"
+    assert g.votes[-1].by == "proofs"
+
+
+def test_a_request_proof_over_an_earlier_refusals_bound_rules_requests_out_in_hindsight():
+    g = BindingGuess()
+    assert g.hindsight(3.0) is None  # no refusal yet
+    g.bounded(at=10.0, bound=2.0, kept_s=120.0)
+    g.bounded(at=20.0, bound=None, kept_s=120.0)  # no bound (too few calls before it): nothing kept
+    g.bounded(at=30.0, bound=4.0, kept_s=120.0)
+    # the lowest bound kept is 2 a second: a proof of 2.2 is 1.1 times it
+    assert g.hindsight(2.2) == pytest.approx(1.1)
+    assert g.hindsight(None) is None
+    # 140 s on, the refusal at 10 s is older than the two minutes the proofs span: 4.0 is the lowest
+    g.bounded(at=140.0, bound=5.0, kept_s=120.0)
+    assert g.hindsight(2.2) == pytest.approx(2.2 / 4.0)
+    g.turn_to_tokens(1.1)
+    assert g.dimension == "tokens"
+    assert (g.votes[-1].by, g.votes[-1].paced, g.votes[-1].guess, g.votes[-1].strain) == (
+        "hindsight", "requests", "tokens", (1.1, 0.0))
+
+
+def test_the_recent_size_is_the_mean_of_the_last_sixteen_calls():
+    g = BindingGuess()
+    assert g.recent_size() is None
+    for x in [9000.0] * 10 + [1000.0] * 16:
+        g.sent(x)
+    assert g.recent_size() == pytest.approx(1000.0)
+    g.sent(17000.0)  # 15 of 1,000 and one of 17,000
+    assert g.recent_size() == pytest.approx(2000.0)
+
+
+def _paced_by_requests(size: float) -> RateLimiter:
+    """A header-less limiter two cuts in, pacing 1 request a second that the ranks chose, its
+    token learner at 10,000 tokens a second, the last 16 calls a third and five thirds of
+    ``size`` tokens in turn (a mean of ``size``)."""
+    lim = RateLimiter(concurrency=8)
+    now = time.monotonic()
+    lim.learner.resume(1.0 / 0.99, now - 10.0)  # as after a proven cut: pace 1.0, cuts 2
+    lim.token_learner.resume(10_000 / 0.99, now - 10.0)
+    for i in range(16):
+        lim.binding.sent(size * (5 / 3 if i % 2 else 1 / 3))
+    lim._apply_learned()
+    return lim
+
+
+def test_a_request_pace_that_leaves_the_token_quota_idle_is_probed_again():
+    # 1 request a second of 9,000 tokens is 9,000 tokens a second: 0.9 of the token pace, no probe
+    busy = _paced_by_requests(9000.0)
+    busy._probe_request_pace(time.monotonic())
+    assert busy.learner.cuts == 2 and not busy._pace_probe
+    # of 3,000 tokens, 3,000 a second: under 0.67 of 10,000, so the slow start opens again
+    idle = _paced_by_requests(3000.0)
+    idle._probe_request_pace(time.monotonic())
+    assert idle.learner.cuts == 1 and idle._pace_probe and idle._pace_probes == 1
+    # the pace grows 15% a second from 1.0 (compounded), as after a first cut
+    idle.learner._grown_at -= 2.0
+    idle.learner.success()
+    assert idle.learner.pace == pytest.approx(1.15 ** 2, rel=1e-3)
+    # a 429's body that named requests: no probe
+    named = _paced_by_requests(3000.0)
+    named.binding.refused(3000.0, named="requests")
+    named._probe_request_pace(time.monotonic())
+    assert named.learner.cuts == 2 and not named._pace_probe
+
+
+def test_a_proof_past_an_earlier_refusals_request_bound_turns_the_pace_to_tokens_without_a_429():
+    lim = _paced_by_requests(3000.0)
+    now = time.monotonic()
+    lim.binding.bounded(now - 20.0, 2.0, 120.0)  # an earlier refusal: a request bucket of at most 2 a second
+    # 7 calls 0.25 s apart since: 6 calls over 1.5 s, the last one fitting a 1 s bucket, prove at
+    # least (6 + 1) / (1.5 + 1) = 2.8 a second: 1.4 times the bound, so no request quota refused it
+    for seq in range(1, 8):
+        lim.learner.sent(seq, now - 2.0 + 0.25 * seq)
+    assert lim.learner.proven_rate()[0] == pytest.approx(2.8)
+    lim._probe_request_pace(now)
+    assert lim.binding.dimension == "tokens" and lim.binding.votes[-1].by == "hindsight"
+    assert lim.binding.votes[-1].strain[0] == pytest.approx(1.4)
+    assert lim.requests is None and lim.tokens is not None and lim.tpm == pytest.approx(600_000)
+
+
+async def test_a_probe_that_meets_a_request_quota_is_not_made_again():
+    lim = _paced_by_requests(3000.0)
+    lim._probe_request_pace(time.monotonic())
+    assert lim._pace_probe and lim.learner.cuts == 1
+    now = time.monotonic()
+    # What the calls proved: two requests a tenth of a second apart just now, so a request bucket
+    # may refuse a third (strain 0.12); and 40,000 tokens within 0.3 s half a minute ago, at least
+    # 30,769 a second, where a token bucket that refuses 1,000 tokens now is under 4,167 (7.4).
+    lim.learner._sent = [(1, now - 0.2, 1.0, False), (2, now - 0.1, 1.0, False)]
+    lim.token_learner._sent = [(s, now - 30.0 + 0.1 * (s - 1), 10_000.0, False) for s in range(1, 5)] + [
+        (5, now - 0.2, 2000.0, False), (6, now - 0.1, 2000.0, False)]
+    lim._sent_requests = 10
+    p = lim._grant(1000, now)
+    await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
+    vote = lim.binding.votes[-1]
+    assert vote.by == "proofs" and vote.strain[0] == pytest.approx(0.121, abs=1e-3)
+    assert vote.strain[1] == pytest.approx(7.385, abs=1e-3) and lim.binding.dimension == "requests"
+    assert not lim._pace_probe and lim._requests_held
+    lim.learner._cut_until = 0.0
+    lim._request_pace_checked = -1e9
+    lim._probe_request_pace(time.monotonic())
+    assert not lim._pace_probe and lim._pace_probes == 1 < PROBES
