@@ -1264,11 +1264,8 @@ class RateLimiter:
                 request_bound = self.learner.bound(permit.seq, 1.0, permit.granted_at)
                 self.binding.bounded(now, request_bound, SENT_KEPT_S)
                 request_proof = self.learner.proven_rate(before=permit.seq)
-                proof = request_proof[0] if request_proof else None
-                # this refusal's strain, or an earlier one's in hindsight, whichever is higher
-                request_strain = max((x for x in (None if proof is None or request_bound is None
-                                                  else proof / request_bound, self.binding.hindsight(proof))
-                                      if x is not None), default=None)
+                # the strain of this refusal or, higher, of an earlier one in hindsight
+                request_strain = self.binding.hindsight(request_proof[0] if request_proof else None)
                 token_strain = self.token_learner.strain(permit.seq, permit.estimate, permit.granted_at)
                 self.binding.refused(permit.estimate, strain=(request_strain, token_strain),
                                      named=info.binding_named if info else None, probing=self._pace_probe)
