@@ -7,6 +7,8 @@ from collections import deque
 
 import msgspec
 
+from drscore.engine.runtime.calls.learner import SENT_KEPT_S
+
 
 VOTES_KEPT = 16  # the votes a run's summary lists: the ones that set the guess come first
 # A strain above this says no bucket of the proven rate would have refused the call: the
@@ -113,20 +115,24 @@ class BindingGuess:
         recent = list(self._sizes)[-RECENT_SIZES:]
         return sum(recent) / len(recent) if recent else None
 
-    def bounded(self, at: float, bound: float | None, kept_s: float) -> None:
+    def bounded(self, at: float, bound: float | None) -> None:
         """A refusal at ``at`` allows a request bucket of at most ``bound`` a second
-        (:meth:`RateLearner.bound`); the bounds of the last ``kept_s`` seconds are kept."""
-        while self._request_bounds and self._request_bounds[0][0] < at - kept_s:
-            self._request_bounds.popleft()
+        (:meth:`RateLearner.bound`)."""
         if bound is not None:
             self._request_bounds.append((at, bound))
 
-    def hindsight(self, proof: float | None) -> float | None:
-        """The request rate ``proof`` (calls a second) over the lowest bound kept: above
+    def lowest_bound(self, now: float) -> float | None:
+        """The lowest request bound of the refusals of the last ``SENT_KEPT_S`` seconds (the
+        span a proof covers); None without one."""
+        while self._request_bounds and self._request_bounds[0][0] < now - SENT_KEPT_S:
+            self._request_bounds.popleft()
+        return min((b for _, b in self._request_bounds), default=None)
+
+    def hindsight(self, proof: float | None, now: float) -> float | None:
+        """The request rate ``proof`` (calls a second) over :meth:`lowest_bound`: above
         ``STRAIN_RULES_OUT``, some refusal was not a request quota's. None without either."""
-        if proof is None or not self._request_bounds:
-            return None
-        return proof / min(b for _, b in self._request_bounds)
+        lowest = self.lowest_bound(now)
+        return None if proof is None or lowest is None else proof / lowest
 
     def turn_to_tokens(self, strain: float) -> None:
         """The requests proved since ruled an earlier refusal's request bucket out (``strain``,

@@ -49,7 +49,7 @@ import msgspec
 from drscore.engine.runtime.calls.binding import PROBES, STRAIN_RULES_OUT, UNDER_USED, BindingGuess
 from drscore.engine.runtime.calls.history import BucketHistory, Take
 from drscore.engine.runtime.calls.judging import HINT_CEILING_S, RateLimitInfo
-from drscore.engine.runtime.calls.learner import SENT_KEPT_S, RateLearner
+from drscore.engine.runtime.calls.learner import RateLearner
 from drscore.engine.runtime.calls.server_bucket import AMBIGUOUS_S, NEAR_AMBIGUOUS_S, ServerBucket, given_back
 
 
@@ -954,13 +954,15 @@ class RateLimiter:
                 or now < self._request_pace_checked + PROBE_CHECK_S):
             return
         self._request_pace_checked = now
-        proof = self.learner.proven_rate()
-        strain = self.binding.hindsight(proof[0] if proof else None)
-        if strain is not None and strain > STRAIN_RULES_OUT:
-            self.binding.turn_to_tokens(strain)
-            self._pace_probe = False
-            self._apply_learned()
-            return
+        # the proof's search is quadratic in the calls kept: not made without a bound to read it by
+        if self.binding.lowest_bound(now) is not None:
+            proof = self.learner.proven_rate()
+            strain = self.binding.hindsight(proof[0] if proof else None, now)
+            if strain is not None and strain > STRAIN_RULES_OUT:
+                self.binding.turn_to_tokens(strain)
+                self._pace_probe = False
+                self._apply_learned()
+                return
         pace, token_pace, size = self.learner.rate(), self.token_learner.rate(), self.binding.recent_size()
         if (self._pace_probe or self._requests_held or self._pace_probes >= PROBES or self.learner.cuts < 2
                 or self.learner.pausing(now) or pace is None or token_pace is None or size is None):
@@ -1262,10 +1264,10 @@ class RateLimiter:
                 # tells nothing new, and as a vote it dragged a token quota's guess to requests
                 # (bench.headerless, tokens: 0.72 then 0.17 a millisecond later, in 3 runs of 31).
                 request_bound = self.learner.bound(permit.seq, 1.0, permit.granted_at)
-                self.binding.bounded(now, request_bound, SENT_KEPT_S)
+                self.binding.bounded(now, request_bound)
                 request_proof = self.learner.proven_rate(before=permit.seq)
                 # the strain of this refusal or, higher, of an earlier one in hindsight
-                request_strain = self.binding.hindsight(request_proof[0] if request_proof else None)
+                request_strain = self.binding.hindsight(request_proof[0] if request_proof else None, now)
                 token_strain = self.token_learner.strain(permit.seq, permit.estimate, permit.granted_at)
                 self.binding.refused(permit.estimate, strain=(request_strain, token_strain),
                                      named=info.binding_named if info else None, probing=self._pace_probe)

@@ -92,16 +92,20 @@ def test_a_429_met_by_the_probe_of_a_request_pace_moves_the_guess_on_the_proofs_
 
 def test_a_request_proof_over_an_earlier_refusals_bound_rules_requests_out_in_hindsight():
     g = BindingGuess()
-    assert g.hindsight(3.0) is None  # no refusal yet
-    g.bounded(at=10.0, bound=2.0, kept_s=120.0)
-    g.bounded(at=20.0, bound=None, kept_s=120.0)  # no bound (too few calls before it): nothing kept
-    g.bounded(at=30.0, bound=4.0, kept_s=120.0)
+    assert g.hindsight(3.0, now=0.0) is None  # no refusal yet
+    g.bounded(at=10.0, bound=2.0)
+    g.bounded(at=20.0, bound=None)  # no bound (too few calls before it): nothing kept
+    g.bounded(at=30.0, bound=4.0)
     # the lowest bound kept is 2 a second: a proof of 2.2 is 1.1 times it
-    assert g.hindsight(2.2) == pytest.approx(1.1)
-    assert g.hindsight(None) is None
-    # 140 s on, the refusal at 10 s is older than the two minutes the proofs span: 4.0 is the lowest
-    g.bounded(at=140.0, bound=5.0, kept_s=120.0)
-    assert g.hindsight(2.2) == pytest.approx(2.2 / 4.0)
+    assert g.hindsight(2.2, now=30.0) == pytest.approx(1.1)
+    assert g.hindsight(None, now=30.0) is None
+    # 140 s on, the refusal at 10 s is older than the two minutes the proofs span: 4.0 is the
+    # lowest, whether or not a refusal came since
+    assert g.hindsight(2.2, now=140.0) == pytest.approx(2.2 / 4.0)
+    g.bounded(at=140.0, bound=5.0)
+    assert g.hindsight(2.2, now=140.0) == pytest.approx(2.2 / 4.0)
+    # and 270 s on, none is left
+    assert g.lowest_bound(now=270.0) is None and g.hindsight(2.2, now=270.0) is None
     g.turn_to_tokens(1.1)
     assert g.dimension == "tokens"
     assert (g.votes[-1].by, g.votes[-1].paced, g.votes[-1].guess, g.votes[-1].strain) == (
@@ -155,7 +159,7 @@ def test_a_request_pace_that_leaves_the_token_quota_idle_is_probed_again():
 def test_a_proof_past_an_earlier_refusals_request_bound_turns_the_pace_to_tokens_without_a_429():
     lim = _paced_by_requests(3000.0)
     now = time.monotonic()
-    lim.binding.bounded(now - 20.0, 2.0, 120.0)  # an earlier refusal: a request bucket of at most 2 a second
+    lim.binding.bounded(now - 20.0, 2.0)  # an earlier refusal: a request bucket of at most 2 a second
     # 7 calls 0.25 s apart since: 6 calls over 1.5 s, the last one fitting a 1 s bucket, prove at
     # least (6 + 1) / (1.5 + 1) = 2.8 a second: 1.4 times the bound, so no request quota refused it
     for seq in range(1, 8):
