@@ -20,8 +20,9 @@ Figures per run: requests sent and answered 429, and the quota's limit over the 
 max(answered / RPM, tokens charged / TPM) (the mock's own token count). The older
 ``efficiency`` figure (limit less the server's one-second starting burst, over the
 client's wall time) is kept for comparison with earlier runs. ``--runs N`` repeats each
-header-less measure: each run's 429s, limit over span and the 429s' votes on which quota binds
-(``learned_quota.votes`` of its summary), and in how many runs both targets held.
+header-less measure: each run's 429s, limit over span, the 429s' votes on which quota binds
+(``learned_quota.votes`` of its summary) and how the pace moved (``pacing``: its run
+directory's ``pacing.jsonl`` in brief), and in how many runs both targets held.
 ``--second-run`` measures, each time, the run after a first one against the same endpoint (its
 answers then deleted from the cache, the server's buckets full again): the quota the first
 learned is kept in the cache, and the measured run starts from it (``resumed``; the first
@@ -51,6 +52,7 @@ from bench.shared_data import DRB, require_data
 from bench.timing import QuotaUse, add_load_arguments, quota_use, timed_run
 from drscore.api import JudgeConfig, RunConfig
 from drscore.engine.runtime.calls.cache import JudgeCache
+from drscore.engine.runtime.calls.pace_log import PACING_FILE, read_pacing
 from drscore.judge.mock.server import MockConfig, MockServerProcess
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -112,9 +114,24 @@ def _measure(profile: str, *, rpm: float, tpm: float, latency: float, jitter: fl
         "estimates_on": t.get("prompts_estimated", {}).get("on", "characters"),
         # the 429s' votes on which quota binds (engine.runtime.calls.binding.GuessVote)
         "votes": (t.get("learned_quota") or {}).get("votes", []),
+        # how the pace moved: the run directory's pacing.jsonl (engine.runtime.calls.pace_log)
+        "pacing": _pacing_digest(Path(run.out) / PACING_FILE),
         # a second run: the learned quota it started from, and the first run's figures
         **({"resumed": (t.get("learned_quota") or {}).get("resumed"), "first_run": before} if second else {}),
     }
+
+
+def _pacing_digest(path: Path) -> dict:
+    """A run's ``pacing.jsonl`` in brief: each 429 as [seconds, the call's grant order, its
+    token estimate, the dimension paced after it, what decided the vote], the seconds of each
+    turn to tokens in hindsight and of each probe of a request pace, and the learned paces
+    sampled every 5 s as [seconds, dimension, requests/min, tokens/min]."""
+    events = list(read_pacing(path))
+    return {"refusals": [[e.t, e.call, e.tokens, e.binding, e.vote.by if e.vote else None]
+                         for e in events if e.kind == "429"],
+            "turns_s": [e.t for e in events if e.kind == "turn"],
+            "probes_s": [e.t for e in events if e.kind == "probe"],
+            "paces": [[e.t, e.binding, e.rpm, e.tpm] for e in events if e.kind == "pace"]}
 
 
 def _largest_first(reports: Path, folder: Path) -> Path:
@@ -141,7 +158,7 @@ def _header_less(runs: int, **kw: Any) -> dict:
     out: dict = {"header_less": results[0]}
     if runs > 1:
         spans = [r["limit_over_span"] or 0 for r in results]
-        keys = ("responses_429", "share_429", "limit_over_span", "votes", "resumed", "first_run")
+        keys = ("responses_429", "share_429", "limit_over_span", "votes", "pacing", "resumed", "first_run")
         out["header_less_repeated"] = {
             "runs": [{k: r[k] for k in keys if k in r} for r in results],
             "targets_held": sum(r["share_429"] <= 0.03 and s >= 0.95 for r, s in zip(results, spans)),

@@ -35,6 +35,7 @@ from drscore.engine.runtime.models import InputError, Report, ScoreRow, Task, Ve
 from drscore.engine.runtime.paths import default_cache_dir
 from drscore.engine.methods.language import task_language
 from drscore.engine.runtime.calls.ledger import LEDGER_FILE, RunLedger, check_budget
+from drscore.engine.runtime.calls.pace_log import PACING_FILE, PaceLog
 from drscore.engine.runtime.calls.pool import JudgePool
 from drscore.engine.runtime.calls.pricing import PriceTable, known_cost, unknown_price_message
 from drscore.judge import wire
@@ -629,6 +630,9 @@ class Run:
                 ledger = RunLedger(Path(cfg.out) / LEDGER_FILE, max_cost=cfg.judge.max_cost, priced=pool.priced)
                 self._stack.callback(lambda: ledger.close(self._ledger_state))
                 pool.use_ledger(ledger)
+                pacing = PaceLog(Path(cfg.out) / PACING_FILE)  # every 429 and pace change, for a diagnosis
+                self._stack.callback(pacing.close)
+                pool.limiter.log_pacing(pacing)
             self._writer = RunWriter(cfg.out, lock)
         self._runner = Runner(
             tasks=self.tasks, methods=instances, pool=pool, pages=self.pages, seed=cfg.seed, writer=self._writer,

@@ -36,6 +36,7 @@ import numpy as np
 from drscore.engine.runtime.escape import csv_cell
 from drscore.engine.runtime.extras import MissingExtra
 from drscore.engine.runtime.calls.ledger import LEDGER_FILE, PAID_COLUMNS, Paid, iter_paid, read_totals
+from drscore.engine.runtime.calls.pace_log import PACING_COLUMNS, PACING_FILE, PaceEvent, flat_pace, read_pacing
 from drscore.engine.runtime.models import InputError, ScoreRow, VerdictRecord
 from drscore.engine.runtime.rundir import run_state
 from drscore.engine.runtime.rundir_read import (
@@ -184,6 +185,12 @@ class RunResults:
         task, agent, tokens, cost and seconds (``.to_pandas()`` for a DataFrame)."""
         return Records(list(iter_paid(self.path / LEDGER_FILE)), PAID_COLUMNS, msgspec.to_builtins)
 
+    @property
+    def pacing(self) -> Records[PaceEvent]:
+        """How the judge endpoint was paced (``pacing.jsonl``), every invocation: each 429, each
+        turn or probe of a learned pace, the learned paces every 5 s (empty for a run without it)."""
+        return Records(list(read_pacing(self.path / PACING_FILE)), PACING_COLUMNS, flat_pace)
+
     def iter_rows(self, chunk_size: int = 50_000) -> Iterator[list[ScoreRow]]:
         """The rows of :attr:`rows`, in file order, ``chunk_size`` at a time.
 
@@ -240,14 +247,18 @@ class RunResults:
 
     def export_table(self, path: str | Path, *, table: str = "rows", fmt: str = "csv",
                      chunk_size: int = 10_000) -> int:
-        """Write ``rows`` or ``verdicts`` as CSV or Parquet one chunk at a time; returns
+        """Write ``rows``, ``verdicts``, ``ledger`` or ``pacing`` as CSV or Parquet one chunk at a time; returns
         the number of records written. Parquet needs pyarrow (the pandas extra)."""
-        if table not in ("rows", "verdicts", "ledger") or fmt not in ("csv", "parquet"):
-            raise ValueError("table must be rows|verdicts|ledger and fmt csv|parquet")
-        if table == "ledger":
+        if table not in ("rows", "verdicts", "ledger", "pacing") or fmt not in ("csv", "parquet"):
+            raise ValueError("table must be rows|verdicts|ledger|pacing and fmt csv|parquet")
+        if table == "pacing":
+            header = list(PACING_COLUMNS)
+            chunks: Iterator[list[dict[str, Any]]] = _chunked((flat_pace(e) for e in read_pacing(
+                self.path / PACING_FILE)), chunk_size)
+        elif table == "ledger":
             header = list(PAID_COLUMNS)
             paid = (msgspec.to_builtins(p) for p in iter_paid(self.path / LEDGER_FILE))
-            chunks: Iterator[list[dict[str, Any]]] = _chunked(paid, chunk_size)
+            chunks = _chunked(paid, chunk_size)
         elif table == "rows":
             _, subs = self._scan_rows()
             header = [*ROW_COLUMNS, *subs]  # as Records.header: fixed, then the extras sorted

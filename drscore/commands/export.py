@@ -21,9 +21,10 @@ from drscore.engine.runtime.escape import terminal
                     "cannot be read or the file cannot be written; 2 usage.")
 @argument("dir", type=click.Path(path_type=Path), metavar="RUN_DIR", help="run directory (drscore run --out)")
 @option("--format", type=click.Choice(("csv", "parquet")), default="csv", help="file format (default csv)")
-@option("--table", type=click.Choice(("rows", "verdicts", "ledger")), default="rows",
+@option("--table", type=click.Choice(("rows", "verdicts", "ledger", "pacing")), default="rows",
         help="rows: one per scored report and method (default); verdicts: one per judge call of the last "
-             "invocation; ledger: one per paid call, every invocation (ledger.jsonl)")
+             "invocation; ledger: one per paid call, every invocation (ledger.jsonl); pacing: each 429 and "
+             "learned pace, every invocation (pacing.jsonl)")
 @option("--out", type=click.Path(path_type=Path), metavar="FILE",
         help="file to write (default: RUN_DIR/<table>.<format>, e.g. RUN_DIR/rows.csv)")
 def command(**opts: Any) -> int:

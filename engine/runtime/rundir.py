@@ -41,7 +41,8 @@ LOCK_FILE = "run.lock"
 STATE_FILE = "state.json"
 # Files of a run directory that --overwrite removes (and nothing else).
 RUN_FILES = ("config.json", STATE_FILE, "verdicts.jsonl", "scores.jsonl", "summary.json",
-             "leaderboard.md", "leaderboard.csv", "report.html", "viewer.html", "ledger.jsonl")
+             "leaderboard.md", "leaderboard.csv", "report.html", "viewer.html", "ledger.jsonl",
+             "pacing.jsonl")
 # Configuration fields that decide what a run computes. Limits, timeouts, the budget and
 # the cache location may change between a run and its resumption; these may not.
 IDENTITY_FIELDS = ("methods", "reports", "tasks", "format", "agent", "seed", "method_options",

@@ -16,8 +16,10 @@ import time
 import urllib.request
 from pathlib import Path
 
+import msgspec
 import pytest
 
+from drscore.engine.runtime.calls.pace_log import read_pacing
 from drscore.judge.mock.scripted import ScriptedJudge
 from drscore.judge.mock.server import MockConfig, MockServerProcess
 from support.data import ROOT
@@ -156,6 +158,13 @@ def test_a_run_that_learned_its_quota_from_429s_says_what_the_endpoint_took(tmp_
     votes = learned["votes"]
     assert 1 <= len(votes) <= served["rate_limited"] and votes[-1]["guess"] == learned["binding"]
     assert all(0 <= v["rank"] <= 1 and v["paced"] in ("requests", "tokens", "none") for v in votes)
+    # the pacing's account: every 429 the mock sent, in order, with the votes the summary lists
+    events = list(read_pacing(tmp_path / "run" / "pacing.jsonl"))
+    refusals = [e for e in events if e.kind == "429"]
+    assert events[0].kind == "start" and len(refusals) == served["rate_limited"]
+    assert all(e.learning for e in refusals) and refusals[-1].binding == learned["binding"]
+    assert [msgspec.json.decode(msgspec.json.encode(e.vote)) for e in refusals if e.vote is not None] == votes
+    assert [e.t for e in events] == sorted(e.t for e in events)
     # the prompts' token estimates paced nothing unless tokens were learned to bind: then no note
     # on their error, which a request quota does not care about
     estimated = _summary(tmp_path)["totals"]["prompts_estimated"]

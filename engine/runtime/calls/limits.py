@@ -50,6 +50,7 @@ from drscore.engine.runtime.calls.binding import PROBES, STRAIN_RULES_OUT, UNDER
 from drscore.engine.runtime.calls.history import BucketHistory, Take
 from drscore.engine.runtime.calls.judging import HINT_CEILING_S, RateLimitInfo
 from drscore.engine.runtime.calls.learner import RateLearner
+from drscore.engine.runtime.calls.pace_log import PaceEvent, PaceLog
 from drscore.engine.runtime.calls.server_bucket import AMBIGUOUS_S, NEAR_AMBIGUOUS_S, ServerBucket, given_back
 
 
@@ -542,6 +543,25 @@ class RateLimiter:
         self.rate_limited = 0
         self.stopped = False
         self.shared: SharedQuota | None = None
+        self.pace_log: PaceLog | None = None  # the pacing's account (log_pacing)
+
+    def log_pacing(self, log: PaceLog) -> None:
+        """Tell ``log`` every 429, turn, probe and (every few seconds) learned pace from now on
+        (:mod:`drscore.engine.runtime.calls.pace_log`)."""
+        self.pace_log = log
+        log.start(self.told_rpm, self.told_tpm)
+
+    def _tell(self, kind: str, **fields: Any) -> None:
+        log = self.pace_log
+        if log is None:
+            return
+        learned = self._learns and bool(self.learner.cuts or self.token_learner.cuts)
+        paces: dict[str, Any] = {}
+        if learned:
+            r, t = self.learner.pace, self.token_learner.pace
+            paces = {"binding": self.binding.dimension, "rpm": None if r is None else round(r * 60, 2),
+                     "tpm": None if t is None else round(t * 60)}
+        log.emit(PaceEvent(t=log.now(), kind=kind, **paces, **fields))
 
     def _requests_bucket(self, rpm: float, window_s: float | None = None, slides: bool = False) -> TokenBucket:
         """A bucket of ``rpm`` requests a minute (at ``safety``), holding at least one request
@@ -943,6 +963,8 @@ class RateLimiter:
         if (requests_changed or tokens_changed) and not self.announced and (self.learner.cuts or self.token_learner.cuts):
             self._apply_learned()
             self._probe_request_pace(time.monotonic())
+            if self.pace_log is not None and self.pace_log.sample_due():
+                self._tell("pace")
         self.concurrency.on_success()
 
     def _probe_request_pace(self, now: float) -> None:
@@ -962,6 +984,7 @@ class RateLimiter:
                 self.binding.turn_to_tokens(strain)
                 self._pace_probe = False
                 self._apply_learned()
+                self._tell("turn", strain=round(strain, 3))
                 return
         pace, token_pace, size = self.learner.rate(), self.token_learner.rate(), self.binding.recent_size()
         if (self._pace_probe or self._requests_held or self._pace_probes >= PROBES or self.learner.cuts < 2
@@ -971,6 +994,7 @@ class RateLimiter:
             self.learner.reopen(now)
             self._pace_probe = True
             self._pace_probes += 1
+            self._tell("probe")
 
     def until_full(self) -> float:
         """Seconds until every bucket is full again (0 when all are). Only then does waiting
@@ -1256,6 +1280,10 @@ class RateLimiter:
         # dimension their sizes point to. A told quota is trusted: its 429s (arrival jitter)
         # pause and cut the concurrency, as with headers, but do not pace the run below it.
         learning = self._learns
+        votes = len(self.binding.votes)
+        request_bound: float | None = None  # what the 429 taught, for the pacing's account
+        token_strain: float | None = None
+        request_proof: tuple[float, float] | None = None
         if learning:
             paced = self.token_learner if self.binding.dimension == "tokens" else self.learner
             if not paced.pausing(now):
@@ -1293,6 +1321,14 @@ class RateLimiter:
                                            info.remaining_tokens if info else None, self._shape())
         self._paused_until = max(self._paused_until, now + delay)
         self._changed.set()  # the head re-reads the pause
+        if self.pace_log is not None:
+            def per_minute(rate: float | None) -> float | None:
+                return None if rate is None else round(rate * 60, 2)
+            self._tell("429", call=permit.seq, tokens=permit.estimate, pause_s=round(delay, 3), learning=learning,
+                       request_bound_rpm=per_minute(request_bound),
+                       request_proof_rpm=per_minute(request_proof[0] if request_proof else None),
+                       token_strain=None if token_strain is None else round(token_strain, 3),
+                       vote=self.binding.votes[votes] if len(self.binding.votes) > votes else None)
         if learning:
             # The learned pace is the control now; a concurrency halved at every episode
             # would bind instead on a slow endpoint (a 5 s answer at 10 requests/s needs 50).
