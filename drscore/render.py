@@ -419,8 +419,9 @@ def _judge_notes(t: dict[str, Any]) -> list[str]:
             following = (f"the next run against this endpoint starts from that pace (kept in the cache), or "
                          f"{option} {rate} tells it the quota" if learned.get("kept") else
                          f"{option} {rate} paces the next run from its first request")
+            shown = f" (each 429 and how the pace moved: {learned['pacing_file']})" if learned.get("pacing_file") else ""
             lines.append(f"  note: no quota headers, so the pace was learned from 429s ({learned['binding']} bind): "
-                         f"the endpoint took at least {' and '.join(took)}; {following}")
+                         f"the endpoint took at least {' and '.join(took)}; {following}{shown}")
     estimated, refused = t.get("prompts_estimated"), t.get("rate_limited_429", 0)
     if estimated and estimated.get("token_quota") and (
             refused or estimated.get("relative_error", 0.0) >= ESTIMATE_NOTE_ERROR):

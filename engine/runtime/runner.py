@@ -353,7 +353,9 @@ class Runner:
                                        "ambiguous_ms": round(limiter.ambiguous_s * 1000, 3)}
         learned = limiter.learned_quota()
         if learned is not None:  # no headers, nothing told: what the 429s taught, for the next run
-            totals["learned_quota"] = {**learned, "kept": self.pool.keeps_quota}
+            log = limiter.pace_log  # each 429 and how the pace moved, where the run has a directory
+            totals["learned_quota"] = {**learned, "kept": self.pool.keeps_quota,
+                                       "pacing_file": log.path.name if log is not None and log.path else None}
         stopped = self.pool.stopped
         if stopped is not None and not s.stopped_calls and not self.items_not_run:
             # Nothing was refused for the stop: every item has the row its own calls earned.

@@ -165,6 +165,7 @@ def test_a_run_that_learned_its_quota_from_429s_says_what_the_endpoint_took(tmp_
     assert all(e.learning for e in refusals) and refusals[-1].binding == learned["binding"]
     assert [msgspec.json.decode(msgspec.json.encode(e.vote)) for e in refusals if e.vote is not None] == votes
     assert [e.t for e in events] == sorted(e.t for e in events)
+    assert learned["pacing_file"] == "pacing.jsonl" and "(each 429 and how the pace moved: pacing.jsonl)" in proc.stdout
     # the prompts' token estimates paced nothing unless tokens were learned to bind: then no note
     # on their error, which a request quota does not care about
     estimated = _summary(tmp_path)["totals"]["prompts_estimated"]
