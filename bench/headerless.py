@@ -28,7 +28,8 @@ answers then deleted from the cache, the server's buckets full again): the quota
 learned is kept in the cache, and the measured run starts from it (``resumed``; the first
 run's 429s and limit over span beside it). ``--largest-first`` orders the token and mixed cases' reports by
 length, longest first: the first calls are the largest and the sizes shrink as the run goes
-(a file grouped by agent, or sorted). ``--body-names-quota`` adds a run of each case against
+(a file grouped by agent, or sorted); ``--largest-early N`` moves only the N longest to just after
+the first report (the calls after the preflight the largest, then the file's order). ``--body-names-quota`` adds a run of each case against
 the ``gemini`` profile, which sends no quota headers but names the quota in each 429's body
 (``quota_named_by_429``): paced at it from that 429 on. ``--header-less-profile azure`` measures
 the header-less runs against the ``azure`` profile instead: remaining counts without limits in
@@ -121,6 +122,18 @@ def _measure(profile: str, *, rpm: float, tpm: float, latency: float, jitter: fl
     }
 
 
+def _largest_early(reports: Path, folder: Path, n: int) -> Path:
+    """A copy of ``reports`` in ``folder`` with its ``n`` longest reports moved to just after the
+    first: the run's first calls after the preflight are its largest, then the order is the file's."""
+    rows = [orjson.loads(line) for line in reports.read_bytes().splitlines() if line.strip()]
+    rest = sorted(range(1, len(rows)), key=lambda i: -len(rows[i].get("article") or ""))
+    early = set(rest[:n])
+    ordered = [rows[0], *(rows[i] for i in rest[:n]), *(row for i, row in enumerate(rows) if i and i not in early)]
+    out = folder / f"{reports.stem}.largest-early.jsonl"
+    out.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in ordered))
+    return out
+
+
 def _pacing_digest(path: Path) -> dict:
     """A run's ``pacing.jsonl`` in brief: each 429 as [seconds, the call's grant order, its
     token estimate, the dimension paced after it, what decided the vote], the seconds of each
@@ -190,6 +203,9 @@ def main() -> None:
     ap.add_argument("--largest-first", action="store_true",
                     help="tokens and mixed cases: the reports ordered by length, longest first (the sizes shrink as "
                          "the run goes)")
+    ap.add_argument("--largest-early", type=int, default=0, metavar="N",
+                    help="tokens and mixed cases: the N longest reports moved to just after the first (the calls "
+                         "after the preflight the largest, then the file's order)")
     ap.add_argument("--client-estimates", default="proxy", choices=("proxy", "characters"),
                     help="what the client's token estimates learn on: cl100k_base's counts (the default where "
                          "drscore[tokenizer] is installed) or characters")
@@ -216,6 +232,9 @@ def main() -> None:
         if args.largest_first and {"tokens", "mixed"} & set(cases):
             require_data("headerless", str(reports))
             reports = _largest_first(reports, Path(d))
+        elif args.largest_early and {"tokens", "mixed"} & set(cases):
+            require_data("headerless", str(reports))
+            reports = _largest_early(reports, Path(d), args.largest_early)
         for case, rpm, tpm in (("tokens", 0.0, args.tpm), ("mixed", args.mixed_rpm, 0.0)):
             if case not in cases:
                 continue
@@ -224,7 +243,8 @@ def main() -> None:
                       limit=0, **common)
             out[case] = {
                 "rpm": rpm or None, "tpm": tpm or None, "methods": ["quality"],
-                "reports": "DeepResearch Bench, 100 reports" + (", longest first" if args.largest_first else ""),
+                "reports": "DeepResearch Bench, 100 reports" + (", longest first" if args.largest_first else (
+                    f", the {args.largest_early} longest after the first" if args.largest_early else "")),
                 **_header_less(args.runs, tmp=Path(d) / case, second=args.second_run, profile=args.header_less_profile,
                                **kw),
                 "with_headers": _measure("openai", tmp=Path(d) / case, **kw),

@@ -83,7 +83,8 @@ class BindingGuess:
     the calls shrink under it and the token quota goes unused; the limiter then probes it
     (grows it again, see ``UNDER_USED``), and a proof past an earlier refusal's bound turns
     the guess to tokens without a 429 (:meth:`turn_to_tokens`), where a request quota meets
-    one 429 at its limit. A 429 that kept requests on the proofs (tokens ruled out), or that
+    one 429 at its limit. The token pace then starts from that refusal
+    (:meth:`token_evidence`), not from what the token learner kept while requests were paced. A 429 that kept requests on the proofs (tokens ruled out), or that
     the probe met before its proofs ruled requests out, ends the probing.
     """
 
@@ -94,7 +95,8 @@ class BindingGuess:
         self.votes: list[GuessVote] = []  # the first VOTES_KEPT, for the run's summary
         self._refusals = 0  # before the first, nothing was paced
         self._named = False  # a 429's body named the binding dimension
-        self._request_bounds: deque[tuple[float, float]] = deque()  # (when, bound) of recent refusals
+        # (when, request bound, token evidence: see bounded) of recent refusals
+        self._request_bounds: deque[tuple[float, float, tuple[float, float] | None]] = deque()
 
     def sent(self, tokens: float) -> None:
         self._sizes.append(tokens)
@@ -115,18 +117,27 @@ class BindingGuess:
         recent = list(self._sizes)[-RECENT_SIZES:]
         return sum(recent) / len(recent) if recent else None
 
-    def bounded(self, at: float, bound: float | None) -> None:
+    def bounded(self, at: float, bound: float | None, tokens: tuple[float, float] | None = None) -> None:
         """A refusal at ``at`` allows a request bucket of at most ``bound`` a second
-        (:meth:`RateLearner.bound`)."""
+        (:meth:`RateLearner.bound`); ``tokens``: the token rate the calls had proved before it
+        and the most a token bucket that refused it could have, for :meth:`token_evidence`."""
         if bound is not None:
-            self._request_bounds.append((at, bound))
+            self._request_bounds.append((at, bound, tokens))
+
+    def token_evidence(self, now: float) -> tuple[float, float] | None:
+        """The token proof and bound of the refusal with the lowest request bound (see
+        :meth:`bounded`): where :meth:`hindsight` rules that one out for requests, a token bucket
+        of a rate between the two refused it. None without one."""
+        self.lowest_bound(now)
+        lowest = min(self._request_bounds, key=lambda r: r[1], default=None)
+        return None if lowest is None else lowest[2]
 
     def lowest_bound(self, now: float) -> float | None:
         """The lowest request bound of the refusals of the last ``SENT_KEPT_S`` seconds (the
         span a proof covers); None without one."""
         while self._request_bounds and self._request_bounds[0][0] < now - SENT_KEPT_S:
             self._request_bounds.popleft()
-        return min((b for _, b in self._request_bounds), default=None)
+        return min((b for _, b, _ in self._request_bounds), default=None)
 
     def hindsight(self, proof: float | None, now: float) -> float | None:
         """The request rate ``proof`` (calls a second) over :meth:`lowest_bound`: above

@@ -49,7 +49,7 @@ import msgspec
 from drscore.engine.runtime.calls.binding import PROBES, STRAIN_RULES_OUT, UNDER_USED, BindingGuess
 from drscore.engine.runtime.calls.history import BucketHistory, Take
 from drscore.engine.runtime.calls.judging import HINT_CEILING_S, RateLimitInfo
-from drscore.engine.runtime.calls.learner import RateLearner
+from drscore.engine.runtime.calls.learner import PROVEN_SHARE, RateLearner
 from drscore.engine.runtime.calls.pace_log import PaceEvent, PaceLog
 from drscore.engine.runtime.calls.server_bucket import AMBIGUOUS_S, NEAR_AMBIGUOUS_S, ServerBucket, given_back
 
@@ -983,6 +983,7 @@ class RateLimiter:
             if strain is not None and strain > STRAIN_RULES_OUT:
                 self.binding.turn_to_tokens(strain)
                 self._pace_probe = False
+                self._token_pace_from_refusal(now)
                 self._apply_learned()
                 self._tell("turn", strain=round(strain, 3))
                 return
@@ -995,6 +996,22 @@ class RateLimiter:
             self._pace_probe = True
             self._pace_probes += 1
             self._tell("probe")
+
+    def _token_pace_from_refusal(self, now: float) -> None:
+        """At a turn to tokens in hindsight: the refusal no request bucket explains was a token
+        bucket's, of a rate between the token rate proved before it and the most a bucket that
+        refused it could have. The token pace starts from their geometric mean (as from a
+        proof, :meth:`RateLearner.resume`) where that is above the pace the token learner
+        kept: cut at 429s while requests were paced, it rests on token proofs their flow
+        made, often far under the limit (logged, a reports file whose first calls were its
+        largest: 5,900 tokens a second against the limit's 10,000, for the rest of the run)."""
+        evidence = self.binding.token_evidence(now)
+        if evidence is None:
+            return
+        middle = math.sqrt(evidence[0] * evidence[1])
+        pace = self.token_learner.pace
+        if pace is None or PROVEN_SHARE * middle > pace:
+            self.token_learner.resume(middle, now)
 
     def until_full(self) -> float:
         """Seconds until every bucket is full again (0 when all are). Only then does waiting
@@ -1292,11 +1309,15 @@ class RateLimiter:
                 # tells nothing new, and as a vote it dragged a token quota's guess to requests
                 # (bench.headerless, tokens: 0.72 then 0.17 a millisecond later, in 3 runs of 31).
                 request_bound = self.learner.bound(permit.seq, 1.0, permit.granted_at)
-                self.binding.bounded(now, request_bound)
+                # RateLearner.strain's two parts: the refusal's token evidence is kept for a turn in hindsight
+                token_proof = self.token_learner.proven_rate(before=permit.seq)
+                token_bound = self.token_learner.bound(permit.seq, permit.estimate, permit.granted_at)
+                token_evidence = None if token_proof is None or token_bound is None else (token_proof[0], token_bound)
+                token_strain = None if token_evidence is None else token_evidence[0] / token_evidence[1]
+                self.binding.bounded(now, request_bound, token_evidence)
                 request_proof = self.learner.proven_rate(before=permit.seq)
                 # the strain of this refusal or, higher, of an earlier one in hindsight
                 request_strain = self.binding.hindsight(request_proof[0] if request_proof else None, now)
-                token_strain = self.token_learner.strain(permit.seq, permit.estimate, permit.granted_at)
                 self.binding.refused(permit.estimate, strain=(request_strain, token_strain),
                                      named=info.binding_named if info else None, probing=self._pace_probe)
                 # Requests kept where the proofs ruled tokens out, or at the 429 a probe met before

@@ -171,6 +171,44 @@ def test_a_proof_past_an_earlier_refusals_request_bound_turns_the_pace_to_tokens
     assert lim.requests is None and lim.tokens is not None and lim.tpm == pytest.approx(600_000)
 
 
+def test_the_token_evidence_is_the_refusal_with_the_lowest_request_bound():
+    g = BindingGuess()
+    assert g.token_evidence(now=0.0) is None
+    g.bounded(at=10.0, bound=3.0, tokens=(8_000.0, 12_500.0))
+    g.bounded(at=20.0, bound=1.7, tokens=(6_000.0, 10_400.0))  # the lowest request bound: hindsight reads this one
+    g.bounded(at=30.0, bound=2.5)  # no token proof before it
+    assert g.token_evidence(now=30.0) == (6_000.0, 10_400.0)
+    # two minutes on, the refusal at 20 s is gone with its bound: the one at 30 s is the lowest
+    # left, and it has no token evidence
+    assert g.token_evidence(now=145.0) is None
+
+
+def test_a_turn_in_hindsight_starts_the_token_pace_from_the_refusal_it_reads():
+    # Requests paced (1 a second); the token learner kept 5,900 tokens a second from cuts made while
+    # requests were paced. The refusal with the lowest request bound (2 a second) had 6,000 tokens
+    # a second proved before it and allowed a token bucket of at most 10,400: the limit lies
+    # between, and the pace starts at 0.99 x their geometric mean, sqrt(6,000 x 10,400) = 7,899.4.
+    lim = _paced_by_requests(3000.0)
+    now = time.monotonic()
+    lim.token_learner.resume(5_900 / 0.99, now - 10.0)
+    lim.binding.bounded(now - 20.0, 2.0, (6_000.0, 10_400.0))
+    for seq in range(1, 8):  # 2.8 requests a second proved, as above: 1.4 times the bound
+        lim.learner.sent(seq, now - 2.0 + 0.25 * seq)
+    lim._probe_request_pace(now)
+    assert lim.binding.dimension == "tokens"
+    middle = (6_000 * 10_400) ** 0.5
+    assert lim.token_learner.pace == pytest.approx(0.99 * middle) and lim.tpm == pytest.approx(0.99 * middle * 60)
+    # and it grows from there as from a proof: flat near it, back at the middle after 30 s
+    assert lim.token_learner.cuts == 2 and lim.token_learner._proven_ceiling == pytest.approx(middle)
+    # a token learner already above that keeps its pace (the turn lowers nothing)
+    high = _paced_by_requests(3000.0)
+    high.binding.bounded(now - 20.0, 2.0, (6_000.0, 10_400.0))
+    for seq in range(1, 8):
+        high.learner.sent(seq, now - 2.0 + 0.25 * seq)
+    high._probe_request_pace(now)
+    assert high.binding.dimension == "tokens" and high.token_learner.pace == pytest.approx(10_000)
+
+
 async def test_a_probe_that_meets_a_request_quota_is_not_made_again():
     lim = _paced_by_requests(3000.0)
     lim._probe_request_pace(time.monotonic())

@@ -96,8 +96,7 @@ async def test_a_turn_and_a_probe_of_the_request_pace_are_told(kind):
     lim.learner.cuts = 2  # past the second cut, where a probe may open
     lim.learner._cut_until = 0.0
     if kind == "turn":
-        lim.binding.bounded(0.0, 0.5)  # an earlier refusal allowed at most 0.5 requests a second
-        lim.binding._request_bounds[-1] = (lim.learner.clock(), 0.5)
+        lim.binding.bounded(lim.learner.clock(), 0.5)  # an earlier refusal allowed at most 0.5 requests a second
     else:
         lim.binding._request_bounds.clear()  # no bound: only the probe can move it
         lim.token_learner.pace = 1e9  # the token quota the request pace leaves idle
