@@ -26,7 +26,8 @@ is committed to the judge cache, so a killed process loses nothing it had been a
 (the kernel holds the bytes); an ``fsync`` follows within 50 ms for a group of lines (as
 the cache's group commit), so a power cut loses at most that moment, like the cache. One
 process writes a run's ledger (the run directory's lock); a torn last line (power cut) is
-skipped by readers and counted.
+skipped by readers and counted, and ended before the next invocation appends
+(:func:`drscore.engine.runtime.calls.appending.open_lines`), so its lines stay whole.
 
 JSONL rather than a SQLite table: a line per call appends without a transaction, the file
 survives the loss of its last bytes, and ``jq``/pandas read it as it is.
@@ -48,6 +49,7 @@ from typing import Any
 
 import msgspec
 
+from drscore.engine.runtime.calls.appending import open_lines
 from drscore.engine.runtime.calls.key_set import KeySet
 
 LEDGER_FILE = "ledger.jsonl"
@@ -215,6 +217,9 @@ def fold(path: str | Path, *, keys: bool = False, live_invocation: int | None = 
     pending: dict[tuple[int, int], float] = {}
     damaged = [0]
     for rec in _records(Path(path), damaged):
+        # every line names its invocation: one whose begin line was lost (torn by a power cut
+        # before open_lines ended such lines) is still counted, and never numbered again
+        out.invocations = max(out.invocations, rec.inv)
         if isinstance(rec, Sent):
             pending[(rec.inv, rec.id)] = rec.worst_usd
         elif isinstance(rec, Paid):
@@ -231,7 +236,6 @@ def fold(path: str | Path, *, keys: bool = False, live_invocation: int | None = 
             out.unknown.calls += 1
             out.unknown.up_to_usd += worst
         elif isinstance(rec, Begin):
-            out.invocations = max(out.invocations, rec.inv)
             out.by_invocation.setdefault(rec.inv, Usage())
             out.priced = out.priced and rec.priced
             out.last_stop = None
@@ -339,7 +343,7 @@ class RunLedger:
         self._fsyncing = False
         self.priced = priced
         if self.path is not None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._fd = open_lines(self.path)
             self._write(Begin(inv=self.invocation, at=round(time.time(), 3), pid=os.getpid(), max_cost=max_cost,
                               priced=priced))
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import msgspec
 
+from drscore.engine.runtime.calls.appending import open_lines
 from drscore.engine.runtime.calls.binding import GuessVote
 
 
@@ -74,7 +75,7 @@ class PaceLog:
         self.events: list[PaceEvent] = []  # kept only without a path
         self._t0: float | None = None
         self._sampled = -float("inf")
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if self.path else -1
+        self._fd = open_lines(self.path) if self.path else -1
 
     def start(self, rpm: float, tpm: float) -> None:
         """An invocation's limiter starts, told ``rpm``/``tpm`` (0: none)."""

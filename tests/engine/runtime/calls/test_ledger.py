@@ -92,6 +92,39 @@ def test_a_torn_last_line_is_skipped_and_counted(tmp_path):
     assert folded.paid.cost_usd == pytest.approx(0.5) and folded.damaged_lines == 1
 
 
+def test_the_invocation_after_a_torn_last_line_keeps_its_own_lines(tmp_path):
+    path = tmp_path / LEDGER_FILE
+    first = RunLedger(path)
+    _pay(first, "a", 0.5)
+    with open(path, "ab") as f:
+        f.write(b'{"type":"paid","inv":1,"id":9,"ke')  # a power cut mid-line, then the next morning:
+    second = RunLedger(path)
+    _pay(second, "b", 0.25)
+    second.close("finished")
+    # its begin line starts a line of its own, not glued to the torn one (and lost with it)
+    folded = fold(path)
+    assert folded.invocations == 2 and folded.damaged_lines == 1
+    assert folded.by_invocation[2].cost_usd == pytest.approx(0.25) and folded.paid.cost_usd == pytest.approx(0.75)
+    assert RunLedger(path).invocation == 3
+
+
+def test_an_invocation_whose_begin_line_was_lost_is_not_numbered_again(tmp_path):
+    # A ledger written before torn lines were ended: invocation 2's begin line was glued to a
+    # torn one and is unreadable, but its paid line still names it.
+    path = tmp_path / LEDGER_FILE
+    first = RunLedger(path)
+    _pay(first, "a", 0.5)
+    second = RunLedger(path)
+    _pay(second, "b", 0.25)
+    lines = path.read_bytes().splitlines(keepends=True)
+    begin_2 = next(i for i, line in enumerate(lines) if b'"begin"' in line and b'"inv":2' in line)
+    lines[begin_2] = b'{"type":"paid","inv":1,"id":9,"ke' + lines[begin_2]
+    path.write_bytes(b"".join(lines))
+    folded = fold(path)
+    assert folded.invocations == 2 and folded.damaged_lines == 1
+    assert RunLedger(path).invocation == 3
+
+
 def test_what_earlier_invocations_paid_is_handed_to_one_row_once(tmp_path):
     path = tmp_path / LEDGER_FILE
     first = RunLedger(path)

@@ -65,7 +65,7 @@ def test_learned_paces_are_sampled_every_few_seconds_after_the_last_event_that_c
     assert log.now() == 12.25  # seconds from the start
 
 
-def test_the_file_is_appended_by_each_invocation_and_a_torn_last_line_is_skipped(tmp_path):
+def test_the_file_is_appended_by_each_invocation_and_a_torn_last_line_is_skipped_and_ended(tmp_path):
     path = tmp_path / "pacing.jsonl"
     for told in (0, 600):
         log = PaceLog(path)
@@ -73,9 +73,14 @@ def test_the_file_is_appended_by_each_invocation_and_a_torn_last_line_is_skipped
         log.emit(PaceEvent(t=log.now(), kind="429", call=3, tokens=1200, learning=not told))
         log.close()
     with open(path, "ab") as f:
-        f.write(b'{"t": 1.5, "kind": "pa')  # a kill -9 mid-line
+        f.write(b'{"t": 1.5, "kind": "pa')  # a power cut mid-line
     events = list(read_pacing(path))
     assert [e.kind for e in events] == ["start", "429", "start", "429"]
+    # the next invocation's lines start after it, not glued to it
+    log = PaceLog(path)
+    log.start(0, 0)
+    log.close()
+    assert [e.kind for e in read_pacing(path)] == ["start", "429", "start", "429", "start"]
     assert [e.rpm for e in events if e.kind == "start"] == [0, 600]
     assert [e.learning for e in events if e.kind == "429"] == [True, False]
     # lines hold only what an event has: no nulls for the fields it lacks
