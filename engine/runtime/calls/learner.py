@@ -220,13 +220,20 @@ class RateLearner:
         end, start = divmod(best, n)
         return float(rates[end, start]), float(stretch[end, start])
 
+    def evidence(self, seq: int, units: float, at: float) -> tuple[float, float] | None:
+        """What the refusal of call ``seq`` (``units`` of it, sent at ``at``) says of this
+        dimension's limit: above the rate the calls before it proved (:meth:`proven_rate`), under
+        :meth:`bound`, if one bucket of it refused the call. None without either."""
+        proof = self.proven_rate(before=seq)  # None unless two calls or more went before it
+        bound = self.bound(seq, units, at)
+        return None if proof is None or bound is None else (proof[0], bound)
+
     def strain(self, seq: int, units: float, at: float) -> float | None:
         """How far the refusal of call ``seq`` (``units`` of it, sent at ``at``) is from what
         one bucket of this dimension explains: the proven rate over :meth:`bound` (above 1: no
         bucket of the rate the calls proved would have refused it). None without a proof."""
-        proof = self.proven_rate(before=seq)  # None unless two calls or more went before it
-        bound = self.bound(seq, units, at)
-        return None if proof is None or bound is None else proof[0] / bound
+        evidence = self.evidence(seq, units, at)
+        return None if evidence is None else evidence[0] / evidence[1]
 
     def bound(self, seq: int, units: float, at: float) -> float | None:
         """The highest rate of a bucket that refused call ``seq`` (``units`` of it, sent at

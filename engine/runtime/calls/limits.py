@@ -1309,10 +1309,8 @@ class RateLimiter:
                 # tells nothing new, and as a vote it dragged a token quota's guess to requests
                 # (bench.headerless, tokens: 0.72 then 0.17 a millisecond later, in 3 runs of 31).
                 request_bound = self.learner.bound(permit.seq, 1.0, permit.granted_at)
-                # RateLearner.strain's two parts: the refusal's token evidence is kept for a turn in hindsight
-                token_proof = self.token_learner.proven_rate(before=permit.seq)
-                token_bound = self.token_learner.bound(permit.seq, permit.estimate, permit.granted_at)
-                token_evidence = None if token_proof is None or token_bound is None else (token_proof[0], token_bound)
+                # the token strain's two parts, kept for a turn in hindsight (_token_pace_from_refusal)
+                token_evidence = self.token_learner.evidence(permit.seq, permit.estimate, permit.granted_at)
                 token_strain = None if token_evidence is None else token_evidence[0] / token_evidence[1]
                 self.binding.bounded(now, request_bound, token_evidence)
                 request_proof = self.learner.proven_rate(before=permit.seq)

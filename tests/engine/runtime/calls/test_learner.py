@@ -113,11 +113,13 @@ def test_the_strain_of_a_refusal_by_hand():
     # so no bucket of the proven 3.08 refuses it: strain 3.08 / 1.18 = 2.6
     assert learner.strain(5, 1.0, at=2.0) == pytest.approx((4 / 1.3) / (2 / 1.7))
     assert learner.bound(5, 1.0, at=2.0) == pytest.approx(2 / 1.7)
+    assert learner.evidence(5, 1.0, at=2.0) == pytest.approx((4 / 1.3, 2 / 1.7))  # the strain's two parts
     # refused 0.2 s after the last, a bucket drained by the four: r < 2 / 0.2 from call 4, 3 / 0.3
     # from call 3, ... 10 from each start. The proof explains it: strain 3.08 / 10
     assert learner.strain(5, 1.0, at=0.5) == pytest.approx((4 / 1.3) / 10)
     # only calls sent before the refused one count, and one alone proves nothing
     assert learner.strain(2, 1.0, at=0.1) is None and learner.bound(2, 1.0, at=0.1) is None
+    assert learner.evidence(2, 1.0, at=0.1) is None
 
 
 def test_the_proven_rate_keeps_the_calls_of_the_last_two_minutes():
