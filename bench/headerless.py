@@ -125,13 +125,11 @@ def _measure(profile: str, *, rpm: float, tpm: float, latency: float, jitter: fl
 def _largest_early(reports: Path, folder: Path, n: int) -> Path:
     """A copy of ``reports`` in ``folder`` with its ``n`` longest reports moved to just after the
     first: the run's first calls after the preflight are its largest, then the order is the file's."""
-    rows = [orjson.loads(line) for line in reports.read_bytes().splitlines() if line.strip()]
+    rows = _rows(reports)
     rest = sorted(range(1, len(rows)), key=lambda i: -len(rows[i].get("article") or ""))
     early = set(rest[:n])
     ordered = [rows[0], *(rows[i] for i in rest[:n]), *(row for i, row in enumerate(rows) if i and i not in early)]
-    out = folder / f"{reports.stem}.largest-early.jsonl"
-    out.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in ordered))
-    return out
+    return _written(ordered, folder / f"{reports.stem}.largest-early.jsonl")
 
 
 def _pacing_digest(path: Path) -> dict:
@@ -149,9 +147,18 @@ def _pacing_digest(path: Path) -> dict:
 
 def _largest_first(reports: Path, folder: Path) -> Path:
     """A copy of ``reports`` (JSON lines) in ``folder``, ordered by the report's length, longest first."""
-    rows = [orjson.loads(line) for line in reports.read_bytes().splitlines() if line.strip()]
+    rows = _rows(reports)
     rows.sort(key=lambda row: -len(row.get("article") or ""))
-    out = folder / f"{reports.stem}.largest-first.jsonl"
+    return _written(rows, folder / f"{reports.stem}.largest-first.jsonl")
+
+
+def _rows(reports: Path) -> list[dict]:
+    """The records of a JSON-lines reports file."""
+    return [orjson.loads(line) for line in reports.read_bytes().splitlines() if line.strip()]
+
+
+def _written(rows: list[dict], out: Path) -> Path:
+    """``rows`` written to ``out`` as JSON lines; ``out``."""
     out.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
     return out
 

@@ -84,8 +84,9 @@ class BindingGuess:
     (grows it again, see ``UNDER_USED``), and a proof past an earlier refusal's bound turns
     the guess to tokens without a 429 (:meth:`turn_to_tokens`), where a request quota meets
     one 429 at its limit. The token pace then starts from that refusal
-    (:meth:`token_evidence`), not from what the token learner kept while requests were paced. A 429 that kept requests on the proofs (tokens ruled out), or that
-    the probe met before its proofs ruled requests out, ends the probing.
+    (:meth:`token_evidence`), not from what the token learner kept while requests were paced.
+    A 429 that kept requests on the proofs (tokens ruled out), or that the probe met before
+    its proofs ruled requests out, ends the probing.
     """
 
     def __init__(self, sizes: int = 64, alike_cv: float = 0.25) -> None:
@@ -128,16 +129,19 @@ class BindingGuess:
         """The token proof and bound of the refusal with the lowest request bound (see
         :meth:`bounded`): where :meth:`hindsight` rules that one out for requests, a token bucket
         of a rate between the two refused it. None without one."""
-        self.lowest_bound(now)
-        lowest = min(self._request_bounds, key=lambda r: r[1], default=None)
+        lowest = min(self._recent_refusals(now), key=lambda r: r[1], default=None)
         return None if lowest is None else lowest[2]
 
     def lowest_bound(self, now: float) -> float | None:
         """The lowest request bound of the refusals of the last ``SENT_KEPT_S`` seconds (the
         span a proof covers); None without one."""
+        return min((b for _, b, _ in self._recent_refusals(now)), default=None)
+
+    def _recent_refusals(self, now: float) -> deque[tuple[float, float, tuple[float, float] | None]]:
+        """The refusals kept (:meth:`bounded`), less those older than the span a proof covers."""
         while self._request_bounds and self._request_bounds[0][0] < now - SENT_KEPT_S:
             self._request_bounds.popleft()
-        return min((b for _, b, _ in self._request_bounds), default=None)
+        return self._request_bounds
 
     def hindsight(self, proof: float | None, now: float) -> float | None:
         """The request rate ``proof`` (calls a second) over :meth:`lowest_bound`: above

@@ -559,8 +559,7 @@ class RateLimiter:
         paces: dict[str, Any] = {}
         if learned:
             r, t = self.learner.pace, self.token_learner.pace
-            paces = {"binding": self.binding.dimension, "rpm": None if r is None else round(r * 60, 2),
-                     "tpm": None if t is None else round(t * 60)}
+            paces = {"binding": self.binding.dimension, "rpm": _per_minute(r), "tpm": _per_minute(t, None)}
         log.emit(PaceEvent(t=log.now(), kind=kind, **paces, **fields))
 
     def _requests_bucket(self, rpm: float, window_s: float | None = None, slides: bool = False) -> TokenBucket:
@@ -1341,11 +1340,9 @@ class RateLimiter:
         self._paused_until = max(self._paused_until, now + delay)
         self._changed.set()  # the head re-reads the pause
         if self.pace_log is not None:
-            def per_minute(rate: float | None) -> float | None:
-                return None if rate is None else round(rate * 60, 2)
             self._tell("429", call=permit.seq, tokens=permit.estimate, pause_s=round(delay, 3), learning=learning,
-                       request_bound_rpm=per_minute(request_bound),
-                       request_proof_rpm=per_minute(request_proof[0] if request_proof else None),
+                       request_bound_rpm=_per_minute(request_bound),
+                       request_proof_rpm=_per_minute(request_proof[0] if request_proof else None),
                        token_strain=None if token_strain is None else round(token_strain, 3),
                        vote=self.binding.votes[votes] if len(self.binding.votes) > votes else None)
         if learning:
@@ -1454,6 +1451,11 @@ class RateLimiter:
             "binding": self.binding.dimension if not self.announced and (
                 self.learner.cuts or self.token_learner.cuts) else None,
         }
+
+
+def _per_minute(rate: float | None, digits: int | None = 2) -> float | None:
+    """A rate a second as one a minute, rounded for the pacing's account (None stays None)."""
+    return None if rate is None else round(rate * 60, digits)
 
 
 def _reading(info: RateLimitInfo, permit: Permit, now: float) -> _Reading:
