@@ -25,9 +25,11 @@ SMALL_RANK = 0.25  # tokens paced: a call this small refused says requests
 
 # A request pace the ranks chose is probed again (the limiter grows it as after the first cut)
 # once it leaves the token quota this idle: the calls' mean size at it, as tokens a second,
-# under this share of the token learner's pace (the sizes shrank, or the cut that chose
-# requests was made on a few large calls). See BindingGuess.hindsight.
-UNDER_USED = 0.67
+# under this share of the token rate the calls proved (the sizes shrank, or the cut that chose
+# requests was made on a few large calls). See BindingGuess.hindsight. Against a request quota
+# the probe costs one 429 a run; at 0.67, longest first used 0.80-0.81 of a token quota, at
+# 0.85 0.91-0.93, where 5 mixed runs of 6 paid that 429 (stop 73, docs/providers.md).
+UNDER_USED = 0.85
 PROBES = 3  # the most such probes a run makes
 RECENT_SIZES = 16  # the calls whose mean size the probe reads
 
@@ -38,7 +40,8 @@ class GuessVote(msgspec.Struct, frozen=True):
     burst's), the :meth:`RateLearner.strain` of each dimension (``strain``: requests, tokens),
     what decided (``by``: "proofs" where a strain ruled a dimension out, "hindsight" where the
     requests the calls proved since ruled out an earlier refusal's, "body" where the 429's body
-    named the dimension, else "ranks") and the ``guess`` after it."""
+    named the dimension, "echo" where nothing did and the 429 came in the echo of a proven cut,
+    whose rank says nothing, else "ranks") and the ``guess`` after it."""
 
     rank: float
     paced: str
@@ -67,6 +70,10 @@ class BindingGuess:
     * tokens paced: a small call refused (rank at most ``SMALL_RANK``) says requests;
     * the first 429, nothing paced yet: the start-up burst drained the server's bucket, where
       a call of any size is refused; a rank above ``FIRST_RANK_TOKENS`` says tokens.
+
+    A 429 in the echo of a proven cut (within a few seconds of the end of its pause: the
+    bucket that episode drained may still be in debt) is refused at the proven rate whichever
+    quota binds, so its rank moves nothing; only the proofs do.
 
     A wrong guess of requests is loud (the large calls meet 429s that correct it); a wrong
     guess of tokens can be silent (paced by tokens, a request quota meets no 429 while the
@@ -166,14 +173,15 @@ class BindingGuess:
         return mean <= 0 or var ** 0.5 / mean < self.alike_cv
 
     def refused(self, tokens: float, strain: tuple[float | None, float | None] = (None, None),
-                named: str | None = None, probing: bool = False) -> str:
+                named: str | None = None, probing: bool = False, echo: bool = False) -> str:
         """Record a 429 of a request of ``tokens`` (``strain``: :meth:`RateLearner.strain` of
         requests and of tokens, None without a proof); the dimension that binds now.
         ``named``: the dimension the 429's body named without its figure (Azure's "exceeded
         token rate limit"): it binds, whatever the sizes and proofs say, now and after.
         ``probing``: met by the limiter's probe of the request pace, which ran the requests
         past what they had proved: only the proofs move the guess (a large call refused at the
-        top of a probe says nothing of tokens)."""
+        top of a probe says nothing of tokens). ``echo``: met in the echo of a proven cut of the
+        paced dimension (:meth:`RateLearner.echoes`): only the proofs move the guess."""
         paced = self.dimension if self._refusals else "none"
         self._refusals += 1
         if named in ("requests", "tokens"):
@@ -197,6 +205,8 @@ class BindingGuess:
             by = "ranks"
             if paced == "none":
                 self.dimension = "tokens" if rank > FIRST_RANK_TOKENS else "requests"
+            elif echo:
+                by = "echo"
             elif paced == "requests" and rank >= LARGE_RANK and r >= PROVEN_STRAIN and not probing:
                 self.dimension = "tokens"
             elif paced == "tokens" and rank <= SMALL_RANK:

@@ -128,6 +128,12 @@ class RateLearner:
         """Within the pause of the last cut: a 429 met now belongs to that episode."""
         return now < self._cut_until
 
+    def echoes(self, now: float) -> bool:
+        """A 429 now would be an echo of the last cut, a proven one: it comes within
+        ``window_s`` of the end of that cut's pause, where the calls of the stretch before it
+        may still hold the server's bucket in debt (see :meth:`rate_limited`)."""
+        return self.cuts >= 2 and self._proven_ceiling is not None and now < self._cut_until + self.window_s
+
     def _forget(self, now: float) -> None:
         while self._successes and self._successes[0][0] < now - self.window_s:
             _, units = self._successes.popleft()

@@ -41,6 +41,23 @@ def test_binding_guess_by_hand():
         (0.5, "tokens", "tokens", "ranks")]
     assert g.votes[3] == GuessVote(rank=0.875, paced="requests", strain=(0.97, 0.8), by="ranks", guess="tokens")
 
+def test_a_429_in_the_echo_of_a_proven_cut_moves_the_guess_on_the_proofs_alone():
+    g = BindingGuess(sizes=8)
+    g.resume("requests")
+    for x in (1000, 1000, 1000, 1000, 500, 4000, 800, 9000):
+        g.sent(x)
+    # a large call (7 of 8) refused at a request rate already proven would say tokens, but right
+    # after a proven cut's pause the drained bucket refuses any call at that rate: it stays
+    assert g.refused(8000, strain=(0.99, 0.9), echo=True) == "requests" and g.votes[-1].by == "echo"
+    # so does a small call while tokens are paced
+    g.resume("tokens")
+    assert g.refused(500, strain=(0.99, 0.9), echo=True) == "tokens"
+    # the proofs still decide: no token bucket of the rate proved refused it
+    assert g.refused(500, strain=(0.99, 1.2), echo=True) == "requests" and g.votes[-1].by == "proofs"
+    # out of the echo, the large call at a proven request rate says tokens again
+    assert g.refused(8000, strain=(0.99, 0.9)) == "tokens"
+
+
 def test_a_strain_over_1_05_rules_its_dimension_out_whatever_the_rank():
     g = BindingGuess(sizes=8)
     for x in (1000, 1000, 1000, 1000, 500, 4000, 800, 9000):
@@ -124,12 +141,16 @@ def test_the_recent_size_is_the_mean_of_the_last_sixteen_calls():
 
 def _paced_by_requests(size: float) -> RateLimiter:
     """A header-less limiter two cuts in, pacing 1 request a second that the ranks chose, its
-    token learner at 10,000 tokens a second, the last 16 calls a third and five thirds of
+    calls having proved 10,000 tokens a second, the last 16 calls a third and five thirds of
     ``size`` tokens in turn (a mean of ``size``)."""
     lim = RateLimiter(concurrency=8)
     now = time.monotonic()
     lim.learner.resume(1.0 / 0.99, now - 10.0)  # as after a proven cut: pace 1.0, cuts 2
     lim.token_learner.resume(10_000 / 0.99, now - 10.0)
+    # 10 calls of 10,000 tokens 1 s apart: i -> j proves ((j - i) x 10,000 + 10,000) / ((j - i) + 1 s)
+    for seq in range(1, 11):
+        lim.token_learner.sent(seq, now - 21.0 + seq, 10_000.0)
+    assert lim.token_learner.proven_rate()[0] == pytest.approx(10_000.0)
     for i in range(16):
         lim.binding.sent(size * (5 / 3 if i % 2 else 1 / 3))
     lim._apply_learned()
@@ -137,18 +158,29 @@ def _paced_by_requests(size: float) -> RateLimiter:
 
 
 def test_a_request_pace_that_leaves_the_token_quota_idle_is_probed_again():
-    # 1 request a second of 9,000 tokens is 9,000 tokens a second: 0.9 of the token pace, no probe
+    # 1 request a second of 9,000 tokens is 9,000 tokens a second: 0.9 of the token proof, no probe
     busy = _paced_by_requests(9000.0)
     busy._probe_request_pace(time.monotonic())
     assert busy.learner.cuts == 2 and not busy._pace_probe
-    # of 3,000 tokens, 3,000 a second: under 0.67 of 10,000, so the slow start opens again
+    # of 3,000 tokens, 3,000 a second: under 0.85 of 10,000, so the slow start opens again...
     idle = _paced_by_requests(3000.0)
     idle._probe_request_pace(time.monotonic())
     assert idle.learner.cuts == 1 and idle._pace_probe and idle._pace_probes == 1
+    # ...whatever the token learner's pace: cut at 429s a request quota may have sent, it is no
+    # measure of what the token quota takes
+    low = _paced_by_requests(3000.0)
+    low.token_learner.pace = 2_900.0
+    low._probe_request_pace(time.monotonic())
+    assert low._pace_probe
     # the pace grows 15% a second from 1.0 (compounded), as after a first cut
     idle.learner._grown_at -= 2.0
     idle.learner.success()
     assert idle.learner.pace == pytest.approx(1.15 ** 2, rel=1e-3)
+    # without a token proof (fewer than two calls kept), nothing to measure the idle quota by
+    unproved = _paced_by_requests(3000.0)
+    unproved.token_learner._sent.clear()
+    unproved._probe_request_pace(time.monotonic())
+    assert not unproved._pace_probe
     # a 429's body that named requests: no probe
     named = _paced_by_requests(3000.0)
     named.binding.refused(3000.0, named="requests")

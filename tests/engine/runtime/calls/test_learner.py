@@ -216,6 +216,23 @@ def test_proofs_refused_twice_in_a_row_are_no_longer_believed():
     assert learner.rate_limited(pause_s=1.0, admitted=100.0) and learner.pace == pytest.approx(8.91)
 
 
+def test_a_429_is_an_echo_within_the_window_after_a_proven_cuts_pause():
+    now = [0.0]
+    learner = RateLearner(decrease=0.9, burst_s=1.0, window_s=4.0, clock=lambda: now[0])
+    learner.started(0.0)
+    for seq in range(1, 5):
+        learner.sent(seq, seq - 1.0)  # 1 a second: 3 -> 4 proves (1 + 1) / (1 + 1) = 1
+    now[0] = 3.5
+    learner.rate_limited(pause_s=1.0, admitted=4.0)  # the first cut: a rough measure, never an echo after it
+    assert not learner.echoes(5.0)
+    now[0] = 9.0
+    learner.rate_limited(pause_s=2.0, admitted=4.0)  # the second, proven: its pause ends at 11
+    # within the pause the 429s belong to its episode; from its end for window_s (4 s), echoes
+    assert learner.echoes(10.0) and learner.echoes(14.9) and not learner.echoes(15.0)
+    learner.reopen(16.0)  # a probe's pace rests on no proof: its 429s are no echoes of one
+    assert not learner.echoes(16.5)
+
+
 def test_a_reopened_learner_grows_as_after_its_first_cut_and_is_cut_to_its_proof_at_the_next_429():
     now = [10.0]
     learner = RateLearner(first_increase_per_s=0.15, clock=lambda: now[0])

@@ -104,7 +104,9 @@ async def test_a_turn_and_a_probe_of_the_request_pace_are_told(kind):
         lim.binding.bounded(lim.learner.clock(), 0.5)  # an earlier refusal allowed at most 0.5 requests a second
     else:
         lim.binding._request_bounds.clear()  # no bound: only the probe can move it
-        lim.token_learner.pace = 1e9  # the token quota the request pace leaves idle
+        now = lim.learner.clock()  # the token quota the request pace leaves idle: calls proved a million a second
+        for seq in range(1000, 1010):
+            lim.token_learner.sent(seq, now - 20.0 + seq / 1000, 1e6)
     lim._probe_request_pace(lim.learner.clock())
     told = [e for e in log.events if e.kind == kind]
     assert len(told) == 1
