@@ -35,25 +35,14 @@ PROVEN_MISSES = 2
 PROBE_S = 30.0
 
 
-class _State(NamedTuple):
-    """What a :class:`RateLearner`'s cut changes."""
-    pace: float | None
-    base: float
-    limit: float | None
-    cuts: int
-    cut_until: float
-    grown_at: float
-    episode: tuple[float, float] | None
-    proven_misses: int
-    proven: float | None
-    proven_ceiling: float | None
-
-
+# What a cut changes, by attribute: the state a cut is redone from (RateLearner.refused)
+_CUT_STATE = ("pace", "_base", "limit", "cuts", "_cut_until", "_grown_at", "_episode", "_proven_misses", "proven",
+              "_proven_ceiling")
 
 
 class _Cut(NamedTuple):
     """A learner's cut as it was made: the state before it and its inputs."""
-    state: _State
+    state: tuple[object, ...]  # the _CUT_STATE attributes' values
     at: float
     pause_s: float
     admitted: float | None
@@ -307,13 +296,12 @@ class RateLearner:
         self.rate_limited(cut.pause_s, admitted, cut.seq, now=cut.at)
         return True
 
-    def _state(self) -> _State:
-        return _State(self.pace, self._base, self.limit, self.cuts, self._cut_until, self._grown_at, self._episode,
-                      self._proven_misses, self.proven, self._proven_ceiling)
+    def _state(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in _CUT_STATE)
 
-    def _restore(self, state: _State) -> None:
-        (self.pace, self._base, self.limit, self.cuts, self._cut_until, self._grown_at, self._episode,
-         self._proven_misses, self.proven, self._proven_ceiling) = state
+    def _restore(self, state: tuple[object, ...]) -> None:
+        for name, value in zip(_CUT_STATE, state, strict=True):
+            setattr(self, name, value)
 
     def success(self, units: float = 1.0, seq: int | None = None) -> bool:
         """Record an answered call (``units`` of it: 1 request, or its tokens, as the server
