@@ -241,6 +241,27 @@ def test_a_turn_in_hindsight_starts_the_token_pace_from_the_refusal_it_reads():
     assert high.binding.dimension == "tokens" and high.token_learner.pace == pytest.approx(10_000)
 
 
+@pytest.mark.parametrize("echo", [False, True])
+async def test_the_limiter_reads_a_429_in_a_proven_cuts_echo_on_the_proofs_alone(echo):
+    lim = _paced_by_requests(3000.0)  # the last 16 sizes 1,000 and 5,000 in turn
+    lim.binding.resume("requests")  # past the start-up 429: requests paced
+    now = time.monotonic()
+    # 80 requests 0.5 s apart over the last 40 s prove 80 / 40.5 = 1.975 a second; a bucket that
+    # refuses one more now holds at most 81 / 40 = 2.025: request strain 0.975, a proven rate
+    lim.learner._sent = [(s, now - 40.0 + 0.5 * (s - 1), 1.0, False) for s in range(1, 81)]
+    # two calls of 500 tokens just now prove little of tokens: their strain is far under 1.05
+    lim.token_learner._sent = [(81, now - 0.6, 500.0, False), (82, now - 0.5, 500.0, False)]
+    lim._sent_requests = 100
+    if echo:
+        lim.learner._cut_until = now - 1.0  # the proven cut's pause ended a second ago
+    p = lim._grant(6000, now)  # larger than every size sent: rank 1
+    await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
+    vote = lim.binding.votes[-1]
+    assert vote.paced == "requests" and vote.rank > 0.9 and vote.strain[0] == pytest.approx(0.975, abs=1e-3) and vote.strain[1] < 1.05
+    # out of the echo, a large call refused at a proven request rate says tokens; in it, nothing moves
+    assert (vote.by, lim.binding.dimension) == (("echo", "requests") if echo else ("ranks", "tokens"))
+
+
 async def test_a_probe_that_meets_a_request_quota_is_not_made_again():
     lim = _paced_by_requests(3000.0)
     lim._probe_request_pace(time.monotonic())
