@@ -134,12 +134,13 @@ def _largest_early(reports: Path, folder: Path, n: int) -> Path:
 
 def _pacing_digest(path: Path) -> dict:
     """A run's ``pacing.jsonl`` in brief: each 429 as [seconds, the call's grant order, its
-    token estimate, the dimension paced after it, what decided the vote], the seconds of each
-    turn to tokens in hindsight and of each probe of a request pace, and the learned paces
-    sampled every 5 s as [seconds, dimension, requests/min, tokens/min]."""
+    token estimate, the dimension paced after it, what decided the vote, the token rate proved
+    before it and the most a token bucket that refused it could have (tokens/min)], the seconds
+    of each turn to tokens in hindsight and of each probe of a request pace, and the learned
+    paces sampled every 5 s as [seconds, dimension, requests/min, tokens/min]."""
     events = list(read_pacing(path))
-    return {"refusals": [[e.t, e.call, e.tokens, e.binding, e.vote.by if e.vote else None]
-                         for e in events if e.kind == "429"],
+    return {"refusals": [[e.t, e.call, e.tokens, e.binding, e.vote.by if e.vote else None, e.token_proof_tpm,
+                          e.token_bound_tpm] for e in events if e.kind == "429"],
             "turns_s": [e.t for e in events if e.kind == "turn"],
             "probes_s": [e.t for e in events if e.kind == "probe"],
             "paces": [[e.t, e.binding, e.rpm, e.tpm] for e in events if e.kind == "pace"]}

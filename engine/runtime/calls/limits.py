@@ -1304,6 +1304,7 @@ class RateLimiter:
         votes = len(self.binding.votes)
         request_bound: float | None = None  # what the 429 taught, for the pacing's account
         token_strain: float | None = None
+        token_evidence: tuple[float, float] | None = None  # the token proof and bound (RateLearner.evidence)
         request_proof: tuple[float, float] | None = None
         if learning:
             paced = self.token_learner if self.binding.dimension == "tokens" else self.learner
@@ -1350,6 +1351,8 @@ class RateLimiter:
                        request_bound_rpm=_per_minute(request_bound),
                        request_proof_rpm=_per_minute(request_proof[0] if request_proof else None),
                        token_strain=None if token_strain is None else round(token_strain, 3),
+                       token_proof_tpm=_per_minute(token_evidence[0] if token_evidence else None, None),
+                       token_bound_tpm=_per_minute(token_evidence[1] if token_evidence else None, None),
                        vote=self.binding.votes[votes] if len(self.binding.votes) > votes else None)
         if learning:
             # The learned pace is the control now; a concurrency halved at every episode

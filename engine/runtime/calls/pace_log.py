@@ -9,8 +9,9 @@ pace moved. This file is the limiter's own account, the way ``bench.headerless``
 * ``429`` — a call was refused: its grant order (``call``, from 1), its token estimate, the pause, and
   where the limiter learns the quota (nothing told or announced), the request rate a bucket
   that refused it could have (``request_bound_rpm``), the request rate the calls had proved
-  (``request_proof_rpm``), the token strain, the binding vote it cast (``vote``: a
-  :class:`GuessVote`) and the paces after it;
+  (``request_proof_rpm``), the token strain and its two parts (``token_proof_tpm``: the token
+  rate the calls had proved; ``token_bound_tpm``: the most a token bucket that refused it could
+  have), the binding vote it cast (``vote``: a :class:`GuessVote`) and the paces after it;
 * ``turn`` — the requests proved since passed an earlier refusal's bound: tokens bind
   (``strain``: the proof over that bound);
 * ``probe`` — a request pace the 429s' ranks chose leaves the token quota idle: it grows again;
@@ -55,6 +56,8 @@ class PaceEvent(msgspec.Struct, frozen=True, omit_defaults=True):
     request_bound_rpm: float | None = None
     request_proof_rpm: float | None = None
     token_strain: float | None = None
+    token_proof_tpm: float | None = None
+    token_bound_tpm: float | None = None
     strain: float | None = None
     vote: GuessVote | None = None
 

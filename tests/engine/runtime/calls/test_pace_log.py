@@ -33,6 +33,10 @@ async def test_a_learned_pace_429_is_told_with_its_vote_and_the_paces_it_left():
     assert refused.binding == lim.binding.dimension == "tokens"
     assert lim.token_learner.pace is not None and refused.tpm == round(lim.token_learner.pace * 60)
     assert refused.t >= 0.0
+    # the token strain's two parts, a minute's worth each: the token rate the eight calls proved,
+    # and the most a token bucket that refused the ninth could have
+    assert refused.token_proof_tpm is not None and refused.token_bound_tpm is not None
+    assert refused.token_strain == pytest.approx(refused.token_proof_tpm / refused.token_bound_tpm, abs=2e-3)
 
 
 async def test_a_told_quotas_429_is_told_without_a_learned_pace():
