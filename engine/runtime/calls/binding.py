@@ -1,6 +1,6 @@
 """Which quota a header-less endpoint enforces, requests or tokens: :class:`BindingGuess`, from
 its 429s, the sizes of the calls and the rates the calls proved
-(:meth:`drscore.engine.runtime.calls.learner.RateLearner.strain`)."""
+(:func:`drscore.engine.runtime.calls.learner.strain_of`)."""
 from __future__ import annotations
 
 from collections import deque
@@ -37,7 +37,8 @@ RECENT_SIZES = 16  # the calls whose mean size the probe reads
 class GuessVote(msgspec.Struct, frozen=True):
     """One 429's vote on which quota binds: the refused call's ``rank`` among the sizes sent
     before it, the dimension ``paced`` when it came ("none" at the first 429, the start-up
-    burst's), the :meth:`RateLearner.strain` of each dimension (``strain``: requests, tokens),
+    burst's), the strain of each dimension (``strain``: requests, tokens; see
+    :func:`~drscore.engine.runtime.calls.learner.strain_of`),
     what decided (``by``: "proofs" where a strain ruled a dimension out, "hindsight" where the
     requests the calls proved since ruled out an earlier refusal's, "body" where the 429's body
     named the dimension, "echo" where nothing did and the 429 came in the echo of a proven cut,
@@ -174,7 +175,8 @@ class BindingGuess:
 
     def refused(self, tokens: float, strain: tuple[float | None, float | None] = (None, None),
                 named: str | None = None, probing: bool = False, echo: bool = False) -> str:
-        """Record a 429 of a request of ``tokens`` (``strain``: :meth:`RateLearner.strain` of
+        """Record a 429 of a request of ``tokens`` (``strain``: the
+        :func:`~drscore.engine.runtime.calls.learner.strain_of` of
         requests and of tokens, None without a proof); the dimension that binds now.
         ``named``: the dimension the 429's body named without its figure (Azure's "exceeded
         token rate limit"): it binds, whatever the sizes and proofs say, now and after.

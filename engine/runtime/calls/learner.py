@@ -40,6 +40,13 @@ _CUT_STATE = ("pace", "_base", "limit", "cuts", "_cut_until", "_grown_at", "_epi
               "_proven_ceiling")
 
 
+def strain_of(evidence: tuple[float, float] | None) -> float | None:
+    """How far a refusal is from what one bucket of its dimension explains, from its
+    :meth:`RateLearner.evidence`: the proven rate over the bound (above 1: no bucket of the rate
+    the calls proved would have refused it). None without evidence."""
+    return None if evidence is None else evidence[0] / evidence[1]
+
+
 class _Cut(NamedTuple):
     """A learner's cut as it was made: the state before it and its inputs."""
     state: tuple[object, ...]  # the _CUT_STATE attributes' values
@@ -222,13 +229,6 @@ class RateLearner:
         proof = self.proven_rate(before=seq)  # None unless two calls or more went before it
         bound = self.bound(seq, units, at)
         return None if proof is None or bound is None else (proof[0], bound)
-
-    def strain(self, seq: int, units: float, at: float) -> float | None:
-        """How far the refusal of call ``seq`` (``units`` of it, sent at ``at``) is from what
-        one bucket of this dimension explains: the proven rate over :meth:`bound` (above 1: no
-        bucket of the rate the calls proved would have refused it). None without a proof."""
-        evidence = self.evidence(seq, units, at)
-        return None if evidence is None else evidence[0] / evidence[1]
 
     def bound(self, seq: int, units: float, at: float) -> float | None:
         """The highest rate of a bucket that refused call ``seq`` (``units`` of it, sent at

@@ -49,7 +49,7 @@ import msgspec
 from drscore.engine.runtime.calls.binding import PROBES, STRAIN_RULES_OUT, UNDER_USED, BindingGuess
 from drscore.engine.runtime.calls.history import BucketHistory, Take
 from drscore.engine.runtime.calls.judging import HINT_CEILING_S, RateLimitInfo
-from drscore.engine.runtime.calls.learner import PROVEN_SHARE, RateLearner
+from drscore.engine.runtime.calls.learner import PROVEN_SHARE, RateLearner, strain_of
 from drscore.engine.runtime.calls.pace_log import PaceEvent, PaceLog
 from drscore.engine.runtime.calls.server_bucket import AMBIGUOUS_S, NEAR_AMBIGUOUS_S, ServerBucket, given_back
 
@@ -1316,7 +1316,7 @@ class RateLimiter:
                 request_bound = self.learner.bound(permit.seq, 1.0, permit.granted_at)
                 # the token strain's two parts, kept for a turn in hindsight (_token_pace_from_refusal)
                 token_evidence = self.token_learner.evidence(permit.seq, permit.estimate, permit.granted_at)
-                token_strain = None if token_evidence is None else token_evidence[0] / token_evidence[1]
+                token_strain = strain_of(token_evidence)
                 self.binding.bounded(now, request_bound, token_evidence)
                 request_proof = self.learner.proven_rate(before=permit.seq)
                 # the strain of this refusal or, higher, of an earlier one in hindsight

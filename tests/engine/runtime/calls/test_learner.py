@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from drscore.engine.runtime.calls.learner import RateLearner
+from drscore.engine.runtime.calls.learner import RateLearner, strain_of
 
 
 def test_the_rate_learner_cuts_once_per_episode_then_grows():
@@ -111,14 +111,14 @@ def test_the_strain_of_a_refusal_by_hand():
     # so 1.7 r - 1 < 1 unless it filled first, r < 2 / 1.7 = 1.18 (filled before call 4's
     # successor, which is call 5 itself: r < 1 / 1 s). Over every start this is the least bound,
     # so no bucket of the proven 3.08 refuses it: strain 3.08 / 1.18 = 2.6
-    assert learner.strain(5, 1.0, at=2.0) == pytest.approx((4 / 1.3) / (2 / 1.7))
+    assert strain_of(learner.evidence(5, 1.0, at=2.0)) == pytest.approx((4 / 1.3) / (2 / 1.7))
     assert learner.bound(5, 1.0, at=2.0) == pytest.approx(2 / 1.7)
     assert learner.evidence(5, 1.0, at=2.0) == pytest.approx((4 / 1.3, 2 / 1.7))  # the strain's two parts
     # refused 0.2 s after the last, a bucket drained by the four: r < 2 / 0.2 from call 4, 3 / 0.3
     # from call 3, ... 10 from each start. The proof explains it: strain 3.08 / 10
-    assert learner.strain(5, 1.0, at=0.5) == pytest.approx((4 / 1.3) / 10)
+    assert strain_of(learner.evidence(5, 1.0, at=0.5)) == pytest.approx((4 / 1.3) / 10)
     # only calls sent before the refused one count, and one alone proves nothing
-    assert learner.strain(2, 1.0, at=0.1) is None and learner.bound(2, 1.0, at=0.1) is None
+    assert strain_of(learner.evidence(2, 1.0, at=0.1)) is None and learner.bound(2, 1.0, at=0.1) is None
     assert learner.evidence(2, 1.0, at=0.1) is None
 
 
