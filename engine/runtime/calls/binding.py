@@ -39,7 +39,8 @@ class GuessVote(msgspec.Struct, frozen=True):
     before it, the dimension ``paced`` when it came ("none" at the first 429, the start-up
     burst's), the strain of each dimension (``strain``: requests, tokens; see
     :func:`~drscore.engine.runtime.calls.learner.strain_of`),
-    what decided (``by``: "proofs" where a strain ruled a dimension out, "hindsight" where the
+    what decided (``by``: "alike" where the calls sent were of about one size, so requests, "proofs"
+    where a strain ruled a dimension out, "hindsight" where the
     requests the calls proved since ruled out an earlier refusal's, "body" where the 429's body
     named the dimension, "echo" where nothing did and the 429 came in the echo of a proven cut,
     whose rank says nothing, else "ranks") and the ``guess`` after it."""
@@ -80,8 +81,9 @@ class BindingGuess:
     guess of tokens can be silent (paced by tokens, a request quota meets no 429 while the
     calls are large, and is under-used), so the bar to leave requests is higher. Requests of
     nearly one size cannot tell the two apart, and need not: pacing requests is pacing tokens,
-    and requests it is. The limiter asks only at the 429 that opens an episode: one met within
-    the pause of the one before met the same drained bucket.
+    and requests it is (a vote by "alike", listed as the others are, so a run's record says
+    why). The limiter asks only at the 429 that opens an episode: one met within the pause of
+    the one before met the same drained bucket.
 
     In hindsight, too: each refusal bounds the request rate a bucket that refused it could have
     (:meth:`bounded`), and a request rate the calls prove later above that bound, by more than
@@ -192,14 +194,13 @@ class BindingGuess:
             if len(self.votes) < VOTES_KEPT:
                 self.votes.append(GuessVote(rank=0.0, paced=paced, strain=(0.0, 0.0), by="body", guess=self.dimension))
             return self.dimension
-        if self._alike():
-            self.dimension = "requests"
-            return self.dimension
         below = sum(1.0 if x < tokens else 0.5 if x == tokens else 0.0 for x in self._sizes)
-        rank = below / len(self._sizes)
+        rank = below / len(self._sizes) if self._sizes else 0.0
         r, t = (x if x is not None else 0.0 for x in strain)
         by = "proofs"
-        if r > STRAIN_RULES_OUT and t <= STRAIN_RULES_OUT:
+        if self._alike():
+            by, self.dimension = "alike", "requests"
+        elif r > STRAIN_RULES_OUT and t <= STRAIN_RULES_OUT:
             self.dimension = "tokens"
         elif t > STRAIN_RULES_OUT and r <= STRAIN_RULES_OUT:
             self.dimension = "requests"

@@ -16,8 +16,12 @@ def test_binding_guess_by_hand():
     alike = BindingGuess(sizes=8)
     for x in (1000, 1000, 1000, 1050):
         alike.sent(x)
-    # requests of about one size: pacing either is the same, and no vote is cast
-    assert alike.refused(1050) == "requests" and alike.votes == []
+    # requests of about one size: pacing either is the same, so requests, and the vote says why
+    # (1050 is above 3 of 4 and level with 1: 3.5 / 4)
+    assert alike.refused(1050, strain=(0.9, 1.2)) == "requests"
+    assert alike.votes == [GuessVote(rank=0.875, paced="none", strain=(0.9, 1.2), by="alike", guess="requests")]
+    # a strain does not move it: sizes alike, the two dimensions are one
+    assert alike.refused(1000, strain=(1.2, 0.9)) == "requests" and alike.votes[-1].by == "alike"
     g = BindingGuess(sizes=8)
     for x in (1000, 1000, 1000, 1000, 500, 4000, 800, 9000):
         g.sent(x)
