@@ -39,11 +39,11 @@ class GuessVote(msgspec.Struct, frozen=True):
     before it, the dimension ``paced`` when it came ("none" at the first 429, the start-up
     burst's), the strain of each dimension (``strain``: requests, tokens; see
     :func:`~drscore.engine.runtime.calls.learner.strain_of`),
-    what decided (``by``: "alike" where the calls sent were of about one size, so requests, "proofs"
-    where a strain ruled a dimension out, "hindsight" where the
-    requests the calls proved since ruled out an earlier refusal's, "body" where the 429's body
-    named the dimension, "echo" where nothing did and the 429 came in the echo of a proven cut,
-    whose rank says nothing, else "ranks") and the ``guess`` after it."""
+    what decided (``by``: "alike" where the calls sent were of about one size, so requests;
+    "proofs" where a strain ruled a dimension out; "hindsight" where the requests the calls
+    proved since ruled out an earlier refusal's; "body" where the 429's body named the
+    dimension; "echo" where nothing did and the 429 came in the echo of a proven cut, whose rank
+    says nothing; else "ranks") and the ``guess`` after it."""
 
     rank: float
     paced: str
