@@ -43,7 +43,8 @@ class GuessVote(msgspec.Struct, frozen=True):
     "proofs" where a strain ruled a dimension out; "hindsight" where the requests the calls
     proved since ruled out an earlier refusal's; "body" where the 429's body named the
     dimension; "echo" where nothing did and the 429 came in the echo of a proven cut, whose rank
-    says nothing; else "ranks") and the ``guess`` after it."""
+    says nothing; "held" where both dimensions were paced, the token bucket held the call and
+    the lower strain decided; else "ranks") and the ``guess`` after it."""
 
     rank: float
     paced: str
@@ -71,7 +72,11 @@ class BindingGuess:
       the endpoint had already accepted (strain at least ``PROVEN_STRAIN``) says tokens;
     * tokens paced: a small call refused (rank at most ``SMALL_RANK``) says requests;
     * the first 429, nothing paced yet: the start-up burst drained the server's bucket, where
-      a call of any size is refused; a rank above ``FIRST_RANK_TOKENS`` says tokens.
+      a call of any size is refused; a rank above ``FIRST_RANK_TOKENS`` says tokens;
+    * both paced (the limiter's hedge on a start-up guess of requests), the token bucket holding
+      the refused call: the rank says little (paced so, a token quota refuses a small call as
+      often as a large one), and the dimension with the lower strain binds, the one whose
+      bucket had the more room to refuse it (by "held").
 
     A 429 in the echo of a proven cut (within a few seconds of the end of its pause: the
     bucket that episode drained may still be in debt) is refused at the proven rate whichever
@@ -176,7 +181,8 @@ class BindingGuess:
         return mean <= 0 or var ** 0.5 / mean < self.alike_cv
 
     def refused(self, tokens: float, strain: tuple[float | None, float | None] = (None, None),
-                named: str | None = None, probing: bool = False, echo: bool = False) -> str:
+                named: str | None = None, probing: bool = False, echo: bool = False,
+                held_by: str | None = None) -> str:
         """Record a 429 of a request of ``tokens`` (``strain``: the
         :func:`~drscore.engine.runtime.calls.learner.strain_of` of
         requests and of tokens, None without a proof); the dimension that binds now.
@@ -185,8 +191,12 @@ class BindingGuess:
         ``probing``: met by the limiter's probe of the request pace, which ran the requests
         past what they had proved: only the proofs move the guess (a large call refused at the
         top of a probe says nothing of tokens). ``echo``: met in the echo of a proven cut of the
-        paced dimension (:meth:`RateLearner.echoes`): only the proofs move the guess."""
-        paced = self.dimension if self._refusals else "none"
+        paced dimension (:meth:`RateLearner.echoes`): only the proofs move the guess.
+        ``held_by``: where both dimensions were paced (the limiter paces tokens too while a
+        start-up guess of requests rests on one rank), the one whose bucket held the refused
+        call, read as the dimension paced; where that was tokens and the proofs rule neither
+        out, the one with the lower strain binds."""
+        paced = (held_by or self.dimension) if self._refusals else "none"
         self._refusals += 1
         if named in ("requests", "tokens"):
             self.dimension, self._named = named, True
@@ -212,6 +222,8 @@ class BindingGuess:
                 by = "echo"
             elif paced == "requests" and rank >= LARGE_RANK and r >= PROVEN_STRAIN and not probing:
                 self.dimension = "tokens"
+            elif held_by == "tokens":
+                by, self.dimension = "held", "tokens" if t <= r else "requests"
             elif paced == "tokens" and rank <= SMALL_RANK:
                 self.dimension = "requests"
         if len(self.votes) < VOTES_KEPT:

@@ -170,6 +170,10 @@ class RateLearner:
             if seq == 1 and self.cuts == 0 and self._episode is not None and self._episode[1] == 0.0:
                 self._episode = (max(at, self._episode[0]), 0.0)
 
+    def taken_before(self, seq: int) -> int:
+        """How many calls kept went before call ``seq`` (refused ones taken out)."""
+        return len(self._kept(seq)[0])
+
     def _sent_from(self, seq: int) -> int:
         """The position of call ``seq`` in the calls kept, or of the first sent after it."""
         return bisect.bisect_left(self._sent, (seq, -math.inf, -math.inf, False))

@@ -419,6 +419,15 @@ SHARED_SAFETY = 0.97
 SPREAD_Z = 2.0
 
 
+# A start-up guess of requests from one rank paces tokens too, until the next 429 votes, where
+# the start-up burst took at least this many calls before the refusal: its token proof is then a
+# fair first cut (the token case's start-up 429 comes at the 8th to 11th call, its proof 0.86-1.05
+# of the limit). After fewer, the token proof rests on two or three calls (0.33-0.41 of what the
+# token quota takes, and the mixed case's request bucket of 2.5 refuses the 4th call): paced at
+# it, a request quota's large calls wait on a pace that means nothing (stop 67, docs/providers.md).
+BURST_CALLS_TO_PACE_TOKENS = 6
+
+
 class RateLimiter:
     """RPM + TPM + concurrency. ``rpm``/``tpm`` of 0 mean unlimited.
 
@@ -491,6 +500,7 @@ class RateLimiter:
         # The probe of a request pace that leaves the token quota idle (_probe_request_pace)
         self._pace_probe = False
         self._pace_probes = 0
+        self._tokens_paced_too = False  # tokens paced beside a start-up guess of requests (_apply_learned)
         self._requests_held = False  # a 429 kept requests on the proofs, or met a probe: no more probes
         self._request_pace_checked = -math.inf
         # The token estimate's relative error (0.1 = 10%): the pool sets it from its estimator.
@@ -1087,7 +1097,11 @@ class RateLimiter:
                 return
             self.requests = self._paced(self.requests, pace * 60, now, 1.0)
             self.rpm = pace * 60
-            if self.tokens is not None and self.tpm != self.told_tpm:
+            token_pace = self.token_learner.rate()
+            if self._tokens_paced_too and token_pace is not None:
+                self.tokens = self._paced(self.tokens, token_pace * 60, now, 0.0)
+                self.tpm = token_pace * 60
+            elif self.tokens is not None and self.tpm != self.told_tpm:
                 self.tokens = self._tokens_bucket(self.told_tpm) if self.told_tpm else None
                 self.tpm = self.told_tpm
         self._changed.set()
@@ -1323,12 +1337,20 @@ class RateLimiter:
                 request_strain = self.binding.hindsight(request_proof[0] if request_proof else None, now)
                 self.binding.refused(permit.estimate, strain=(request_strain, token_strain),
                                      named=info.binding_named if info else None, probing=self._pace_probe,
-                                     echo=paced.echoes(now))
+                                     echo=paced.echoes(now),
+                                     held_by=self._held_by(permit) if self._tokens_paced_too else None)
                 # Requests kept where the proofs ruled tokens out, or at the 429 a probe met before
                 # its proofs ruled requests out: a request quota, not a guess to probe again
                 held = self.binding.dimension == "requests" and (
                     self._pace_probe or (token_strain or 0.0) > STRAIN_RULES_OUT)
                 self._requests_held = self._requests_held or held
+                # The start-up vote of requests rests on one rank: tokens are paced too until the
+                # next vote, so a wrong guess neither bursts the token quota at the pause's end nor
+                # leaves its proof to a drain of tenths of a second (bench.headerless, tokens)
+                start_up = self.binding.votes[-1] if len(self.binding.votes) == votes + 1 == 1 else None
+                self._tokens_paced_too = (
+                    start_up is not None and start_up.guess == "requests" and start_up.by in ("ranks", "alike")
+                    and self.learner.taken_before(permit.seq) >= BURST_CALLS_TO_PACE_TOKENS)
                 self._pace_probe = False
             self.token_learner.unit_guess = max(1.0, float(permit.estimate))
             requests_cut = self.learner.rate_limited(delay, self._admitted_requests, permit.seq)
@@ -1364,6 +1386,17 @@ class RateLimiter:
         # correct it, and a halved concurrency would bind instead (2 s answers at 10 a
         # second need 20 in flight). Nothing to cut.
         return delay
+
+    @staticmethod
+    def _held_by(permit: Permit) -> str | None:
+        """Which of the two paced buckets held ``permit``'s call: the one its grant left the
+        lower, as a share of its size (None unless both were there at its grant)."""
+        if permit.requests_after is None or permit.tokens_after is None:
+            return None
+        (requests, request_level, _), (tokens, token_level, _) = permit.requests_after, permit.tokens_after
+        if requests.capacity <= 0 or tokens.capacity <= 0:
+            return None
+        return "tokens" if token_level / tokens.capacity < request_level / requests.capacity else "requests"
 
     def _window_starts_over(self, permit: Permit, info: RateLimitInfo) -> None:
         """An AI gateway refused ``permit`` until its count is under the limit (its Reset): the

@@ -45,6 +45,29 @@ def test_binding_guess_by_hand():
         (0.5, "tokens", "tokens", "ranks")]
     assert g.votes[3] == GuessVote(rank=0.875, paced="requests", strain=(0.97, 0.8), by="ranks", guess="tokens")
 
+def test_where_both_dimensions_were_paced_a_token_bucket_that_held_the_call_says_tokens():
+    g = BindingGuess(sizes=8)
+    for x in (1000, 1000, 1000, 1000, 500, 4000, 800, 9000):
+        g.sent(x)
+    assert g.refused(900) == "requests"  # the start-up vote: 900 ranks 2 / 8 = 0.25, under 0.6
+    # tokens paced too, their bucket holding the call: 0.25 is at most SMALL_RANK, which says
+    # requests where tokens alone are paced; here the strains decide, and a token bucket had the
+    # more room to refuse it (0.9 of its bound proved, against 1.0 of the request bucket's)
+    assert g.refused(900, strain=(1.0, 0.9), held_by="tokens") == "tokens"
+    assert g.votes[-1] == GuessVote(rank=0.25, paced="tokens", strain=(1.0, 0.9), by="held", guess="tokens")
+    # the request strain the lower (0.954 against 0.97: a request quota of 400 a minute,
+    # bench.headerless's reports, logged): requests, whatever the rank (9,000: 7.5 / 8)
+    assert g.refused(9000, strain=(0.954, 0.97), held_by="tokens") == "requests" and g.votes[-1].by == "held"
+    # the proofs still rule: a token strain over 1.05 rules tokens out
+    g.resume("requests")
+    assert g.refused(900, strain=(0.9, 1.2), held_by="tokens") == "requests" and g.votes[-1].by == "proofs"
+    # the request bucket holding: read as requests paced, where only a large call refused at a
+    # proven request rate (8,000: 7 / 8, strain 0.97) says tokens, and a mid-sized one nothing
+    assert g.refused(1000, strain=(0.97, 0.9), held_by="requests") == "requests"
+    assert g.votes[-1].paced == "requests"
+    assert g.refused(8000, strain=(0.97, 0.9), held_by="requests") == "tokens"
+
+
 def test_a_429_in_the_echo_of_a_proven_cut_moves_the_guess_on_the_proofs_alone():
     g = BindingGuess(sizes=8)
     g.resume("requests")

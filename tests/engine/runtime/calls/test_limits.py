@@ -346,8 +346,44 @@ async def test_a_429_the_request_proof_cannot_explain_turns_a_start_up_guess_to_
     p = await lim.acquire(3000)
     await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
     vote = lim.binding.votes[-1]
-    assert vote.paced == "requests" and vote.by == "proofs" and vote.strain[0] > 1.05 >= vote.strain[1]
-    assert lim.binding.dimension == "tokens" and lim.tokens is not None
+    # (tokens were paced too since the start-up vote, which one rank made after 8 calls, and
+    # their bucket, empty at that cut, held these calls)
+    assert vote.paced == "tokens" and vote.by == "proofs" and vote.strain[0] > 1.05 >= vote.strain[1]
+    assert lim.binding.dimension == "tokens" and lim.tokens is not None and lim.requests is None
+
+
+async def test_a_start_up_guess_of_requests_after_a_burst_of_calls_paces_tokens_too():
+    lim = RateLimiter(concurrency=4)
+    for x in (1000, 9000, 1500, 8000, 1200, 9500, 900, 8500):
+        p = await lim.acquire(x)
+        await p.done(x)
+    p = await lim.acquire(850)  # the smallest refused after 8 calls: rank 0.5 / 9, requests
+    await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
+    assert lim.binding.dimension == "requests" and lim.learner.taken_before(p.seq) == 8
+    # one rank decided: the token learner's first cut paces too, from a bucket left empty
+    assert lim.requests is not None and lim.tokens is not None
+    assert lim.tpm == pytest.approx(lim.token_learner.rate() * 60) and lim.tokens.level == 0.0
+    # the next 429, a small call the token bucket held (its grant left it lower than the request
+    # bucket, as a share of each one's size): tokens, and the request pace goes
+    for learner in (lim.learner, lim.token_learner):
+        learner._cut_until = 0.0  # past the first 429's pause
+        learner._sent.clear()  # no proofs to rule either dimension out: the ranks and the buckets decide
+    lim.requests.level = lim.requests.capacity
+    p = await lim.acquire(850)
+    assert lim._held_by(p) == "tokens"
+    await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
+    assert lim.binding.votes[-1].paced == "tokens" and lim.binding.dimension == "tokens"
+    assert lim.requests is None and lim.tokens is not None and not lim._tokens_paced_too
+    # after two calls and the preflight's, a start-up refusal's token proof rests on a few
+    # calls: requests alone are paced
+    thin = RateLimiter(concurrency=4)
+    for x in (1000, 9000):
+        p = await thin.acquire(x)
+        await p.done(x)
+    p = await thin.acquire(850)
+    await thin.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
+    assert thin.binding.dimension == "requests" and thin.learner.taken_before(p.seq) == 2
+    assert thin.requests is not None and thin.tokens is None
 
 
 async def test_a_429_within_the_pause_of_the_one_before_does_not_vote():
