@@ -1347,7 +1347,7 @@ class RateLimiter:
                 # The start-up vote of requests rests on one rank: tokens are paced too until the
                 # next vote, so a wrong guess neither bursts the token quota at the pause's end nor
                 # leaves its proof to a drain of tenths of a second (bench.headerless, tokens)
-                start_up = self.binding.votes[-1] if len(self.binding.votes) == votes + 1 == 1 else None
+                start_up = self.binding.votes[0] if votes == 0 and self.binding.votes else None
                 self._tokens_paced_too = (
                     start_up is not None and start_up.guess == "requests" and start_up.by in ("ranks", "alike")
                     and self.learner.taken_before(permit.seq) >= BURST_CALLS_TO_PACE_TOKENS)

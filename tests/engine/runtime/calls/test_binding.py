@@ -45,6 +45,7 @@ def test_binding_guess_by_hand():
         (0.5, "tokens", "tokens", "ranks")]
     assert g.votes[3] == GuessVote(rank=0.875, paced="requests", strain=(0.97, 0.8), by="ranks", guess="tokens")
 
+
 def test_where_both_dimensions_were_paced_a_token_bucket_that_held_the_call_says_tokens():
     g = BindingGuess(sizes=8)
     for x in (1000, 1000, 1000, 1000, 500, 4000, 800, 9000):
