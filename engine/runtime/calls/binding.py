@@ -15,6 +15,12 @@ VOTES_KEPT = 16  # the votes a run's summary lists: the ones that set the guess 
 # dimension is ruled out (bench.headerless, 269 429s logged at stop 56: the binding
 # dimension's strain at most 1.01, the other's up to 2.7; docs/providers.md).
 STRAIN_RULES_OUT = 1.05
+# At the limiter's probe of a request pace, a request strain over this rules requests out: the
+# probe grows the requests past what they proved, so a request quota refuses only a call sent
+# faster than that (strain under 1), where a token quota refuses while they are still within it.
+# The request strain at the probe's 429s logged at stops 70-77: 0.966-0.996 at 28 of request
+# quotas; at 22 of token quotas 0.979-0.998 in 3 and 1.03-2.28 in 19, 11 of them under 1.05
+PROBE_STRAIN_RULES_OUT = 1.02
 # Ranks read against the dimension paced when the call was refused (the ranks logged at
 # stops 55-56, docs/providers.md):
 FIRST_RANK_TOKENS = 0.6  # the start-up 429, nothing paced yet: above it, tokens
@@ -62,7 +68,9 @@ class BindingGuess:
     that binds; where exactly one is ruled out, the other binds. The paced dimension is
     rarely ruled out (it runs at its proof), the other often is: a token quota refuses a large
     call while requests go slower than they once did, a request quota a small one while
-    tokens do.
+    tokens do. At the limiter's probe of a request pace the bar for requests is lower,
+    ``PROBE_STRAIN_RULES_OUT``: the probe runs the requests past their proof, so a request quota
+    refuses only beyond it.
 
     Else the refused call's size, ranked among the sizes sent just before it, read against the
     dimension paced when it came. A vote that agrees with the pace says nothing (paced right,
@@ -190,7 +198,8 @@ class BindingGuess:
         token rate limit"): it binds, whatever the sizes and proofs say, now and after.
         ``probing``: met by the limiter's probe of the request pace, which ran the requests
         past what they had proved: only the proofs move the guess (a large call refused at the
-        top of a probe says nothing of tokens). ``echo``: met in the echo of a proven cut of the
+        top of a probe says nothing of tokens), a request strain over ``PROBE_STRAIN_RULES_OUT``
+        ruling requests out. ``echo``: met in the echo of a proven cut of the
         paced dimension (:meth:`RateLearner.echoes`): only the proofs move the guess.
         ``held_by``: where both dimensions were paced (the limiter paces tokens too while a
         start-up guess of requests rests on one rank), the one whose bucket held the refused
@@ -214,6 +223,8 @@ class BindingGuess:
             self.dimension = "tokens"
         elif t > STRAIN_RULES_OUT and r <= STRAIN_RULES_OUT:
             self.dimension = "requests"
+        elif probing and r > PROBE_STRAIN_RULES_OUT and t <= STRAIN_RULES_OUT:
+            self.dimension = "tokens"
         else:
             by = "ranks"
             if paced == "none":

@@ -133,6 +133,20 @@ def test_a_429_met_by_the_probe_of_a_request_pace_moves_the_guess_on_the_proofs_
     # the proofs still decide: no request bucket of the rate proved refused it
     assert g.refused(8000, strain=(1.2, 0.8), probing=True) == "tokens"
     assert g.votes[-1].by == "proofs"
+    # and at a probe they decide from a strain of 1: the requests had not passed what they proved
+    # (1.03: the request strain of a token quota's refusal at a probe, logged), so no request quota
+    # refused the call; a small one refused so says the same
+    g.resume("requests")
+    assert g.refused(500, strain=(1.03, 0.95), probing=True) == "tokens"
+    assert g.votes[-1].by == "proofs"
+    # out of a probe that takes over 1.05: the ranks decide (a small call, paced by requests)
+    g.resume("requests")
+    assert g.refused(500, strain=(1.03, 0.95)) == "requests" and g.votes[-1].by == "ranks"
+    # a strain just under 1 (0.996: a request quota's, logged) keeps requests, as does a token
+    # strain over 1.05
+    g.resume("requests")
+    assert g.refused(8000, strain=(0.996, 0.99), probing=True) == "requests"
+    assert g.refused(8000, strain=(1.03, 1.2), probing=True) == "requests" and g.votes[-1].by == "proofs"
 
 
 def test_a_request_proof_over_an_earlier_refusals_bound_rules_requests_out_in_hindsight():
@@ -312,3 +326,29 @@ async def test_a_probe_that_meets_a_request_quota_is_not_made_again():
     lim._request_pace_checked = -1e9
     lim._probe_request_pace(time.monotonic())
     assert not lim._pace_probe and lim._pace_probes == 1 < PROBES
+
+
+@pytest.mark.parametrize("probing", [True, False])
+async def test_the_limiter_reads_a_429_at_its_probe_against_a_request_strain_of_1_02(probing):
+    lim = _paced_by_requests(3000.0)  # the last 16 sizes 1,000 and 5,000 in turn
+    lim.binding.resume("requests")
+    if probing:
+        lim._probe_request_pace(time.monotonic())
+        assert lim._pace_probe
+    now = time.monotonic()
+    # an earlier refusal allowed a request bucket of at most 1.9 a second; 80 requests 0.5 s apart
+    # over the last 40 s prove 80 / 40.5 = 1.975 a second: strain 1.975 / 1.9 = 1.039, under the
+    # 1.05 that rules requests out anywhere (so no turn in hindsight), over the probe's 1.02
+    lim.binding.bounded(now - 20.0, 1.9)
+    lim.learner._sent = [(s, now - 40.0 + 0.5 * (s - 1), 1.0, False) for s in range(1, 81)]
+    lim.token_learner._sent = [(81, now - 0.6, 500.0, False), (82, now - 0.5, 500.0, False)]
+    lim._sent_requests = 100
+    p = lim._grant(1000, now)  # a small call: its rank moves nothing while requests are paced
+    await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
+    vote = lim.binding.votes[-1]
+    assert vote.strain[0] == pytest.approx(80 / 40.5 / 1.9, abs=1e-3) and vote.strain[1] < 1.05
+    if probing:
+        # the requests had not passed what they proved: a token quota refused the call
+        assert (vote.by, lim.binding.dimension, lim._requests_held) == ("proofs", "tokens", False)
+    else:
+        assert (vote.by, lim.binding.dimension) == ("ranks", "requests")
