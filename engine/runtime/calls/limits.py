@@ -92,6 +92,12 @@ ARRIVAL_S = 0.01
 # the refusals before it (RateLimiter._probe_request_pace: a proof's search is quadratic in
 # the calls kept)
 PROBE_CHECK_S = 0.25
+# While the slow start of a quota learned from 429s runs (until its first 429, or full
+# concurrency), calls leave at least this plus two connection times apart: each answer frees two
+# slots, and two calls sent a millisecond apart met the same drained bucket and were both refused
+# (a 429 comes back in 2 ms on loopback, 95% within 6 ms). One refused call's 429 then pauses
+# the one after it.
+START_GAP_S = 0.01
 
 
 class TokenBucket:
@@ -547,6 +553,8 @@ class RateLimiter:
         # call, which the lag allows for (COUNTED_LAG_S)
         self.prompts_counted = False
         self._paused_until = 0.0
+        self._spaced_until = 0.0  # the start-up's next call leaves no sooner (START_GAP_S)
+        self._start_gap_s = START_GAP_S + 2 * LAG_S  # until the connection is measured
         self._queue: deque[asyncio.Future[None]] = deque()
         self._changed = asyncio.Event()
         self.waiting = 0  # callers queued for quota (shown as "waiting for rate limit")
@@ -642,6 +650,7 @@ class RateLimiter:
         of the quota in four runs at the fixed margins, 0.952-0.978 in eight following the
         connection, six of them 0.97 or more; 0 429s in each)."""
         self._lag_base = min(LAG_S, NEAR_LAG_S + seconds)
+        self._start_gap_s = START_GAP_S + 2 * seconds
         self.ambiguous_s = min(AMBIGUOUS_S, NEAR_AMBIGUOUS_S + 2 * seconds)
         if self._server is not None:
             self._server.ambiguous_s = self.ambiguous_s
@@ -796,6 +805,8 @@ class RateLimiter:
         if not self._sent_requests:
             self.learner.started(now)
             self.token_learner.started(now)
+        if self._learns and self.concurrency.slow_start:
+            self._spaced_until = now + self._start_gap_s
         self.learner.sent(int(self._sent_requests) + 1, now)
         self.token_learner.sent(int(self._sent_requests) + 1, now, tokens)
         self._sent_requests += 1
@@ -892,7 +903,7 @@ class RateLimiter:
         """Wait, holding a concurrency slot, for quota covering ``estimate`` (see :meth:`acquire`)."""
         if not self._queue:  # nobody waiting: go now if the buckets allow, without queueing
             now = time.monotonic()
-            if self._paused_until <= now:
+            if max(self._paused_until, self._spaced_until) <= now:
                 tokens = estimate() if callable(estimate) else estimate
                 if self.requests is None and self.tokens is None:
                     return self._grant(tokens, now, take=False)
@@ -911,7 +922,7 @@ class RateLimiter:
                 now = time.monotonic()
                 tokens = estimate() if callable(estimate) else estimate
                 sd = sd_of() if callable(sd_of) else sd_of
-                wait = self._paused_until - now
+                wait = max(self._paused_until, self._spaced_until) - now
                 if wait <= 0 and self.shared is not None and (self.requests or self.tokens):
                     shared_wait = await self._reserve_shared(tokens)
                     if shared_wait is not None:

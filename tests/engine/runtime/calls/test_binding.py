@@ -133,9 +133,9 @@ def test_a_429_met_by_the_probe_of_a_request_pace_moves_the_guess_on_the_proofs_
     # the proofs still decide: no request bucket of the rate proved refused it
     assert g.refused(8000, strain=(1.2, 0.8), probing=True) == "tokens"
     assert g.votes[-1].by == "proofs"
-    # and at a probe they decide from a strain of 1: the requests had not passed what they proved
-    # (1.03: the request strain of a token quota's refusal at a probe, logged), so no request quota
-    # refused the call; a small one refused so says the same
+    # and at a probe they decide from a strain over 1.02: the requests had not passed what they
+    # proved (1.03: the request strain of a token quota's refusal at a probe, logged), so no
+    # request quota refused the call; a small one refused so says the same
     g.resume("requests")
     assert g.refused(500, strain=(1.03, 0.95), probing=True) == "tokens"
     assert g.votes[-1].by == "proofs"

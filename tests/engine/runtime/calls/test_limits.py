@@ -230,6 +230,27 @@ async def test_without_quota_flags_a_failed_first_attempt_ends_the_one_at_a_time
     assert limiter.concurrency.limit == 16
 
 
+async def test_before_the_first_429_of_a_learned_quota_calls_leave_spaced():
+    # The slow start frees two slots an answer: two calls sent a millisecond apart met the same
+    # drained bucket and were both refused. Spaced, the first one's 429 pauses the second.
+    lim = RateLimiter(concurrency=8)
+    lim._end_probe(announced=False)  # the first call came back without quota headers
+    lim.concurrency.raise_to_maximum()  # (the slow start's slots, all at once here)
+    lim.measured_connect(0.02)  # a gap of 10 ms plus two connections: 50 ms
+    second = await lim.acquire(100)
+    third = await lim.acquire(100)
+    assert third.granted_at - second.granted_at >= 0.05 - 1e-9
+    # the slow start ended (at a 429, whose cut paces the calls, or at full concurrency): no gap
+    lim.concurrency.slow_start = False
+    await lim.acquire(100)
+    assert lim._spaced_until == pytest.approx(third.granted_at + 0.05)
+    # nor at a told quota
+    told = RateLimiter(rpm=6000, concurrency=8)
+    await told.acquire(100)
+    await told.acquire(100)
+    assert told._spaced_until == 0.0
+
+
 async def test_stop_wakes_callers_waiting_for_quota():
     from drscore.engine.runtime.calls.limits import LimiterStopped
 
