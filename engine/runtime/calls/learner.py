@@ -172,7 +172,7 @@ class RateLearner:
 
     def taken_before(self, seq: int) -> int:
         """How many calls kept went before call ``seq`` (refused ones taken out)."""
-        return len(self._kept(seq)[0])
+        return len(self._kept_sent(seq))
 
     def _sent_from(self, seq: int) -> int:
         """The position of call ``seq`` in the calls kept, or of the first sent after it."""
@@ -182,12 +182,17 @@ class RateLearner:
         i = self._sent_from(seq)
         return i if i < len(self._sent) and self._sent[i][0] == seq else None
 
-    def _kept(self, before: int | None) -> tuple[np.ndarray, np.ndarray]:
-        """The send times and units of the calls kept (those granted before call ``before``
-        and, where the backend tells, that have left), in the order they left."""
+    def _kept_sent(self, before: int | None) -> list[tuple[int, float, float, bool]]:
+        """The calls kept: those granted before call ``before`` and, where the backend tells,
+        that have left, in the order they were granted."""
         sent = self._sent if before is None else self._sent[:self._sent_from(before)]
         if self._tells:  # a call granted but still held before its send (a stalled loop) was not taken yet
             sent = [s for s in sent if s[3]]
+        return sent
+
+    def _kept(self, before: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """The send times and units of the calls kept (:meth:`_kept_sent`), in the order they left."""
+        sent = self._kept_sent(before)
         n = len(sent)
         at, units = np.fromiter((s[1] for s in sent), float, n), np.fromiter((s[2] for s in sent), float, n)
         order = np.argsort(at, kind="stable")  # in the order they left, which a stalled call may change

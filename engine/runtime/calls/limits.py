@@ -805,7 +805,7 @@ class RateLimiter:
         if not self._sent_requests:
             self.learner.started(now)
             self.token_learner.started(now)
-        if self._learns and self.concurrency.slow_start:
+        if self.concurrency.slow_start and self._learns:  # every grant passes here: the cheap test first
             self._spaced_until = now + self._start_gap_s
         self.learner.sent(int(self._sent_requests) + 1, now)
         self.token_learner.sent(int(self._sent_requests) + 1, now, tokens)
