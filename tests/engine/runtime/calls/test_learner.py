@@ -157,6 +157,37 @@ def test_a_learner_paces_at_the_proven_rate_from_its_second_cut(noisy):
         assert learner.pace == pytest.approx(pace)
 
 
+
+def test_a_proven_cut_moves_with_the_servers_counts_of_the_calls_it_estimated():
+    now = [0.0]
+    learner = RateLearner(decrease=0.9, burst_s=1.0, noisy=True, clock=lambda: now[0])
+    learner.started(0.0)
+    for seq in range(1, 5):  # 4 calls estimated at 10 units, 1 s apart: 3 -> 4 proves 10 a second
+        learner.sent(seq, seq - 1.0, 10.0)
+    now[0] = 3.5
+    assert learner.rate_limited(pause_s=1.0, admitted=40.0, seq=5) and learner.pace == pytest.approx(9.9)
+    now[0] = 4.0
+    # the first cut rests on a rough measure and grows until the next 429: a count moves nothing
+    # (call 1 counted 12: 1 -> 2 would now prove (12 + 10) / 2 = 11)
+    assert not learner.success(12.0, seq=1) and learner.pace == pytest.approx(9.9)
+    for seq, at in ((5, 5.0), (6, 5.5), (7, 6.0)):  # 5 -> 7 proves (10 + 10 + 10) / (1 + 1) = 15
+        learner.sent(seq, at, 10.0)
+    learner.pace = 20.0  # the slow start overshot
+    now[0] = 6.2
+    assert learner.rate_limited(pause_s=1.0, admitted=72.0, seq=8) and learner.pace == pytest.approx(0.99 * 15)
+    now[0] = 6.5
+    # call 6 counted 14, not 10: 5 -> 7 proves (10 + 14 + 10) / 2 = 17, above 6 -> 7's (14 + 10) / 1.5
+    # = 16 and 4 -> 7's (10 + 10 + 14 + 10) / 4 = 11: the cut is 0.99 x 17, its cubic's base with it
+    assert learner.success(14.0, seq=6)
+    assert learner.proven == pytest.approx(17.0) and learner.pace == pytest.approx(0.99 * 17)
+    learner.sent(9, 7.2, 10.0)
+    now[0] = 7.2  # the pause's end: a count of a call sent after the refused one proves nothing of the cut
+    learner.success(20.0, seq=9)
+    assert learner.proven == pytest.approx(17.0) and learner.pace == pytest.approx(0.99 * 17)
+    now[0] = 37.2  # back at the counted proof 30 s after the pause
+    learner.success()
+    assert learner.pace == pytest.approx(17.0)
+
 def test_a_cut_is_done_again_when_a_call_its_proof_counted_is_refused_behind_it():
     # Calls sent a millisecond apart reach the server in either order, and so do their 429s:
     # the cut at call 11's 429 counted call 10 as taken, and proved 5 requests a second
