@@ -29,7 +29,9 @@ learned is kept in the cache, and the measured run starts from it (``resumed``; 
 run's 429s and limit over span beside it). ``--largest-first`` orders the token and mixed cases' reports by
 length, longest first: the first calls are the largest and the sizes shrink as the run goes
 (a file grouped by agent, or sorted); ``--largest-early N`` moves only the N longest to just after
-the first report (the calls after the preflight the largest, then the file's order). ``--body-names-quota`` adds a run of each case against
+the first report (the calls after the preflight the largest, then the file's order); ``--p80-early N``
+moves the N reports at the 80th percentile of length there instead: with 2, the start-up 429
+meets the 3rd call in every run (a path the usual order takes in some). ``--body-names-quota`` adds a run of each case against
 the ``gemini`` profile, which sends no quota headers but names the quota in each 429's body
 (``quota_named_by_429``): paced at it from that 429 on. ``--header-less-profile azure`` measures
 the header-less runs against the ``azure`` profile instead: remaining counts without limits in
@@ -132,6 +134,17 @@ def _largest_early(reports: Path, folder: Path, n: int) -> Path:
     return _written(ordered, folder / f"{reports.stem}.largest-early.jsonl")
 
 
+def _p80_early(reports: Path, folder: Path, n: int) -> Path:
+    """A copy of ``reports`` in ``folder`` with the ``n`` reports from the 80th percentile of
+    length on (by rank, shortest first) moved to just after the first, in the file's order."""
+    rows = _rows(reports)
+    by_length = sorted(range(1, len(rows)), key=lambda i: len(rows[i].get("article") or ""))
+    at = int(0.8 * len(by_length))
+    early = sorted(by_length[at:at + n])
+    ordered = [rows[0], *(rows[i] for i in early), *(row for i, row in enumerate(rows) if i and i not in set(early))]
+    return _written(ordered, folder / f"{reports.stem}.p80-early.jsonl")
+
+
 def _pacing_digest(path: Path) -> dict:
     """A run's ``pacing.jsonl`` in brief: each 429 as [seconds, the call's grant order, its
     token estimate, the dimension paced after it, what decided the vote, the token rate proved
@@ -214,6 +227,9 @@ def main() -> None:
     ap.add_argument("--largest-early", type=int, default=0, metavar="N",
                     help="tokens and mixed cases: the N longest reports moved to just after the first (the calls "
                          "after the preflight the largest, then the file's order)")
+    ap.add_argument("--p80-early", type=int, default=0, metavar="N",
+                    help="tokens and mixed cases: the N reports at the 80th percentile of length moved to just after "
+                         "the first (with 2, the start-up 429 at the 3rd call)")
     ap.add_argument("--client-estimates", default="proxy", choices=("proxy", "characters"),
                     help="what the client's token estimates learn on: cl100k_base's counts (the default where "
                          "drscore[tokenizer] is installed) or characters")
@@ -243,6 +259,9 @@ def main() -> None:
         elif args.largest_early and {"tokens", "mixed"} & set(cases):
             require_data("headerless", str(reports))
             reports = _largest_early(reports, Path(d), args.largest_early)
+        elif args.p80_early and {"tokens", "mixed"} & set(cases):
+            require_data("headerless", str(reports))
+            reports = _p80_early(reports, Path(d), args.p80_early)
         for case, rpm, tpm in (("tokens", 0.0, args.tpm), ("mixed", args.mixed_rpm, 0.0)):
             if case not in cases:
                 continue
@@ -252,7 +271,9 @@ def main() -> None:
             out[case] = {
                 "rpm": rpm or None, "tpm": tpm or None, "methods": ["quality"],
                 "reports": "DeepResearch Bench, 100 reports" + (", longest first" if args.largest_first else (
-                    f", the {args.largest_early} longest after the first" if args.largest_early else "")),
+                    f", the {args.largest_early} longest after the first" if args.largest_early else (
+                        f", {args.p80_early} at the 80th percentile of length after the first" if args.p80_early
+                        else ""))),
                 **_header_less(args.runs, tmp=Path(d) / case, second=args.second_run, profile=args.header_less_profile,
                                **kw),
                 "with_headers": _measure("openai", tmp=Path(d) / case, **kw),
