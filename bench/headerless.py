@@ -141,7 +141,8 @@ def _p80_early(reports: Path, folder: Path, n: int) -> Path:
     by_length = sorted(range(1, len(rows)), key=lambda i: len(rows[i].get("article") or ""))
     at = int(0.8 * len(by_length))
     early = sorted(by_length[at:at + n])
-    ordered = [rows[0], *(rows[i] for i in early), *(row for i, row in enumerate(rows) if i and i not in set(early))]
+    moved = set(early)
+    ordered = [rows[0], *(rows[i] for i in early), *(row for i, row in enumerate(rows) if i and i not in moved)]
     return _written(ordered, folder / f"{reports.stem}.p80-early.jsonl")
 
 
