@@ -129,9 +129,7 @@ def _largest_early(reports: Path, folder: Path, n: int) -> Path:
     first: the run's first calls after the preflight are its largest, then the order is the file's."""
     rows = _rows(reports)
     rest = sorted(range(1, len(rows)), key=lambda i: -len(rows[i].get("article") or ""))
-    early = set(rest[:n])
-    ordered = [rows[0], *(rows[i] for i in rest[:n]), *(row for i, row in enumerate(rows) if i and i not in early)]
-    return _written(ordered, folder / f"{reports.stem}.largest-early.jsonl")
+    return _written(_moved_early(rows, rest[:n]), folder / f"{reports.stem}.largest-early.jsonl")
 
 
 def _p80_early(reports: Path, folder: Path, n: int) -> Path:
@@ -140,10 +138,14 @@ def _p80_early(reports: Path, folder: Path, n: int) -> Path:
     rows = _rows(reports)
     by_length = sorted(range(1, len(rows)), key=lambda i: len(rows[i].get("article") or ""))
     at = int(0.8 * len(by_length))
-    early = sorted(by_length[at:at + n])
+    return _written(_moved_early(rows, sorted(by_length[at:at + n])), folder / f"{reports.stem}.p80-early.jsonl")
+
+
+def _moved_early(rows: list[dict], early: list[int]) -> list[dict]:
+    """``rows`` with those at the indices ``early`` (never the first) moved, in that order, to just
+    after the first; the rest in their order."""
     moved = set(early)
-    ordered = [rows[0], *(rows[i] for i in early), *(row for i, row in enumerate(rows) if i and i not in moved)]
-    return _written(ordered, folder / f"{reports.stem}.p80-early.jsonl")
+    return [rows[0], *(rows[i] for i in early), *(row for i, row in enumerate(rows) if i and i not in moved)]
 
 
 def _pacing_digest(path: Path) -> dict:

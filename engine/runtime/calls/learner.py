@@ -264,9 +264,7 @@ class RateLearner:
         """Start from the rate (units per second) an earlier run's calls proved, as after a
         proven cut: pace at ``PROVEN_SHARE`` of it, back at it after ``PROBE_S`` and faster
         beyond, the next 429 cut as any later one is. Nothing was proven in this run yet."""
-        self.pace = self._base = max(self.min_rps, PROVEN_SHARE * rate)
-        if self.max_rps:
-            self.pace = self._base = min(self.pace, self.max_rps)
+        self.pace = self._base = self._within_bounds(PROVEN_SHARE * rate)
         self._proven_ceiling = rate
         self.cuts = 2  # past the first cut's slow start: the proof is the earlier run's
         self._cut_until = self._grown_at = now
@@ -343,6 +341,11 @@ class RateLearner:
         self.pace = min(grown, self.max_rps) if self.max_rps else grown
         return True
 
+    def _within_bounds(self, rate: float) -> float:
+        """``rate`` held within ``min_rps`` and ``max_rps`` (where set)."""
+        rate = max(self.min_rps, rate)
+        return min(rate, self.max_rps) if self.max_rps else rate
+
     def _reprove(self, seq: int) -> bool:
         """Call ``seq``'s count came in, unlike its estimate: where the last cut was a proven one
         and counted the call, its proof is made again on the count, and the pace and the cubic's
@@ -358,9 +361,7 @@ class RateLearner:
             return False
         scale = proof[0] / self._proven_ceiling
         self._proven_ceiling = self.proven = proof[0]
-        self.pace, self._base = max(self.min_rps, self.pace * scale), max(self.min_rps, self._base * scale)
-        if self.max_rps:
-            self.pace, self._base = min(self.pace, self.max_rps), min(self._base, self.max_rps)
+        self.pace, self._base = self._within_bounds(self.pace * scale), self._within_bounds(self._base * scale)
         return True
 
     def rate_limited(self, pause_s: float, admitted: float | None = None, seq: int | None = None,
@@ -432,9 +433,7 @@ class RateLearner:
             # Once proven, a 429 never raises the pace (the noisy floor, measured over the short
             # stretch since an echo's pause, may exceed it)
             pace = min(pace, self.pace)
-        self.pace = self._base = max(self.min_rps, pace)
-        if self.max_rps:
-            self.pace = self._base = min(self.pace, self.max_rps)
+        self.pace = self._base = self._within_bounds(pace)
         self._cut_until = now + max(1.0, pause_s)
         self._grown_at = self._cut_until
         if admitted is not None:

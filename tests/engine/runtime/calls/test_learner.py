@@ -157,7 +157,6 @@ def test_a_learner_paces_at_the_proven_rate_from_its_second_cut(noisy):
         assert learner.pace == pytest.approx(pace)
 
 
-
 def test_a_proven_cut_moves_with_the_servers_counts_of_the_calls_it_estimated():
     now = [0.0]
     learner = RateLearner(decrease=0.9, burst_s=1.0, noisy=True, clock=lambda: now[0])
@@ -187,6 +186,7 @@ def test_a_proven_cut_moves_with_the_servers_counts_of_the_calls_it_estimated():
     now[0] = 37.2  # back at the counted proof 30 s after the pause
     learner.success()
     assert learner.pace == pytest.approx(17.0)
+
 
 def test_a_cut_is_done_again_when_a_call_its_proof_counted_is_refused_behind_it():
     # Calls sent a millisecond apart reach the server in either order, and so do their 429s:
