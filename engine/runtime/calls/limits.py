@@ -431,6 +431,8 @@ SPREAD_Z = 2.0
 # of the limit). After fewer, the token proof rests on two or three calls (0.33-0.41 of what the
 # token quota takes, and the mixed case's request bucket of 2.5 refuses the 4th call): paced at
 # it, a request quota's large calls wait on a pace that means nothing (stop 67, docs/providers.md).
+# Not after a vote on sizes alike: there both learners start between their proof and the refusal's
+# bound (RateLearner.rate_limited, uncertain), and tokens are paced too after any number of calls.
 BURST_CALLS_TO_PACE_TOKENS = 6
 
 
@@ -1361,11 +1363,17 @@ class RateLimiter:
                 start_up = self.binding.votes[0] if votes == 0 and self.binding.votes else None
                 self._tokens_paced_too = (
                     start_up is not None and start_up.guess == "requests" and start_up.by in ("ranks", "alike")
-                    and self.learner.taken_before(permit.seq) >= BURST_CALLS_TO_PACE_TOKENS)
+                    and (start_up.by == "alike" or self.learner.taken_before(permit.seq) >= BURST_CALLS_TO_PACE_TOKENS))
                 self._pace_probe = False
             self.token_learner.unit_guess = max(1.0, float(permit.estimate))
-            requests_cut = self.learner.rate_limited(delay, self._admitted_requests, permit.seq)
-            tokens_cut = self.token_learner.rate_limited(delay, self._admitted_tokens, permit.seq)
+            # A start-up vote on sizes alike: neither the dimension nor its rate is known yet, and
+            # both learners start between what the calls proved and what the refusal allows
+            uncertain = votes == 0 and len(self.binding.votes) == 1 and self.binding.votes[0].by == "alike"
+            requests_cut = self.learner.rate_limited(delay, self._admitted_requests, permit.seq, bound=request_bound,
+                                                     uncertain=uncertain)
+            tokens_cut = self.token_learner.rate_limited(
+                delay, self._admitted_tokens, permit.seq, bound=token_evidence[1] if token_evidence else None,
+                uncertain=uncertain)
             if requests_cut or tokens_cut:
                 self._cut_since_resumed = True
                 self._apply_learned()

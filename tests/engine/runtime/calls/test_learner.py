@@ -47,6 +47,64 @@ def test_the_first_cut_measures_from_the_first_request_less_the_servers_burst():
     assert learner.pace == pytest.approx(0.9 * 2.0)
 
 
+def _uncertain_cut(now: list[float], uncertain: bool = True) -> RateLearner:
+    """A first cut at 0.5 s on 3 units taken (3 / 1.5 s = 2 a second, cut to 0.9 x 2 = 1.8),
+    under a refusal's bound of 7.2 a second."""
+    learner = RateLearner(decrease=0.9, burst_s=1.0, first_increase_per_s=0.15, clock=lambda: now[0])
+    learner.started(0.0)
+    now[0] = 0.5
+    assert learner.rate_limited(pause_s=1.0, admitted=3.0, bound=7.2, uncertain=uncertain)
+    return learner
+
+
+def test_an_uncertain_first_cut_starts_between_its_measure_and_bound_and_climbs_to_the_bound_in_two_seconds():
+    now = [0.0]
+    learner = _uncertain_cut(now)
+    # sqrt(1.8 x 7.2) = 3.6; 3.6 x g^2 = 7.2 within UNCERTAIN_REACH_S (2 s): g = sqrt(2) a second
+    for at, pace in ((0.5, 3.6), (1.5, 3.6), (2.5, 3.6 * 2 ** 0.5), (3.5, 7.2)):
+        now[0] = at
+        learner.success()
+        assert learner.pace == pytest.approx(pace)
+    # told the same bound, a certain cut starts at its measure and grows 15% a second
+    now = [0.0]
+    certain = _uncertain_cut(now, uncertain=False)
+    for at, pace in ((0.5, 1.8), (1.5, 1.8), (2.5, 1.8 * 1.15)):
+        now[0] = at
+        certain.success()
+        assert certain.pace == pytest.approx(pace)
+
+
+def test_a_429_met_on_an_uncertain_climb_is_no_proof_to_hold_and_the_slow_start_goes_on_from_it():
+    now = [0.0]
+    learner = _uncertain_cut(now)
+    for at in (1.5, 2.5, 3.5):
+        now[0] = at
+        learner.success()  # at the bound, 7.2 a second
+    # ten calls 0.1 s apart got in, (9 + 1) / (0.9 + 1) = 5.26 a second proven; the 11th refused
+    for seq in range(1, 11):
+        learner.sent(seq, 2.5 + 0.1 * seq)
+    now[0] = 3.6
+    assert learner.rate_limited(pause_s=1.0, seq=11)
+    learner.refused(11)
+    proof = 10 / 1.9
+    # 0.99 of the proof, as a second cut, but still in the slow start: 15% a second from the pause's end
+    assert learner.cuts == 1 and learner.pace == pytest.approx(0.99 * proof)
+    for at in (4.6, 5.6):
+        now[0] = at
+        learner.success()
+    assert learner.pace == pytest.approx(0.99 * proof * 1.15)
+    # the same ten calls again, and a 429: now a proven cut, held along the cubic
+    for seq in range(12, 22):
+        learner.sent(seq, 4.6 + 0.1 * (seq - 11))
+    now[0] = 5.7
+    assert learner.rate_limited(pause_s=1.0, seq=22)
+    assert learner.cuts == 2 and learner.pace == pytest.approx(0.99 * proof)
+    for at in (6.7, 7.7):
+        now[0] = at
+        learner.success()
+    assert learner.pace == pytest.approx(0.99 * proof, rel=1e-4)  # 1 s along the cubic: flat
+
+
 def test_a_noisy_learner_is_never_cut_below_what_the_endpoint_took_since_the_last_429():
     now = [0.0]
     learner = RateLearner(decrease=0.9, burst_s=1.0, noisy=True, clock=lambda: now[0])

@@ -10,6 +10,7 @@ import aiohttp
 import pytest
 
 from drscore.engine.runtime.calls.judging import GatewayQuota, RateLimitInfo
+from drscore.engine.runtime.calls.learner import UNCERTAIN_REACH_S
 from drscore.engine.runtime.calls.limits import ARRIVAL_S, AdaptiveConcurrency, KnownQuota, RateLimiter, TokenBucket
 from drscore.engine.runtime.calls.pool import JudgePool
 from support.fakes import ScoreVerdict as V, one_line_templates
@@ -408,6 +409,21 @@ async def test_a_start_up_guess_of_requests_after_a_burst_of_calls_paces_tokens_
     await thin.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
     assert thin.binding.dimension == "requests" and thin.learner.taken_before(p.seq) == 2
     assert thin.requests is not None and thin.tokens is None
+    # after two calls of one size, the third refused: the sizes say nothing, so neither does the
+    # vote. Both dimensions are paced, each learner started between its measure and its bound
+    alike = RateLimiter(concurrency=4)
+    for _ in range(2):
+        p = await alike.acquire(5000)
+        await p.done(5000)
+    p = await alike.acquire(5000)
+    await alike.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
+    assert alike.binding.votes[-1].by == "alike" and alike.binding.dimension == "requests"
+    assert alike.requests is not None and alike.tokens is not None
+    for learner in (alike.learner, alike.token_learner):
+        assert learner._last_cut is not None and learner._last_cut.uncertain
+        bound = learner._last_cut.bound
+        assert bound is not None and learner.pace is not None and learner.pace < bound
+        assert learner._first_growth == pytest.approx((bound / learner.pace) ** (1 / UNCERTAIN_REACH_S) - 1)
 
 
 async def test_a_429_within_the_pause_of_the_one_before_does_not_vote():
