@@ -348,7 +348,7 @@ class RateLearner:
             grown = max(self.pace, self._base + gap * (since / PROBE_S) ** 3)
         else:
             grown = self.pace + self.increase_per_s * self._base * dt
-        self.pace = min(grown, self.max_rps) if self.max_rps else grown
+        self.pace = self._within_bounds(grown)  # grown from a pace already within them: min_rps holds
         return True
 
     def _within_bounds(self, rate: float) -> float:

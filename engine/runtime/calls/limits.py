@@ -1333,6 +1333,9 @@ class RateLimiter:
         token_strain: float | None = None
         token_evidence: tuple[float, float] | None = None  # the token proof and bound (RateLearner.evidence)
         request_proof: tuple[float, float] | None = None
+        # a start-up vote on sizes alike: neither the dimension nor its rate is known yet, and both
+        # learners start between what the calls proved and what the refusal allows
+        uncertain = False
         if learning:
             paced = self.token_learner if self.binding.dimension == "tokens" else self.learner
             if not paced.pausing(now):
@@ -1361,14 +1364,12 @@ class RateLimiter:
                 # next vote, so a wrong guess neither bursts the token quota at the pause's end nor
                 # leaves its proof to a drain of tenths of a second (bench.headerless, tokens)
                 start_up = self.binding.votes[0] if votes == 0 and self.binding.votes else None
+                uncertain = start_up is not None and start_up.by == "alike"
                 self._tokens_paced_too = (
                     start_up is not None and start_up.guess == "requests" and start_up.by in ("ranks", "alike")
-                    and (start_up.by == "alike" or self.learner.taken_before(permit.seq) >= BURST_CALLS_TO_PACE_TOKENS))
+                    and (uncertain or self.learner.taken_before(permit.seq) >= BURST_CALLS_TO_PACE_TOKENS))
                 self._pace_probe = False
             self.token_learner.unit_guess = max(1.0, float(permit.estimate))
-            # A start-up vote on sizes alike: neither the dimension nor its rate is known yet, and
-            # both learners start between what the calls proved and what the refusal allows
-            uncertain = votes == 0 and len(self.binding.votes) == 1 and self.binding.votes[0].by == "alike"
             requests_cut = self.learner.rate_limited(delay, self._admitted_requests, permit.seq, bound=request_bound,
                                                      uncertain=uncertain)
             tokens_cut = self.token_learner.rate_limited(
