@@ -62,7 +62,6 @@ class _Cut(NamedTuple):
     seq: int | None
     bound: float | None
     uncertain: bool
-    loose: bool
 
 
 class RateLearner:
@@ -311,8 +310,7 @@ class RateLearner:
         # Nothing grew within the pause, so restoring the state before the cut loses nothing.
         self._restore(cut.state)
         admitted = None if cut.admitted is None else cut.admitted - units
-        self.rate_limited(cut.pause_s, admitted, cut.seq, now=cut.at, bound=cut.bound, uncertain=cut.uncertain,
-                          loose=cut.loose)
+        self.rate_limited(cut.pause_s, admitted, cut.seq, now=cut.at, bound=cut.bound, uncertain=cut.uncertain)
         return True
 
     def _state(self) -> tuple[object, ...]:
@@ -377,8 +375,7 @@ class RateLearner:
         return True
 
     def rate_limited(self, pause_s: float, admitted: float | None = None, seq: int | None = None,
-                     now: float | None = None, *, bound: float | None = None, uncertain: bool = False,
-                     loose: bool = False) -> bool:
+                     now: float | None = None, *, bound: float | None = None, uncertain: bool = False) -> bool:
         """Record a 429 (the server asked for ``pause_s``; ``admitted``: the running total
         of units the endpoint took so far, see :meth:`started`; ``seq``: the refused call's
         number, see :meth:`proven_rate`; ``now``: when, if not the clock's now); True when
@@ -389,13 +386,11 @@ class RateLearner:
         pace starts at the geometric mean of the measure and ``bound`` (the refusal's
         :meth:`bound`) and grows to the bound within ``UNCERTAIN_REACH_S``; the next 429, met on
         that climb, proves too little to hold, so the slow start goes on from it at the usual
-        rate. ``loose``: this dimension was not paced while the paced one was still in its slow
-        start, so the calls' sizes, not this dimension's pace, drained the server's bucket: its
-        second cut is not held either."""
+        rate."""
         now = self.clock() if now is None else now
         if self.pausing(now):
             return False
-        self._last_cut = _Cut(self._state(), now, pause_s, admitted, seq, bound, uncertain, loose)
+        self._last_cut = _Cut(self._state(), now, pause_s, admitted, seq, bound, uncertain)
         accepted = self.accepted_rate(now)
         measured = None
         if admitted is not None and self._episode is not None and now - self._episode[0] > 0.2:
@@ -455,7 +450,7 @@ class RateLearner:
             # Once proven, a 429 never raises the pace (the noisy floor, measured over the short
             # stretch since an echo's pause, may exceed it)
             pace = min(pace, self.pace)
-        unheld = self.cuts == 1 and (loose or self._first_growth > self.first_increase_per_s)
+        climbing_fast = self.cuts == 1 and self._first_growth > self.first_increase_per_s
         self._first_growth = self.first_increase_per_s
         if self.cuts == 0 and uncertain and bound is not None and bound > pace:
             # Two or three calls bound the limit only loosely, from both sides: start between
@@ -468,14 +463,11 @@ class RateLearner:
         if admitted is not None:
             self._episode = (now, admitted)
         self.cuts += 1
-        if unheld:
+        if climbing_fast:
             # A climb of tens of percent a second drains the server's bucket for a second or
             # two before its 429: a loose proof, which the cubic would hold for PROBE_S (held,
             # bench.headerless --p80-early 2 gave 0.894-0.958, the 0.894 on a proof of 554,081
-            # tokens a minute). So does a dimension left unpaced while the other climbed: a few
-            # large calls in a row drain it before its mean rate reaches the limit (token proofs
-            # of 0.91-0.92 of the quota, held: 0.864 and 0.877). The usual slow start from it
-            # meets the next 429 on a tighter one.
+            # tokens a minute). The usual slow start from it meets the next 429 on a tighter one.
             self.cuts = 1
             self._proven_ceiling = None
         return True

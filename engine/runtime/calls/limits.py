@@ -1336,16 +1336,9 @@ class RateLimiter:
         # a start-up vote on sizes alike: neither the dimension nor its rate is known yet, and both
         # learners start between what the calls proved and what the refusal allows
         uncertain = False
-        loose_requests = loose_tokens = False  # proofs this refusal makes in a dimension left unpaced
         if learning:
             paced = self.token_learner if self.binding.dimension == "tokens" else self.learner
             if not paced.pausing(now):
-                # A dimension left unpaced while the paced one was in its slow start proves its
-                # rate loosely (RateLearner.rate_limited's ``loose``); the token bucket paced beside
-                # requests is paced. Read before this refusal's vote moves the pace.
-                climbing = votes > 0 and paced.cuts == 1
-                loose_requests = climbing and self.binding.dimension == "tokens"
-                loose_tokens = climbing and self.binding.dimension == "requests" and not self._tokens_paced_too
                 # A call refused within the pause of the 429 before it (sent with it, in a burst)
                 # met the bucket that one had found wanting, where any size is refused: its size
                 # tells nothing new, and as a vote it dragged a token quota's guess to requests
@@ -1378,10 +1371,10 @@ class RateLimiter:
                 self._pace_probe = False
             self.token_learner.unit_guess = max(1.0, float(permit.estimate))
             requests_cut = self.learner.rate_limited(delay, self._admitted_requests, permit.seq, bound=request_bound,
-                                                     uncertain=uncertain, loose=loose_requests)
+                                                     uncertain=uncertain)
             tokens_cut = self.token_learner.rate_limited(
                 delay, self._admitted_tokens, permit.seq, bound=token_evidence[1] if token_evidence else None,
-                uncertain=uncertain, loose=loose_tokens)
+                uncertain=uncertain)
             if requests_cut or tokens_cut:
                 self._cut_since_resumed = True
                 self._apply_learned()

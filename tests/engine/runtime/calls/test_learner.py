@@ -105,31 +105,6 @@ def test_a_429_met_on_an_uncertain_climb_is_no_proof_to_hold_and_the_slow_start_
     assert learner.pace == pytest.approx(0.99 * proof, rel=1e-4)  # 1 s along the cubic: flat
 
 
-@pytest.mark.parametrize("loose", [True, False])
-def test_a_second_cut_in_a_dimension_left_unpaced_is_no_proof_to_hold(loose):
-    now = [0.0]
-    learner = _uncertain_cut(now, uncertain=False)
-    for second in range(1, 11):
-        now[0] = 0.5 + second
-        learner.success()
-    assert learner.pace == pytest.approx(1.8 * 1.15 ** 9)  # 6.33 a second: grown beyond what follows
-    # ten calls 0.1 s apart got in, (9 + 1) / (0.9 + 1) = 5.26 a second proven; the 11th refused
-    for seq in range(1, 11):
-        learner.sent(seq, 9.5 + 0.1 * seq)
-    now[0] = 10.6
-    assert learner.rate_limited(pause_s=1.0, seq=11, loose=loose)
-    learner.refused(11)
-    proof = 10 / 1.9
-    assert learner.pace == pytest.approx(0.99 * proof)
-    for at in (11.6, 12.6):
-        now[0] = at
-        learner.success()
-    if loose:  # the other dimension's sizes drained the bucket: the slow start goes on, 15% a second
-        assert learner.cuts == 1 and learner.pace == pytest.approx(0.99 * proof * 1.15)
-    else:  # a proven cut, held along the cubic
-        assert learner.cuts == 2 and learner.pace == pytest.approx(0.99 * proof, rel=1e-4)
-
-
 def test_a_noisy_learner_is_never_cut_below_what_the_endpoint_took_since_the_last_429():
     now = [0.0]
     learner = RateLearner(decrease=0.9, burst_s=1.0, noisy=True, clock=lambda: now[0])

@@ -426,44 +426,6 @@ async def test_a_start_up_guess_of_requests_after_a_burst_of_calls_paces_tokens_
         assert learner._first_growth == pytest.approx((bound / learner.pace) ** (1 / UNCERTAIN_REACH_S) - 1)
 
 
-async def test_a_second_429_proves_loosely_in_a_dimension_left_unpaced_through_the_others_slow_start():
-    # the start-up 429 guesses requests by one rank after two calls: requests alone are paced
-    thin = RateLimiter(concurrency=4)
-    for x in (1000, 9000):
-        p = await thin.acquire(x)
-        await p.done(x)
-    p = await thin.acquire(850)
-    await thin.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
-    assert thin.binding.dimension == "requests" and thin.tokens is None and thin.learner.cuts == 1
-    for x in (1000, 9000, 1200, 8000):
-        p = await thin.acquire(x)
-        await p.done(x)
-    for learner in (thin.learner, thin.token_learner):
-        learner._cut_until = 0.0  # past the first 429's pause
-    p = await thin.acquire(7000)
-    await thin.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
-    cuts = [(learner._last_cut, learner.cuts) for learner in (thin.learner, thin.token_learner)]
-    assert all(cut is not None for cut, _ in cuts)
-    (request_cut, request_cuts), (token_cut, token_cuts) = cuts
-    assert request_cut is not None and not request_cut.loose and request_cuts == 2  # paced: held
-    # tokens were not paced, and requests were still in their slow start: their proof is loose
-    assert token_cut is not None and token_cut.loose and token_cuts == 1
-    # paced too beside a start-up guess of requests (8 calls), tokens prove their own pace: held
-    lim = RateLimiter(concurrency=4)
-    for x in (1000, 9000, 1500, 8000, 1200, 9500, 900, 8500):
-        p = await lim.acquire(x)
-        await p.done(x)
-    p = await lim.acquire(850)
-    await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
-    assert lim._tokens_paced_too
-    for learner in (lim.learner, lim.token_learner):
-        learner._cut_until = 0.0
-    p = await lim.acquire(850)
-    await lim.rate_limited_release(p, RateLimitInfo(retry_after_s=0.01))
-    for learner in (lim.learner, lim.token_learner):
-        assert learner._last_cut is not None and not learner._last_cut.loose and learner.cuts == 2
-
-
 async def test_a_429_within_the_pause_of_the_one_before_does_not_vote():
     lim = RateLimiter(concurrency=4)
     for x in (1000, 9000, 1500, 8000, 1200, 9500, 900, 8500):
