@@ -1,4 +1,5 @@
-"""The printed summary's notes that no run of the mock reaches: fitted caps an answer ran past."""
+"""The printed summary's notes that no run of the mock reaches: fitted caps an answer ran past, and a
+learned binding the sizes alone chose."""
 from __future__ import annotations
 
 from drscore.render import _judge_notes
@@ -11,3 +12,25 @@ def test_fitted_caps_an_answer_ran_past_say_what_the_cut_answers_cost():
     assert "2 answers ran past it and were asked again at the template's cap (they cost $0.0123)" in line
     unpriced = _judge_notes({"output_caps_fitted": {**fitted, "cut_cost_usd": None}})
     assert any("(they cost unknown)" in n for n in unpriced)  # a model without a price: never "free"
+
+
+def _learned(*votes: tuple[str, str]) -> dict:
+    return {"learned_quota": {
+        "binding": "tokens", "proven_rpm": 380, "proven_tpm": 806_999, "kept": True, "pacing_file": None,
+        "resumed": None,
+        "votes": [{"rank": 0.6, "paced": "none", "strain": [0.6, 0.6], "by": by, "guess": guess} for by, guess in votes]}}
+
+
+def test_a_binding_the_sizes_alone_chose_is_called_a_guess_with_the_options_that_tell_the_quota():
+    guessed = "which quota binds was guessed from the refused calls' sizes"
+    # tokens by rank at the start-up and again at the second 429: nothing ruled requests out
+    notes = _judge_notes(_learned(("ranks", "tokens"), ("ranks", "tokens")))
+    assert any("(tokens bind): the endpoint took at least 380 requests/min and 806,999 tokens/min" in n for n in notes)
+    (line,) = [n for n in notes if guessed in n]
+    assert "--rpm or --tpm tells it" in line
+    # a 429 whose proofs ruled requests out chose tokens: no guess
+    assert not any(guessed in n for n in _judge_notes(_learned(("ranks", "requests"), ("proofs", "tokens"))))
+    # proofs that chose requests once do not confirm a later guess of tokens by the sizes
+    assert any(guessed in n for n in _judge_notes(_learned(("proofs", "requests"), ("ranks", "tokens"))))
+    # resumed from an earlier run's pace with no 429 in this one: nothing this run could call a guess
+    assert not any(guessed in n for n in _judge_notes(_learned()))

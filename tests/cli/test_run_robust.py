@@ -179,6 +179,9 @@ def test_a_run_that_learned_its_quota_from_429s_says_what_the_endpoint_took(tmp_
     assert learned["kept"] is True and learned["resumed"] is None
     assert f"; the next run against this endpoint starts from that pace (kept in the cache), or {option} {rate} " \
            "tells it the quota" in proc.stdout
+    # the binding is called a guess exactly where no 429's evidence ruled the other dimension out
+    ruled = any(v["by"] in ("proofs", "hindsight", "body") and v["guess"] == learned["binding"] for v in votes)
+    assert ("which quota binds was guessed from the refused calls' sizes" in proc.stdout) is not ruled
 
 
 def _two_runs(tmp: Path, profile: str) -> tuple[subprocess.CompletedProcess[str], int,

@@ -59,6 +59,10 @@ class GuessVote(msgspec.Struct, frozen=True):
     guess: str
 
 
+# A vote's ``by`` where a refusal's evidence ruled the other dimension out, not the calls' sizes
+RULED_OUT_BY = frozenset({"proofs", "hindsight", "body"})
+
+
 class BindingGuess:
     """Which quota a header-less endpoint enforces, requests or tokens, from its 429s, the
     sizes of what was sent and the rates the calls proved.
