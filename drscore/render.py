@@ -5,7 +5,6 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from drscore.engine.runtime.escape import terminal
 from drscore.engine.runtime.models import ScoreRow
-from drscore.engine.runtime.calls.binding import RULED_OUT_BY
 from drscore.engine.runtime.calls.ledger import may_have_billed, money_line
 from drscore.engine.runtime.calls.pricing import cost_text, unknown_price_message
 
@@ -423,8 +422,7 @@ def _judge_notes(t: dict[str, Any]) -> list[str]:
             shown = f" (each 429 and how the pace moved: {learned['pacing_file']})" if learned.get("pacing_file") else ""
             lines.append(f"  note: no quota headers, so the pace was learned from 429s ({learned['binding']} bind): "
                          f"the endpoint took at least {' and '.join(took)}; {following}{shown}")
-            votes = learned.get("votes") or []
-            if votes and not any(v.get("by") in RULED_OUT_BY and v.get("guess") == learned["binding"] for v in votes):
+            if learned.get("guessed"):
                 # Where no refusal ruled the other dimension out, the sizes chose, and a request
                 # quota can look like a token one to them (docs/providers.md, bench.headerless at 400
                 # requests a minute: 3 runs of 15 paced tokens and left 45% of the quota idle)

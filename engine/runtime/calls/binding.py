@@ -59,10 +59,6 @@ class GuessVote(msgspec.Struct, frozen=True):
     guess: str
 
 
-# A vote's ``by`` where a refusal's evidence ruled the other dimension out, not the calls' sizes
-RULED_OUT_BY = frozenset({"proofs", "hindsight", "body"})
-
-
 class BindingGuess:
     """Which quota a header-less endpoint enforces, requests or tokens, from its 429s, the
     sizes of what was sent and the rates the calls proved.
@@ -123,6 +119,7 @@ class BindingGuess:
         self.votes: list[GuessVote] = []  # the first VOTES_KEPT, for the run's summary
         self._refusals = 0  # before the first, nothing was paced
         self._named = False  # a 429's body named the binding dimension
+        self._ruled: set[str] = set()  # dimensions a refusal's evidence chose, not the calls' sizes
         # (when, request bound, token evidence: see bounded) of recent refusals
         self._request_bounds: deque[tuple[float, float, tuple[float, float] | None]] = deque()
 
@@ -134,6 +131,12 @@ class BindingGuess:
         against its pace, not as a start-up burst's."""
         self.dimension = dimension
         self._refusals = max(self._refusals, 1)
+
+    @property
+    def guessed(self) -> bool:
+        """The binding dimension rests on the calls' sizes alone: no refusal's proofs, turn in
+        hindsight or body chose it (whatever :attr:`votes` kept)."""
+        return self.dimension not in self._ruled
 
     @property
     def named(self) -> bool:
@@ -180,6 +183,7 @@ class BindingGuess:
         """The requests proved since ruled an earlier refusal's request bucket out (``strain``,
         :meth:`hindsight`): tokens bind."""
         self.dimension = "tokens"
+        self._ruled.add("tokens")
         if len(self.votes) < VOTES_KEPT:
             self.votes.append(GuessVote(rank=0.0, paced="requests", strain=(round(strain, 3), 0.0), by="hindsight",
                                         guess="tokens"))
@@ -213,6 +217,7 @@ class BindingGuess:
         self._refusals += 1
         if named in ("requests", "tokens"):
             self.dimension, self._named = named, True
+            self._ruled.add(named)
         if self._named:
             if len(self.votes) < VOTES_KEPT:
                 self.votes.append(GuessVote(rank=0.0, paced=paced, strain=(0.0, 0.0), by="body", guess=self.dimension))
@@ -241,6 +246,8 @@ class BindingGuess:
                 by, self.dimension = "held", "tokens" if t <= r else "requests"
             elif paced == "tokens" and rank <= SMALL_RANK:
                 self.dimension = "requests"
+        if by == "proofs":
+            self._ruled.add(self.dimension)
         if len(self.votes) < VOTES_KEPT:
             self.votes.append(GuessVote(rank=round(rank, 3), paced=paced, strain=(round(r, 3), round(t, 3)),
                                         by=by, guess=self.dimension))

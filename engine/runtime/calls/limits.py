@@ -1482,7 +1482,8 @@ class RateLimiter:
 
     def learned_quota(self) -> dict[str, Any] | None:
         """What the 429s taught where nothing announced or told the quota: the dimension that
-        binds and, per dimension, the highest rate the calls sent proved (per minute; a lower
+        binds, whether only the calls' sizes chose it (``guessed``, :attr:`BindingGuess.guessed`)
+        and, per dimension, the highest rate the calls sent proved (per minute; a lower
         bound of the limit, so a quota to tell the next run), the 429s' votes that decided
         the dimension (:class:`GuessVote`) and the learned quota an earlier run proved, where
         this run started from it (``resumed``). None where nothing was learned."""
@@ -1493,7 +1494,10 @@ class RateLimiter:
             best = max(learner.proven or 0.0, now[0] if now else 0.0)
             return math.floor(best * 60) if best else None
         resumed = self.resumed
-        return {"binding": self.binding.dimension, "proven_rpm": per_minute(self.learner),
+        return {"binding": self.binding.dimension,
+                # this run's 429s chose it by the calls' sizes alone (none at all: an earlier run's)
+                "guessed": bool(self.binding.votes) and self.binding.guessed,
+                "proven_rpm": per_minute(self.learner),
                 "proven_tpm": per_minute(self.token_learner),
                 "votes": [msgspec.to_builtins(v) for v in self.binding.votes],
                 # the pace an earlier run proved, which this run started from

@@ -46,6 +46,35 @@ def test_binding_guess_by_hand():
     assert g.votes[3] == GuessVote(rank=0.875, paced="requests", strain=(0.97, 0.8), by="ranks", guess="tokens")
 
 
+def test_a_binding_only_the_sizes_chose_is_a_guess_and_one_a_refusals_evidence_chose_is_not():
+    def guess(*strains: tuple[float, float]) -> BindingGuess:
+        g = BindingGuess(sizes=8)
+        for x in (1000, 1000, 1000, 1000, 500, 4000, 800, 9000):
+            g.sent(x)
+        for strain in strains:  # a refused 3000 ranks 0.75: tokens at the start-up, kept after
+            g.refused(3000, strain=strain)
+        return g
+    # tokens by rank at the start-up and again at the second 429: nothing ruled requests out
+    ranked = guess((0.5, 0.5), (0.97, 0.96))
+    assert ranked.dimension == "tokens" and [v.by for v in ranked.votes] == ["ranks", "ranks"] and ranked.guessed
+    # a request strain of 1.2 rules requests out: tokens by the proofs
+    proven = guess((0.5, 0.5), (1.2, 0.96))
+    assert proven.dimension == "tokens" and proven.votes[-1].by == "proofs" and not proven.guessed
+    # proofs that chose requests once do not make a later choice of tokens by the sizes proven
+    g = BindingGuess(sizes=8)
+    for x in (1000, 1000, 1000, 1000, 500, 4000, 800, 9000):
+        g.sent(x)
+    assert g.refused(500, strain=(0.9, 1.2)) == "requests" and not g.guessed
+    assert g.refused(9500, strain=(0.97, 0.98)) == "tokens"  # rank 1.0 at a proven request rate
+    assert g.votes[-1].by == "ranks" and g.guessed
+    # a turn in hindsight, and a body naming the quota, are evidence too
+    turned = guess((0.5, 0.5))
+    turned.turn_to_tokens(1.3)
+    assert not turned.guessed
+    named = guess((0.5, 0.5))
+    assert named.refused(3000, named="requests") == "requests" and not named.guessed
+
+
 def test_where_both_dimensions_were_paced_a_token_bucket_that_held_the_call_says_tokens():
     g = BindingGuess(sizes=8)
     for x in (1000, 1000, 1000, 1000, 500, 4000, 800, 9000):
