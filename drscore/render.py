@@ -426,8 +426,10 @@ def _judge_notes(t: dict[str, Any]) -> list[str]:
                 # Where no refusal ruled the other dimension out, the sizes chose, and a request
                 # quota can look like a token one to them (docs/providers.md, bench.headerless at 400
                 # requests a minute: 3 runs of 15 paced tokens and left 45% of the quota idle)
-                lines.append("  note: which quota binds was guessed from the refused calls' sizes (no 429 ruled the "
-                             "other out): if you know the endpoint's quota, --rpm or --tpm tells it")
+                # A run started from such a pace meets no 429 to say so: the earlier run's guess
+                earlier = " by the earlier run this one started from" if resumed and not learned.get("votes") else ""
+                lines.append(f"  note: which quota binds was guessed from the refused calls' sizes{earlier} (no 429 "
+                             "ruled the other out): if you know the endpoint's quota, --rpm or --tpm tells it")
     estimated, refused = t.get("prompts_estimated"), t.get("rate_limited_429", 0)
     if estimated and estimated.get("token_quota") and (
             refused or estimated.get("relative_error", 0.0) >= ESTIMATE_NOTE_ERROR):

@@ -32,3 +32,12 @@ def test_a_binding_the_sizes_alone_chose_is_called_a_guess_with_the_options_that
     old = _learned(False)
     del old["learned_quota"]["guessed"]
     assert not any(guessed in n for n in _judge_notes(old))
+    # a run started from such a pace, with no 429 of its own: the earlier run's guess
+    resumed = _learned(True)
+    resumed["learned_quota"]["resumed"] = {"binding": "tokens", "per_minute": 806_999}
+    (line,) = [n for n in _judge_notes(resumed) if "which quota binds was guessed" in n]
+    assert "guessed from the refused calls' sizes by the earlier run this one started from (no 429 ruled" in line
+    # with votes of its own, the guess is this run's
+    resumed["learned_quota"]["votes"] = [{"rank": 0.8, "paced": "tokens", "strain": [0.9, 0.9], "by": "ranks",
+                                          "guess": "tokens"}]
+    assert not any("by the earlier run this one started from" in n for n in _judge_notes(resumed))

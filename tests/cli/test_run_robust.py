@@ -224,6 +224,12 @@ def test_a_second_run_starts_from_the_pace_the_first_one_proved(tmp_path):
     # any 429 of the second run was read against the pace it started from, none as a start-up's
     assert all(v["paced"] != "none" for v in again["learned_quota"]["votes"])
     assert served["rate_limited"] < refused_first
+    # the first run's guess of the binding went with its pace: with no 429 of its own to rule on
+    # it, the second run is as sure of it as the first, and says so exactly where that was a guess
+    if not again["learned_quota"]["votes"]:
+        assert again["learned_quota"]["guessed"] is learned["guessed"]
+    assert ("which quota binds was guessed from the refused calls' sizes" in second.stdout) is \
+        again["learned_quota"]["guessed"]
 
 
 def test_a_429_that_names_its_quota_paces_the_run_at_it_and_the_next_one_from_the_start(tmp_path):

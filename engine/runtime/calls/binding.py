@@ -126,16 +126,20 @@ class BindingGuess:
     def sent(self, tokens: float) -> None:
         self._sizes.append(tokens)
 
-    def resume(self, dimension: str) -> None:
-        """Start from the dimension an earlier run's 429s found binding: the next 429 is read
-        against its pace, not as a start-up burst's."""
+    def resume(self, dimension: str, guessed: bool = False) -> None:
+        """Start from the dimension an earlier run's 429s found binding (``guessed``: by the
+        calls' sizes alone, see :attr:`guessed`): the next 429 is read against its pace, not as
+        a start-up burst's."""
         self.dimension = dimension
         self._refusals = max(self._refusals, 1)
+        if not guessed:
+            self._ruled.add(dimension)
 
     @property
     def guessed(self) -> bool:
         """The binding dimension rests on the calls' sizes alone: no refusal's proofs, turn in
-        hindsight or body chose it (whatever :attr:`votes` kept)."""
+        hindsight or body chose it (whatever :attr:`votes` kept), in this run or, for a dimension
+        resumed from an earlier run (:meth:`resume`), in that one."""
         return self.dimension not in self._ruled
 
     @property

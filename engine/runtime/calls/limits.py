@@ -356,11 +356,14 @@ class KnownQuota(msgspec.Struct, frozen=True):
 
     Where no header announced them, ``learned`` names the dimension the 429s found binding
     ("requests" or "tokens") and its figure is the rate the calls proved (a lower bound of
-    the limit): the next run paces from it and goes on learning."""
+    the limit): the next run paces from it and goes on learning. ``guessed``: the refused
+    calls' sizes alone chose that dimension (:attr:`BindingGuess.guessed`), which the next
+    run's summary says too (a request quota paced as tokens meets no 429 to correct it)."""
 
     rpm: float = 0.0
     tpm: float = 0.0
     learned: str = ""
+    guessed: bool = False
 
     def per_minute(self, dimension: str) -> float:
         """The figure of ``dimension`` ("tokens", else requests)."""
@@ -674,7 +677,7 @@ class RateLimiter:
                 return False
             learner = self.token_learner if quota.learned == "tokens" else self.learner
             learner.resume(rate / 60, time.monotonic())
-            self.binding.resume(quota.learned)
+            self.binding.resume(quota.learned, guessed=quota.guessed)
             self._apply_learned()
             paced = self.tokens if quota.learned == "tokens" else self.requests
             if paced is not None:  # a run starts with the server's bucket full, not drained by a 429
@@ -734,7 +737,8 @@ class RateLimiter:
         if not proven:
             return None
         return KnownQuota(rpm=0.0 if dimension == "tokens" else proven,
-                          tpm=proven if dimension == "tokens" else 0.0, learned=dimension)
+                          tpm=proven if dimension == "tokens" else 0.0, learned=dimension,
+                          guessed=bool(learned["guessed"]))
 
     def use_shared(self, store: SharedQuota) -> None:
         """Take quota from ``store`` (shared by several processes) instead of the local buckets."""
@@ -1495,8 +1499,9 @@ class RateLimiter:
             return math.floor(best * 60) if best else None
         resumed = self.resumed
         return {"binding": self.binding.dimension,
-                # this run's 429s chose it by the calls' sizes alone (none at all: an earlier run's)
-                "guessed": bool(self.binding.votes) and self.binding.guessed,
+                # the calls' sizes alone chose it: this run's 429s or, before any, the earlier run's
+                # this one started from
+                "guessed": self.binding.guessed,
                 "proven_rpm": per_minute(self.learner),
                 "proven_tpm": per_minute(self.token_learner),
                 "votes": [msgspec.to_builtins(v) for v in self.binding.votes],

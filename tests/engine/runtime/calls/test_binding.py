@@ -75,6 +75,24 @@ def test_a_binding_only_the_sizes_chose_is_a_guess_and_one_a_refusals_evidence_c
     assert named.refused(3000, named="requests") == "requests" and not named.guessed
 
 
+def test_a_binding_resumed_from_an_earlier_run_is_a_guess_where_that_runs_was():
+    def resumed(guessed: bool) -> BindingGuess:
+        g = BindingGuess(sizes=8)
+        g.resume("tokens", guessed=guessed)
+        for x in (1000, 1000, 1000, 1000, 500, 4000, 800, 9000):
+            g.sent(x)
+        return g
+    assert resumed(True).guessed and not resumed(False).guessed
+    # this run's proofs rule requests out: tokens no longer a guess
+    proven = resumed(True)
+    assert proven.refused(3000, strain=(1.2, 0.96)) == "tokens" and not proven.guessed
+    # a small call refused at the token pace (rank 0.06): requests by the sizes, a guess whatever
+    # the earlier run had ruled
+    ranked = resumed(False)
+    assert ranked.refused(500, strain=(0.97, 0.98)) == "requests" and ranked.votes[-1].paced == "tokens"
+    assert ranked.votes[-1].by == "ranks" and ranked.guessed
+
+
 def test_where_both_dimensions_were_paced_a_token_bucket_that_held_the_call_says_tokens():
     g = BindingGuess(sizes=8)
     for x in (1000, 1000, 1000, 1000, 500, 4000, 800, 9000):

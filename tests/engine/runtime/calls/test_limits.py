@@ -714,6 +714,14 @@ def test_a_learned_quota_kept_from_an_earlier_run_starts_the_pace_and_the_learni
     # nothing cut it yet: what is kept for the next run stays the earlier proof, not this run's
     # lower one (0.99 of it, run after run)
     assert lim.known_quota() == KnownQuota(tpm=600_000, learned="tokens")
+    assert lim.learned_quota()["guessed"] is False  # the earlier run's evidence chose tokens
+    # where the sizes alone had chosen the dimension, the guess goes with the pace: this run's
+    # summary and what it keeps say so until a 429's evidence of its own rules the other out (a
+    # request quota paced as tokens meets no 429 to correct it)
+    guessed = RateLimiter(concurrency=8)
+    assert guessed.remember(KnownQuota(tpm=600_000, learned="tokens", guessed=True))
+    assert guessed.learned_quota()["guessed"] is True
+    assert guessed.known_quota() == KnownQuota(tpm=600_000, learned="tokens", guessed=True)
     # a learned request quota, the other dimension unpaced
     lim = RateLimiter(concurrency=8)
     assert lim.remember(KnownQuota(rpm=120, learned="requests"))
@@ -737,6 +745,9 @@ async def test_a_resumed_learned_quota_is_cut_by_this_runs_429s_and_kept_at_its_
     assert proof is not None and lim.rpm == pytest.approx(min(0.99 * proof[0], 0.99 * 10) * 60)
     kept = lim.known_quota()
     assert kept is not None and kept.learned == lim.binding.dimension
+    # that 429, in the echo of the proven pace it started from, ruled on nothing: the earlier
+    # run's evidence for requests stands
+    assert vote.by == "echo" and not kept.guessed
     assert kept.rpm == lim.learned_quota()["proven_rpm"]
     # quota headers replace the learned pace, as they replace a remembered one
     lim.observe(RateLimitInfo(limit_requests=900, remaining_requests=899))
