@@ -7,6 +7,7 @@ import math
 import time
 
 import aiohttp
+import msgspec
 import pytest
 
 from drscore.engine.runtime.calls.judging import GatewayQuota, RateLimitInfo
@@ -722,6 +723,9 @@ def test_a_learned_quota_kept_from_an_earlier_run_starts_the_pace_and_the_learni
     assert guessed.remember(KnownQuota(tpm=600_000, learned="tokens", guessed=True))
     assert guessed.learned_quota()["guessed"] is True
     assert guessed.known_quota() == KnownQuota(tpm=600_000, learned="tokens", guessed=True)
+    # a quota kept before the field was: read, and claimed to be no guess
+    old = msgspec.json.decode(b'{"rpm": 0.0, "tpm": 600000.0, "learned": "tokens"}', type=KnownQuota)
+    assert old == KnownQuota(tpm=600_000, learned="tokens") and not old.guessed
     # a learned request quota, the other dimension unpaced
     lim = RateLimiter(concurrency=8)
     assert lim.remember(KnownQuota(rpm=120, learned="requests"))

@@ -22,7 +22,8 @@ async def test_the_next_run_paces_from_its_first_request_at_the_quota_announced_
         with sqlite3.connect(tmp_path / "cache" / "judge.sqlite") as db:
             rows = db.execute("SELECT endpoint, quota FROM quotas").fetchall()
         # announced, not learned from 429s (KnownQuota.learned)
-        assert [(e, orjson.loads(q)) for e, q in rows] == [(f"{mock.url} gpt-4.1", {"rpm": 600.0, "tpm": 0.0, "learned": ""})]
+        stored = [(e, orjson.loads(q)) for e, q in rows]
+        assert stored == [(f"{mock.url} gpt-4.1", {"rpm": 600.0, "tpm": 0.0, "learned": "", "guessed": False})]
         # the same cache file without its answers (the second run pays for every call again)
         (tmp_path / "again").mkdir()
         shutil.copy(tmp_path / "cache" / "judge.sqlite", tmp_path / "again" / "judge.sqlite")
