@@ -12,6 +12,16 @@ from drscore.engine.runtime.calls.judging import RateLimitInfo
 from drscore.engine.runtime.calls.limits import RateLimiter
 
 
+# the sizes most votes here are ranked among (a refused 3000 ranks 0.75, a 500 0.0625)
+SIZES = (1000, 1000, 1000, 1000, 500, 4000, 800, 9000)
+
+
+def _send_sizes(guess: BindingGuess) -> None:
+    """Tell ``guess`` the calls of ``SIZES`` were sent."""
+    for x in SIZES:
+        guess.sent(x)
+
+
 def test_binding_guess_by_hand():
     alike = BindingGuess(sizes=8)
     for x in (1000, 1000, 1000, 1050):
@@ -23,8 +33,7 @@ def test_binding_guess_by_hand():
     # a strain does not move it: sizes alike, the two dimensions are one
     assert alike.refused(1000, strain=(1.2, 0.9)) == "requests" and alike.votes[-1].by == "alike"
     g = BindingGuess(sizes=8)
-    for x in (1000, 1000, 1000, 1000, 500, 4000, 800, 9000):
-        g.sent(x)
+    _send_sizes(g)
     # among 1000 x4, 500, 4000, 800, 9000 a refused 3000 ranks above 6 of 8 (0.75); nothing was
     # paced before this first vote of the run, and 0.75 > 0.6: tokens
     assert g.refused(3000) == "tokens"
@@ -49,8 +58,7 @@ def test_binding_guess_by_hand():
 def test_a_binding_only_the_sizes_chose_is_a_guess_and_one_a_refusals_evidence_chose_is_not():
     def guess(*strains: tuple[float, float]) -> BindingGuess:
         g = BindingGuess(sizes=8)
-        for x in (1000, 1000, 1000, 1000, 500, 4000, 800, 9000):
-            g.sent(x)
+        _send_sizes(g)
         for strain in strains:  # a refused 3000 ranks 0.75: tokens at the start-up, kept after
             g.refused(3000, strain=strain)
         return g
@@ -62,8 +70,7 @@ def test_a_binding_only_the_sizes_chose_is_a_guess_and_one_a_refusals_evidence_c
     assert proven.dimension == "tokens" and proven.votes[-1].by == "proofs" and not proven.guessed
     # proofs that chose requests once do not make a later choice of tokens by the sizes proven
     g = BindingGuess(sizes=8)
-    for x in (1000, 1000, 1000, 1000, 500, 4000, 800, 9000):
-        g.sent(x)
+    _send_sizes(g)
     assert g.refused(500, strain=(0.9, 1.2)) == "requests" and not g.guessed
     assert g.refused(9500, strain=(0.97, 0.98)) == "tokens"  # rank 1.0 at a proven request rate
     assert g.votes[-1].by == "ranks" and g.guessed
@@ -79,8 +86,7 @@ def test_a_binding_resumed_from_an_earlier_run_is_a_guess_where_that_runs_was():
     def resumed(guessed: bool) -> BindingGuess:
         g = BindingGuess(sizes=8)
         g.resume("tokens", guessed=guessed)
-        for x in (1000, 1000, 1000, 1000, 500, 4000, 800, 9000):
-            g.sent(x)
+        _send_sizes(g)
         return g
     assert resumed(True).guessed and not resumed(False).guessed
     # this run's proofs rule requests out: tokens no longer a guess
@@ -95,8 +101,7 @@ def test_a_binding_resumed_from_an_earlier_run_is_a_guess_where_that_runs_was():
 
 def test_where_both_dimensions_were_paced_a_token_bucket_that_held_the_call_says_tokens():
     g = BindingGuess(sizes=8)
-    for x in (1000, 1000, 1000, 1000, 500, 4000, 800, 9000):
-        g.sent(x)
+    _send_sizes(g)
     assert g.refused(900) == "requests"  # the start-up vote: 900 ranks 2 / 8 = 0.25, under 0.6
     # tokens paced too, their bucket holding the call: 0.25 is at most SMALL_RANK, which says
     # requests where tokens alone are paced; here the strains decide, and a token bucket had the
@@ -119,8 +124,7 @@ def test_where_both_dimensions_were_paced_a_token_bucket_that_held_the_call_says
 def test_a_429_in_the_echo_of_a_proven_cut_moves_the_guess_on_the_proofs_alone():
     g = BindingGuess(sizes=8)
     g.resume("requests")
-    for x in (1000, 1000, 1000, 1000, 500, 4000, 800, 9000):
-        g.sent(x)
+    _send_sizes(g)
     # a large call (7 of 8) refused at a request rate already proven would say tokens, but right
     # after a proven cut's pause the drained bucket refuses any call at that rate: it stays
     assert g.refused(8000, strain=(0.99, 0.9), echo=True) == "requests" and g.votes[-1].by == "echo"
@@ -135,8 +139,7 @@ def test_a_429_in_the_echo_of_a_proven_cut_moves_the_guess_on_the_proofs_alone()
 
 def test_a_strain_over_1_05_rules_its_dimension_out_whatever_the_rank():
     g = BindingGuess(sizes=8)
-    for x in (1000, 1000, 1000, 1000, 500, 4000, 800, 9000):
-        g.sent(x)
+    _send_sizes(g)
     assert g.refused(400) == "requests"  # the start-up: the smallest refused, rank 0
     # paced by requests, the smallest refused again, but at a request rate 20% under one the
     # endpoint had accepted: no request bucket refuses that, so tokens bind
@@ -171,8 +174,7 @@ def test_a_429_naming_its_dimension_decides_the_binding_guess_for_good():
 def test_a_429_met_by_the_probe_of_a_request_pace_moves_the_guess_on_the_proofs_alone():
     g = BindingGuess(sizes=8)
     g.resume("requests")  # paced by requests
-    for x in (1000, 1000, 1000, 1000, 500, 4000, 800, 9000):
-        g.sent(x)
+    _send_sizes(g)
     # the probe ran requests past what they had proved: a large call (7 of 8) refused at a request
     # rate already accepted (strain 0.97) would say tokens, but at the top of a probe says nothing
     assert g.refused(8000, strain=(0.97, 0.8), probing=True) == "requests"
