@@ -13,7 +13,7 @@ from drscore.engine.runtime.calls.learner import SENT_KEPT_S
 VOTES_KEPT = 16  # the votes a run's summary lists: the ones that set the guess come first
 # A strain above this says no bucket of the proven rate would have refused the call: the
 # dimension is ruled out (bench.headerless, 269 429s logged at stop 56: the binding
-# dimension's strain at most 1.01, the other's up to 2.7; docs/providers.md).
+# dimension's strain at most 1.01, the other's up to 2.7; docs/pacing-notebook.md).
 STRAIN_RULES_OUT = 1.05
 # At the limiter's probe of a request pace, a request strain over this rules requests out: the
 # probe grows the requests past what they proved, so a request quota refuses only a call sent
@@ -22,8 +22,17 @@ STRAIN_RULES_OUT = 1.05
 # quotas; at 22 of token quotas 0.979-0.998 in 3 and 1.03-2.28 in 19, 11 of them under 1.05
 PROBE_STRAIN_RULES_OUT = 1.02
 # Ranks read against the dimension paced when the call was refused (the ranks logged at
-# stops 55-56, docs/providers.md):
-FIRST_RANK_TOKENS = 0.6  # the start-up 429, nothing paced yet: above it, tokens
+# stops 55-56, docs/pacing-notebook.md):
+# The start-up 429, nothing paced yet: above this, tokens. A request quota refuses whichever call
+# comes next, so the refused call's rank is as likely any of the few sizes sent: over 0.7 it is
+# the largest of four or five, one of the two largest of eight, a chance of about a quarter. At
+# 0.6 the second largest of four said tokens too, half the start-ups of a request quota whose
+# 4th call is refused: at 150 requests a minute the runs so begun paced tokens, 0.935-0.942 of
+# the quota against 0.961-0.970 (bench.headerless --case mixed, 3 of 8 runs; 12 of the 14 such runs
+# logged at stops 52-81 missed a target), and a guess of tokens can be silent where one of requests
+# is not. A token quota's start-up 429 comes later (the 8th to 11th call), on a call ranked
+# about 0.83 (docs/pacing-notebook.md, stop 82).
+FIRST_RANK_TOKENS = 0.7
 LARGE_RANK = 0.7  # requests paced: a call this large refused at a request rate already proven...
 PROVEN_STRAIN = 0.95  # ...(strain at least this) says tokens
 SMALL_RANK = 0.25  # tokens paced: a call this small refused says requests
@@ -34,7 +43,7 @@ SMALL_RANK = 0.25  # tokens paced: a call this small refused says requests
 # under this share of the token rate the calls proved (the sizes shrank, or the cut that chose
 # requests was made on a few large calls). See BindingGuess.hindsight. Against a request quota
 # the probe costs one 429 a run; at 0.67, longest first used 0.80-0.81 of a token quota, at
-# 0.85 0.91-0.93, where 5 mixed runs of 6 paid that 429 (stop 73, docs/providers.md).
+# 0.85 0.91-0.93, where 5 mixed runs of 6 paid that 429 (stop 73, docs/pacing-notebook.md).
 UNDER_USED = 0.85
 PROBES = 3  # the most such probes a run makes
 RECENT_SIZES = 16  # the calls whose mean size the probe reads

@@ -35,7 +35,7 @@ def test_binding_guess_by_hand():
     g = BindingGuess(sizes=8)
     _send_sizes(g)
     # among 1000 x4, 500, 4000, 800, 9000 a refused 3000 ranks above 6 of 8 (0.75); nothing was
-    # paced before this first vote of the run, and 0.75 > 0.6: tokens
+    # paced before this first vote of the run, and 0.75 > 0.7: tokens
     assert g.refused(3000) == "tokens"
     # paced by tokens, a refused 900 ranks 2/8 = 0.25, at most SMALL_RANK: requests
     assert g.refused(900) == "requests"
@@ -53,6 +53,26 @@ def test_binding_guess_by_hand():
         (0.875, "requests", "requests", "ranks"), (0.875, "requests", "tokens", "ranks"),
         (0.5, "tokens", "tokens", "ranks")]
     assert g.votes[3] == GuessVote(rank=0.875, paced="requests", strain=(0.97, 0.8), by="ranks", guess="tokens")
+
+
+def test_the_start_up_429_says_tokens_only_for_a_call_larger_than_chance_would_refuse():
+    def start_up(*sizes: float) -> BindingGuess:
+        g = BindingGuess(sizes=8)
+        for x in sizes:  # the refused call, the last, was sent too
+            g.sent(x)
+        g.refused(sizes[-1])
+        return g
+
+    # the 4th call refused, the second largest of four: 2 below, itself level (2.5 / 4 = 0.625).
+    # A request quota refuses the 4th call whatever its size, so one time in two a call ranks
+    # this high: not over 0.7, requests
+    second = start_up(1000, 4000, 2000, 3000)
+    assert second.dimension == "requests" and second.votes[0].rank == 0.625 and second.guessed
+    # the largest of four (3.5 / 4 = 0.875), a chance of one in four: tokens
+    largest = start_up(1000, 4000, 2000, 5000)
+    assert largest.dimension == "tokens" and largest.votes[0].rank == 0.875
+    # after eight calls, one of the two largest (6.5 / 8 = 0.8125): tokens
+    assert start_up(1000, 4000, 2000, 3000, 500, 800, 1500, 3500).dimension == "tokens"
 
 
 def test_a_binding_only_the_sizes_chose_is_a_guess_and_one_a_refusals_evidence_chose_is_not():
@@ -102,7 +122,7 @@ def test_a_binding_resumed_from_an_earlier_run_is_a_guess_where_that_runs_was():
 def test_where_both_dimensions_were_paced_a_token_bucket_that_held_the_call_says_tokens():
     g = BindingGuess(sizes=8)
     _send_sizes(g)
-    assert g.refused(900) == "requests"  # the start-up vote: 900 ranks 2 / 8 = 0.25, under 0.6
+    assert g.refused(900) == "requests"  # the start-up vote: 900 ranks 2 / 8 = 0.25, under 0.7
     # tokens paced too, their bucket holding the call: 0.25 is at most SMALL_RANK, which says
     # requests where tokens alone are paced; here the strains decide, and a token bucket had the
     # more room to refuse it (0.9 of its bound proved, against 1.0 of the request bucket's)
