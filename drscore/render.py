@@ -424,7 +424,7 @@ def _judge_notes(t: dict[str, Any]) -> list[str]:
                          f"the endpoint took at least {' and '.join(took)}; {following}{shown}")
             if learned.get("guessed"):
                 # Where no refusal ruled the other dimension out, the sizes chose, and a request
-                # quota can look like a token one to them (docs/providers.md, bench.headerless at 400
+                # quota can look like a token one to them (docs/pacing-notebook.md, bench.headerless at 400
                 # requests a minute: 3 runs of 15 paced tokens and left 45% of the quota idle)
                 # A run started from such a pace meets no 429 to say so: the earlier run's guess
                 earlier = " by the earlier run this one started from" if resumed and not learned.get("votes") else ""

@@ -433,7 +433,7 @@ SPREAD_Z = 2.0
 # fair first cut (the token case's start-up 429 comes at the 8th to 11th call, its proof 0.86-1.05
 # of the limit). After fewer, the token proof rests on two or three calls (0.33-0.41 of what the
 # token quota takes, and the mixed case's request bucket of 2.5 refuses the 4th call): paced at
-# it, a request quota's large calls wait on a pace that means nothing (stop 67, docs/providers.md).
+# it, a request quota's large calls wait on a pace that means nothing (stop 67, docs/pacing-notebook.md).
 # Not after a vote on sizes alike: there both learners start between their proof and the refusal's
 # bound (RateLearner.rate_limited, uncertain), and tokens are paced too after any number of calls.
 BURST_CALLS_TO_PACE_TOKENS = 6
